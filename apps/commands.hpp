@@ -1,0 +1,10 @@
+#pragma once
+// Each `tandem` subcommand lives in its own file and registers itself here.
+#include <CLI/CLI.hpp>
+
+namespace tandem::apps {
+
+// `tandem` with no subcommand, and `tandem demo`: the runtime self-test.
+void add_demo_command(CLI::App& app);
+
+}  // namespace tandem::apps

@@ -1,0 +1,180 @@
+// Actor runtime: ping-pong round trip (1 and 2 workers), fan-in 4 senders -> 1 actor, and the
+// inbox's raw enqueue/dequeue throughput.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "benches/json_line_reporter.hpp"
+#include "runtime/actor_system.hpp"
+
+namespace tandem {
+namespace {
+
+struct Ball {
+  static constexpr std::string_view kName = "bench.ball";
+  std::uint64_t remaining;
+};
+struct Go {
+  static constexpr std::string_view kName = "bench.go";
+  std::uint64_t count;
+};
+struct Item {
+  static constexpr std::string_view kName = "bench.item";
+  std::uint64_t value;
+};
+
+void spin_until(const std::atomic<bool>& flag) {
+  while (!flag.load(std::memory_order_acquire)) {
+  }
+}
+
+class Player final : public Actor {
+ public:
+  explicit Player(std::atomic<bool>* done) : Actor("player"), done_(done) {}
+  Actor* peer = nullptr;
+
+ protected:
+  void on_message(Message& m) override {
+    const auto left = m.as<Ball>().remaining;
+    if (left == 0) {
+      done_->store(true, std::memory_order_release);
+    } else {
+      (void)send(peer, Ball{left - 1});
+    }
+  }
+
+ private:
+  std::atomic<bool>* done_;
+};
+
+void BM_PingPong(benchmark::State& state) {
+  const auto workers = static_cast<std::size_t>(state.range(0));
+  constexpr std::uint64_t kRoundTrips = 100'000;
+  ActorSystem system(make_work_sharing({.workers = workers}));
+  std::atomic<bool> done{false};
+  auto* a = system.spawn<Player>(&done);
+  auto* b = system.spawn<Player>(&done);
+  a->peer = b;
+  b->peer = a;
+  for (auto _ : state) {
+    done.store(false);
+    (void)system.send(a, Ball{2 * kRoundTrips});
+    spin_until(done);
+  }
+  const auto trips = static_cast<double>(state.iterations() * kRoundTrips);
+  state.counters["round_trip"] =
+      benchmark::Counter(trips, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["msgs_per_s"] = benchmark::Counter(2 * trips, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PingPong)->ArgName("workers")->Arg(1)->Arg(2)->UseRealTime()->MinTime(1.0);
+
+class Sink final : public Actor {
+ public:
+  Sink(std::uint64_t expected, std::atomic<bool>* done)
+      : Actor("sink"), expected_(expected), done_(done) {}
+  void reset() { received_ = 0; }
+
+ protected:
+  void on_message(Message& m) override {
+    sum_ += m.as<Item>().value;
+    if (++received_ == expected_) done_->store(true, std::memory_order_release);
+  }
+
+ private:
+  std::uint64_t expected_;
+  std::uint64_t received_ = 0;
+  std::uint64_t sum_ = 0;
+  std::atomic<bool>* done_;
+};
+
+class Source final : public Actor {
+ public:
+  Source(Actor* sink, bool bulk) : Actor("source"), sink_(sink), bulk_(bulk) {}
+
+ protected:
+  // Sends in slices of 256 and re-posts itself, so one source never monopolises a worker.
+  void on_message(Message& m) override {
+    const std::uint64_t left = m.as<Go>().count;
+    const std::uint64_t n = std::min<std::uint64_t>(left, 256);
+    if (bulk_) {
+      std::array<Message, 256> batch;
+      for (std::uint64_t i = 0; i < n; ++i) batch[i] = make_message(Item{i});
+      (void)system().send_bulk(sink_, batch.data(), n, id());
+    } else {
+      for (std::uint64_t i = 0; i < n; ++i) (void)send(sink_, Item{i});
+    }
+    if (left > n) (void)send(this, Go{left - n});
+  }
+
+ private:
+  Actor* sink_;
+  bool bulk_;
+};
+
+void fan_in(benchmark::State& state, bool bulk) {
+  constexpr int kSenders = 4;
+  constexpr std::uint64_t kPerSender = 250'000;
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  std::atomic<bool> done{false};
+  auto* sink = system.spawn<Sink>(kSenders * kPerSender, &done);
+  std::vector<Actor*> sources;
+  for (int i = 0; i < kSenders; ++i) sources.push_back(system.spawn<Source>(sink, bulk));
+  for (auto _ : state) {
+    state.PauseTiming();
+    system.wait_idle();
+    sink->reset();
+    done.store(false);
+    state.ResumeTiming();
+    for (auto* s : sources) (void)system.send(s, Go{kPerSender});
+    spin_until(done);
+  }
+  state.counters["msgs_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * kSenders * kPerSender), benchmark::Counter::kIsRate);
+}
+void BM_FanIn4to1(benchmark::State& state) { fan_in(state, false); }
+void BM_FanIn4to1Bulk(benchmark::State& state) { fan_in(state, true); }
+BENCHMARK(BM_FanIn4to1)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_FanIn4to1Bulk)->UseRealTime()->MinTime(1.0);
+
+// The inbox alone: one thread enqueues envelopes, then drains them in bulk.
+void BM_InboxEnqueueDequeue(benchmark::State& state) {
+  moodycamel::ConcurrentQueue<Message> q;
+  moodycamel::ProducerToken ptok(q);
+  moodycamel::ConsumerToken ctok(q);
+  constexpr std::size_t kBatch = 1024;
+  std::array<Message, 16> buf;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < kBatch; ++i) q.enqueue(ptok, make_message(Item{i}));
+    std::size_t got = 0;
+    while (got < kBatch) got += q.try_dequeue_bulk(ctok, buf.begin(), buf.size());
+    benchmark::DoNotOptimize(buf);
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_InboxEnqueueDequeue);
+
+// Producer and consumer on two threads.
+void BM_InboxTwoThreads(benchmark::State& state) {
+  moodycamel::ConcurrentQueue<Message> q;
+  constexpr std::uint64_t kItems = 1'000'000;
+  for (auto _ : state) {
+    std::thread producer([&] {
+      moodycamel::ProducerToken ptok(q);
+      for (std::uint64_t i = 0; i < kItems; ++i) q.enqueue(ptok, make_message(Item{i}));
+    });
+    moodycamel::ConsumerToken ctok(q);
+    std::array<Message, 64> buf;
+    std::uint64_t got = 0;
+    while (got < kItems) got += q.try_dequeue_bulk(ctok, buf.begin(), buf.size());
+    producer.join();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kItems));
+}
+BENCHMARK(BM_InboxTwoThreads)->UseRealTime();
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) { return tandem::bench::run_benchmarks(argc, argv, "actor"); }

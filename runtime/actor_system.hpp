@@ -1,0 +1,110 @@
+#pragma once
+// Owns actors, a scheduler, a timer thread (Asio) and, optionally, a trace recorder.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/actor.hpp"
+#include "runtime/scheduler.hpp"
+#include "runtime/send_result.hpp"
+
+namespace tandem {
+
+class TimerService;
+class TraceRecorder;
+
+// What the error handler is told when a handler throws.
+struct ActorError {
+  std::string actor;         // the actor's name
+  std::string message_type;  // the kind of message it was handling
+  std::string what;          // the exception's message
+};
+
+struct ActorSystemOptions {
+  std::size_t budget = 64;            // messages per resume
+  TraceRecorder* trace = nullptr;     // not owned; records every handled message when set
+};
+
+class ActorSystem {
+ public:
+  explicit ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOptions options = {});
+  ~ActorSystem();
+  ActorSystem(const ActorSystem&) = delete;
+  ActorSystem& operator=(const ActorSystem&) = delete;
+
+  // Creates an actor owned by the system; the pointer stays valid until the system dies.
+  template <class A, class... Args>
+  A* spawn(Args&&... args) {
+    auto actor = std::make_unique<A>(std::forward<Args>(args)...);
+    A* raw = actor.get();
+    adopt(std::move(actor));
+    return raw;
+  }
+
+  template <MessageType T>
+  SendResult send(Actor* to, const T& body, std::shared_ptr<void> payload = {}) {
+    return send(to, make_message(body, std::move(payload)));
+  }
+  SendResult send(Actor* to, Message msg, ActorId from = 0);
+  // Sends many messages to one actor with a single wake-up.
+  SendResult send_bulk(Actor* to, Message* msgs, std::size_t n, ActorId from = 0);
+
+  // Delivers `msg` to `to` no earlier than `delay` from now (Asio timer thread).
+  void send_after(std::chrono::nanoseconds delay, Actor* to, Message msg);
+  template <MessageType T>
+  void send_after(std::chrono::nanoseconds delay, Actor* to, const T& body) {
+    send_after(delay, to, make_message(body));
+  }
+
+  void set_error_handler(std::function<void(const ActorError&)> handler);
+  // Called for messages that reached an actor after it stopped.
+  std::size_t dead_letters() const { return dead_letters_.load(); }
+  std::size_t error_count() const { return errors_.load(); }
+
+  // Blocks until no actor has work and no timer is pending.
+  void wait_idle();
+  // Stops the workers and the timer thread, drops pending messages, and makes later sends
+  // fail. Idempotent; the destructor calls it.
+  void stop();
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+
+  Scheduler& scheduler() { return *scheduler_; }
+  TimerService& timers();
+  TraceRecorder* trace() const { return options_.trace; }
+  std::size_t budget() const { return options_.budget; }
+
+  // Scheduler interface: an actor returned from resume() without more work.
+  void actor_went_idle();
+  // Number of actors scheduled or timers pending; 0 means idle.
+  std::int64_t active() const { return active_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Actor;
+  void adopt(std::unique_ptr<Actor> actor);
+  void schedule(Actor* actor);
+  void report(ActorError error);
+  void count_dead_letters(std::size_t n) { dead_letters_.fetch_add(n); }
+  void activity_done();
+
+  ActorSystemOptions options_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<TimerService> timers_;
+  std::mutex actors_mu_;
+  std::vector<std::unique_ptr<Actor>> actors_;
+  std::atomic<ActorId> next_id_{1};
+  alignas(64) std::atomic<std::int64_t> active_{0};
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::size_t> dead_letters_{0};
+  std::atomic<std::size_t> errors_{0};
+  std::mutex error_mu_;
+  std::function<void(const ActorError&)> error_handler_;
+};
+
+}  // namespace tandem
+
+// Actor::send templates need the complete ActorSystem.
+#include "runtime/detail/actor_send.hpp"

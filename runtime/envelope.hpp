@@ -1,0 +1,29 @@
+#pragma once
+// The fixed-size header every message carries: the same bytes travel in-process through a
+// mailbox and, later, as a UCX active-message header across processes.
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace tandem {
+
+// Which per-kind queue of the receiving actor a message lands in. Schedules pick among lanes.
+enum class Lane : std::uint8_t { control = 0, forward = 1, backward = 2 };
+inline constexpr std::size_t kLaneCount = 3;
+
+inline constexpr std::size_t kEnvelopeBodyBytes = 48;
+
+struct Envelope {
+  std::uint32_t type = 0;    // MessageType id (fnv-1a of the type's name)
+  std::uint32_t source = 0;  // sending actor id; 0 when sent from outside any actor
+  std::uint32_t target = 0;  // receiving actor id
+  Lane lane = Lane::control;
+  std::uint8_t flags = 0;
+  std::uint16_t reserved = 0;
+  alignas(8) std::byte body[kEnvelopeBodyBytes] = {};
+};
+
+static_assert(sizeof(Envelope) <= 64, "an envelope must fit one cache line");
+static_assert(std::is_trivially_copyable_v<Envelope>, "envelopes travel as raw bytes");
+
+}  // namespace tandem

@@ -1,0 +1,66 @@
+#include "runtime/timer_service.hpp"
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <mutex>
+#include <optional>
+#include <set>
+
+namespace tandem {
+
+struct TimerService::State {
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard{
+      asio::make_work_guard(io)};
+  std::mutex mu;
+  bool stopped = false;
+  std::set<std::shared_ptr<asio::steady_timer>> live;  // touched on the timer thread only
+};
+
+TimerService::TimerService() : state_(std::make_unique<State>()) {
+  thread_ = std::thread([s = state_.get()] { s->io.run(); });
+}
+
+TimerService::~TimerService() { stop(); }
+
+asio::io_context& TimerService::context() { return state_->io; }
+
+void TimerService::after(std::chrono::nanoseconds delay, std::function<void(bool)> fn) {
+  const auto deadline = std::chrono::steady_clock::now() + delay;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopped) {
+      fn(false);
+      return;
+    }
+  }
+  State* s = state_.get();
+  asio::post(s->io, [s, deadline, fn = std::move(fn)]() mutable {
+    auto timer = std::make_shared<asio::steady_timer>(s->io, deadline);
+    s->live.insert(timer);
+    timer->async_wait([s, timer, fn = std::move(fn)](const std::error_code& ec) {
+      s->live.erase(timer);
+      fn(!ec);
+    });
+  });
+}
+
+void TimerService::stop() {
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopped) return;
+    state_->stopped = true;
+  }
+  State* s = state_.get();
+  // Cancel on the timer thread so every pending callback runs (with fired == false) before
+  // the loop runs out of work.
+  asio::post(s->io, [s] {
+    for (const auto& t : s->live) t->cancel();
+    s->guard.reset();
+  });
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace tandem

@@ -1,0 +1,36 @@
+#pragma once
+// An Asio io_context on its own thread: timers now, sockets later. Nothing here ever runs on
+// an actor worker, so a worker never blocks on I/O or time.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+namespace asio {
+class io_context;
+}
+
+namespace tandem {
+
+class TimerService {
+ public:
+  TimerService();
+  ~TimerService();
+  TimerService(const TimerService&) = delete;
+  TimerService& operator=(const TimerService&) = delete;
+
+  // Calls fn(true) on the timer thread no earlier than `delay` from now, or fn(false) when the
+  // service stops first. Timers fire in deadline order.
+  void after(std::chrono::nanoseconds delay, std::function<void(bool fired)> fn);
+
+  asio::io_context& context();
+  // Cancels pending timers (their callbacks see fired == false) and joins the thread.
+  void stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::thread thread_;
+};
+
+}  // namespace tandem

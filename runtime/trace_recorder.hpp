@@ -1,0 +1,57 @@
+#pragma once
+// Records begin/end, complete and flow events and writes them as Chrome trace JSON (the
+// format ui.perfetto.dev and chrome://tracing open): one track per actor, arrows from a
+// send to its receive.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tandem {
+
+class TraceRecorder {
+ public:
+  TraceRecorder();
+
+  std::int64_t now_ns() const;
+
+  void set_track_name(std::uint32_t track, std::string_view name);
+  void begin(std::string_view name, std::string_view category, std::uint32_t track);
+  void end(std::uint32_t track);
+  void complete(std::string_view name, std::string_view category, std::uint32_t track,
+                std::int64_t start_ns, std::int64_t duration_ns);
+  // A flow arrow: start on the sender's track, end on the receiver's.
+  std::uint64_t next_flow_id() { return next_flow_.fetch_add(1) + 1; }
+  void flow_start(std::uint64_t id, std::uint32_t track, std::string_view name, std::int64_t ts_ns);
+  void flow_end(std::uint64_t id, std::uint32_t track, std::string_view name, std::int64_t ts_ns);
+
+  std::size_t size() const;
+  nlohmann::json to_json() const;
+  // Writes the JSON object format ({"traceEvents": [...]}); throws naming the path on failure.
+  void write(const std::string& path) const;
+
+ private:
+  struct Event {
+    char phase;
+    std::uint32_t track;
+    std::int64_t ts_ns;
+    std::int64_t dur_ns;
+    std::uint64_t id;
+    std::string name;
+    std::string category;
+  };
+  void push(Event e);
+
+  std::chrono::steady_clock::time_point origin_;
+  std::atomic<std::uint64_t> next_flow_{0};
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+  std::vector<std::pair<std::uint32_t, std::string>> track_names_;
+};
+
+}  // namespace tandem
