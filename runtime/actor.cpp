@@ -12,14 +12,20 @@ namespace {
 constexpr std::size_t kBulk = 16;
 }
 
+// Count first, enqueue second: resume() can then never take a message that is not counted
+// yet, so its subtraction cannot run ahead of the senders' additions and let a later sender
+// see zero (and schedule the actor a second time) while it is still queued. A counted
+// message that is not visible yet only makes resume() come back once more.
 bool Actor::enqueue(Message&& m) {
+  const bool first = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
   inbox_.enqueue(std::move(m));
-  return pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
+  return first;
 }
 
 std::size_t Actor::enqueue_bulk(Message* msgs, std::size_t n) {
+  const auto before = pending_.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_acq_rel);
   inbox_.enqueue_bulk(std::make_move_iterator(msgs), n);
-  return pending_.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_acq_rel);
+  return before;
 }
 
 bool Actor::resume(std::size_t budget) {
@@ -32,7 +38,7 @@ bool Actor::resume(std::size_t budget) {
       ++handled;
       continue;
     }
-    const std::size_t n = inbox_.try_dequeue_bulk(buf.begin(), kBulk);
+    const std::size_t n = inbox_.try_dequeue_bulk(inbox_token_, buf.begin(), kBulk);
     if (n == 0) break;
     taken += static_cast<std::uint32_t>(n);
     for (std::size_t i = 0; i < n; ++i) lanes_.push(std::move(buf[i]));
@@ -42,7 +48,7 @@ bool Actor::resume(std::size_t budget) {
     std::size_t dropped = lanes_.size();
     lanes_.clear();
     std::size_t n;
-    while ((n = inbox_.try_dequeue_bulk(buf.begin(), kBulk)) != 0) {
+    while ((n = inbox_.try_dequeue_bulk(inbox_token_, buf.begin(), kBulk)) != 0) {
       taken += static_cast<std::uint32_t>(n);
       dropped += n;
       for (std::size_t i = 0; i < n; ++i) buf[i] = Message{};

@@ -72,6 +72,7 @@ class Actor {
   ActorId id_ = 0;
   ActorSystem* system_ = nullptr;
   moodycamel::ConcurrentQueue<Message> inbox_;
+  moodycamel::ConsumerToken inbox_token_{inbox_};  // only the running actor dequeues
   // Messages enqueued but not yet taken over by resume(); the actor is scheduled exactly
   // while this is non-zero, so it never runs on two threads at once and never misses a
   // message that arrives while it runs.
