@@ -7,4 +7,7 @@ namespace tandem::apps {
 // `tandem` with no subcommand, and `tandem demo`: the runtime self-test.
 void add_demo_command(CLI::App& app);
 
+// `tandem simulate`: time a schedule with the discrete-event simulator (table, ASCII, SVG).
+void add_simulate_command(CLI::App& app);
+
 }  // namespace tandem::apps

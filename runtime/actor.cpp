@@ -1,6 +1,5 @@
 #include "runtime/actor.hpp"
 
-#include <array>
 #include <exception>
 
 #include "runtime/actor_system.hpp"
@@ -10,12 +9,25 @@
 namespace tandem {
 namespace {
 constexpr std::size_t kBulk = 16;
-}
 
-// Count first, enqueue second: resume() can then never take a message that is not counted
-// yet, so its subtraction cannot run ahead of the senders' additions and let a later sender
-// see zero (and schedule the actor a second time) while it is still queued. A counted
-// message that is not visible yet only makes resume() come back once more.
+// Output iterator for moodycamel's bulk dequeue: messages go straight into their lanes, with
+// no staging buffer to construct and destroy on every resume.
+class LaneInserter {
+ public:
+  explicit LaneInserter(Lanes* lanes) : lanes_(lanes) {}
+  LaneInserter& operator*() { return *this; }
+  LaneInserter& operator=(Message&& m) {
+    if (lanes_ != nullptr) lanes_->push(std::move(m));
+    return *this;
+  }
+  LaneInserter& operator++() { return *this; }
+  LaneInserter operator++(int) { return *this; }
+
+ private:
+  Lanes* lanes_;  // nullptr: discard (messages to a stopped actor)
+};
+}  // namespace
+
 bool Actor::enqueue(Message&& m) {
   const bool first = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
   inbox_.enqueue(std::move(m));
@@ -32,26 +44,23 @@ bool Actor::resume(std::size_t budget) {
   std::uint32_t taken = held_;
   held_ = 0;
   std::size_t handled = 0;
-  std::array<Message, kBulk> buf;
   while (handled < budget && !stopped()) {
     if (!lanes_.empty() && handle_next(lanes_)) {
       ++handled;
       continue;
     }
-    const std::size_t n = inbox_.try_dequeue_bulk(inbox_token_, buf.begin(), kBulk);
+    const std::size_t n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk);
     if (n == 0) break;
     taken += static_cast<std::uint32_t>(n);
-    for (std::size_t i = 0; i < n; ++i) lanes_.push(std::move(buf[i]));
   }
   if (stopped()) {
     // Messages that reached a stopped actor are dead letters: counted, never delivered.
     std::size_t dropped = lanes_.size();
     lanes_.clear();
     std::size_t n;
-    while ((n = inbox_.try_dequeue_bulk(inbox_token_, buf.begin(), kBulk)) != 0) {
+    while ((n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(nullptr), kBulk)) != 0) {
       taken += static_cast<std::uint32_t>(n);
       dropped += n;
-      for (std::size_t i = 0; i < n; ++i) buf[i] = Message{};
     }
     if (dropped != 0) system_->count_dead_letters(dropped);
     if (!stop_reported_) {

@@ -1,0 +1,32 @@
+#include "schedules/action.hpp"
+
+namespace tandem::schedules {
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::F:
+      return "F";
+    case Op::B:
+      return "B";
+    case Op::W:
+      return "W";
+    case Op::STEP:
+      return "STEP";
+    case Op::SYNC:
+      return "SYNC";
+  }
+  return "?";
+}
+
+std::string to_string(const Action& action) {
+  std::string out = to_string(action.op);
+  if (action.op == Op::STEP || action.op == Op::SYNC) {
+    return out + "(round " + std::to_string(action.minibatch) + ")";
+  }
+  out += "(mb " + std::to_string(action.minibatch) + ", [" + std::to_string(action.slice.begin) +
+         "," + std::to_string(action.slice.end) + ")";
+  if (action.chunk != 0) out += ", chunk " + std::to_string(action.chunk);
+  return out + ")";
+}
+
+}  // namespace tandem::schedules

@@ -1,0 +1,335 @@
+#include "schedules/detail/graph.hpp"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "schedules/schedule_error.hpp"
+
+namespace tandem::schedules::detail {
+namespace {
+
+using Entry = Graph::Entry;
+
+std::string stage_name(const Graph& g, int vs) {
+  if (g.chunks == 1) return "stage " + std::to_string(vs);
+  return "stage " + std::to_string(vs % g.stages) + " chunk " + std::to_string(vs / g.stages);
+}
+
+std::string range(std::int64_t begin, std::int64_t end) {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict) on a chain of + starting from "[".
+  std::string out(1, '[');
+  out += std::to_string(begin);
+  out += ',';
+  out += std::to_string(end);
+  out += ')';
+  return out;
+}
+
+[[noreturn]] void fail(const Graph& g, std::uint32_t id, const std::string& what) {
+  throw ScheduleError("action list: " + describe(g, id) + ": " + what);
+}
+
+bool entry_less(const Entry& a, const Entry& b) {
+  return std::tie(a.minibatch, a.begin) < std::tie(b.minibatch, b.begin);
+}
+
+// For every entry of `down`, the entries of `up` with the same minibatch whose samples overlap
+// it. Both are sorted by (minibatch, begin) and disjoint within a minibatch, so the first
+// overlapping `up` entry only moves forward: linear time. `on_gap` reports samples of a `down`
+// entry that no `up` entry covers.
+template <class OnEdge, class OnGap>
+void match(const Entry* down, std::size_t nd, const Entry* up, std::size_t nu, OnEdge&& on_edge,
+           OnGap&& on_gap) {
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < nd; ++i) {
+    const Entry& e = down[i];
+    while (j < nu && (up[j].minibatch < e.minibatch ||
+                      (up[j].minibatch == e.minibatch && up[j].end <= e.begin))) {
+      ++j;
+    }
+    std::int64_t covered = e.begin;
+    for (std::size_t k = j; k < nu && up[k].minibatch == e.minibatch && up[k].begin < e.end; ++k) {
+      if (up[k].begin > covered) on_gap(e, covered, up[k].begin);
+      covered = std::max(covered, up[k].end);
+      on_edge(e.id, up[k].id);
+    }
+    if (covered < e.end) on_gap(e, covered, e.end);
+  }
+}
+
+void check_fields(Graph& g, const ScheduleParams& p) {
+  const auto& devices = g.list->devices;
+  std::uint32_t id = 0;
+  for (int d = 0; d < g.devices; ++d) {
+    const int stage = g.device_stage[d];
+    const int replica = p.replica_of(d);
+    for (const Action& a : devices[d]) {
+      g.device[id] = d;
+      g.op[id] = a.op;
+      g.dest[id] = -1;
+      g.vstage[id] = stage;  // refined below for F/B/W; set first for messages
+      if (a.replica != replica) {
+        fail(g, id,
+             "replica field is " + std::to_string(a.replica) + " but device d" + std::to_string(d) +
+                 " is replica " + std::to_string(replica));
+      }
+      if (a.minibatch < 0) fail(g, id, "negative minibatch");
+      if (a.op == Op::STEP || a.op == Op::SYNC) {
+        g.samples[id] = 0;
+      } else {
+        if (a.op != Op::F && a.op != Op::B && a.op != Op::W) fail(g, id, "unknown op");
+        if (a.chunk < 0 || a.chunk >= g.chunks) {
+          fail(
+              g, id,
+              "chunk " + std::to_string(a.chunk) + " outside [0," + std::to_string(g.chunks) + ")");
+        }
+        if (a.slice.begin < 0 || a.slice.end <= a.slice.begin) {
+          fail(g, id, "empty or negative slice " + range(a.slice.begin, a.slice.end));
+        }
+        g.vstage[id] = a.chunk * g.stages + stage;
+        g.samples[id] = a.slice.size();
+      }
+      ++id;
+    }
+  }
+}
+
+int op_index(Op op) {
+  return op == Op::F ? 0 : op == Op::B ? 1 : op == Op::W ? 2 : -1;
+}
+
+void fill_buckets(Graph& g) {
+  const int nb = 3 * g.virtual_stages;
+  g.bucket_begin.assign(nb + 1, 0);
+  const std::uint32_t n = g.size();
+  for (std::uint32_t id = 0; id < n; ++id) {
+    const int o = op_index(g.op[id]);
+    if (o >= 0) ++g.bucket_begin[o * g.virtual_stages + g.vstage[id] + 1];
+  }
+  for (int b = 0; b < nb; ++b) g.bucket_begin[b + 1] += g.bucket_begin[b];
+  g.entries.resize(g.bucket_begin[nb]);
+  g.cursor.assign(g.bucket_begin.begin(), g.bucket_begin.end() - 1);
+  for (std::uint32_t id = 0; id < n; ++id) {
+    const int o = op_index(g.op[id]);
+    if (o < 0) continue;
+    const Action& a = g.action(id);
+    g.entries[g.cursor[o * g.virtual_stages + g.vstage[id]]++] =
+        Entry{a.minibatch, a.slice.begin, a.slice.end, id};
+  }
+  for (int b = 0; b < nb; ++b) {
+    Entry* first = g.entries.data() + g.bucket_begin[b];
+    Entry* last = g.entries.data() + g.bucket_begin[b + 1];
+    if (!std::is_sorted(first, last, entry_less)) std::sort(first, last, entry_less);
+    for (Entry* e = first; e + 1 < last; ++e) {
+      if (e[0].minibatch == e[1].minibatch && e[0].end > e[1].begin) {
+        fail(g, e[1].id,
+             "computes samples " + range(e[1].begin, std::min(e[0].end, e[1].end)) +
+                 " again, already done by " + describe(g, e[0].id));
+      }
+    }
+  }
+}
+
+void add_edge(Graph& g, std::uint32_t target, std::uint32_t source) {
+  if (g.device[target] == g.device[source]) {
+    g.edges.emplace_back(target, source | kNoDelay);
+    return;
+  }
+  auto& dest = g.dest[source];
+  dest = dest == -1 || dest == g.device[target] ? g.device[target] : -2;
+  g.edges.emplace_back(target, source);
+}
+
+void link_stages(Graph& g) {
+  const int V = g.virtual_stages;
+  auto bucket = [&](int o, int vs) {
+    const std::uint32_t b = o * V + vs;
+    return std::pair<const Entry*, std::size_t>{g.entries.data() + g.bucket_begin[b],
+                                                g.bucket_begin[b + 1] - g.bucket_begin[b]};
+  };
+  auto no_edge = [](std::uint32_t, std::uint32_t) {};
+  auto edge = [&](std::uint32_t t, std::uint32_t s) { add_edge(g, t, s); };
+  auto local_edge = [&](const char* what) {
+    return [&g, what](std::uint32_t t, std::uint32_t s) {
+      if (g.device[t] != g.device[s]) {
+        fail(g, t,
+             std::string("runs on another device than ") + describe(g, s) + ", which " + what);
+      }
+      g.edges.emplace_back(t, s | kNoDelay);
+    };
+  };
+  for (int vs = 0; vs < V; ++vs) {
+    auto [f, nf] = bucket(0, vs);
+    auto [b, nbk] = bucket(1, vs);
+    auto [w, nw] = bucket(2, vs);
+    g.split[vs] = nw > 0;
+    if (vs > 0) {
+      auto [fu, nfu] = bucket(0, vs - 1);
+      match(f, nf, fu, nfu, edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+        fail(g, e.id,
+             "samples " + range(lo, hi) + " of minibatch " + std::to_string(e.minibatch) +
+                 " are never computed by an F on " + stage_name(g, vs - 1));
+      });
+    }
+    match(b, nbk, f, nf, local_edge("holds its activations"),
+          [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+            fail(g, e.id, "no F on its stage computed samples " + range(lo, hi));
+          });
+    match(f, nf, b, nbk, no_edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+      fail(g, e.id, "has no B for samples " + range(lo, hi));
+    });
+    if (vs + 1 < V) {
+      auto [bd, nbd] = bucket(1, vs + 1);
+      match(b, nbk, bd, nbd, edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+        fail(g, e.id,
+             "samples " + range(lo, hi) + " get no gradient: no B on " + stage_name(g, vs + 1) +
+                 " covers them");
+      });
+    }
+    if (nw > 0) {
+      match(w, nw, b, nbk, local_edge("holds its saved inputs"),
+            [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+              fail(g, e.id, "no B on its stage computed samples " + range(lo, hi));
+            });
+      match(b, nbk, w, nw, no_edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+        fail(g, e.id,
+             "is split (its stage has W actions) but has no W for samples " + range(lo, hi));
+      });
+    }
+  }
+}
+
+// SYNC of round k on a stage: an all-reduce among the replicas that have it, so each waits for
+// the others to reach it (the action before their SYNC to end).
+void link_syncs(Graph& g) {
+  struct Sync {
+    int stage;
+    std::int64_t round;
+    std::uint32_t id;
+  };
+  std::vector<Sync> syncs;
+  for (std::uint32_t id = 0; id < g.size(); ++id) {
+    if (g.op[id] == Op::SYNC) syncs.push_back({g.vstage[id], g.action(id).minibatch, id});
+  }
+  std::sort(syncs.begin(), syncs.end(), [](const Sync& a, const Sync& b) {
+    return std::tie(a.stage, a.round, a.id) < std::tie(b.stage, b.round, b.id);
+  });
+  for (std::size_t i = 0; i < syncs.size();) {
+    std::size_t j = i;
+    while (j < syncs.size() && syncs[j].stage == syncs[i].stage &&
+           syncs[j].round == syncs[i].round) {
+      ++j;
+    }
+    for (std::size_t a = i; a < j; ++a) {
+      if (a > i && g.device[syncs[a].id] == g.device[syncs[a - 1].id]) {
+        fail(g, syncs[a].id, "repeats " + describe(g, syncs[a - 1].id));
+      }
+      for (std::size_t b = i; b < j; ++b) {
+        if (a != b && !g.first_on_device(syncs[b].id)) {
+          g.edges.emplace_back(syncs[a].id, (syncs[b].id - 1) | kNoDelay);
+        }
+      }
+    }
+    i = j;
+  }
+}
+
+void build_csr(Graph& g) {
+  const std::uint32_t n = g.size();
+  g.pred_begin.assign(n + 1, 0);
+  for (const auto& e : g.edges) ++g.pred_begin[e.first + 1];
+  for (std::uint32_t i = 0; i < n; ++i) g.pred_begin[i + 1] += g.pred_begin[i];
+  g.preds.resize(g.edges.size());
+  g.cursor.assign(g.pred_begin.begin(), g.pred_begin.end() - 1);
+  for (const auto& [target, source] : g.edges) g.preds[g.cursor[target]++] = source;
+}
+
+}  // namespace
+
+std::string describe(const Graph& g, std::uint32_t id) {
+  const int d = g.device[id];
+  const Action& a = g.action(id);
+  std::string out(1, 'd');
+  out += std::to_string(d);
+  out += " #";
+  out += std::to_string(id - g.device_begin[d]);
+  out += ' ';
+  out += to_string(a);
+  if (a.op == Op::F || a.op == Op::B || a.op == Op::W) {
+    out += " on " + stage_name(g, g.vstage[id]);
+  } else {
+    out += " on stage " + std::to_string(g.vstage[id]);
+  }
+  return out;
+}
+
+void build_graph(const ActionList& list, Graph& g) {
+  const auto& p = list.params;
+  p.validate();
+  g.list = &list;
+  g.stages = p.stages;
+  g.chunks = p.chunks;
+  g.virtual_stages = p.stages * p.chunks;
+  g.devices = p.total_replicas();
+  if (static_cast<int>(list.devices.size()) != g.devices) {
+    throw ScheduleError("action list: " + std::to_string(list.devices.size()) +
+                        " device orders for " + std::to_string(g.devices) +
+                        " devices (stages x replicas)");
+  }
+  g.device_stage.resize(g.devices);
+  g.device_begin.resize(g.devices + 1);
+  std::uint64_t total = 0;
+  for (int d = 0; d < g.devices; ++d) {
+    g.device_stage[d] = p.stage_of(d);
+    g.device_begin[d] = static_cast<std::uint32_t>(total);
+    total += list.devices[d].size();
+    if (total > kIdMask) throw ScheduleError("action list: more than 2^31 actions");
+  }
+  g.device_begin[g.devices] = static_cast<std::uint32_t>(total);
+  const std::uint32_t n = g.size();
+  g.device.resize(n);
+  g.vstage.resize(n);
+  g.op.resize(n);
+  g.samples.resize(n);
+  g.dest.resize(n);
+  g.split.assign(g.virtual_stages, 0);
+  g.edges.clear();
+  check_fields(g, p);
+  fill_buckets(g);
+  link_stages(g);
+  link_syncs(g);
+  build_csr(g);
+}
+
+std::string find_deadlock(const Graph& g) {
+  const std::uint32_t n = g.size();
+  std::vector<std::uint8_t> done(n, 0);
+  std::vector<std::uint32_t> next(g.device_begin.begin(), g.device_begin.end() - 1);
+  auto first_missing = [&](std::uint32_t id) -> std::int64_t {
+    for (std::uint32_t e = g.pred_begin[id]; e < g.pred_begin[id + 1]; ++e) {
+      const std::uint32_t src = g.preds[e] & kIdMask;
+      if (!done[src]) return src;
+    }
+    return -1;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int d = 0; d < g.devices; ++d) {
+      while (next[d] < g.device_begin[d + 1] && first_missing(next[d]) < 0) {
+        done[next[d]++] = 1;
+        progress = true;
+      }
+    }
+  }
+  std::string out;
+  for (int d = 0; d < g.devices; ++d) {
+    if (next[d] == g.device_begin[d + 1]) continue;
+    const auto missing = static_cast<std::uint32_t>(first_missing(next[d]));
+    out += out.empty() ? "deadlock: " : "; ";
+    out += describe(g, next[d]) + " waits for " + describe(g, missing);
+  }
+  return out;
+}
+
+}  // namespace tandem::schedules::detail

@@ -1,0 +1,67 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedules/action.hpp"
+#include "schedules/action_list.hpp"
+
+namespace tandem::schedules::detail {
+
+// A dependency edge whose source's end time counts as is: same device, or a SYNC's rendezvous
+// (the all-reduce's cost is the SYNC's duration). Other edges wait for the message to arrive.
+inline constexpr std::uint32_t kNoDelay = 0x80000000u;
+inline constexpr std::uint32_t kIdMask = 0x7fffffffu;
+
+// An action list compiled into a DAG: actions numbered device by device (id), dependencies in
+// CSR form. The device order (id - 1 on the same device) is implicit. Buffers are reused
+// across builds so that repeated simulation allocates nothing.
+struct Graph {
+  const ActionList* list = nullptr;
+  int devices = 0;
+  int stages = 0;
+  int chunks = 1;
+  int virtual_stages = 0;
+  std::vector<int> device_stage;            // per device
+  std::vector<std::uint32_t> device_begin;  // per device, plus the total at the end
+  // Per action.
+  std::vector<std::int32_t> device;
+  std::vector<std::int32_t> vstage;  // F/B/W: chunk * p + stage; STEP/SYNC: stage
+  std::vector<Op> op;
+  std::vector<std::int64_t> samples;
+  std::vector<std::int32_t> dest;         // device that receives the output; -1 none, -2 several
+  std::vector<std::uint32_t> pred_begin;  // size + 1
+  std::vector<std::uint32_t> preds;       // source id | kNoDelay
+  std::vector<std::uint8_t> split;        // per virtual stage: has W actions
+
+  // Scratch.
+  struct Entry {
+    std::int64_t minibatch, begin, end;
+    std::uint32_t id;
+  };
+  std::vector<Entry> entries;
+  std::vector<std::uint32_t> bucket_begin;
+  std::vector<std::uint32_t> cursor;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (target, source | flag)
+
+  std::uint32_t size() const { return device_begin.empty() ? 0 : device_begin.back(); }
+  const Action& action(std::uint32_t id) const {
+    const int d = device[id];
+    return list->devices[d][id - device_begin[d]];
+  }
+  bool first_on_device(std::uint32_t id) const { return id == device_begin[device[id]]; }
+};
+
+// Throws ScheduleError when the list is malformed: wrong device count, a field out of range,
+// the same samples computed twice, an F without its B (or a split B without its W), a slice
+// whose input no upstream action produces.
+void build_graph(const ActionList& list, Graph& graph);
+
+// "d1 #4 B(mb 0, [3,4)) on stage 1".
+std::string describe(const Graph& graph, std::uint32_t id);
+
+// For a graph with a cycle: the first stuck action of every unfinished device and what it
+// waits for. Empty when the order can complete.
+std::string find_deadlock(const Graph& graph);
+
+}  // namespace tandem::schedules::detail

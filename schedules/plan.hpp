@@ -1,0 +1,45 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "schedules/schedule_params.hpp"
+
+namespace tandem::schedules {
+
+// Layers [begin, end) of the model.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+  friend bool operator==(const LayerRange&, const LayerRange&) = default;
+};
+
+// Where one replica runs: a device ("cpu", "sim", "cuda:N") on a host (empty: this one).
+struct Placement {
+  std::string host;
+  std::string device = "cpu";
+  friend bool operator==(const Placement&, const Placement&) = default;
+};
+
+struct StagePlan {
+  LayerRange layers;
+  std::vector<Placement> replicas{Placement{}};  // one placement per replica
+  friend bool operator==(const StagePlan&, const StagePlan&) = default;
+};
+
+// Everything needed to spawn a pipeline: produced by the planner or written in a config,
+// consumed by the actors. Plain data; `schedule.stages` and `schedule.replicas` describe the
+// same stages as `stages` (make() fills them in).
+struct Plan {
+  std::vector<StagePlan> stages;
+  ScheduleParams schedule;
+
+  // A plan whose schedule takes its stage and replica counts from `stages`.
+  static Plan make(std::vector<StagePlan> stages, ScheduleParams schedule);
+
+  // Throws ScheduleError naming the stage and field: stages empty, not contiguous from layer 0,
+  // empty, (num_layers > 0) not ending at num_layers; a stage without replicas; a malformed
+  // device; a schedule that disagrees with the stages or is invalid itself.
+  void validate(int num_layers = 0) const;
+};
+
+}  // namespace tandem::schedules

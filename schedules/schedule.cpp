@@ -1,0 +1,237 @@
+#include "schedules/schedule.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "schedules/schedule_error.hpp"
+#include "schedules/weight_versions.hpp"
+
+namespace tandem::schedules {
+namespace {
+
+using detail::Pattern;
+using detail::PatternFactory;
+
+Action make(Op op, std::int64_t minibatch, Slice slice, int chunk, int replica) {
+  return Action{op, minibatch, slice, chunk, replica};
+}
+
+Action control(Op op, std::int64_t round, int replica) {
+  return Action{op, round, Slice{}, 0, replica};
+}
+
+std::vector<Action> flush_epilogue(const ScheduleParams& p, int stage, int replica,
+                                   std::int64_t minibatch) {
+  std::vector<Action> out;
+  if (p.replicas_of(stage) > 1) out.push_back(control(Op::SYNC, minibatch, replica));
+  out.push_back(control(Op::STEP, minibatch, replica));
+  return out;
+}
+
+// Flush schedules with equal slices: replica j of stage s owns slices j, j + r_s, j + 2 r_s, ...
+PatternFactory equal_slices(const ScheduleParams& p, int stage, int replica, std::int64_t warmup) {
+  const int r = p.replicas_of(stage);
+  const std::int64_t owned = replica < p.slices ? (p.slices - replica + r - 1) / r : 0;
+  return [p, stage, replica, warmup, r, owned](std::int64_t b) {
+    Pattern pat;
+    pat.forwards = pat.backwards = owned;
+    pat.warmup = warmup;
+    pat.forward = [p, b, replica, r](std::int64_t k) {
+      return make(Op::F, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+    };
+    pat.backward = [p, b, replica, r](std::int64_t k) {
+      return make(Op::B, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+    };
+    pat.epilogue = flush_epilogue(p, stage, replica, b);
+    return pat;
+  };
+}
+
+PatternFactory zero_bubble(const ScheduleParams& p, int stage) {
+  return [p, stage](std::int64_t b) {
+    const std::int64_t m = p.slices;
+    Pattern pat;
+    pat.forwards = pat.backwards = m;
+    pat.warmup = std::min<std::int64_t>(p.stages - 1 - stage, m);
+    pat.forward = [p, b](std::int64_t k) {
+      return make(Op::F, b, p.equal_slice(static_cast<int>(k)), 0, 0);
+    };
+    pat.backward = [p, b](std::int64_t k) {
+      return make(Op::B, b, p.equal_slice(static_cast<int>(k)), 0, 0);
+    };
+    // W(i) right after B(i + s): stage s holds s more activations than 1F1B would, so every
+    // stage peaks at p in flight and the delayed W fills the bubbles of the cool-down.
+    pat.after_backward = [p, b, stage](std::int64_t k, std::vector<Action>& out) {
+      if (k >= stage) {
+        out.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k - stage)), 0, 0));
+      }
+    };
+    for (std::int64_t k = std::max<std::int64_t>(0, m - stage); k < m; ++k) {
+      pat.epilogue.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k)), 0, 0));
+    }
+    pat.epilogue.push_back(control(Op::STEP, b, 0));
+    return pat;
+  };
+}
+
+// Megatron-LM's forward_backward_pipelining_with_interleaving, one device.
+PatternFactory interleaved(const ScheduleParams& p, int stage) {
+  return [p, stage](std::int64_t b) {
+    const std::int64_t pv = static_cast<std::int64_t>(p.stages) * p.chunks;
+    const std::int64_t total = static_cast<std::int64_t>(p.slices) * p.chunks;
+    Pattern pat;
+    pat.forwards = pat.backwards = total;
+    pat.warmup =
+        p.slices == p.stages
+            ? total
+            : std::min<std::int64_t>(2 * (p.stages - stage - 1) + (p.chunks - 1) * p.stages, total);
+    auto slice_of = [p, pv](std::int64_t k) {
+      return p.equal_slice(static_cast<int>((k / pv) * p.stages + k % p.stages));
+    };
+    pat.forward = [p, b, pv, slice_of](std::int64_t k) {
+      return make(Op::F, b, slice_of(k), static_cast<int>((k % pv) / p.stages), 0);
+    };
+    pat.backward = [p, b, pv, slice_of](std::int64_t k) {
+      return make(Op::B, b, slice_of(k), static_cast<int>(p.chunks - 1 - (k % pv) / p.stages), 0);
+    };
+    pat.epilogue = {control(Op::STEP, b, 0)};
+    return pat;
+  };
+}
+
+std::vector<Slice> slices_of(const std::vector<std::int64_t>& sizes) {
+  std::vector<Slice> out;
+  std::int64_t begin = 0;
+  for (auto size : sizes) {
+    out.push_back({begin, begin + size});
+    begin += size;
+  }
+  return out;
+}
+
+PatternFactory umpipe(const ScheduleParams& p, int stage) {
+  auto fwd = slices_of(p.forward_composition(stage));
+  auto bwd = slices_of(p.backward_composition(stage));
+  return [fwd = std::move(fwd), bwd = std::move(bwd)](std::int64_t b) {
+    Pattern pat;
+    pat.forwards = static_cast<std::int64_t>(fwd.size());
+    pat.backwards = static_cast<std::int64_t>(bwd.size());
+    pat.warmup = pat.forwards;
+    pat.forward = [fwd, b](std::int64_t k) { return make(Op::F, b, fwd[k], 0, 0); };
+    pat.backward = [bwd, b](std::int64_t k) { return make(Op::B, b, bwd[k], 0, 0); };
+    pat.epilogue = {control(Op::STEP, b, 0)};
+    return pat;
+  };
+}
+
+// Asynchronous 1F1B-RR: replica j of stage s runs minibatches j, j + r_s, ... and updates after
+// every backward (after a SYNC among the replicas of the stage when replicated).
+PatternFactory pipedream(const ScheduleParams& p, int stage, int replica) {
+  const int r = p.replicas_of(stage);
+  std::int64_t owned = Pattern::kUnbounded;
+  if (p.minibatches > 0)
+    owned = replica < p.minibatches ? (p.minibatches - replica + r - 1) / r : 0;
+  const std::int64_t w = warmup(p, stage);
+  const Slice whole{0, p.samples()};
+  return [owned, w, whole, replica, r](std::int64_t) {
+    Pattern pat;
+    pat.forwards = pat.backwards = owned;
+    pat.warmup = w;
+    pat.forward = [=](std::int64_t k) { return make(Op::F, replica + k * r, whole, 0, replica); };
+    pat.backward = [=](std::int64_t k) { return make(Op::B, replica + k * r, whole, 0, replica); };
+    pat.after_backward = [=](std::int64_t k, std::vector<Action>& out) {
+      if (r > 1) out.push_back(control(Op::SYNC, k, replica));
+      out.push_back(control(Op::STEP, k, replica));
+    };
+    return pat;
+  };
+}
+
+// 2BW: 1F1B over slices without flush; batch t (m slices) updates after its last backward.
+PatternFactory two_bw(const ScheduleParams& p, int stage) {
+  const std::int64_t m = p.slices;
+  const std::int64_t units = p.minibatches > 0 ? p.minibatches * m : Pattern::kUnbounded;
+  return [p, stage, m, units](std::int64_t) {
+    Pattern pat;
+    pat.forwards = pat.backwards = units;
+    pat.warmup = p.stages - 1 - stage;
+    pat.forward = [p, m](std::int64_t u) {
+      return make(Op::F, u / m, p.equal_slice(static_cast<int>(u % m)), 0, 0);
+    };
+    pat.backward = [p, m](std::int64_t u) {
+      return make(Op::B, u / m, p.equal_slice(static_cast<int>(u % m)), 0, 0);
+    };
+    pat.after_backward = [m](std::int64_t u, std::vector<Action>& out) {
+      if (u % m == m - 1) out.push_back(control(Op::STEP, u / m, 0));
+    };
+    return pat;
+  };
+}
+
+}  // namespace
+
+Schedule::Schedule(ScheduleParams params) : params_(std::move(params)) {
+  params_.validate();
+  if (params_.kind == ScheduleKind::custom) {
+    throw ScheduleError(
+        "schedule custom: a custom order is data (parse its text form), not a "
+        "generator");
+  }
+}
+
+ActionGenerator Schedule::generator(int device) const {
+  const auto& p = params_;
+  if (device < 0 || device >= devices()) {
+    throw ScheduleError("schedule " + std::string(to_string(p.kind)) + ": no device " +
+                        std::to_string(device) + " (it has " + std::to_string(devices()) + ")");
+  }
+  const int stage = p.stage_of(device);
+  const int replica = p.replica_of(device);
+  const std::int64_t flush_rounds = p.minibatches;
+  switch (p.kind) {
+    case ScheduleKind::naive:
+      return {equal_slices(p, stage, replica, 0), flush_rounds};
+    case ScheduleKind::gpipe:
+      return {equal_slices(p, stage, replica, std::numeric_limits<std::int64_t>::max()),
+              flush_rounds};
+    case ScheduleKind::one_f_one_b:
+      return {equal_slices(p, stage, replica, warmup(p, stage)), flush_rounds};
+    case ScheduleKind::zb_h1:
+      return {zero_bubble(p, stage), flush_rounds};
+    case ScheduleKind::interleaved:
+      return {interleaved(p, stage), flush_rounds};
+    case ScheduleKind::umpipe:
+      return {umpipe(p, stage), flush_rounds};
+    case ScheduleKind::pipedream:
+    case ScheduleKind::pipedream_vsync:
+      return {pipedream(p, stage, replica), 1};
+    case ScheduleKind::pipedream_2bw:
+      return {two_bw(p, stage), 1};
+    case ScheduleKind::custom:
+      break;
+  }
+  throw ScheduleError("schedule: no generator for this kind");
+}
+
+ActionList Schedule::materialize() const {
+  if (!finite()) {
+    throw ScheduleError("schedule " + std::string(to_string(params_.kind)) +
+                        " is unbounded (minibatches = 0): materialize a prefix instead");
+  }
+  return materialize(std::numeric_limits<std::size_t>::max());
+}
+
+ActionList Schedule::materialize(std::size_t max_per_device) const {
+  ActionList list;
+  list.params = params_;
+  list.devices.resize(devices());
+  for (int d = 0; d < devices(); ++d) {
+    auto gen = generator(d);
+    list.devices[d] = take(gen, max_per_device);
+  }
+  return list;
+}
+
+}  // namespace tandem::schedules

@@ -1,0 +1,49 @@
+#include "schedules/schedule_kind.hpp"
+
+#include <array>
+#include <string>
+#include <utility>
+
+#include "schedules/schedule_error.hpp"
+
+namespace tandem::schedules {
+namespace {
+
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 10> kNames{{
+    {ScheduleKind::naive, "naive"},
+    {ScheduleKind::gpipe, "gpipe"},
+    {ScheduleKind::one_f_one_b, "1f1b"},
+    {ScheduleKind::pipedream, "pipedream"},
+    {ScheduleKind::pipedream_vsync, "pipedream-vsync"},
+    {ScheduleKind::pipedream_2bw, "2bw"},
+    {ScheduleKind::interleaved, "interleaved"},
+    {ScheduleKind::zb_h1, "zb-h1"},
+    {ScheduleKind::umpipe, "umpipe"},
+    {ScheduleKind::custom, "custom"},
+}};
+
+}  // namespace
+
+std::string_view to_string(ScheduleKind kind) {
+  for (const auto& [k, name] : kNames) {
+    if (k == kind) return name;
+  }
+  return "?";
+}
+
+ScheduleKind parse_schedule_kind(std::string_view name) {
+  std::string valid;
+  for (const auto& [k, n] : kNames) {
+    if (n == name) return k;
+    valid += valid.empty() ? "" : ", ";
+    valid += n;
+  }
+  throw ScheduleError("unknown schedule '" + std::string(name) + "' (valid: " + valid + ")");
+}
+
+bool is_asynchronous(ScheduleKind kind) {
+  return kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync ||
+         kind == ScheduleKind::pipedream_2bw;
+}
+
+}  // namespace tandem::schedules

@@ -1,0 +1,28 @@
+#pragma once
+#include <string_view>
+
+namespace tandem::schedules {
+
+enum class ScheduleKind {
+  naive,            // model parallel, one slice at a time through the whole pipeline
+  gpipe,            // all F, then all B; optional re-materialization
+  one_f_one_b,      // 1F1B with flush (PipeDream-Flush)
+  pipedream,        // asynchronous 1F1B-RR with weight stashing
+  pipedream_vsync,  // asynchronous 1F1B with vertical sync
+  pipedream_2bw,    // double-buffered weights, no flush
+  interleaved,      // Megatron's interleaved 1F1B with v chunks per device
+  zb_h1,            // zero bubble H1: B split into B and W
+  umpipe,           // unequal slices, per stage, forward and backward
+  custom,           // a hand-written order (text form) with flush semantics: one version
+};
+
+// Names as in configs and on the command line: naive, gpipe, 1f1b, pipedream,
+// pipedream-vsync, 2bw, interleaved, zb-h1, umpipe, custom.
+std::string_view to_string(ScheduleKind kind);
+// Throws ScheduleError listing the valid names.
+ScheduleKind parse_schedule_kind(std::string_view name);
+
+// Flush schedules update once per minibatch and keep one version; the others never flush.
+bool is_asynchronous(ScheduleKind kind);
+
+}  // namespace tandem::schedules

@@ -1,0 +1,238 @@
+#include "schedules/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "schedules/schedule_error.hpp"
+#include "schedules/weight_versions.hpp"
+
+namespace tandem::schedules {
+namespace {
+
+enum : std::uint8_t { kNew = 0, kActive = 1, kDone = 2 };
+
+[[noreturn]] void fail(const std::string& what) {
+  throw ScheduleError("simulator: " + what);
+}
+
+}  // namespace
+
+SimulationCosts SimulationCosts::uniform(int stages, double forward, double backward, double weight,
+                                         double latency) {
+  SimulationCosts costs;
+  StageCosts stage;
+  stage.forward = forward;
+  stage.backward = backward;
+  stage.weight = weight;
+  costs.stages.assign(stages, stage);
+  costs.latency = latency;
+  return costs;
+}
+
+const SimulationResult& Simulator::run(const ActionList& list, const SimulationCosts& costs,
+                                       bool timeline) {
+  detail::build_graph(list, graph_);
+  const auto& p = list.params;
+  const int V = graph_.virtual_stages;
+  if (static_cast<int>(costs.stages.size()) == p.stages) {
+    per_vstage_.resize(V);
+    const double share = 1.0 / p.chunks;
+    for (int vs = 0; vs < V; ++vs) {
+      const StageCosts& c = costs.stages[vs % p.stages];
+      StageCosts& out = per_vstage_[vs];
+      out = c;
+      if (p.chunks > 1) {
+        out.forward = c.forward.scaled(share);
+        out.backward = c.backward.scaled(share);
+        out.weight = c.weight.scaled(share);
+        out.weight_bytes = c.weight_bytes * share;
+        out.activation_bytes = c.activation_bytes * share;
+      }
+    }
+  } else if (static_cast<int>(costs.stages.size()) == V) {
+    per_vstage_ = costs.stages;
+  } else {
+    fail("costs describe " + std::to_string(costs.stages.size()) + " stages; the schedule has " +
+         std::to_string(p.stages) + " stages of " + std::to_string(p.chunks) + " chunks");
+  }
+  if (!(costs.bandwidth > 0)) fail("bandwidth must be positive");
+  if (!(costs.latency >= 0) || !(costs.sync >= 0) || !(costs.step >= 0)) {
+    fail("latency, sync and step must be non-negative");
+  }
+  time_actions(costs);
+  summarize(timeline);
+  return result_;
+}
+
+void Simulator::time_actions(const SimulationCosts& costs) {
+  const detail::Graph& g = graph_;
+  const std::uint32_t n = g.size();
+  const bool remat = g.list->params.rematerialize;
+  duration_.resize(n);
+  transfer_.resize(n);
+  for (std::uint32_t id = 0; id < n; ++id) {
+    const int vs = g.vstage[id];
+    const std::int64_t b = g.samples[id];
+    double d = 0;
+    double bytes = 0;
+    switch (g.op[id]) {
+      case Op::F:
+        d = per_vstage_[vs].forward(b);
+        bytes = per_vstage_[vs].output_bytes * static_cast<double>(b);
+        break;
+      case Op::B:
+        d = per_vstage_[vs].backward(b);
+        if (!g.split[vs]) d += per_vstage_[vs].weight(b);
+        if (remat) d += per_vstage_[vs].forward(b);
+        if (vs > 0) bytes = per_vstage_[vs - 1].output_bytes * static_cast<double>(b);
+        break;
+      case Op::W:
+        d = per_vstage_[vs].weight(b);
+        break;
+      case Op::STEP:
+        d = costs.step;
+        break;
+      case Op::SYNC:
+        d = costs.sync;
+        break;
+    }
+    if (!(d >= 0) || !std::isfinite(d)) {
+      fail("duration of " + detail::describe(g, id) + " is " + std::to_string(d));
+    }
+    duration_[id] = d;
+    transfer_[id] = bytes > 0 ? bytes / costs.bandwidth : 0.0;
+  }
+
+  start_.resize(n);
+  end_.resize(n);
+  arrival_.resize(n);
+  state_.assign(n, kNew);
+  if (costs.contention) link_free_.assign(static_cast<std::size_t>(g.devices) * g.devices, 0.0);
+  stack_.clear();
+  // Depth-first over the dependencies, each action once: linear in actions + edges, and a
+  // dependency found on the stack is a cycle, i.e. a deadlock.
+  for (std::uint32_t root = 0; root < n; ++root) {
+    if (state_[root] == kDone) continue;
+    state_[root] = kActive;
+    stack_.push_back({root, 0, 0.0});
+    while (!stack_.empty()) {
+      Frame& f = stack_.back();
+      const std::uint32_t id = f.id;
+      const std::uint32_t first = g.pred_begin[id];
+      const std::uint32_t on_device = g.first_on_device(id) ? 0 : 1;
+      const std::uint32_t count = g.pred_begin[id + 1] - first + on_device;
+      bool descended = false;
+      while (f.cursor < count) {
+        std::uint32_t src;
+        bool no_delay;
+        if (f.cursor < on_device) {
+          src = id - 1;
+          no_delay = true;
+        } else {
+          const std::uint32_t raw = g.preds[first + f.cursor - on_device];
+          src = raw & detail::kIdMask;
+          no_delay = (raw & detail::kNoDelay) != 0;
+        }
+        if (state_[src] == kDone) {
+          f.ready = std::max(f.ready, no_delay ? end_[src] : arrival_[src]);
+          ++f.cursor;
+          continue;
+        }
+        if (state_[src] == kActive) {
+          throw ScheduleError("simulator: action list: " + detail::find_deadlock(g));
+        }
+        state_[src] = kActive;
+        stack_.push_back({src, 0, 0.0});  // invalidates f
+        descended = true;
+        break;
+      }
+      if (descended) continue;
+      const double start = f.ready;
+      const double end = start + duration_[id];
+      start_[id] = start;
+      end_[id] = end;
+      state_[id] = kDone;
+      double arrival = end + transfer_[id];
+      if (costs.contention && transfer_[id] > 0) {
+        const int dest = g.dest[id];
+        if (dest == -2) {
+          fail("link contention needs one receiver per message, but " + detail::describe(g, id) +
+               " feeds several devices");
+        }
+        if (dest >= 0) {
+          double& free = link_free_[static_cast<std::size_t>(g.device[id]) * g.devices + dest];
+          arrival = std::max(end, free) + transfer_[id];
+          free = arrival;
+        }
+      }
+      arrival_[id] = arrival + costs.latency;
+      stack_.pop_back();
+    }
+  }
+}
+
+void Simulator::summarize(bool timeline) {
+  const detail::Graph& g = graph_;
+  const auto& p = g.list->params;
+  SimulationResult& r = result_;
+  const int D = g.devices;
+  r.makespan = 0;
+  r.busy.assign(D, 0.0);
+  r.idle.assign(D, 0.0);
+  r.peak_in_flight.assign(D, 0);
+  r.peak_in_flight_samples.assign(D, 0);
+  r.memory.assign(D, 0.0);
+  r.timeline.clear();
+  if (timeline) r.timeline.reserve(g.size());
+  double total_busy = 0;
+  for (int d = 0; d < D; ++d) {
+    int in_flight = 0;
+    std::int64_t samples = 0;
+    double activations = 0;
+    double peak_activations = 0;
+    double& busy = r.busy[d];
+    for (std::uint32_t id = g.device_begin[d]; id < g.device_begin[d + 1]; ++id) {
+      busy += duration_[id];
+      r.makespan = std::max(r.makespan, end_[id]);
+      if (timeline) r.timeline.push_back({d, id - g.device_begin[d], start_[id], end_[id]});
+      const int vs = g.vstage[id];
+      const auto b = g.samples[id];
+      const StageCosts& c = per_vstage_[vs];
+      const double kept = (p.rematerialize ? c.input_bytes : c.activation_bytes) * b;
+      const bool releases = g.op[id] == Op::W || (g.op[id] == Op::B && !g.split[vs]);
+      if (g.op[id] == Op::F) {
+        ++in_flight;
+        samples += b;
+        activations += kept;
+      } else if (g.op[id] == Op::B && p.rematerialize) {
+        // The recomputed activations of this slice exist while its B runs.
+        peak_activations = std::max(peak_activations, activations + c.activation_bytes * b);
+      }
+      r.peak_in_flight[d] = std::max(r.peak_in_flight[d], in_flight);
+      r.peak_in_flight_samples[d] = std::max(r.peak_in_flight_samples[d], samples);
+      peak_activations = std::max(peak_activations, activations);
+      if (releases) {
+        --in_flight;
+        samples -= b;
+        activations -= kept;
+      }
+    }
+    total_busy += busy;
+    double weights = 0;
+    const int stage = g.device_stage[d];
+    for (int chunk = 0; chunk < g.chunks; ++chunk) {
+      weights += per_vstage_[chunk * g.stages + stage].weight_bytes;
+    }
+    r.memory[d] = weights * versions_kept(p, stage) + peak_activations;
+  }
+  for (int d = 0; d < D; ++d) r.idle[d] = r.makespan - r.busy[d];
+  r.bubble = r.makespan > 0 ? 1.0 - total_busy / (D * r.makespan) : 0.0;
+}
+
+SimulationResult simulate(const ActionList& list, const SimulationCosts& costs, bool timeline) {
+  Simulator sim;
+  return sim.run(list, costs, timeline);
+}
+
+}  // namespace tandem::schedules

@@ -1,0 +1,92 @@
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "schedules/action_list.hpp"
+#include "schedules/cost.hpp"
+#include "schedules/detail/graph.hpp"
+
+namespace tandem::schedules {
+
+// What one stage (or one chunk of a stage) costs.
+struct StageCosts {
+  // Durations by slice size. B of a schedule that does not split it also computes the weight
+  // gradient, so it takes backward + weight; a split B takes backward and its W takes weight.
+  Cost forward, backward, weight;
+  double output_bytes = 0;      // per sample: activations sent on, gradients sent back
+  double weight_bytes = 0;      // one version of the weights
+  double activation_bytes = 0;  // per sample: kept from F until B (W when split)
+  double input_bytes = 0;       // per sample: all that re-materialization keeps
+};
+
+struct SimulationCosts {
+  // One entry per stage, whose chunks (interleaved) each take 1/v of it, or one per virtual
+  // stage (chunk c of stage s at c * p + s).
+  std::vector<StageCosts> stages;
+  double sync = 0;  // SYNC's duration (the all-reduce)
+  double step = 0;  // STEP's duration
+  // A message between devices arrives latency + bytes / bandwidth after its sender ends.
+  double latency = 0;
+  double bandwidth = std::numeric_limits<double>::infinity();
+  // With contention, the messages of one link (sender, receiver) travel one after the other,
+  // in the sender's order; latency overlaps.
+  bool contention = false;
+
+  // Every stage: F takes `forward`, B `backward`, W `weight`; latency c.
+  static SimulationCosts uniform(int stages, double forward, double backward, double weight = 0,
+                                 double latency = 0);
+};
+
+struct OpInterval {
+  int device = 0;
+  std::uint32_t index = 0;  // position in the device's order
+  double start = 0;
+  double end = 0;
+};
+
+struct SimulationResult {
+  double makespan = 0;
+  std::vector<double> busy;  // per device
+  std::vector<double> idle;  // per device: makespan - busy
+  double bubble = 0;         // idle share of devices x makespan
+  // Per device: +1 at F, -1 at B (at W where split); chunks of one device count together.
+  std::vector<int> peak_in_flight;
+  std::vector<std::int64_t> peak_in_flight_samples;
+  // Per device, bytes: weights x versions kept + peak activations (stashed inputs with
+  // re-materialization, plus one slice's activations during its B).
+  std::vector<double> memory;
+  std::vector<OpInterval> timeline;  // one per action, device by device; empty if not asked
+};
+
+// Times an action list by the rules of DESIGN section 6: an action starts at
+// max(end of the previous action on its device, max over its dependencies of their end, plus
+// the message's delay when they ran on another device). Throws ScheduleError on a malformed
+// list or a deadlock (naming the stuck actions). Keeps its buffers between runs: reuse one
+// Simulator for repeated evaluation.
+class Simulator {
+ public:
+  const SimulationResult& run(const ActionList& list, const SimulationCosts& costs,
+                              bool timeline = true);
+
+ private:
+  void time_actions(const SimulationCosts& costs);
+  void summarize(bool timeline);
+
+  struct Frame {
+    std::uint32_t id;
+    std::uint32_t cursor;
+    double ready;
+  };
+  detail::Graph graph_;
+  std::vector<StageCosts> per_vstage_;
+  std::vector<double> duration_, transfer_, start_, end_, arrival_, link_free_;
+  std::vector<std::uint8_t> state_;
+  std::vector<Frame> stack_;
+  SimulationResult result_;
+};
+
+SimulationResult simulate(const ActionList& list, const SimulationCosts& costs,
+                          bool timeline = true);
+
+}  // namespace tandem::schedules

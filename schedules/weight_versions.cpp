@@ -1,0 +1,52 @@
+#include "schedules/weight_versions.hpp"
+
+#include <algorithm>
+
+namespace tandem::schedules {
+
+int warmup(const ScheduleParams& params, int stage) {
+  int before = 0;
+  for (int s = 0; s < stage; ++s) before += params.replicas_of(s);
+  return (params.total_replicas() - 1 - before) / params.replicas_of(stage);
+}
+
+std::int64_t weight_version(const ScheduleParams& params, int stage, std::int64_t minibatch) {
+  switch (params.kind) {
+    case ScheduleKind::pipedream:
+      return std::max<std::int64_t>(0,
+                                    minibatch / params.replicas_of(stage) - warmup(params, stage));
+    case ScheduleKind::pipedream_vsync:
+      return std::max<std::int64_t>(0, minibatch - (params.stages - 1));
+    case ScheduleKind::pipedream_2bw:
+      return std::max<std::int64_t>(0, minibatch - 1);
+    default:
+      return minibatch;
+  }
+}
+
+int versions_kept(const ScheduleParams& params, int stage) {
+  switch (params.kind) {
+    case ScheduleKind::pipedream:
+      return warmup(params, stage) + 1;
+    case ScheduleKind::pipedream_vsync:
+      return params.stages;
+    case ScheduleKind::pipedream_2bw:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+int noam(const ScheduleParams& params) {
+  switch (params.kind) {
+    case ScheduleKind::pipedream:
+    case ScheduleKind::pipedream_vsync:
+      return warmup(params, 0) + 1;
+    case ScheduleKind::pipedream_2bw:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace tandem::schedules

@@ -1,0 +1,69 @@
+#include "schedules/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "schedules/schedule_error.hpp"
+
+namespace tandem::schedules {
+namespace {
+
+Plan sample() {
+  ScheduleParams sp;
+  sp.kind = ScheduleKind::pipedream;
+  return Plan::make(
+      {StagePlan{{0, 5}, {Placement{"", "cpu"}, Placement{"", "cuda:0"}}},
+       StagePlan{{5, 10}, {Placement{"host1", "cuda:1"}}}, StagePlan{{10, 16}, {Placement{}}}},
+      sp);
+}
+
+std::string error_of(const Plan& plan, int layers = 0) {
+  try {
+    plan.validate(layers);
+  } catch (const ScheduleError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SchedulePlan, MakeFillsTheScheduleShape) {
+  const Plan plan = sample();
+  EXPECT_EQ(plan.schedule.stages, 3);
+  EXPECT_EQ(plan.schedule.replicas, (std::vector<int>{2, 1, 1}));
+  EXPECT_NO_THROW(plan.validate(16));
+}
+
+TEST(SchedulePlan, ErrorsNameTheStageAndField) {
+  auto expect = [](const std::string& err, const std::string& needle) {
+    EXPECT_NE(err.find(needle), std::string::npos) << "'" << needle << "' not in: " << err;
+  };
+  expect(error_of(sample(), 17), "the stages end at layer 16 but the model has 17 layers");
+  Plan gap = sample();
+  gap.stages[1].layers.begin = 6;
+  expect(error_of(gap), "stage 1: layers start at 6, expected 5");
+  Plan empty = sample();
+  empty.stages[2].layers = {10, 10};
+  expect(error_of(empty), "stage 2: empty layer range [10,10)");
+  Plan device = sample();
+  device.stages[0].replicas[1].device = "gpu0";
+  expect(error_of(device), "stage 0: replica 1: device 'gpu0'");
+  Plan host = sample();
+  host.stages[1].replicas[0].host = "a b";
+  expect(error_of(host), "host 'a b'");
+  Plan disagree = sample();
+  disagree.schedule.replicas = {1, 1, 1};
+  expect(error_of(disagree), "stage 0: has 2 replicas but the schedule says 1");
+  Plan count = sample();
+  count.schedule.stages = 2;
+  count.schedule.replicas.clear();
+  expect(error_of(count), "3 stages but the schedule has 2");
+  Plan bad = sample();
+  bad.schedule.slices = 2;
+  expect(error_of(bad), "PipeDream runs whole minibatches");
+  Plan none;
+  expect(error_of(none), "no stages");
+}
+
+}  // namespace
+}  // namespace tandem::schedules
