@@ -10,4 +10,8 @@ void add_demo_command(CLI::App& app);
 // `tandem simulate`: time a schedule with the discrete-event simulator (table, ASCII, SVG).
 void add_simulate_command(CLI::App& app);
 
+// `tandem plan --profile P.json --cluster C.yaml --schedule S [-o FILE]`: stages, replicas and
+// slices from a layer profile and a cluster; writes the config's pipeline: section.
+void add_plan_command(CLI::App& app);
+
 }  // namespace tandem::apps

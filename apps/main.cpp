@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   tandem::apps::add_demo_command(app);
   tandem::apps::add_simulate_command(app);
+  tandem::apps::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,62 @@
+#pragma once
+// PipeDream's partitioning DP over a hierarchical topology (DESIGN section 7), with stage
+// replication, a configurable weight-sync factor and a per-worker memory bound.
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace tandem::planner {
+
+// Costs of one layer for one minibatch. Any consistent units: times in ms, sizes in bytes,
+// bandwidths in bytes per ms make every term of the objective a time in ms.
+struct PipeDreamLayer {
+  double compute_ms = 0;        // forward + backward
+  double parameter_bytes = 0;   // one version of the weights (w)
+  double activation_bytes = 0;  // output (a): crosses a cut after this layer, both ways
+  double memory_bytes = 0;      // kept per in-flight minibatch
+};
+
+// Level k joins `units` units of level k-1 (workers for the first level) at `bandwidth`.
+struct PipeDreamLevel {
+  int units = 1;
+  double bandwidth = 1;
+};
+
+struct PipeDreamOptions {
+  // sync_k(m, W) = sync_factor (m-1) W / (m B_k): 2 for a ring all-reduce of the gradients.
+  double sync_factor = 2.0;
+  // Per worker: in_flight * (parameter_bytes + memory_bytes) of its stage, where PipeDream
+  // keeps in_flight = ceil(D / r) versions and minibatches (D: workers of this stage and
+  // every stage after it, r: the stage's replicas).
+  double memory_per_worker = std::numeric_limits<double>::infinity();
+};
+
+struct PipeDreamStage {
+  int begin = 0;  // layers [begin, end)
+  int end = 0;
+  std::vector<int> workers;  // global worker indices, innermost level fastest
+  double compute_ms = 0;
+  int in_flight = 1;        // versions and minibatches each replica keeps: ceil(D / r)
+  double memory_bytes = 0;  // per worker
+
+  int replicas() const { return static_cast<int>(workers.size()); }
+};
+
+struct PipeDreamPlan {
+  double time_per_minibatch = 0;  // the DP's objective: the slowest stage or link
+  std::vector<PipeDreamStage> stages;
+  int noam = 1;  // ceil(R / r_0): minibatches the input stage admits
+  int workers_used() const;
+};
+
+// Optimal plan; workers may stay idle when using them does not help. Throws
+// std::invalid_argument on malformed input and std::runtime_error when no plan fits the
+// memory bound. Exact for one level; with several levels the memory bound is applied
+// conservatively inside a unit (every worker outside it is assumed downstream), so a plan
+// never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level,
+// O(N^2 M_K^2) for the outermost.
+PipeDreamPlan plan_pipedream(std::span<const PipeDreamLayer> layers,
+                             std::span<const PipeDreamLevel> levels,
+                             const PipeDreamOptions& options = {});
+
+}  // namespace tandem::planner

@@ -1,0 +1,291 @@
+#include "planner/pipeline_planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include "planner/gpipe_partitioner.hpp"
+#include "planner/pipedream_dp.hpp"
+#include "planner/umpipe_baselines.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/schedule_error.hpp"
+#include "schedules/simulator.hpp"
+
+namespace tandem::planner {
+namespace {
+
+using schedules::ScheduleKind;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::runtime_error("plan: " + what);
+}
+
+std::string bytes_text(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / 1073741824.0 << " GiB";
+  return os.str();
+}
+
+// Worker w of the cluster: innermost level fastest.
+schedules::Placement placement(const Cluster& cluster, int worker) {
+  schedules::Placement place;
+  const int local = worker % cluster.levels.front().units;
+  if (cluster.levels.size() > 1) {
+    place.host = "host" + std::to_string(worker / cluster.levels.front().units);
+  }
+  place.device = cluster.device == "cuda" ? "cuda:" + std::to_string(local) : "cpu";
+  return place;
+}
+
+// Bandwidth (bytes per ms) between workers a and b: the level where they first share a unit.
+double bandwidth_between(const Cluster& cluster, int a, int b) {
+  long long unit = 1;
+  for (const TopologyLevel& level : cluster.levels) {
+    unit *= level.units;
+    if (a / unit == b / unit) return level.bytes_per_second / 1000.0;
+  }
+  return cluster.levels.back().bytes_per_second / 1000.0;
+}
+
+PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
+                             const PlanRequest& request, int minibatch) {
+  // The profile's times are for its own minibatch; scale to the one asked for.
+  const double scale = static_cast<double>(minibatch) / profile.minibatch;
+  std::vector<PipeDreamLayer> layers;
+  for (const LayerProfile& l : profile.layers) {
+    layers.push_back({(l.forward_ms + l.backward_ms) * scale, l.parameter_bytes,
+                      l.activation_bytes * scale, l.memory_bytes * scale});
+  }
+  std::vector<PipeDreamLevel> levels;
+  for (const TopologyLevel& level : cluster.levels) {
+    levels.push_back({level.units, level.bytes_per_second / 1000.0});
+  }
+  PipeDreamOptions options;
+  options.sync_factor = cluster.sync_factor;
+  options.memory_per_worker = cluster.memory_per_worker_bytes;
+  PipeDreamPlan dp;
+  try {
+    dp = plan_pipedream(layers, levels, options);
+  } catch (const std::runtime_error& e) {
+    fail(std::string(e.what()) + " (" + bytes_text(cluster.memory_per_worker_bytes) +
+         " per worker)");
+  }
+
+  PlannedPipeline out;
+  out.method = "PipeDream DP over " + std::to_string(cluster.levels.size()) + " level(s)";
+  out.time_per_minibatch_ms = dp.time_per_minibatch;
+  out.workers = cluster.workers();
+  out.noam = dp.noam;
+  std::vector<schedules::StagePlan> stages;
+  double busy = 0;
+  for (const PipeDreamStage& stage : dp.stages) {
+    schedules::StagePlan sp;
+    sp.layers = {stage.begin, stage.end};
+    sp.replicas.clear();
+    for (const int w : stage.workers) sp.replicas.push_back(placement(cluster, w));
+    stages.push_back(sp);
+    out.stages.push_back({stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.workers});
+    busy += stage.compute_ms;  // each replica works compute / r per minibatch, r replicas
+  }
+  out.bubble =
+      dp.time_per_minibatch > 0 ? 1.0 - busy / (dp.workers_used() * dp.time_per_minibatch) : 0.0;
+  schedules::ScheduleParams params;
+  params.kind = request.schedule;
+  params.slices = 1;
+  params.minibatch_size = minibatch;
+  params.minibatches = 0;  // asynchronous: unbounded
+  out.plan = schedules::Plan::make(std::move(stages), params);
+  return out;
+}
+
+// Per stage: costs for the simulator (and the GA) from the profile, layers [begin, end).
+struct StageModel {
+  double f_fixed = 0, f_sample = 0, b_fixed = 0, b_sample = 0, w_fixed = 0, w_sample = 0;
+  double weight_bytes = 0, activation_per_sample = 0, output_per_sample = 0;
+};
+
+StageModel stage_model(const Profile& profile, int begin, int end) {
+  StageModel m;
+  const double samples = profile.minibatch;
+  for (int l = begin; l < end; ++l) {
+    const LayerProfile& layer = profile.layers[l];
+    m.f_fixed += layer.forward_fixed_ms;
+    m.f_sample += (layer.forward_ms - layer.forward_fixed_ms) / samples;
+    // The fixed part of the backward is charged to its input-gradient half.
+    const double input_ms = layer.backward_ms - layer.backward_weight_ms;
+    const double fixed = std::min(layer.backward_fixed_ms, input_ms);
+    m.b_fixed += fixed;
+    m.b_sample += (input_ms - fixed) / samples;
+    m.w_fixed += layer.backward_fixed_ms - fixed;
+    m.w_sample += (layer.backward_weight_ms - (layer.backward_fixed_ms - fixed)) / samples;
+    m.weight_bytes += layer.parameter_bytes;
+    m.activation_per_sample += layer.memory_bytes / samples;
+  }
+  m.output_per_sample = profile.layers[end - 1].activation_bytes / samples;
+  return m;
+}
+
+PlannedPipeline plan_flush(const Profile& profile, const Cluster& cluster,
+                           const PlanRequest& request, int minibatch) {
+  const int layers = static_cast<int>(profile.layers.size());
+  const int workers = cluster.workers();
+  const int stages = request.stages > 0 ? request.stages : workers;
+  if (request.stages > workers) {
+    fail("asked for " + std::to_string(stages) + " stages but the cluster has " +
+         std::to_string(workers) + " workers");
+  }
+  if (stages > layers) {
+    fail("cannot cut " + std::to_string(layers) + " layers into " + std::to_string(stages) +
+         " stages" +
+         (request.stages > 0 ? "" : " (one per worker; pass --stages to use fewer workers)"));
+  }
+  // Balance forward + backward; a stage must hold its weights and a whole minibatch of
+  // activations (GPipe's peak, an upper bound for the others).
+  std::vector<double> prefix_time(layers + 1, 0), prefix_memory(layers + 1, 0);
+  const double scale = static_cast<double>(minibatch) / profile.minibatch;
+  for (int l = 0; l < layers; ++l) {
+    const LayerProfile& layer = profile.layers[l];
+    prefix_time[l + 1] = prefix_time[l] + (layer.forward_ms + layer.backward_ms) * scale;
+    prefix_memory[l + 1] = prefix_memory[l] + layer.parameter_bytes + layer.memory_bytes * scale;
+  }
+  const double bound = cluster.memory_per_worker_bytes;
+  const ContiguousPartition partition = partition_min_max(layers, stages, [&](int begin, int end) {
+    if (prefix_memory[end] - prefix_memory[begin] > bound) {
+      return std::numeric_limits<double>::infinity();
+    }
+    return prefix_time[end] - prefix_time[begin];
+  });
+  if (!std::isfinite(partition.bottleneck)) {
+    fail("no cut of " + std::to_string(layers) + " layers into " + std::to_string(stages) +
+         " stages fits the memory bound of " + bytes_text(bound) + " per worker");
+  }
+
+  // Costs per slice size; stage s runs on worker s. The simulator has one bandwidth, so each
+  // boundary's own bandwidth is folded into its per-sample message size (bandwidth 1).
+  schedules::SimulationCosts costs;
+  costs.bandwidth = 1.0;
+  UmpipeProblem problem;
+  problem.minibatch = minibatch;
+  int begin = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int end = partition.ends[s];
+    const StageModel m = stage_model(profile, begin, end);
+    schedules::StageCosts sc;
+    sc.forward = schedules::Cost::affine(m.f_fixed, m.f_sample);
+    sc.backward = schedules::Cost::affine(m.b_fixed, m.b_sample);
+    sc.weight = schedules::Cost::affine(m.w_fixed, m.w_sample);
+    sc.weight_bytes = m.weight_bytes;
+    sc.activation_bytes = m.activation_per_sample;
+    const double ms_per_sample =
+        s + 1 < stages ? m.output_per_sample / bandwidth_between(cluster, s, s + 1) : 0.0;
+    sc.output_bytes = ms_per_sample;
+    costs.stages.push_back(sc);
+    problem.stages.push_back(
+        {SliceCost::affine(m.f_fixed, m.f_sample, minibatch),
+         SliceCost::affine(m.b_fixed + m.w_fixed, m.b_sample + m.w_sample, minibatch)});
+    if (s + 1 < stages) problem.links.push_back(SliceCost::affine(0, ms_per_sample, minibatch));
+    begin = end;
+  }
+
+  schedules::ScheduleParams params;
+  params.kind = request.schedule;
+  params.stages = stages;
+  params.minibatch_size = minibatch;
+  params.minibatches = 1;
+  const auto simulate = [&](const schedules::ScheduleParams& p) {
+    return schedules::simulate(schedules::Schedule(p).materialize(), costs, false);
+  };
+
+  PlannedPipeline out;
+  out.workers = workers;
+  if (request.slices > minibatch) {
+    fail("asked for " + std::to_string(request.slices) + " slices of a minibatch of " +
+         std::to_string(minibatch) + " samples");
+  }
+  if (request.schedule == ScheduleKind::umpipe) {
+    const UmpipeGaResult ga = run_umpipe_ga(problem, request.ga);
+    for (const auto& row : ga.slices.forward)
+      params.forward_slices.emplace_back(row.begin(), row.end());
+    for (const auto& row : ga.slices.backward) {
+      params.backward_slices.emplace_back(row.begin(), row.end());
+    }
+    params.slices = static_cast<int>(ga.slices.forward.front().size());
+    out.method = "min-max partition, UMPIPE GA (" + std::to_string(request.ga.population) + " x " +
+                 std::to_string(request.ga.generations) + ", seed " +
+                 std::to_string(request.ga.seed) + ")";
+    out.equal_slices_ms = best_equal_slices(problem).makespan;
+  } else if (request.slices > 0) {
+    params.slices = request.slices;
+    out.method = "min-max partition, " + std::to_string(request.slices) + " equal slices";
+  } else {
+    double best = std::numeric_limits<double>::infinity();
+    int best_slices = 0;
+    for (int m = 1; m <= minibatch; ++m) {
+      params.slices = m;
+      try {
+        const double makespan = simulate(params).makespan;
+        if (makespan < best) {
+          best = makespan;
+          best_slices = m;
+        }
+      } catch (const schedules::ScheduleError&) {
+        // A slice count this schedule does not accept.
+      }
+    }
+    if (best_slices == 0) fail("no slice count works for this schedule");
+    params.slices = best_slices;
+    out.method = "min-max partition, " + std::to_string(best_slices) +
+                 " equal slices (fastest of 1.." + std::to_string(minibatch) + ")";
+  }
+  const schedules::SimulationResult result = simulate(params);
+  out.time_per_minibatch_ms = result.makespan;
+  out.bubble = result.bubble;
+  std::vector<schedules::StagePlan> plan_stages;
+  begin = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int end = partition.ends[s];
+    schedules::StagePlan sp;
+    sp.layers = {begin, end};
+    sp.replicas = {placement(cluster, s)};
+    plan_stages.push_back(sp);
+    out.stages.push_back(
+        {(prefix_time[end] - prefix_time[begin]), result.memory[s], result.peak_in_flight[s], {s}});
+    begin = end;
+  }
+  out.plan = schedules::Plan::make(std::move(plan_stages), params);
+  return out;
+}
+
+}  // namespace
+
+PlannedPipeline plan_pipeline(const Profile& profile, const Cluster& cluster,
+                              const PlanRequest& request) {
+  if (profile.layers.empty()) fail("the profile has no layers");
+  if (cluster.levels.empty()) fail("the cluster has no levels");
+  const int minibatch = request.minibatch > 0 ? request.minibatch : profile.minibatch;
+  PlannedPipeline out;
+  switch (request.schedule) {
+    case ScheduleKind::pipedream:
+    case ScheduleKind::pipedream_vsync:
+      out = plan_with_dp(profile, cluster, request, minibatch);
+      break;
+    case ScheduleKind::gpipe:
+    case ScheduleKind::one_f_one_b:
+    case ScheduleKind::zb_h1:
+    case ScheduleKind::umpipe:
+      out = plan_flush(profile, cluster, request, minibatch);
+      break;
+    default:
+      fail("schedule " + std::string(schedules::to_string(request.schedule)) +
+           " is not planned yet (supported: pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, "
+           "umpipe)");
+  }
+  out.plan.validate(static_cast<int>(profile.layers.size()));
+  return out;
+}
+
+}  // namespace tandem::planner

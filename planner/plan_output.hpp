@@ -1,0 +1,17 @@
+#pragma once
+// What `tandem plan` prints and writes.
+#include <string>
+
+#include "planner/pipeline_planner.hpp"
+
+namespace tandem::planner {
+
+// A table for people: stages, replicas, workers, slices, predicted time, bubble, memory.
+std::string format_plan(const PlannedPipeline& planned);
+
+// The `pipeline:` section of a config (DESIGN section 9), as YAML text: schedule, slices
+// (a count, or per stage {forward: [...], backward: [...]} for umpipe) and stages with their
+// layer ranges ("0-4", inclusive), replicas and device.
+std::string pipeline_yaml(const PlannedPipeline& planned);
+
+}  // namespace tandem::planner

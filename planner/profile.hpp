@@ -1,0 +1,44 @@
+#pragma once
+// Per-layer costs measured by `tandem profile`: the planner's input (DESIGN section 7).
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::planner {
+
+// Times are per minibatch of `Profile::minibatch` samples. backward_ms is the whole backward
+// (input and weight gradients); backward_weight_ms is the part of it spent on weight gradients,
+// which split-backward schedules run as W. The *_fixed_ms parts do not scale with the number
+// of samples in a slice (kernel launches, per-call overheads); the rest scales linearly.
+struct LayerProfile {
+  std::string name;
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double backward_weight_ms = 0;
+  double activation_bytes = 0;  // the layer's output, per minibatch: what crosses a stage cut
+  double parameter_bytes = 0;   // one version of the layer's weights
+  double memory_bytes = 0;      // kept per in-flight minibatch (saved tensors for backward)
+  double forward_fixed_ms = 0;
+  double backward_fixed_ms = 0;
+};
+
+struct Profile {
+  std::string model;   // informational
+  std::string device;  // informational: where it was measured
+  int minibatch = 1;   // samples per minibatch the times refer to
+  std::vector<LayerProfile> layers;
+};
+
+// Throws std::runtime_error naming `source` and the field: "p.json: layers[3].forward_ms:
+// negative".
+Profile parse_profile(const nlohmann::json& json, std::string_view source);
+Profile parse_profile_text(std::string_view text, std::string_view source);
+Profile load_profile(const std::filesystem::path& path);
+
+nlohmann::json profile_to_json(const Profile& profile);
+// Writes to a temporary name and renames, so a reader never sees half a file.
+void save_profile(const Profile& profile, const std::filesystem::path& path);
+
+}  // namespace tandem::planner
