@@ -28,30 +28,36 @@ class LaneInserter {
 };
 }  // namespace
 
-bool Actor::enqueue(Message&& m) {
-  const bool first = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
-  inbox_.enqueue(std::move(m));
-  return first;
+// Dekker-style hand-off between senders and the actor going idle: a sender publishes its
+// message, then looks at the flag; the actor clears the flag, then looks at the inbox. The
+// seq_cst fences guarantee that at least one of them sees the other, so a message is never
+// stranded and the actor is never scheduled twice. While the actor is scheduled, senders
+// only read the flag (no read-modify-write on a shared line per message): that is what
+// makes fan-in cheap.
+bool Actor::claim() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return !scheduled_.load(std::memory_order_relaxed) &&
+         !scheduled_.exchange(true, std::memory_order_acq_rel);
 }
 
-std::size_t Actor::enqueue_bulk(Message* msgs, std::size_t n) {
-  const auto before = pending_.fetch_add(static_cast<std::uint32_t>(n), std::memory_order_acq_rel);
+bool Actor::enqueue(Message&& m) {
+  inbox_.enqueue(std::move(m));
+  return claim();
+}
+
+bool Actor::enqueue_bulk(Message* msgs, std::size_t n) {
   inbox_.enqueue_bulk(std::make_move_iterator(msgs), n);
-  return before;
+  return claim();
 }
 
 bool Actor::resume(std::size_t budget) {
-  std::uint32_t taken = held_;
-  held_ = 0;
   std::size_t handled = 0;
   while (handled < budget && !stopped()) {
     if (!lanes_.empty() && handle_next(lanes_)) {
       ++handled;
       continue;
     }
-    const std::size_t n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk);
-    if (n == 0) break;
-    taken += static_cast<std::uint32_t>(n);
+    if (inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk) == 0) break;
   }
   if (stopped()) {
     // Messages that reached a stopped actor are dead letters: counted, never delivered.
@@ -59,7 +65,6 @@ bool Actor::resume(std::size_t budget) {
     lanes_.clear();
     std::size_t n;
     while ((n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(nullptr), kBulk)) != 0) {
-      taken += static_cast<std::uint32_t>(n);
       dropped += n;
     }
     if (dropped != 0) system_->count_dead_letters(dropped);
@@ -68,16 +73,14 @@ bool Actor::resume(std::size_t budget) {
       on_stop();
     }
   } else if (handled == budget && !lanes_.empty()) {
-    // Budget exhausted with work left in the lanes: keep one count so a sender cannot
-    // schedule us a second time while we are still queued for more work.
-    if (taken > 0) {
-      pending_.fetch_sub(taken - 1, std::memory_order_acq_rel);
-      held_ = 1;
-    }
-    return true;
+    return true;  // budget exhausted with work left: stay scheduled, go to the back
   }
-  const std::uint32_t before = pending_.fetch_sub(taken, std::memory_order_acq_rel);
-  return before != taken;
+  scheduled_.store(false, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (inbox_.size_approx() == 0) return false;
+  // A message arrived while we were finishing: resume again, unless its sender already
+  // claimed the actor (and scheduled it) after our store.
+  return !scheduled_.exchange(true, std::memory_order_acq_rel);
 }
 
 bool Actor::handle_next(Lanes& lanes) {

@@ -63,8 +63,10 @@ class Actor {
  private:
   friend class ActorSystem;
 
-  bool enqueue(Message&& m);  // true when the caller must schedule this actor
-  std::size_t enqueue_bulk(Message* msgs, std::size_t n);
+  // Both return true when the caller must schedule this actor.
+  bool enqueue(Message&& m);
+  bool enqueue_bulk(Message* msgs, std::size_t n);
+  bool claim();
   void fail(const Message& m, std::string_view what);
   void discard_all();
 
@@ -73,11 +75,9 @@ class Actor {
   ActorSystem* system_ = nullptr;
   moodycamel::ConcurrentQueue<Message> inbox_;
   moodycamel::ConsumerToken inbox_token_{inbox_};  // only the running actor dequeues
-  // Messages enqueued but not yet taken over by resume(); the actor is scheduled exactly
-  // while this is non-zero, so it never runs on two threads at once and never misses a
-  // message that arrives while it runs.
-  alignas(64) std::atomic<std::uint32_t> pending_{0};
-  std::uint32_t held_ = 0;  // one count kept across resumes while the lanes still have work
+  // True while the actor is queued or running: set by the sender that finds it idle, cleared
+  // by resume() when it runs out of work, so it never runs on two threads at once.
+  alignas(64) std::atomic<bool> scheduled_{false};
   std::atomic<bool> stopped_{false};
   bool stop_reported_ = false;
   Lanes lanes_;

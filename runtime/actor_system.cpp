@@ -70,7 +70,7 @@ SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, Actor
     msgs[i].env.source = from;
     msgs[i].env.target = to->id_;
   }
-  if (to->enqueue_bulk(msgs, n) == 0) schedule(to);
+  if (to->enqueue_bulk(msgs, n)) schedule(to);
   return {};
 }
 
@@ -84,8 +84,13 @@ void ActorSystem::actor_went_idle() { activity_done(); }
 void ActorSystem::activity_done() { active_.fetch_sub(1, std::memory_order_acq_rel); }
 
 void ActorSystem::send_after(std::chrono::nanoseconds delay, Actor* to, Message msg) {
+  send_at(std::chrono::steady_clock::now() + delay, to, std::move(msg));
+}
+
+void ActorSystem::send_at(std::chrono::steady_clock::time_point deadline, Actor* to,
+                          Message msg) {
   active_.fetch_add(1, std::memory_order_acq_rel);
-  timers_->after(delay, [this, to, msg = std::move(msg)](bool fired) mutable {
+  timers_->at(deadline, [this, to, msg = std::move(msg)](bool fired) mutable {
     if (fired) {
       const ActorId from = msg.env.source;
       if (!send(to, std::move(msg), from).ok()) count_dead_letters(1);

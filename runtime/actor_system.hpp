@@ -59,6 +59,12 @@ class ActorSystem {
   void send_after(std::chrono::nanoseconds delay, Actor* to, const T& body) {
     send_after(delay, to, make_message(body));
   }
+  // Delivers `msg` to `to` no earlier than `deadline`.
+  void send_at(std::chrono::steady_clock::time_point deadline, Actor* to, Message msg);
+  template <MessageType T>
+  void send_at(std::chrono::steady_clock::time_point deadline, Actor* to, const T& body) {
+    send_at(deadline, to, make_message(body));
+  }
 
   void set_error_handler(std::function<void(const ActorError&)> handler);
   // Called for messages that reached an actor after it stopped.

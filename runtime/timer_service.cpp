@@ -28,7 +28,11 @@ TimerService::~TimerService() { stop(); }
 asio::io_context& TimerService::context() { return state_->io; }
 
 void TimerService::after(std::chrono::nanoseconds delay, std::function<void(bool)> fn) {
-  const auto deadline = std::chrono::steady_clock::now() + delay;
+  at(std::chrono::steady_clock::now() + delay, std::move(fn));
+}
+
+void TimerService::at(std::chrono::steady_clock::time_point deadline,
+                      std::function<void(bool)> fn) {
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopped) {

@@ -22,6 +22,9 @@ class TimerService {
   // Calls fn(true) on the timer thread no earlier than `delay` from now, or fn(false) when the
   // service stops first. Timers fire in deadline order.
   void after(std::chrono::nanoseconds delay, std::function<void(bool fired)> fn);
+  // The same with an absolute deadline: timers given one base time fire in deadline order
+  // however long it takes to create them.
+  void at(std::chrono::steady_clock::time_point deadline, std::function<void(bool fired)> fn);
 
   asio::io_context& context();
   // Cancels pending timers (their callbacks see fired == false) and joins the thread.
