@@ -1,6 +1,7 @@
 #include "planner/umpipe_batch_evaluator.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -11,109 +12,30 @@ namespace tandem::planner {
 namespace {
 
 using detail::last_word;
-constexpr int kLanes = 32;
-
-// Multi-versioned kernels: the widest vectors the CPU has, chosen once at load time (needs
-// GNU ifuncs; elsewhere the compiler's baseline).
-#if defined(__x86_64__) && defined(__linux__)
-#define TANDEM_VECTOR_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#else
-#define TANDEM_VECTOR_CLONES
-#endif
-
-using Lane = detail::UmpipeLane;
-
-// One stage, one direction, kLanes individuals. bits[(i / 64) * kLanes + k] holds lane k's cut
-// after sample i at bit i % 64; arrival[i * kLanes + k] is when sample i is available here.
-// Writes, at each cut, when the slice reaches the next stage (finish + delay). Every step is a
-// max, an add or a select on whole lane vectors: no branch depends on the cuts. Affine costs
-// are computed as fixed + per_sample * b, exactly as SliceCost's tables hold them.
-template <bool Affine>
-[[gnu::always_inline]] inline void scan_lanes(const Lane& costs, int samples,
-                                              const std::uint64_t* __restrict bits,
-                                              const double* __restrict arrival,
-                                              double* __restrict device, double* __restrict length,
-                                              double* __restrict ready, double* __restrict send) {
-  const double* __restrict time_table = costs.time;
-  const double* __restrict delay_table = costs.delay;
-  for (int k = 0; k < kLanes; ++k) {
-    length[k] = 0;
-    ready[k] = 0;
-  }
-  for (int i = 0; i < samples; ++i) {
-    const std::size_t row = static_cast<std::size_t>(i) * kLanes;
-    const std::uint64_t* __restrict word = bits + static_cast<std::size_t>(i / 64) * kLanes;
-    const int shift = i % 64;
-    for (int k = 0; k < kLanes; ++k) {
-      const double len = length[k] + 1;
-      // Every sample of the slice so far must have arrived.
-      const double needed = std::max(ready[k], arrival[row + k]);
-      const double start = std::max(device[k], needed);
-      double time, delay;
-      if constexpr (Affine) {
-        time = costs.fixed + costs.per_sample * len;
-        delay = costs.delay_fixed + costs.delay_per_sample * len;
-      } else {
-        time = time_table[static_cast<int>(len)];
-        delay = delay_table[static_cast<int>(len)];
-      }
-      const double done = start + time;
-      send[row + k] = done + delay;
-      const bool here = ((word[k] >> shift) & 1) != 0;
-      device[k] = here ? done : device[k];
-      length[k] = here ? 0 : len;
-      ready[k] = here ? 0 : needed;
-    }
-  }
-}
-
-TANDEM_VECTOR_CLONES void scan_affine(const Lane& costs, int samples,
-                                      const std::uint64_t* __restrict bits,
-                                      const double* __restrict arrival, double* __restrict device,
-                                      double* __restrict length, double* __restrict ready,
-                                      double* __restrict send) {
-  scan_lanes<true>(costs, samples, bits, arrival, device, length, ready, send);
-}
-
-TANDEM_VECTOR_CLONES void scan_table(const Lane& costs, int samples,
-                                     const std::uint64_t* __restrict bits,
-                                     const double* __restrict arrival, double* __restrict device,
-                                     double* __restrict length, double* __restrict ready,
-                                     double* __restrict send) {
-  scan_lanes<false>(costs, samples, bits, arrival, device, length, ready, send);
-}
-
-// A sample reaches the next stage with its slice: the value at the next cut at or after it.
-TANDEM_VECTOR_CLONES void spread_lanes(int samples, const std::uint64_t* __restrict bits,
-                                       const double* __restrict send, double* __restrict spread) {
-  const std::size_t last = static_cast<std::size_t>(samples - 1) * kLanes;
-  for (int k = 0; k < kLanes; ++k) spread[last + k] = send[last + k];
-  for (int i = samples - 2; i >= 0; --i) {
-    const std::size_t row = static_cast<std::size_t>(i) * kLanes;
-    const std::uint64_t* __restrict word = bits + static_cast<std::size_t>(i / 64) * kLanes;
-    const int shift = i % 64;
-    for (int k = 0; k < kLanes; ++k) {
-      const bool here = ((word[k] >> shift) & 1) != 0;
-      spread[row + k] = here ? send[row + k] : spread[row + kLanes + k];
-    }
-  }
-}
+constexpr int kLanes = detail::kUmpipeLanes;
 
 }  // namespace
 
-UmpipeBatchEvaluator::UmpipeBatchEvaluator(const UmpipeProblem& problem) : problem_(&problem) {
+UmpipeBatchEvaluator::UmpipeBatchEvaluator(const UmpipeProblem& problem, UmpipeKernels kernels)
+    : problem_(&problem),
+      wide_(kernels == UmpipeKernels::best && detail::umpipe_avx512_available()) {
   problem.validate();
   const int stages = problem.stage_count();
   const std::size_t block = static_cast<std::size_t>(problem.minibatch) * kLanes;
-  lane_bits_.resize(umpipe_row_words(problem.minibatch) * kLanes);
+  lane_bits_.resize(umpipe_gene_words(stages, problem.minibatch) * kLanes);
   upstream_.resize(block);
   current_.resize(block);
   send_.resize(block);
   device_.resize(kLanes);
-  length_.resize(kLanes);
-  ready_.resize(kLanes);
+  scratch_.resize(2 * kLanes);
   forward_device_.resize(static_cast<std::size_t>(stages) * kLanes);
   no_delay_.assign(static_cast<std::size_t>(problem.minibatch) + 1, 0.0);
+  for (const SliceCost& link : problem.links) {
+    const auto table = link.table().subspan(1);
+    if (std::adjacent_find(table.begin(), table.end(), std::not_equal_to<>()) != table.end()) {
+      monotone_ = false;
+    }
+  }
   // Per stage and direction (forward at 2 s, backward at 2 s + 1): its cost and the link
   // its slices travel on.
   for (int s = 0; s < stages; ++s) {
@@ -150,39 +72,44 @@ void UmpipeBatchEvaluator::evaluate(std::span<const std::uint64_t> genes,
   if (genes.size() != count * stride) {
     throw std::invalid_argument("UmpipeBatchEvaluator: wrong number of cut words");
   }
+  const auto scan = wide_ ? detail::umpipe_scan_avx512 : detail::umpipe_scan;
+  const auto spread = wide_ ? detail::umpipe_spread_avx512 : detail::umpipe_spread;
   for (std::size_t first = 0; first < count; first += kLanes) {
     const std::size_t lanes = std::min<std::size_t>(kLanes, count - first);
-    // One direction of one stage: gather the row of every lane (spare lanes repeat the last
-    // individual so every loop runs the full width), scan, and spread the arrival times over
-    // the samples for the next stage.
-    const auto run = [&](int s, bool backward, bool spread) {
-      const std::size_t r = (backward ? stages : 0) + static_cast<std::size_t>(s);
-      for (std::size_t k = 0; k < kLanes; ++k) {
-        const std::uint64_t* row =
-            genes.data() + (first + std::min(k, lanes - 1)) * stride + r * words;
-        for (std::size_t w = 0; w + 1 < words; ++w) lane_bits_[w * kLanes + k] = row[w];
-        lane_bits_[(words - 1) * kLanes + k] = last_word(row[words - 1], samples);
+    // Every row of every lane, word w of row r at [(r * words + w) * kLanes + lane]; spare
+    // lanes repeat the last individual so every loop runs the full width.
+    for (std::size_t k = 0; k < kLanes; ++k) {
+      const std::uint64_t* gene = genes.data() + (first + std::min(k, lanes - 1)) * stride;
+      for (std::size_t r = 0; r < 2 * static_cast<std::size_t>(stages); ++r) {
+        const std::uint64_t* row = gene + r * words;
+        std::uint64_t* lane_row = lane_bits_.data() + r * words * kLanes + k;
+        for (std::size_t w = 0; w + 1 < words; ++w) lane_row[w * kLanes] = row[w];
+        lane_row[(words - 1) * kLanes] = last_word(row[words - 1], samples);
       }
+    }
+    // One direction of one stage: scan, and spread the arrival times over the samples for the
+    // next stage.
+    const auto run = [&](int s, bool backward, bool waits, bool spread_on) {
+      const std::size_t r = (backward ? stages : 0) + static_cast<std::size_t>(s);
+      const std::uint64_t* bits = lane_bits_.data() + r * words * kLanes;
       const detail::UmpipeLane& lane = lanes_[2 * static_cast<std::size_t>(s) + (backward ? 1 : 0)];
-      (lane.affine ? scan_affine : scan_table)(lane, samples, lane_bits_.data(), upstream_.data(),
-                                               device_.data(), length_.data(), ready_.data(),
-                                               send_.data());
-      if (spread) {
-        spread_lanes(samples, lane_bits_.data(), send_.data(), current_.data());
+      scan(lane, monotone_, samples, bits, waits ? upstream_.data() : nullptr, device_.data(),
+           send_.data(), scratch_.data());
+      if (spread_on) {
+        spread(samples, bits, send_.data(), monotone_ ? lane.delay[1] : 0.0, current_.data());
         std::swap(upstream_, current_);
       }
     };
-    std::fill(upstream_.begin(), upstream_.end(), 0.0);  // the input is there at time 0
+    // The input is there at time 0; the last stage's B needs only its own F.
     for (int s = 0; s < stages; ++s) {
       std::fill(device_.begin(), device_.end(), 0.0);
-      run(s, false, s + 1 < stages);
+      run(s, false, s > 0, s + 1 < stages);
       std::copy(device_.begin(), device_.end(), forward_device_.begin() + s * kLanes);
     }
-    std::fill(upstream_.begin(), upstream_.end(), 0.0);  // the last stage needs only its own F
     for (int s = stages - 1; s >= 0; --s) {
       std::copy(forward_device_.begin() + s * kLanes, forward_device_.begin() + (s + 1) * kLanes,
                 device_.begin());
-      run(s, true, s > 0);
+      run(s, true, s + 1 < stages, s > 0);
     }
     // Stage 0's last backward finishes last: every other device's last op precedes it.
     for (std::size_t k = 0; k < lanes; ++k) makespans[first + k] = device_[k];

@@ -202,9 +202,12 @@ TEST(UmpipeEvaluators, AgreeWithTheReference) {
       const auto bits = cuts_of(slices, samples);
       genes.insert(genes.end(), bits.begin(), bits.end());
     }
-    std::vector<double> batched(count);
+    std::vector<double> batched(count), portable(count);
     UmpipeBatchEvaluator batch(problem);
+    EXPECT_EQ(batch.wide(), detail::umpipe_avx512_available());
     batch.evaluate(genes, batched);
+    UmpipeBatchEvaluator portable_batch(problem, UmpipeKernels::portable);
+    portable_batch.evaluate(genes, portable);
     UmpipeEvaluator single(problem);
     for (int k = 0; k < count; ++k) {
       const std::span<const std::uint64_t> one(genes.data() + k * stride, stride);
@@ -212,6 +215,7 @@ TEST(UmpipeEvaluators, AgreeWithTheReference) {
       SCOPED_TRACE("trial " + std::to_string(trial) + " individual " + std::to_string(k));
       EXPECT_NEAR(single.makespan(one), reference, 1e-9 * reference);
       EXPECT_EQ(batched[k], single.makespan(one));  // same arithmetic, same order
+      EXPECT_EQ(portable[k], single.makespan(one));
     }
   }
 }
