@@ -45,10 +45,12 @@ class Solver {
     compute_.assign(n_ + 1, 0);
     weights_.assign(n_ + 1, 0);
     footprint_.assign(n_ + 1, 0);
+    memory_.assign(n_ + 1, 0);
     for (int l = 0; l < n_; ++l) {
       compute_[l + 1] = compute_[l] + layers[l].compute_ms;
       weights_[l + 1] = weights_[l] + layers[l].parameter_bytes;
       footprint_[l + 1] = footprint_[l] + layers[l].parameter_bytes + layers[l].memory_bytes;
+      memory_[l + 1] = memory_[l] + layers[l].memory_bytes;
       activation_.push_back(layers[l].activation_bytes);
     }
     total_workers_ = 1;
@@ -57,6 +59,32 @@ class Solver {
   }
 
   PipeDreamPlan solve() {
+    if (options_.versions == WeightVersions::stashing || !bounded_) {
+      PipeDreamPlan plan = solve_once();
+      if (plan.stages.empty()) fail_memory();
+      return plan;
+    }
+    // Vertical sync keeps p versions on every stage, and p is only known once the plan is:
+    // solve under each depth bound P (memory checked with P versions) and keep plans of at
+    // most P stages, which therefore fit. The best plan, of p stages, is among those of P = p.
+    const long long most = std::min<long long>(n_, total_workers_);
+    PipeDreamPlan best;
+    best.time_per_minibatch = kInf;
+    for (depth_ = 1; depth_ <= most; ++depth_) {
+      PipeDreamPlan plan = solve_once();
+      if (!plan.stages.empty() && better(plan.time_per_minibatch, best.time_per_minibatch)) {
+        best = std::move(plan);
+      }
+    }
+    if (best.stages.empty()) fail_memory();
+    return best;
+  }
+
+ private:
+  // The best plan under the current depth bound (any depth when depth_ is 0); no stages when
+  // nothing fits.
+  PipeDreamPlan solve_once() {
+    tables_.clear();
     const int depth = static_cast<int>(levels_.size());
     long long unit_workers = 1;
     for (int k = 1; k <= depth; ++k) {
@@ -70,17 +98,28 @@ class Solver {
       unit_workers *= levels_[k - 1].units;
     }
     const LevelTable& top = tables_.back();
-    const double best = top.best_any[0 * n_ + (n_ - 1)];
-    if (!std::isfinite(best)) fail_memory();
-
     PipeDreamPlan plan;
-    plan.time_per_minibatch = best;
-    plan.stages = expand(depth, 0, n_ - 1, top.best_m[n_ - 1], 0);
+    if (depth_ == 0) {
+      const double best = top.best_any[0 * n_ + (n_ - 1)];
+      if (!std::isfinite(best)) return plan;
+      plan.time_per_minibatch = best;
+      plan.stages = expand(depth, 0, n_ - 1, top.best_m[n_ - 1], 0);
+    } else {
+      plan.time_per_minibatch = kInf;
+      for (int m = 1; m <= top.units; ++m) {
+        const double value = entry(depth, 0, n_ - 1, m).value;
+        if (!better(value, plan.time_per_minibatch)) continue;
+        std::vector<PipeDreamStage> stages = expand(depth, 0, n_ - 1, m, 0);
+        if (static_cast<long long>(stages.size()) > depth_) continue;
+        plan.time_per_minibatch = value;
+        plan.stages = std::move(stages);
+      }
+      if (plan.stages.empty()) return plan;
+    }
     finish(plan);
     return plan;
   }
 
- private:
   // Workers outside one unit of level k that may sit downstream of layers ..j in it.
   long long outside(int k, int j) const {
     if (j == n_ - 1) return 0;
@@ -96,11 +135,20 @@ class Solver {
   // T^k(i..j, m): layers i..j replicated over m units of level k-1. `downstream` counts the
   // workers of this stage and after it, for the memory bound of level-1 stages.
   double replicated(int k, int i, int j, int m, long long downstream) const {
+    if (m > 1 && !options_.replicate) return kInf;
     double inner;
     if (k == 1) {
       if (bounded_) {
-        const long long in_flight = (downstream + m - 1) / m;
-        const double memory = static_cast<double>(in_flight) * (footprint_[j + 1] - footprint_[i]);
+        double memory;
+        if (depth_ == 0) {
+          const long long in_flight = (downstream + m - 1) / m;
+          memory = static_cast<double>(in_flight) * (footprint_[j + 1] - footprint_[i]);
+        } else {
+          // One replica; at most depth_ stages from here on in any plan that is kept.
+          memory =
+              static_cast<double>(depth_) * (weights_[j + 1] - weights_[i]) +
+              static_cast<double>(std::min(downstream, depth_)) * (memory_[j + 1] - memory_[i]);
+        }
         if (memory > options_.memory_per_worker) return kInf;
       }
       inner = compute_[j + 1] - compute_[i];
@@ -207,7 +255,11 @@ class Solver {
       downstream += stage.replicas();
       stage.compute_ms = compute_[stage.end] - compute_[stage.begin];
       stage.in_flight = static_cast<int>((downstream + stage.replicas() - 1) / stage.replicas());
-      stage.memory_bytes = stage.in_flight * (footprint_[stage.end] - footprint_[stage.begin]);
+      stage.versions = options_.versions == WeightVersions::stashing
+                           ? stage.in_flight
+                           : static_cast<int>(plan.stages.size());
+      stage.memory_bytes = stage.versions * (weights_[stage.end] - weights_[stage.begin]) +
+                           stage.in_flight * (memory_[stage.end] - memory_[stage.begin]);
     }
     plan.noam = plan.stages.front().in_flight;
   }
@@ -226,7 +278,8 @@ class Solver {
   int n_;
   std::vector<PipeDreamLevel> levels_;
   PipeDreamOptions options_;
-  std::vector<double> compute_, weights_, footprint_, activation_;
+  std::vector<double> compute_, weights_, footprint_, memory_, activation_;
+  long long depth_ = 0;  // vertical sync: the bound on stages being solved for; 0: none
   long long total_workers_ = 1;
   bool bounded_ = false;
   std::vector<LevelTable> tables_;
@@ -260,6 +313,9 @@ void validate(std::span<const PipeDreamLayer> layers, std::span<const PipeDreamL
   }
   if (!(options.sync_factor >= 0) || !std::isfinite(options.sync_factor)) {
     throw std::invalid_argument("plan_pipedream: sync_factor must be finite and non-negative");
+  }
+  if (options.versions == WeightVersions::vertical_sync && options.replicate) {
+    throw std::invalid_argument("plan_pipedream: vertical sync does not replicate stages");
   }
   if (!(options.memory_per_worker > 0)) {
     throw std::invalid_argument("plan_pipedream: memory_per_worker must be positive");

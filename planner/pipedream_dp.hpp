@@ -22,13 +22,22 @@ struct PipeDreamLevel {
   double bandwidth = 1;
 };
 
+// How many weight versions a stage keeps (docs/schedules.md).
+enum class WeightVersions {
+  stashing,       // PipeDream: ceil(D / r), as many as its in-flight minibatches
+  vertical_sync,  // p (the pipeline's depth) on every stage; needs replicate = false
+};
+
 struct PipeDreamOptions {
   // sync_k(m, W) = sync_factor (m-1) W / (m B_k): 2 for a ring all-reduce of the gradients.
   double sync_factor = 2.0;
-  // Per worker: in_flight * (parameter_bytes + memory_bytes) of its stage, where PipeDream
-  // keeps in_flight = ceil(D / r) versions and minibatches (D: workers of this stage and
-  // every stage after it, r: the stage's replicas).
+  // Per worker: versions * parameter_bytes + in_flight * memory_bytes of its stage, where
+  // in_flight = ceil(D / r) minibatches (D: workers of this stage and every stage after it,
+  // r: the stage's replicas) and versions follow `versions`.
   double memory_per_worker = std::numeric_limits<double>::infinity();
+  // false: one worker per stage, at every level (schedules that cannot replicate).
+  bool replicate = true;
+  WeightVersions versions = WeightVersions::stashing;
 };
 
 struct PipeDreamStage {
@@ -36,7 +45,8 @@ struct PipeDreamStage {
   int end = 0;
   std::vector<int> workers;  // global worker indices, innermost level fastest
   double compute_ms = 0;
-  int in_flight = 1;        // versions and minibatches each replica keeps: ceil(D / r)
+  int in_flight = 1;        // minibatches each replica keeps: ceil(D / r)
+  int versions = 1;         // weight versions each replica keeps
   double memory_bytes = 0;  // per worker
 
   int replicas() const { return static_cast<int>(workers.size()); }
@@ -54,7 +64,8 @@ struct PipeDreamPlan {
 // memory bound. Exact for one level; with several levels the memory bound is applied
 // conservatively inside a unit (every worker outside it is assumed downstream), so a plan
 // never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level,
-// O(N^2 M_K^2) for the outermost.
+// O(N^2 M_K^2) for the outermost; vertical sync under a finite bound solves once per depth
+// bound P = 1..min(N, workers) (exact for one level, conservative for several).
 PipeDreamPlan plan_pipedream(std::span<const PipeDreamLayer> layers,
                              std::span<const PipeDreamLevel> levels,
                              const PipeDreamOptions& options = {});

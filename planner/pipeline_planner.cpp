@@ -13,6 +13,7 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/simulator.hpp"
+#include "schedules/weight_versions.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -67,6 +68,12 @@ PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
   PipeDreamOptions options;
   options.sync_factor = cluster.sync_factor;
   options.memory_per_worker = cluster.memory_per_worker_bytes;
+  const bool vsync = request.schedule == ScheduleKind::pipedream_vsync;
+  if (vsync) {
+    // The schedules replicate no stage under vertical sync, and it keeps p versions per stage.
+    options.replicate = false;
+    options.versions = WeightVersions::vertical_sync;
+  }
   PipeDreamPlan dp;
   try {
     dp = plan_pipedream(layers, levels, options);
@@ -76,7 +83,8 @@ PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
   }
 
   PlannedPipeline out;
-  out.method = "PipeDream DP over " + std::to_string(cluster.levels.size()) + " level(s)";
+  out.method = "PipeDream DP over " + std::to_string(cluster.levels.size()) + " level(s)" +
+               (vsync ? ", no replication, p versions per stage" : "");
   out.time_per_minibatch_ms = dp.time_per_minibatch;
   out.workers = cluster.workers();
   out.noam = dp.noam;
@@ -88,7 +96,8 @@ PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
     sp.replicas.clear();
     for (const int w : stage.workers) sp.replicas.push_back(placement(cluster, w));
     stages.push_back(sp);
-    out.stages.push_back({stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.workers});
+    out.stages.push_back(
+        {stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.versions, stage.workers});
     busy += stage.compute_ms;  // each replica works compute / r per minibatch, r replicas
   }
   out.bubble =
@@ -252,8 +261,11 @@ PlannedPipeline plan_flush(const Profile& profile, const Cluster& cluster,
     sp.layers = {begin, end};
     sp.replicas = {placement(cluster, s)};
     plan_stages.push_back(sp);
-    out.stages.push_back(
-        {(prefix_time[end] - prefix_time[begin]), result.memory[s], result.peak_in_flight[s], {s}});
+    out.stages.push_back({(prefix_time[end] - prefix_time[begin]),
+                          result.memory[s],
+                          result.peak_in_flight[s],
+                          schedules::versions_kept(params, s),
+                          {s}});
     begin = end;
   }
   out.plan = schedules::Plan::make(std::move(plan_stages), params);

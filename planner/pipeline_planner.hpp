@@ -25,6 +25,7 @@ struct PlannedStage {
   double compute_ms = 0;    // forward + backward of its layers for one minibatch
   double memory_bytes = 0;  // per worker
   int in_flight = 1;        // minibatches (PipeDream) or slices kept at the peak
+  int versions = 1;         // weight versions kept (PipeDream: in_flight; vertical sync: p)
   std::vector<int> workers;
 };
 
@@ -42,7 +43,8 @@ struct PlannedPipeline {
   double equal_slices_ms = 0;
 };
 
-// Supported schedules: pipedream and pipedream-vsync (the DP: replication allowed), gpipe,
+// Supported schedules: pipedream (the DP, replication allowed), pipedream-vsync (the DP, one
+// worker per stage, p weight versions per stage), gpipe,
 // 1f1b and zb-h1 (min-max partition, equal slices), umpipe (min-max partition, GA slices).
 // Throws std::runtime_error with a message for people: more stages than layers, nothing fits
 // the memory bound, an unsupported schedule.

@@ -82,7 +82,8 @@ std::string format_plan(const PlannedPipeline& planned) {
     if (stage.replicas.size() > 1) where += " +" + std::to_string(stage.replicas.size() - 1);
     std::snprintf(line, sizeof line, "%-6zu %-10s %-8zu %-16s %12.4g %10d %14s\n", s,
                   layer_range(stage.layers).c_str(), stage.replicas.size(), where.c_str(),
-                  report.compute_ms, report.in_flight, human_bytes(report.memory_bytes).c_str());
+                  report.compute_ms, asynchronous ? report.versions : report.in_flight,
+                  human_bytes(report.memory_bytes).c_str());
     os << line;
     if (stage.replicas.size() > 1) os << "       workers " << workers_text(report.workers) << '\n';
   }

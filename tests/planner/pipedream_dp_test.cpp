@@ -1,3 +1,5 @@
+#include "planner/pipedream_dp.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,8 +9,6 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
-
-#include "planner/pipedream_dp.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -111,7 +111,8 @@ TEST(PipeDreamDp, GoldenTwoLevels) {
 }
 
 // Reference: every composition of the layers into stages and every replica count with
-// sum <= M, scored with the same objective, written independently of the DP.
+// sum <= M (vertical sync: one replica each, p versions on every stage), scored with the
+// same objective, written independently of the DP.
 double brute_force(const std::vector<PipeDreamLayer>& layers, int workers, double bandwidth,
                    const PipeDreamOptions& options) {
   const int n = static_cast<int>(layers.size());
@@ -129,16 +130,18 @@ double brute_force(const std::vector<PipeDreamLayer>& layers, int workers, doubl
           for (int t = stages - 1; t >= 0; --t) {
             const int b = t == 0 ? 0 : cuts[t - 1];
             const int e = cuts[t];
-            double compute = 0, weight = 0, footprint = 0;
+            double compute = 0, weight = 0, kept = 0;
             for (int l = b; l < e; ++l) {
               compute += layers[l].compute_ms;
               weight += layers[l].parameter_bytes;
-              footprint += layers[l].parameter_bytes + layers[l].memory_bytes;
+              kept += layers[l].memory_bytes;
             }
             const int r = replicas[t];
             downstream += r;
             const int in_flight = (downstream + r - 1) / r;
-            if (in_flight * footprint > options.memory_per_worker) return;
+            const int versions =
+                options.versions == WeightVersions::vertical_sync ? stages : in_flight;
+            if (versions * weight + in_flight * kept > options.memory_per_worker) return;
             const double sync = options.sync_factor * (r - 1) * weight / (r * bandwidth);
             worst = std::max(worst, std::max(compute, sync) / r);
             if (t > 0) worst = std::max(worst, 2 * layers[b - 1].activation_bytes / bandwidth);
@@ -146,7 +149,8 @@ double brute_force(const std::vector<PipeDreamLayer>& layers, int workers, doubl
           best = std::min(best, worst);
           return;
         }
-        for (int r = 1; used + r + (stages - s - 1) <= workers; ++r) {
+        const int most = options.replicate ? workers : 1;
+        for (int r = 1; r <= most && used + r + (stages - s - 1) <= workers; ++r) {
           replicas[s] = r;
           choose_replicas(s + 1, used + r);
         }
@@ -324,6 +328,113 @@ TEST(PipeDreamDp, MoreWorkersThanLayersReplicates) {
   const auto plan = flat(layers_of({4, 4}, {0, 0}, {1, 1}), 5);
   EXPECT_LE(plan.workers_used(), 5);
   EXPECT_NEAR(plan.time_per_minibatch, 8.0 / 5, 1e-12);
+}
+
+TEST(PipeDreamDp, VerticalSyncEqualsBruteForceOnRandomFlatInstances) {
+  std::mt19937 rng(20240917);
+  std::uniform_int_distribution<int> small(0, 9);
+  int bounded = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + trial % 7;
+    const int workers = 1 + (trial / 7) % 5;
+    std::vector<PipeDreamLayer> layers(n);
+    for (PipeDreamLayer& layer : layers) {
+      layer.compute_ms = 1 + small(rng);
+      layer.parameter_bytes = small(rng) * small(rng);
+      layer.activation_bytes = small(rng) * 0.5;
+      layer.memory_bytes = small(rng);
+    }
+    const double bandwidth = 0.5 + small(rng);
+    PipeDreamOptions options;
+    options.replicate = false;
+    options.versions = WeightVersions::vertical_sync;
+    if (trial % 4 != 0) options.memory_per_worker = 20 + 15 * small(rng);
+    const std::vector<PipeDreamLevel> levels{{workers, bandwidth}};
+    const double expected = brute_force(layers, workers, bandwidth, options);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    if (!std::isfinite(expected)) {
+      EXPECT_THROW(plan_pipedream(layers, levels, options), std::runtime_error);
+      continue;
+    }
+    bounded += std::isfinite(options.memory_per_worker) ? 1 : 0;
+    const PipeDreamPlan plan = plan_pipedream(layers, levels, options);
+    EXPECT_NEAR(plan.time_per_minibatch, expected, 1e-9 * expected);
+    EXPECT_NEAR(score(plan, layers, bandwidth, options), plan.time_per_minibatch, 1e-9 * expected);
+    const int p = static_cast<int>(plan.stages.size());
+    for (int s = 0; s < p; ++s) {
+      const PipeDreamStage& stage = plan.stages[s];
+      EXPECT_EQ(stage.replicas(), 1);
+      EXPECT_EQ(stage.versions, p);
+      EXPECT_EQ(stage.in_flight, p - s);
+      double weight = 0, kept = 0;
+      for (int l = stage.begin; l < stage.end; ++l) {
+        weight += layers[l].parameter_bytes;
+        kept += layers[l].memory_bytes;
+      }
+      EXPECT_DOUBLE_EQ(stage.memory_bytes, p * weight + (p - s) * kept);
+      EXPECT_LE(stage.memory_bytes, options.memory_per_worker);
+    }
+  }
+  EXPECT_GT(bounded, 50);  // the memory bound was exercised, not only the unbounded case
+}
+
+TEST(PipeDreamDp, VerticalSyncKeepsPVersionsOnEveryStage) {
+  // Two workers, no replication; the last layer is heavy. Stashing, [0,2) [2,4): stage 0 keeps
+  // 2 versions of 2 bytes, stage 1 one version of 11 bytes: fits 15 bytes, time 2. Vertical
+  // sync keeps 2 versions on stage 1 too (22 bytes, and every 2-stage cut puts layer 3 there),
+  // so only the whole model on one worker fits (13 bytes, time 4).
+  const auto layers = layers_of({1, 1, 1, 1}, {1, 1, 1, 10}, {0, 0, 0, 0});
+  PipeDreamOptions stashing;
+  stashing.replicate = false;
+  stashing.memory_per_worker = 15;
+  PipeDreamOptions vsync = stashing;
+  vsync.versions = WeightVersions::vertical_sync;
+
+  const PipeDreamPlan stashed = flat(layers, 2, stashing);
+  EXPECT_DOUBLE_EQ(stashed.time_per_minibatch, 2);
+  EXPECT_EQ(shape_of(stashed), (std::vector<StageShape>{{0, 2, 1}, {2, 4, 1}}));
+  EXPECT_EQ(stashed.stages[1].versions, 1);
+  EXPECT_DOUBLE_EQ(stashed.stages[1].memory_bytes, 11);
+
+  const PipeDreamPlan synced = flat(layers, 2, vsync);
+  EXPECT_DOUBLE_EQ(synced.time_per_minibatch, 4);
+  EXPECT_EQ(shape_of(synced), (std::vector<StageShape>{{0, 4, 1}}));
+  EXPECT_DOUBLE_EQ(synced.stages[0].memory_bytes, 13);
+  // Without the bound vertical sync pipelines like stashing, with 2 versions everywhere.
+  vsync.memory_per_worker = kInf;
+  const PipeDreamPlan free_synced = flat(layers, 2, vsync);
+  EXPECT_EQ(shape_of(free_synced), shape_of(stashed));
+  EXPECT_DOUBLE_EQ(free_synced.stages[1].memory_bytes, 22);
+
+  // At 12 bytes stashing still fits; vertical sync fits nowhere.
+  stashing.memory_per_worker = 12;
+  vsync.memory_per_worker = 12;
+  EXPECT_EQ(shape_of(flat(layers, 2, stashing)), shape_of(stashed));
+  EXPECT_THROW(flat(layers, 2, vsync), std::runtime_error);
+}
+
+TEST(PipeDreamDp, NoReplicationUsesOneWorkerPerStageOnEveryLevel) {
+  // Pure data parallelism wins when replication is allowed (no weights to sync: 32 / 8 ms);
+  // without it, eight one-layer stages, bound by the 2 x 2.5 / 1 ms host link.
+  const auto layers =
+      layers_of({4, 4, 4, 4, 4, 4, 4, 4}, std::vector<double>(8, 0), std::vector<double>(8, 2.5));
+  const std::vector<PipeDreamLevel> levels{{4, 10.0}, {2, 1.0}};
+  const PipeDreamPlan replicated = plan_pipedream(layers, levels);
+  EXPECT_EQ(replicated.stages.size(), 1u);
+  EXPECT_EQ(replicated.workers_used(), 8);
+  EXPECT_DOUBLE_EQ(replicated.time_per_minibatch, 4);
+  for (const WeightVersions versions : {WeightVersions::stashing, WeightVersions::vertical_sync}) {
+    PipeDreamOptions options;
+    options.replicate = false;
+    options.versions = versions;
+    const PipeDreamPlan plan = plan_pipedream(layers, levels, options);
+    EXPECT_EQ(plan.stages.size(), 8u);
+    for (const PipeDreamStage& stage : plan.stages) EXPECT_EQ(stage.replicas(), 1);
+    EXPECT_DOUBLE_EQ(plan.time_per_minibatch, 5);
+  }
+  PipeDreamOptions replicating_vsync;
+  replicating_vsync.versions = WeightVersions::vertical_sync;
+  EXPECT_THROW(plan_pipedream(layers, levels, replicating_vsync), std::invalid_argument);
 }
 
 }  // namespace

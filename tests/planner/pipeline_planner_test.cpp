@@ -1,14 +1,21 @@
+#include "planner/pipeline_planner.hpp"
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "planner/cluster.hpp"
-#include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
 #include "planner/profile.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/validator.hpp"
+#include "schedules/weight_versions.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -68,6 +75,85 @@ TEST(PipelinePlanner, PipeDreamOnTwoHosts) {
   EXPECT_GE(planned.bubble, 0);
   EXPECT_LT(planned.bubble, 1);
   EXPECT_EQ(planned.noam, planned.stages.front().in_flight);
+}
+
+// Builds the plan's schedule for a finite run and proves it with the schedules' validator.
+void validate_schedule(const schedules::Plan& plan, int minibatches) {
+  schedules::ScheduleParams params = plan.schedule;
+  params.minibatches = minibatches;
+  schedules::validate(schedules::Schedule(params).materialize());
+}
+
+// Stage weights and per-minibatch kept bytes of the profile's layers [begin, end).
+std::pair<double, double> stage_bytes(const Profile& profile, int begin, int end) {
+  double weights = 0, kept = 0;
+  for (int l = begin; l < end; ++l) {
+    weights += profile.layers[l].parameter_bytes;
+    kept += profile.layers[l].memory_bytes;
+  }
+  return {weights, kept};
+}
+
+TEST(PipelinePlanner, VerticalSyncOnTwoHostsUsesOneReplicaPerStage) {
+  PlanRequest request;
+  request.schedule = ScheduleKind::pipedream_vsync;
+  const Profile profile = example_profile();
+  const Cluster cluster = two_hosts();
+  const PlannedPipeline planned = plan_pipeline(profile, cluster, request);
+  const schedules::Plan& plan = planned.plan;
+  EXPECT_NO_THROW(plan.validate(16));
+  EXPECT_EQ(plan.schedule.kind, ScheduleKind::pipedream_vsync);
+  const int p = static_cast<int>(plan.stages.size());
+  EXPECT_GT(p, 1);
+  EXPECT_LE(p, 8);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(plan.stages[s].replicas.size(), 1u);
+    EXPECT_EQ(planned.stages[s].versions, p);
+    EXPECT_EQ(planned.stages[s].versions, schedules::versions_kept(plan.schedule, s));
+    EXPECT_EQ(planned.stages[s].in_flight, p - s);
+    const auto [weights, kept] =
+        stage_bytes(profile, plan.stages[s].layers.begin, plan.stages[s].layers.end);
+    EXPECT_DOUBLE_EQ(planned.stages[s].memory_bytes, p * weights + (p - s) * kept);
+    EXPECT_LE(planned.stages[s].memory_bytes, cluster.memory_per_worker_bytes);
+  }
+  EXPECT_EQ(planned.noam, schedules::noam(plan.schedule));
+  EXPECT_NO_THROW(validate_schedule(plan, 3 * p));
+  // Replication can only help PipeDream, which may use it here.
+  request.schedule = ScheduleKind::pipedream;
+  const PlannedPipeline stashing = plan_pipeline(profile, cluster, request);
+  EXPECT_LE(stashing.time_per_minibatch_ms, planned.time_per_minibatch_ms * (1 + 1e-12));
+  EXPECT_NO_THROW(validate_schedule(stashing.plan, 3 * stashing.workers));
+}
+
+TEST(PipelinePlanner, VerticalSyncCountsPVersionsAgainstTheMemoryBound) {
+  // A model whose output layer holds most of the weights: the last stage keeps one version
+  // under stashing but p under vertical sync. A bound between what the vertical-sync plan
+  // needs and what PipeDream's versions of the same partition would need forces another plan.
+  Profile profile = example_profile();
+  profile.layers.back().parameter_bytes = 4.0 * (1 << 30);
+  Cluster cluster = four_cpus();
+  cluster.memory_per_worker_bytes = std::numeric_limits<double>::infinity();
+  PlanRequest request;
+  request.schedule = ScheduleKind::pipedream_vsync;
+  const PlannedPipeline free_plan = plan_pipeline(profile, cluster, request);
+  const int p = static_cast<int>(free_plan.plan.stages.size());
+  ASSERT_GT(p, 1);
+  double vsync_peak = 0, stashing_peak = 0;
+  for (int s = 0; s < p; ++s) {
+    const auto& layers = free_plan.plan.stages[s].layers;
+    const auto [weights, kept] = stage_bytes(profile, layers.begin, layers.end);
+    vsync_peak = std::max(vsync_peak, p * weights + (p - s) * kept);
+    stashing_peak = std::max(stashing_peak, (p - s) * (weights + kept));
+  }
+  ASSERT_LT(stashing_peak, vsync_peak);
+  cluster.memory_per_worker_bytes = (stashing_peak + vsync_peak) / 2;
+  const PlannedPipeline bounded = plan_pipeline(profile, cluster, request);
+  EXPECT_NE(bounded.plan.stages, free_plan.plan.stages);
+  EXPECT_GE(bounded.time_per_minibatch_ms, free_plan.time_per_minibatch_ms);
+  for (const PlannedStage& stage : bounded.stages) {
+    EXPECT_LE(stage.memory_bytes, cluster.memory_per_worker_bytes);
+  }
+  EXPECT_NO_THROW(validate_schedule(bounded.plan, 8));
 }
 
 TEST(PipelinePlanner, EqualSlicesPickTheFastestCount) {
