@@ -7,11 +7,21 @@ namespace tandem::apps {
 // `tandem` with no subcommand, and `tandem demo`: the runtime self-test.
 void add_demo_command(CLI::App& app);
 
+// `tandem devices`: the CPU threads and CUDA devices this build can use.
+void add_devices_command(CLI::App& app);
+
 // `tandem simulate`: time a schedule with the discrete-event simulator (table, ASCII, SVG).
 void add_simulate_command(CLI::App& app);
+
+// `tandem train CONFIG.yaml [--metrics-json FILE] [--steps N] [--quiet]`: single-device training.
+void add_train_command(CLI::App& app);
 
 // `tandem plan --profile P.json --cluster C.yaml --schedule S [-o FILE]`: stages, replicas and
 // slices from a layer profile and a cluster; writes the config's pipeline: section.
 void add_plan_command(CLI::App& app);
+
+// `tandem profile CONFIG.yaml -o P.json [--repeats N] [--warmup N] [--minibatch B]`: per-layer
+// forward / backward times and sizes of the config's model, as `tandem plan` reads them.
+void add_profile_command(CLI::App& app);
 
 }  // namespace tandem::apps

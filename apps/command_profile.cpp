@@ -1,0 +1,72 @@
+// `tandem profile CONFIG.yaml -o profile.json [--repeats N] [--warmup N] [--minibatch B]`:
+// measures the config's model layer by layer (apps/model_profiler.hpp) and writes the
+// planner's profile JSON, the input of `tandem plan --profile`.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "apps/commands.hpp"
+#include "apps/config.hpp"
+#include "apps/model_profiler.hpp"
+#include "planner/profile.hpp"
+
+namespace tandem::apps {
+namespace {
+
+struct ProfileArgs {
+  std::string config;
+  std::string output;
+  ProfileOptions options;
+  bool quiet = false;
+};
+
+void run_profile(const ProfileArgs& args) {
+  const Config config = load_config(args.config);
+  const auto progress = [&](int i, int n, const planner::LayerProfile& layer) {
+    if (args.quiet) return;
+    std::cerr << fmt::format("profile: layer {}/{} {}: forward {:.4f} ms, backward {:.4f} ms\n",
+                             i + 1, n, layer.name, layer.forward_ms, layer.backward_ms);
+  };
+  const planner::Profile profile = profile_model(config, args.options, progress);
+  planner::save_profile(profile, args.output);
+  double forward = 0, backward = 0, parameters = 0;
+  for (const planner::LayerProfile& layer : profile.layers) {
+    forward += layer.forward_ms;
+    backward += layer.backward_ms;
+    parameters += layer.parameter_bytes;
+  }
+  std::cout << fmt::format(
+      "profiled {} layers of {} on {} samples ({}): forward {:.3f} ms, backward {:.3f} ms, "
+      "{:.0f} parameter bytes\nwrote {}\n",
+      profile.layers.size(), profile.model, profile.minibatch, profile.device, forward, backward,
+      parameters, args.output);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile", "Measure each layer of a config's model and write the planner's profile JSON");
+  cmd->add_option("config", args->config, "config file (YAML)")->required();
+  cmd->add_option("-o,--output", args->output, "profile JSON to write")->required();
+  cmd->add_option("--repeats", args->options.repeats, "timed rounds per layer (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->options.warmup, "untimed rounds per layer first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--minibatch", args->options.minibatch,
+                  "samples per minibatch (default: the config's train.minibatch)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag(
+      "--no-fixed-parts", [args](std::int64_t) { args->options.fixed_parts = false; },
+      "skip the one-sample runs that estimate the per-call fixed parts");
+  cmd->add_flag("--quiet", args->quiet, "no per-layer progress on stderr");
+  cmd->callback([args] { run_profile(*args); });
+}
+
+}  // namespace tandem::apps

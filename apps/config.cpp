@@ -1,0 +1,405 @@
+#include "apps/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <fstream>
+#include <span>
+#include <sstream>
+
+#include "apps/config_reader.hpp"
+#include "models/model.hpp"
+
+namespace tandem::apps {
+namespace {
+
+namespace data = models::data;
+
+// Top-level sections; a later feature adds its name here and its reader below.
+constexpr std::array<std::string_view, 4> kTopLevelSections = {"model", "data", "train",
+                                                               "pipeline"};
+
+// Schedules a pipeline section may name (DESIGN.md section 5).
+constexpr std::array<std::string_view, 8> kSchedules = {
+    "gpipe", "1f1b", "pipedream", "pipedream-vsync", "2bw", "interleaved", "zb-h1", "umpipe"};
+
+std::string join(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {
+  const int64_t v = fallback ? m.get_or<int64_t>(key, *fallback) : m.get<int64_t>(key);
+  if (v < 1) m.fail(key, "must be >= 1, got " + std::to_string(v));
+  return v;
+}
+
+int64_t non_negative(ConfigMap& m, std::string_view key, int64_t fallback) {
+  const int64_t v = m.get_or<int64_t>(key, fallback);
+  if (v < 0) m.fail(key, "must be >= 0, got " + std::to_string(v));
+  return v;
+}
+
+double in_range(ConfigMap& m, std::string_view key, double fallback, double lo, double hi,
+                bool hi_open = true) {
+  const double v = m.get_or<double>(key, fallback);
+  if (v < lo || v > hi || (hi_open && v == hi)) {
+    m.fail(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    (hi_open ? ")" : "]") + ", got " + std::to_string(v));
+  }
+  return v;
+}
+
+// ---- model ----
+
+models::ModelSpec read_model(ConfigMap m) {
+  models::ModelSpec spec;
+  spec.name = m.get<std::string>("name");
+  if (spec.name == "mlp") {
+    spec.widths = m.get<std::vector<int64_t>>("widths");
+    if (spec.widths.size() < 2) m.fail("widths", "needs at least [in_features, classes]");
+    for (size_t i = 0; i < spec.widths.size(); ++i) {
+      if (spec.widths[i] < 1) m.fail("widths", "entry " + std::to_string(i) + " must be >= 1");
+    }
+  } else if (spec.name == "gpt") {
+    spec.layers = positive(m, "layers");
+    spec.d_model = positive(m, "d_model");
+    spec.heads = positive(m, "heads");
+    spec.seq_len = positive(m, "seq_len");
+    spec.vocab = positive(m, "vocab");
+    spec.d_ff = non_negative(m, "d_ff", 0);
+    if (spec.d_model % spec.heads != 0) {
+      m.fail("heads", "d_model " + std::to_string(spec.d_model) + " is not divisible by " +
+                          std::to_string(spec.heads) + " heads");
+    }
+  } else if (spec.name == "vgg16") {
+    spec.width_mult = m.get_or<double>("width_mult", spec.width_mult);
+    if (!(spec.width_mult > 0)) m.fail("width_mult", "must be > 0");
+    spec.in_channels = positive(m, "in_channels", spec.in_channels);
+    spec.image_size = positive(m, "image_size", spec.image_size);
+    if (spec.image_size % 32 != 0) {
+      m.fail("image_size", "must be a multiple of 32 (five 2x2 max-pools), got " +
+                               std::to_string(spec.image_size));
+    }
+    spec.classes = positive(m, "classes", spec.classes);
+  } else {
+    m.fail("name", "unknown model '" + spec.name + "' (expected mlp, gpt or vgg16)");
+  }
+  if (spec.name != "mlp") {
+    spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
+  }
+  m.finish();
+  // The zoo checks what is left (e.g. a vgg16 too narrow to build).
+  try {
+    (void)models::Model::build(spec);
+  } catch (const std::invalid_argument& e) {
+    m.fail_here(std::string("invalid model: ") + e.what());
+  }
+  return spec;
+}
+
+// Per-sample input size, classes and task the model expects.
+int64_t model_classes(const models::ModelSpec& s) {
+  if (s.name == "mlp") return s.widths.back();
+  if (s.name == "gpt") return s.vocab;
+  return s.classes;
+}
+
+// ---- data ----
+
+int64_t check_classes(ConfigMap& m, const models::ModelSpec& model) {
+  const int64_t limit = model_classes(model);
+  const int64_t classes = m.get_or<int64_t>("classes", limit);
+  if (classes < 2 || classes > limit) {
+    m.fail("classes", "must be in [2, " + std::to_string(limit) + "] (the model has " +
+                          std::to_string(limit) + " outputs), got " + std::to_string(classes));
+  }
+  return classes;
+}
+
+void require_model(ConfigMap& m, const models::ModelSpec& model,
+                   std::initializer_list<std::string_view> names, const std::string& kind) {
+  if (std::find(names.begin(), names.end(), model.name) != names.end()) return;
+  m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
+}
+
+std::vector<std::filesystem::path> paths(ConfigMap& m, std::string_view key) {
+  std::vector<std::string> names;
+  if (m.node(key).IsSequence()) {
+    names = m.get<std::vector<std::string>>(key);
+  } else {
+    names.push_back(m.get<std::string>(key));
+  }
+  if (names.empty()) m.fail(key, "needs at least one file");
+  return {names.begin(), names.end()};
+}
+
+data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
+  const std::string kind = m.get<std::string>("kind");
+  const auto seed = static_cast<uint64_t>(non_negative(m, "seed", 1));
+  data::DataSpec out;
+  if (kind == "teacher") {
+    require_model(m, model, {"mlp"}, kind);
+    data::TeacherData d;
+    d.samples = positive(m, "samples", d.samples);
+    d.spec.seed = seed;
+    d.spec.features = positive(m, "features", model.widths.front());
+    if (d.spec.features != model.widths.front()) {
+      m.fail("features", "must equal the model's input width " +
+                             std::to_string(model.widths.front()) + ", got " +
+                             std::to_string(d.spec.features));
+    }
+    d.spec.hidden = positive(m, "hidden", d.spec.hidden);
+    d.spec.classes = check_classes(m, model);
+    out = d;
+  } else if (kind == "shapes") {
+    require_model(m, model, {"vgg16", "mlp"}, kind);
+    data::ProceduralImagesData d;
+    d.samples = positive(m, "samples", d.samples);
+    d.spec.seed = seed;
+    const bool vgg = model.name == "vgg16";
+    d.spec.channels = positive(m, "channels", vgg ? model.in_channels : d.spec.channels);
+    d.spec.image_size = positive(m, "image_size", vgg ? model.image_size : d.spec.image_size);
+    if (vgg && d.spec.channels != model.in_channels) {
+      m.fail("channels", "must equal the model's in_channels " + std::to_string(model.in_channels));
+    }
+    if (vgg && d.spec.image_size != model.image_size) {
+      m.fail("image_size", "must equal the model's image_size " + std::to_string(model.image_size));
+    }
+    if (!vgg && d.spec.channels * d.spec.image_size * d.spec.image_size != model.widths.front()) {
+      m.fail("image_size", "channels * image_size^2 must equal the model's input width " +
+                               std::to_string(model.widths.front()));
+    }
+    if (d.spec.image_size < 8) m.fail("image_size", "must be >= 8");
+    d.spec.noise = in_range(m, "noise", d.spec.noise, 0.0, 10.0);
+    d.spec.classes = check_classes(m, model);
+    if (d.spec.classes > data::ProceduralImages::kMaxClasses) {
+      m.fail("classes",
+             "shapes has " + std::to_string(data::ProceduralImages::kMaxClasses) +
+                 " kinds; set classes <= " + std::to_string(data::ProceduralImages::kMaxClasses));
+    }
+    out = d;
+  } else if (kind == "markov-text") {
+    require_model(m, model, {"gpt"}, kind);
+    data::MarkovTextData d;
+    d.samples = positive(m, "samples", d.samples);
+    d.seq_len = model.seq_len;
+    d.spec.seed = seed;
+    d.spec.vocab = positive(m, "vocab", model.vocab);
+    if (d.spec.vocab < 2 || d.spec.vocab > model.vocab) {
+      m.fail("vocab", "must be in [2, " + std::to_string(model.vocab) + "] (the model's vocab)");
+    }
+    d.spec.order = static_cast<int>(positive(m, "order", d.spec.order));
+    d.spec.sharpness = in_range(m, "sharpness", d.spec.sharpness, 0.0, 100.0);
+    try {
+      (void)data::MarkovChain(d.spec);  // too many states for vocab^order, ...
+    } catch (const std::exception& e) {
+      m.fail("order", e.what());
+    }
+    out = d;
+  } else if (kind == "tokens") {
+    require_model(m, model, {"gpt"}, kind);
+    data::TokenFileData d;
+    d.train = m.get<std::string>("path");
+    if (auto eval = m.find<std::string>("eval_path")) d.eval = *eval;
+    try {
+      d.format = data::parse_token_format(m.get_or<std::string>("format", "u8"));
+    } catch (const std::invalid_argument& e) {
+      m.fail("format", e.what());
+    }
+    d.vocab = model.vocab;
+    d.seq_len = model.seq_len;
+    out = d;
+  } else if (kind == "mnist") {
+    require_model(m, model, {"mlp", "vgg16"}, kind);
+    data::MnistData d;
+    d.images = m.get<std::string>("images");
+    d.labels = m.get<std::string>("labels");
+    const bool ei = m.has("eval_images"), el = m.has("eval_labels");
+    if (ei != el)
+      m.fail(ei ? "eval_images" : "eval_labels", "give eval_images and eval_labels together");
+    if (ei) {
+      d.eval_images = m.get<std::string>("eval_images");
+      d.eval_labels = m.get<std::string>("eval_labels");
+    }
+    d.flatten = model.name == "mlp";
+    d.classes = check_classes(m, model);
+    out = d;
+  } else if (kind == "cifar10") {
+    require_model(m, model, {"mlp", "vgg16"}, kind);
+    data::Cifar10Data d;
+    d.files = paths(m, "files");
+    if (m.has("eval_files")) d.eval_files = paths(m, "eval_files");
+    d.flatten = model.name == "mlp";
+    d.classes = check_classes(m, model);
+    out = d;
+  } else {
+    m.fail("kind", "unknown data kind '" + kind +
+                       "' (expected teacher, shapes, markov-text, tokens, mnist or cifar10)");
+  }
+  m.finish();
+  return out;
+}
+
+// ---- train ----
+
+models::OptimizerSpec read_optimizer(ConfigMap m) {
+  models::OptimizerSpec o;
+  o.kind = m.get<std::string>("kind");
+  o.lr = m.get<double>("lr");
+  if (!(o.lr > 0)) m.fail("lr", "must be > 0, got " + std::to_string(o.lr));
+  o.weight_decay = in_range(m, "weight_decay", 0.0, 0.0, 1e6);
+  if (o.kind == "sgd") {
+    o.momentum = in_range(m, "momentum", 0.0, 0.0, 1.0);
+    o.nesterov = m.get_or<bool>("nesterov", false);
+    if (o.nesterov && o.momentum == 0) m.fail("nesterov", "needs momentum > 0");
+  } else if (o.kind == "adamw") {
+    if (auto betas = m.find<std::vector<double>>("betas")) {
+      if (betas->size() != 2) m.fail("betas", "needs two values [beta1, beta2]");
+      for (double b : *betas) {
+        if (b < 0 || b >= 1) m.fail("betas", "values must be in [0, 1)");
+      }
+      o.beta1 = (*betas)[0];
+      o.beta2 = (*betas)[1];
+    }
+    o.eps = m.get_or<double>("eps", o.eps);
+    if (!(o.eps > 0)) m.fail("eps", "must be > 0");
+  } else {
+    m.fail("kind", "unknown optimizer '" + o.kind + "' (expected sgd or adamw)");
+  }
+  m.finish();
+  return o;
+}
+
+TrainConfig read_train(ConfigMap m) {
+  TrainConfig t;
+  t.minibatch = positive(m, "minibatch");
+  t.steps = positive(m, "steps");
+  t.optimizer = read_optimizer(m.map("optimizer"));
+  if (auto ls = m.find_map("lr_schedule")) {
+    LrSchedule& l = t.lr_schedule;
+    l.kind = ls->get<std::string>("kind");
+    if (l.kind != "constant" && l.kind != "cosine" && l.kind != "linear") {
+      ls->fail("kind", "unknown schedule '" + l.kind + "' (expected constant, cosine or linear)");
+    }
+    l.warmup_steps = non_negative(*ls, "warmup_steps", 0);
+    if (l.kind != "constant")
+      l.final_fraction = in_range(*ls, "final_fraction", 0.0, 0.0, 1.0, false);
+    ls->finish();
+  }
+  t.seed = static_cast<uint64_t>(non_negative(m, "seed", 0));
+  t.log_every = positive(m, "log_every", t.log_every);
+  if (auto e = m.find_map("eval")) {
+    EvalConfig ev;
+    ev.every = non_negative(*e, "every", ev.every);
+    ev.samples = positive(*e, "samples", ev.samples);
+    e->finish();
+    t.eval = ev;
+  }
+  m.finish();
+  return t;
+}
+
+// ---- pipeline ----
+
+// "a-b" (inclusive) or "a".
+std::pair<int64_t, int64_t> parse_layers(ConfigMap& m, const std::string& text) {
+  auto number = [&](std::string_view s) {
+    int64_t v = -1;
+    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) {
+      m.fail("layers", "expected a layer range like \"0-4\", got \"" + text + "\"");
+    }
+    return v;
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) {
+    const int64_t v = number(text);
+    return {v, v};
+  }
+  const int64_t a = number(std::string_view(text).substr(0, dash));
+  const int64_t b = number(std::string_view(text).substr(dash + 1));
+  if (b < a) m.fail("layers", "range \"" + text + "\" ends before it starts");
+  return {a, b};
+}
+
+PipelineConfig read_pipeline(ConfigMap m) {
+  PipelineConfig p;
+  p.where = m.where();
+  p.schedule = m.get_or<std::string>("schedule", p.schedule);
+  if (std::find(kSchedules.begin(), kSchedules.end(), p.schedule) == kSchedules.end()) {
+    m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(kSchedules) + ")");
+  }
+  if (m.has("slices")) {
+    p.slices = m.node("slices").IsSequence() ? m.get<std::vector<int64_t>>("slices")
+                                             : std::vector<int64_t>{m.get<int64_t>("slices")};
+    for (int64_t s : p.slices) {
+      if (s < 1) m.fail("slices", "must be >= 1");
+    }
+  }
+  const YAML::Node& stages = m.node("stages");
+  if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    ConfigMap s(stages[i], m.file(), m.key_path("stages") + "[" + std::to_string(i) + "]");
+    StageConfig st;
+    st.where = s.where();
+    if (auto layers = s.find<std::string>("layers")) {
+      std::tie(st.first_layer, st.last_layer) = parse_layers(s, *layers);
+    }
+    st.replicas = positive(s, "replicas", 1);
+    if (auto device = s.find<std::string>("device")) {
+      try {
+        st.device = Device::parse(*device);
+      } catch (const std::invalid_argument& e) {
+        s.fail("device", e.what());
+      }
+    }
+    s.finish();
+    p.stages.push_back(st);
+  }
+  if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
+    m.fail("slices", "gives " + std::to_string(p.slices.size()) + " values for " +
+                         std::to_string(p.stages.size()) + " stages");
+  }
+  m.finish();
+  return p;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(ConfigLocation{file, e.mark.line + 1, e.mark.column + 1}, "",
+                      "YAML syntax error: " + e.msg);
+  }
+  if (root.IsNull()) throw ConfigError(ConfigLocation{file, 1, 1}, "", "empty config");
+  ConfigMap top(root, file, "");
+  for (std::string_view section : kTopLevelSections) top.allow(section);
+  top.finish();
+  Config c;
+  c.file = file;
+  c.model_where = top.where("model");
+  c.data_where = top.where("data");
+  c.train_where = top.where("train");
+  c.model = read_model(top.map("model"));
+  c.data = read_data(top.map("data"), c.model);
+  c.train = read_train(top.map("train"));
+  if (auto p = top.find_map("pipeline")) c.pipeline = read_pipeline(*p);
+  return c;
+}
+
+Config load_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(ConfigLocation{path.string()}, "", "cannot open the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path.string());
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,95 @@
+#pragma once
+// The YAML config of a training run (DESIGN.md section 9). Sections so far: model, data,
+// train, pipeline; unknown keys anywhere are errors naming file:line:column and the key.
+// A later section (cluster, checkpoint, trace) is one more field here and one more reader in
+// config.cpp, listed in kTopLevelSections.
+//
+// Keys (required ones marked *; data keys marked (model) default to the model's value):
+//   model:    name* mlp | gpt | vgg16
+//             mlp: widths* [in, hidden..., classes]
+//             gpt: layers*, d_model*, heads*, seq_len*, vocab*, d_ff (0: 4 d_model), dropout
+//             vgg16: width_mult (1), in_channels (3), image_size (224), classes (10), dropout
+//   data:     kind* teacher | shapes | markov-text | tokens | mnist | cifar10; seed (1)
+//             teacher (mlp): samples, features (model), hidden (32), classes (model)
+//             shapes (vgg16, mlp): samples, channels, image_size (model), classes (model),
+//               noise (0.1)
+//             markov-text (gpt): samples (windows), vocab (model), order (1), sharpness (2)
+//             tokens (gpt): path*, eval_path, format u8 | u16
+//             mnist: images*, labels*, eval_images, eval_labels, classes (model)
+//             cifar10: files* (one or a list), eval_files, classes (model)
+//   train:    minibatch*, steps*, seed (0), log_every (10),
+//             optimizer* {kind* sgd | adamw, lr*, weight_decay, sgd: momentum, nesterov;
+//                         adamw: betas [b1, b2], eps},
+//             lr_schedule {kind* constant | cosine | linear, warmup_steps, final_fraction},
+//             eval {every (0: at the end), samples (1024)}
+//   pipeline: schedule, slices (one or per stage), stages* [{layers "a-b", replicas, device}]
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/config_error.hpp"
+#include "models/data/data_spec.hpp"
+#include "models/model_spec.hpp"
+#include "models/optimizer.hpp"
+#include "runtime/device.hpp"
+
+namespace tandem::apps {
+
+struct EvalConfig {
+  int64_t every = 0;       // evaluate every `every` steps; 0: only after the last step
+  int64_t samples = 1024;  // held-out samples per evaluation
+};
+
+// Learning rate over a run: a linear warm-up from 0, then constant, or a cosine or linear
+// decay towards final_fraction * lr at the end (see scheduled_lr).
+struct LrSchedule {
+  std::string kind = "constant";  // constant | cosine | linear
+  int64_t warmup_steps = 0;
+  double final_fraction = 0.0;
+};
+
+struct TrainConfig {
+  int64_t minibatch = 32;
+  int64_t steps = 100;
+  models::OptimizerSpec optimizer;
+  LrSchedule lr_schedule;
+  uint64_t seed = 0;  // parameter init, minibatch order, dropout
+  int64_t log_every = 10;
+  std::optional<EvalConfig> eval;
+};
+
+struct StageConfig {
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // inclusive; -1: the model's last layer
+  int64_t replicas = 1;
+  Device device = Device::cpu();
+  ConfigLocation where;
+};
+
+struct PipelineConfig {
+  std::string schedule = "1f1b";
+  std::vector<int64_t> slices;  // one value for all stages, or one per stage
+  std::vector<StageConfig> stages;
+  ConfigLocation where;
+};
+
+struct Config {
+  std::string file;
+  models::ModelSpec model;
+  models::data::DataSpec data;
+  TrainConfig train;
+  std::optional<PipelineConfig> pipeline;
+
+  // Where each section starts, for checks made after loading (the trainer's).
+  ConfigLocation model_where, data_where, train_where;
+};
+
+// Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
+// wrong types and invalid values.
+Config load_config(const std::filesystem::path& path);
+// The same from text; `file` names it in errors.
+Config parse_config(const std::string& text, const std::string& file);
+
+}  // namespace tandem::apps

@@ -1,0 +1,106 @@
+#include "models/data/teacher_classification.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "models/data/detail/random.hpp"
+
+namespace tandem::models::data {
+namespace {
+
+constexpr uint64_t kTeacherStream = 0x7eac4e5;
+constexpr uint64_t kCalibrationSplit = ~uint64_t{0};
+constexpr int64_t kCalibrationSamples = 4096;
+
+void fill_normal(uint64_t seed, uint64_t split, int64_t index, int64_t n, float* x) {
+  detail::Rng rng(detail::stream_key(seed, split, static_cast<uint64_t>(index)));
+  for (int64_t k = 0; k < n; ++k) x[k] = static_cast<float>(rng.normal());
+}
+
+}  // namespace
+
+TeacherClassification::TeacherClassification(const TeacherSpec& spec, int64_t samples,
+                                             uint64_t split)
+    : spec_(spec), samples_(samples), split_(split) {
+  if (spec.features < 1 || spec.hidden < 1 || spec.classes < 2 || samples < 0) {
+    throw std::invalid_argument(
+        "teacher dataset: needs features >= 1, hidden >= 1, classes >= 2, samples >= 0");
+  }
+  detail::Rng rng(detail::stream_key(spec.seed, kTeacherStream, 0));
+  const auto f = static_cast<size_t>(spec.features);
+  const auto h = static_cast<size_t>(spec.hidden);
+  const auto c = static_cast<size_t>(spec.classes);
+  w1_.resize(h * f);
+  b1_.resize(h);
+  w2_.resize(c * h);
+  b2_.assign(c, 0.0);
+  // Pre-activations of unit variance keep tanh in its curved range: boundaries are smooth
+  // but not linear.
+  for (auto& w : w1_) w = rng.normal() / std::sqrt(static_cast<double>(f));
+  for (auto& b : b1_) b = 0.5 * rng.normal();
+  for (auto& w : w2_) w = rng.normal() / std::sqrt(static_cast<double>(h));
+
+  // Centre each class score over a calibration sample so no class dominates the argmax.
+  std::vector<double> mean(c, 0.0), score(c);
+  std::vector<float> x(f);
+  for (int64_t i = 0; i < kCalibrationSamples; ++i) {
+    fill_normal(spec.seed, kCalibrationSplit, i, spec.features, x.data());
+    scores(x, score.data());
+    for (size_t m = 0; m < c; ++m) mean[m] += score[m] / kCalibrationSamples;
+  }
+  for (size_t m = 0; m < c; ++m) b2_[m] = -mean[m];
+}
+
+void TeacherClassification::scores(std::span<const float> x, double* out) const {
+  const auto f = static_cast<size_t>(spec_.features);
+  const auto h = static_cast<size_t>(spec_.hidden);
+  std::vector<double> hid(h);
+  for (size_t j = 0; j < h; ++j) {
+    double a = b1_[j];
+    for (size_t k = 0; k < f; ++k) a += w1_[j * f + k] * x[k];
+    hid[j] = std::tanh(a);
+  }
+  for (size_t m = 0; m < static_cast<size_t>(spec_.classes); ++m) {
+    double s = b2_[m];
+    for (size_t j = 0; j < h; ++j) s += w2_[m * h + j] * hid[j];
+    out[m] = s;
+  }
+}
+
+int32_t TeacherClassification::label(std::span<const float> x) const {
+  if (static_cast<int64_t>(x.size()) != spec_.features) {
+    throw std::invalid_argument("teacher dataset: label() needs " + std::to_string(spec_.features) +
+                                " values, got " + std::to_string(x.size()));
+  }
+  std::vector<double> s(static_cast<size_t>(spec_.classes));
+  scores(x, s.data());
+  int32_t best = 0;
+  for (size_t m = 1; m < s.size(); ++m) {
+    if (s[m] > s[static_cast<size_t>(best)]) best = static_cast<int32_t>(m);
+  }
+  return best;
+}
+
+Batch TeacherClassification::get(std::span<const int64_t> indices) const {
+  check_indices(indices);
+  const auto b = static_cast<int64_t>(indices.size());
+  Batch batch{Tensor::empty({b, spec_.features}, DType::f32), Tensor::empty({b}, DType::i32)};
+  float* x = batch.inputs.data<float>();
+  int32_t* y = batch.targets.data<int32_t>();
+  const auto f = static_cast<size_t>(spec_.features);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    float* xi = x + i * f;
+    fill_normal(spec_.seed, split_, indices[i], spec_.features, xi);
+    y[i] = label(std::span<const float>(xi, f));
+  }
+  return batch;
+}
+
+std::string TeacherClassification::describe() const {
+  return "teacher(features=" + std::to_string(spec_.features) +
+         ", hidden=" + std::to_string(spec_.hidden) + ", classes=" + std::to_string(spec_.classes) +
+         ", seed=" + std::to_string(spec_.seed) + ", split=" + std::to_string(split_) +
+         ", samples=" + std::to_string(samples_) + ")";
+}
+
+}  // namespace tandem::models::data

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::models::cpu {
+
+// Geometry of a 2-D convolution or pooling window over one NCHW sample.
+struct ConvGeometry {
+  std::int64_t channels = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  std::int64_t kernel = 1;
+  std::int64_t stride = 1;
+  std::int64_t pad = 0;
+
+  std::int64_t out_h() const { return (height + 2 * pad - kernel) / stride + 1; }
+  std::int64_t out_w() const { return (width + 2 * pad - kernel) / stride + 1; }
+  std::int64_t out_hw() const { return out_h() * out_w(); }
+  std::int64_t col_rows() const { return channels * kernel * kernel; }
+  std::int64_t sample_size() const { return channels * height * width; }
+};
+
+// col[(c, ki, kj), s * out_hw + (oh * out_w + ow)] = x[s, c, oh*stride - pad + ki, ...] (0 in the
+// padding) for the n samples starting at x.
+void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col);
+// The adjoint: dx (n samples, overwritten) = sum of col's entries over the windows.
+void col2im(const float* col, const ConvGeometry& g, std::int64_t n, float* dx);
+
+// Between NCHW [n, c, hw] and channel-major [c, n * hw] (the GEMM's layout).
+void nchw_to_cm(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw, float* out);
+void cm_to_nchw(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw, float* out);
+
+// Max pooling (no padding). Keeps the argmax (offset within its input plane, first maximum on
+// ties) of every output for backward.
+void max_pool_forward(const float* x, const ConvGeometry& g, std::int64_t n, float* y,
+                      std::int32_t* argmax);
+void max_pool_backward(const float* dy, const std::int32_t* argmax, const ConvGeometry& g,
+                       std::int64_t n, float* dx);
+
+}  // namespace tandem::models::cpu

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+// Hot element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64 and the best one is
+// picked at load time (GCC function multi-versioning), so the library stays portable without
+// -march. Results do not depend on the version: no FMA contraction in ISO C++ mode, and
+// reductions use the fixed 16-lane order below rather than the compiler's.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TANDEM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TANDEM_VECTOR_CLONES
+#endif
+
+namespace tandem::models::cpu {
+
+inline constexpr int kLanes = 16;
+
+// Sums with 16 independent partial sums (vectorisable without reassociation flags; the order
+// is fixed, so every build and thread count gives the same bits).
+inline float lane_sum(const float* x, std::int64_t n) {
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] += x[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += x[i];
+  float s = 0.0f;
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+inline float lane_dot(const float* a, const float* b, std::int64_t n) {
+  float acc[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  float s = 0.0f;
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  return s;
+}
+
+inline float lane_max(const float* x, std::int64_t n) {
+  float acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = x[0];
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = acc[j] > x[i + j] ? acc[j] : x[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] = acc[j] > x[i] ? acc[j] : x[i];
+  float m = acc[0];
+  for (int j = 1; j < kLanes; ++j) m = m > acc[j] ? m : acc[j];
+  return m;
+}
+
+}  // namespace tandem::models::cpu

@@ -1,0 +1,44 @@
+#include "models/layer.hpp"
+
+namespace tandem::models {
+
+LayerCost Layer::cost(const Shape& /*input*/) const {
+  return {};
+}
+
+void Layer::backward_weight_into(const Context& /*ctx*/, const Saved& /*saved*/,
+                                 const Tensor& /*dy*/, const GradSink& /*sink*/) const {}
+
+Tensor Layer::backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                            bool need_dx, const GradSink& sink) const {
+  // Composite layers need backward_input's intermediate gradients for their weights, so it
+  // runs even when dx itself is not wanted.
+  Tensor dx;
+  if (need_dx || !param_specs().empty()) dx = backward_input(ctx, params, saved, dy);
+  if (!param_specs().empty()) backward_weight_into(ctx, saved, dy, sink);
+  return need_dx ? dx : Tensor();
+}
+
+std::vector<Tensor> Layer::backward_weight(const Context& ctx, const Saved& saved,
+                                           const Tensor& dy) const {
+  std::vector<Tensor> grads;
+  for (const ParamSpec& spec : param_specs()) grads.push_back(Tensor::empty(spec.shape));
+  backward_weight_into(ctx, saved, dy, GradSink{grads, 1.0f, 0.0f});
+  return grads;
+}
+
+BackwardResult Layer::backward(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                               bool need_dx) const {
+  BackwardResult out;
+  for (const ParamSpec& spec : param_specs()) out.grads.push_back(Tensor::empty(spec.shape));
+  out.dx = backward_into(ctx, params, saved, dy, need_dx, GradSink{out.grads, 1.0f, 0.0f});
+  return out;
+}
+
+std::int64_t Layer::param_numel() const {
+  std::int64_t n = 0;
+  for (const ParamSpec& spec : param_specs()) n += shape_numel(spec.shape);
+  return n;
+}
+
+}  // namespace tandem::models

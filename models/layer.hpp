@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/param_set.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tandem::models {
+
+// Per-call settings. Forward and backward of one slice must get the same context.
+struct Context {
+  bool training = true;    // dropout active; forward keeps what backward needs
+  std::uint64_t seed = 0;  // step seed: dropout masks depend only on (seed, layer, sample, element)
+  std::int64_t sample_begin = 0;  // index of the slice's first sample within its minibatch, so
+                                  // that slicing a minibatch never changes its dropout masks
+};
+
+// What a forward pass keeps for its backward (activations, masks). Layers built from
+// sub-layers (the transformer block) also append intermediate gradients to it in
+// backward_input, for a later backward_weight.
+using Saved = std::vector<Tensor>;
+
+struct ForwardResult {
+  Tensor y;
+  Saved saved;
+};
+
+// A layer's parameters, in the order of its param_specs().
+using ParamView = std::span<const Tensor>;
+
+// Where weight gradients go: grads[i] = alpha * dL/dp_i + beta * grads[i], for every parameter
+// i of the layer (tensors allocated by the caller with the parameters' shapes). beta = 0 writes
+// fresh gradients (prior contents are never read); beta = 1 accumulates over slices;
+// grads = the parameters themselves with alpha = -lr, beta = 1 - lr * weight_decay is a fused
+// SGD step. A layer computes its input gradient before it writes any of `grads`, so they may
+// alias its parameters.
+struct GradSink {
+  std::span<Tensor> grads;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+struct BackwardResult {
+  Tensor dx;                  // undefined when not requested
+  std::vector<Tensor> grads;  // one per parameter
+};
+
+// FLOPs of one pass over an input of the given shape (multiply-add = 2 FLOPs, GEMM-like work
+// only; element-wise work is memory bound and not counted).
+struct LayerCost {
+  double forward_flops = 0;
+  double backward_input_flops = 0;
+  double backward_weight_flops = 0;
+};
+
+// One element of a model's flat layer list. A layer never owns weights: parameters come in with
+// each call, so a backward can run against the version its forward used (weight stashing),
+// and the input gradient (B) and weight gradient (W) can run separately (zero-bubble).
+// Layers are immutable and safe to call from several threads at once.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  virtual std::string kind() const = 0;      // "linear", "relu", ...
+  virtual std::string describe() const = 0;  // "linear(1024->1024, relu)"
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  // Output shape for an input shape; throws std::invalid_argument (naming the layer and the
+  // shape) when the input does not fit.
+  virtual Shape output_shape(const Shape& input) const = 0;
+  virtual DType input_dtype() const { return DType::f32; }
+  virtual DType output_dtype() const { return DType::f32; }
+  virtual LayerCost cost(const Shape& input) const;
+
+  virtual ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const = 0;
+  // dx from dy. May append to `saved` what backward_weight needs (composite layers only).
+  virtual Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
+                                const Tensor& dy) const = 0;
+  // Weight gradients from dy and what forward (and, for composite layers, backward_input)
+  // saved. Layers without parameters do nothing.
+  virtual void backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
+                                    const GradSink& sink) const;
+  // Fused B + W: returns dx when need_dx (else an undefined tensor) and writes the weight
+  // gradients to sink. Must equal backward_input followed by backward_weight_into.
+  virtual Tensor backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                               bool need_dx, const GradSink& sink) const;
+
+  // Conveniences that allocate the gradients.
+  std::vector<Tensor> backward_weight(const Context& ctx, const Saved& saved,
+                                      const Tensor& dy) const;
+  BackwardResult backward(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                          bool need_dx = true) const;
+  std::int64_t param_count() const { return static_cast<std::int64_t>(param_specs().size()); }
+  std::int64_t param_numel() const;
+};
+
+}  // namespace tandem::models

@@ -1,0 +1,217 @@
+#include "models/layers/conv2d.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "models/detail/checks.hpp"
+#include "models/kernels/cpu/conv.hpp"
+#include "models/kernels/cpu/gemm.hpp"
+#include "models/kernels/cpu/threading.hpp"
+
+namespace tandem::models {
+namespace {
+
+// Samples per im2col chunk: the column buffer stays under this many floats (bounded memory for
+// large images; one chunk for small ones).
+constexpr std::int64_t kColBudget = std::int64_t{8} << 20;
+
+}  // namespace
+
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
+               std::int64_t stride, std::int64_t pad, cpu::Activation act)
+    : in_(in_channels), out_(out_channels), kernel_(kernel), stride_(stride), pad_(pad), act_(act) {
+  if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || pad < 0) {
+    throw std::invalid_argument("Conv2d: need positive channels, kernel and stride, pad >= 0");
+  }
+  if (act == cpu::Activation::gelu) {
+    throw std::invalid_argument("Conv2d: fused activation must be none or relu");
+  }
+}
+
+std::string Conv2d::describe() const {
+  std::string s = "conv2d(" + std::to_string(in_) + "->" + std::to_string(out_) +
+                  ", k=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_) +
+                  ", pad=" + std::to_string(pad_);
+  if (act_ != cpu::Activation::none) s += std::string(", ") + cpu::activation_name(act_);
+  return s + ")";
+}
+
+std::vector<ParamSpec> Conv2d::param_specs() const {
+  const std::int64_t fan_in = in_ * kernel_ * kernel_;
+  // Followed by a ReLU: He initialisation (variance 2 / fan_in, zero bias). PyTorch's default
+  // (variance 1 / (3 fan_in)) shrinks the signal ~6x per conv+ReLU, so after VGG-16's 13
+  // convolutions the logits no longer depend on the input (small VGG stuck at 49%).
+  if (act_ == cpu::Activation::relu) {
+    return {{"weight", {out_, in_, kernel_, kernel_}, Init::uniform_fan_in, kHeScale, fan_in},
+            {"bias", {out_}, Init::zeros, 1.0f, fan_in}};
+  }
+  return {{"weight", {out_, in_, kernel_, kernel_}, Init::uniform_fan_in, 1.0f, fan_in},
+          {"bias", {out_}, Init::uniform_fan_in, 1.0f, fan_in}};
+}
+
+Shape Conv2d::output_shape(const Shape& input) const {
+  if (input.size() != 4 || input[1] != in_ || input[2] + 2 * pad_ < kernel_ ||
+      input[3] + 2 * pad_ < kernel_) {
+    throw std::invalid_argument(describe() + ": input shape " + shape_str(input) +
+                                " is not [batch, " + std::to_string(in_) +
+                                ", H, W] with a window that fits");
+  }
+  return {input[0], out_, (input[2] + 2 * pad_ - kernel_) / stride_ + 1,
+          (input[3] + 2 * pad_ - kernel_) / stride_ + 1};
+}
+
+LayerCost Conv2d::cost(const Shape& input) const {
+  const Shape out = output_shape(input);
+  const double mac = static_cast<double>(out[0]) * static_cast<double>(out_) *
+                     static_cast<double>(in_ * kernel_ * kernel_) *
+                     static_cast<double>(out[2] * out[3]);
+  return {2 * mac, 2 * mac, 2 * mac};
+}
+
+ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const std::string who = describe();
+  detail::require_params(params, param_specs(), who);
+  const Tensor x32 = detail::as_f32(x, who, "input");
+  const Shape out_shape = output_shape(x32.shape());
+  const cpu::ConvGeometry g{in_, x32.dim(2), x32.dim(3), kernel_, stride_, pad_};
+  const std::int64_t batch = out_shape[0];
+  const std::int64_t ohw = g.out_hw();
+  const std::int64_t ckk = g.col_rows();
+  const std::int64_t chunk = std::clamp<std::int64_t>(
+      kColBudget / std::max<std::int64_t>(1, ckk * ohw), 1, std::max<std::int64_t>(batch, 1));
+  Tensor y = detail::new_f32(out_shape);
+  std::vector<float> col(static_cast<std::size_t>(ckk * chunk * ohw));
+  std::vector<float> ycm(static_cast<std::size_t>(out_ * chunk * ohw));
+  const float* w = params[0].data<float>();
+  const float* bias = params[1].data<float>();
+  for (std::int64_t s0 = 0; s0 < batch; s0 += chunk) {
+    const std::int64_t n = std::min(chunk, batch - s0);
+    const std::int64_t cols = n * ohw;
+    cpu::im2col(x32.data<float>() + s0 * g.sample_size(), g, n, col.data());
+    cpu::gemm(false, false, out_, cols, ckk, 1.0f, w, ckk, col.data(), cols, 0.0f, ycm.data(),
+              cols);
+    cpu::parallel_for(
+        out_, std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols)),
+        [&](std::int64_t c0, std::int64_t c1) {
+          for (std::int64_t c = c0; c < c1; ++c) {
+            float* row = ycm.data() + c * cols;
+            const float bc = bias[c];
+            if (act_ == cpu::Activation::relu) {
+              for (std::int64_t i = 0; i < cols; ++i) row[i] = std::max(row[i] + bc, 0.0f);
+            } else {
+              for (std::int64_t i = 0; i < cols; ++i) row[i] += bc;
+            }
+          }
+        });
+    cpu::cm_to_nchw(ycm.data(), n, out_, ohw, y.data<float>() + s0 * out_ * ohw);
+  }
+  ForwardResult r{y, {}};
+  if (ctx.training) {
+    r.saved.push_back(x32);
+    if (act_ == cpu::Activation::relu) r.saved.push_back(y);
+  }
+  return r;
+}
+
+Tensor Conv2d::run_backward(ParamView params, const Saved& saved, const Tensor& dy, bool need_dx,
+                            const GradSink* sink) const {
+  const std::string who = describe();
+  detail::require_saved(saved, act_ == cpu::Activation::none ? 1 : 2, who);
+  const Tensor& x = saved[0];
+  const Shape out_shape = output_shape(x.shape());
+  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
+  detail::require_f32_shape(dy32, out_shape, who, "output gradient");
+  const cpu::ConvGeometry g{in_, x.dim(2), x.dim(3), kernel_, stride_, pad_};
+  const std::int64_t batch = out_shape[0];
+  const std::int64_t ohw = g.out_hw();
+  const std::int64_t ckk = g.col_rows();
+  const std::int64_t chunk = std::clamp<std::int64_t>(
+      kColBudget / std::max<std::int64_t>(1, ckk * ohw), 1, std::max<std::int64_t>(batch, 1));
+  const std::int64_t chunks = batch == 0 ? 0 : (batch + chunk - 1) / chunk;
+
+  Tensor dz = dy32;
+  if (act_ == cpu::Activation::relu) {
+    dz = detail::new_f32(out_shape);
+    cpu::act_backward(dy32.data<float>(), saved[1].data<float>(), dz.data<float>(), dz.numel(),
+                      act_);
+  }
+  std::vector<float> dzcm(static_cast<std::size_t>(out_ * chunk * ohw));
+  std::vector<float> col(static_cast<std::size_t>(ckk * chunk * ohw));
+  std::int64_t dzcm_chunk = -1;  // which chunk dzcm holds
+  auto load_dz = [&](std::int64_t k) {
+    if (dzcm_chunk == k) return;
+    const std::int64_t s0 = k * chunk;
+    cpu::nchw_to_cm(dz.data<float>() + s0 * out_ * ohw, std::min(chunk, batch - s0), out_, ohw,
+                    dzcm.data());
+    dzcm_chunk = k;
+  };
+  Tensor dx;
+  // All of dx first: the sink may alias the weight (fused SGD), which dx still needs.
+  if (need_dx) {
+    dx = detail::new_f32(x.shape());
+    const float* w = params[0].data<float>();
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const std::int64_t s0 = k * chunk;
+      const std::int64_t cols = std::min(chunk, batch - s0) * ohw;
+      load_dz(k);
+      cpu::gemm(true, false, ckk, cols, out_, 1.0f, w, ckk, dzcm.data(), cols, 0.0f, col.data(),
+                cols);
+      cpu::col2im(col.data(), g, std::min(chunk, batch - s0),
+                  dx.data<float>() + s0 * g.sample_size());
+    }
+  }
+  if (sink != nullptr) {
+    float* dw = sink->grads[0].data<float>();
+    float* db = sink->grads[1].data<float>();
+    for (std::int64_t k = 0; k < chunks; ++k) {
+      const std::int64_t s0 = k * chunk;
+      const std::int64_t n = std::min(chunk, batch - s0);
+      const std::int64_t cols = n * ohw;
+      const float beta = k == 0 ? sink->beta : 1.0f;
+      load_dz(k);
+      cpu::im2col(x.data<float>() + s0 * g.sample_size(), g, n, col.data());
+      cpu::gemm(false, true, out_, ckk, cols, sink->alpha, dzcm.data(), cols, col.data(), cols,
+                beta, dw, ckk);
+      cpu::parallel_for(
+          out_, std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols)),
+          [&](std::int64_t c0, std::int64_t c1) {
+            for (std::int64_t c = c0; c < c1; ++c) {
+              const float* row = dzcm.data() + c * cols;
+              float sum = 0.0f;
+              for (std::int64_t i = 0; i < cols; ++i) sum += row[i];
+              db[c] = beta == 0.0f ? sink->alpha * sum : sink->alpha * sum + beta * db[c];
+            }
+          });
+    }
+    if (chunks == 0) {
+      for (Tensor t : sink->grads) {
+        float* p = t.data<float>();
+        for (std::int64_t i = 0; i < t.numel(); ++i)
+          p[i] = sink->beta == 0.0f ? 0.0f : sink->beta * p[i];
+      }
+    }
+  }
+  return dx;
+}
+
+Tensor Conv2d::backward_input(const Context& /*ctx*/, ParamView params, Saved& saved,
+                              const Tensor& dy) const {
+  detail::require_params(params, param_specs(), describe());
+  return run_backward(params, saved, dy, true, nullptr);
+}
+
+void Conv2d::backward_weight_into(const Context& /*ctx*/, const Saved& saved, const Tensor& dy,
+                                  const GradSink& sink) const {
+  detail::require_sink(sink, param_specs(), describe());
+  run_backward({}, saved, dy, false, &sink);
+}
+
+Tensor Conv2d::backward_into(const Context& /*ctx*/, ParamView params, Saved& saved,
+                             const Tensor& dy, bool need_dx, const GradSink& sink) const {
+  detail::require_params(params, param_specs(), describe());
+  detail::require_sink(sink, param_specs(), describe());
+  return run_backward(params, saved, dy, need_dx, &sink);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,59 @@
+#include "models/layers/max_pool2d.hpp"
+
+#include <stdexcept>
+
+#include "models/detail/checks.hpp"
+#include "models/detail/meta.hpp"
+#include "models/kernels/cpu/conv.hpp"
+
+namespace tandem::models {
+
+MaxPool2d::MaxPool2d(std::int64_t kernel, std::int64_t stride)
+    : kernel_(kernel), stride_(stride == 0 ? kernel : stride) {
+  if (kernel <= 0 || stride < 0) {
+    throw std::invalid_argument("MaxPool2d: kernel must be positive and stride >= 0");
+  }
+}
+
+std::string MaxPool2d::describe() const {
+  return "max_pool2d(k=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_) + ")";
+}
+
+Shape MaxPool2d::output_shape(const Shape& input) const {
+  if (input.size() != 4 || input[2] < kernel_ || input[3] < kernel_) {
+    throw std::invalid_argument(describe() + ": input shape " + shape_str(input) +
+                                " is not [batch, C, H, W] with H, W >= " + std::to_string(kernel_));
+  }
+  return {input[0], input[1], (input[2] - kernel_) / stride_ + 1,
+          (input[3] - kernel_) / stride_ + 1};
+}
+
+ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const std::string who = describe();
+  detail::require_params(params, {}, who);
+  const Tensor x32 = detail::as_f32(x, who, "input");
+  const Shape out = output_shape(x32.shape());
+  const cpu::ConvGeometry g{x32.dim(1), x32.dim(2), x32.dim(3), kernel_, stride_, 0};
+  Tensor y = detail::new_f32(out);
+  Tensor argmax = Tensor::empty(out, DType::i32);
+  cpu::max_pool_forward(x32.data<float>(), g, out[0], y.data<float>(), argmax.data<std::int32_t>());
+  ForwardResult r{y, {}};
+  if (ctx.training) r.saved = {argmax, detail::encode_shape(x32.shape())};
+  return r;
+}
+
+Tensor MaxPool2d::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,
+                                 const Tensor& dy) const {
+  const std::string who = describe();
+  detail::require_saved(saved, 2, who);
+  const Shape in = detail::decode_shape(saved[1]);
+  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
+  detail::require_f32_shape(dy32, output_shape(in), who, "output gradient");
+  const cpu::ConvGeometry g{in[1], in[2], in[3], kernel_, stride_, 0};
+  Tensor dx = detail::new_f32(in);
+  cpu::max_pool_backward(dy32.data<float>(), saved[0].data<std::int32_t>(), g, in[0],
+                         dx.data<float>());
+  return dx;
+}
+
+}  // namespace tandem::models

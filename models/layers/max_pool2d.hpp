@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstdint>
+
+#include "models/layer.hpp"
+
+namespace tandem::models {
+
+// Max pooling with a square window (no padding); keeps the argmax for backward.
+class MaxPool2d final : public Layer {
+ public:
+  explicit MaxPool2d(std::int64_t kernel = 2, std::int64_t stride = 0);  // stride 0: = kernel
+  std::string kind() const override { return "max_pool2d"; }
+  std::string describe() const override;
+  Shape output_shape(const Shape& input) const override;
+  ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const override;
+  Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
+                        const Tensor& dy) const override;
+
+ private:
+  std::int64_t kernel_;
+  std::int64_t stride_;
+};
+
+}  // namespace tandem::models

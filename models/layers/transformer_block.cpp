@@ -1,0 +1,258 @@
+#include "models/layers/transformer_block.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "models/detail/checks.hpp"
+#include "models/detail/linear_ops.hpp"
+#include "models/detail/meta.hpp"
+#include "models/kernels/cpu/attention.hpp"
+#include "models/kernels/cpu/dropout.hpp"
+#include "models/kernels/cpu/layer_norm.hpp"
+#include "models/kernels/cpu/reduce.hpp"
+#include "models/kernels/cpu/threading.hpp"
+#include "models/layers/dropout.hpp"
+
+namespace tandem::models {
+namespace {
+
+// Parameter indices.
+enum : std::size_t {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kOutW,
+  kOutB
+};
+// Saved by forward.
+enum : std::size_t {
+  kXhat1,
+  kRstd1,
+  kH1,
+  kQkv,
+  kProbs,
+  kAtt,
+  kXhat2,
+  kRstd2,
+  kH2,
+  kPre,
+  kF,
+  kDropKey,
+  kForwardSaved
+};
+// Appended by backward_input: gradients of the inner maps' outputs.
+enum : std::size_t { kDm = kForwardSaved, kDpre, kDh2, kDa, kDqkv, kDh1, kAllSaved };
+
+constexpr float kLnEps = 1e-5f;
+
+void add_into(float* dst, const float* a, const float* b, std::int64_t n) {
+  cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) dst[i] = a[i] + b[i];
+  });
+}
+
+}  // namespace
+
+TransformerBlock::TransformerBlock(std::int64_t d_model, std::int64_t heads, std::int64_t d_ff,
+                                   float dropout, std::uint64_t salt, std::int64_t n_layers)
+    : d_(d_model),
+      heads_(heads),
+      d_ff_(d_ff),
+      dropout_(dropout),
+      salt_(salt),
+      proj_scale_(1.0f /
+                  std::sqrt(2.0f * static_cast<float>(std::max<std::int64_t>(1, n_layers)))) {
+  if (d_model <= 0 || heads <= 0 || d_model % heads != 0 || d_ff <= 0) {
+    throw std::invalid_argument("TransformerBlock: d_model " + std::to_string(d_model) +
+                                " must be a positive multiple of heads " + std::to_string(heads) +
+                                " and d_ff " + std::to_string(d_ff) + " positive");
+  }
+  if (!(dropout >= 0.0f && dropout < 1.0f)) {
+    throw std::invalid_argument("TransformerBlock: dropout must be in [0, 1), got " +
+                                std::to_string(dropout));
+  }
+}
+
+std::string TransformerBlock::describe() const {
+  return "transformer_block(d=" + std::to_string(d_) + ", heads=" + std::to_string(heads_) +
+         ", d_ff=" + std::to_string(d_ff_) + ", dropout=" + std::to_string(dropout_) + ")";
+}
+
+std::vector<ParamSpec> TransformerBlock::param_specs() const {
+  const float out_std = 0.02f * proj_scale_;
+  return {{"ln1.weight", {d_}, Init::ones, 1.0f, 1},
+          {"ln1.bias", {d_}, Init::zeros, 1.0f, 1},
+          {"attn.qkv.weight", {3 * d_, d_}, Init::normal, 0.02f, d_},
+          {"attn.qkv.bias", {3 * d_}, Init::zeros, 1.0f, 1},
+          {"attn.proj.weight", {d_, d_}, Init::normal, out_std, d_},
+          {"attn.proj.bias", {d_}, Init::zeros, 1.0f, 1},
+          {"ln2.weight", {d_}, Init::ones, 1.0f, 1},
+          {"ln2.bias", {d_}, Init::zeros, 1.0f, 1},
+          {"mlp.fc.weight", {d_ff_, d_}, Init::normal, 0.02f, d_},
+          {"mlp.fc.bias", {d_ff_}, Init::zeros, 1.0f, 1},
+          {"mlp.proj.weight", {d_, d_ff_}, Init::normal, out_std, d_ff_},
+          {"mlp.proj.bias", {d_}, Init::zeros, 1.0f, 1}};
+}
+
+Shape TransformerBlock::output_shape(const Shape& input) const {
+  if (input.size() != 3 || input[2] != d_) {
+    throw std::invalid_argument(describe() + ": input shape " + shape_str(input) +
+                                " is not [batch, seq, " + std::to_string(d_) + "]");
+  }
+  return input;
+}
+
+LayerCost TransformerBlock::cost(const Shape& input) const {
+  output_shape(input);
+  const double n = static_cast<double>(input[0] * input[1]);
+  const double d = static_cast<double>(d_);
+  const double t = static_cast<double>(input[1]);
+  const double maps = 2 * n * (4 * d * d + 2 * d * static_cast<double>(d_ff_));
+  const double core = 2 * 2 * static_cast<double>(input[0]) * (t * (t + 1) / 2) * d;
+  return {maps + core, maps + 2 * core, maps};
+}
+
+ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const Tensor& x) const {
+  const std::string who = describe();
+  detail::require_params(p, param_specs(), who);
+  const Tensor x32 = detail::as_f32(x, who, "input");
+  const Shape shape = output_shape(x32.shape());
+  const std::int64_t b = shape[0];
+  const std::int64_t t = shape[1];
+  const std::int64_t n = b * t;
+  const bool drop = ctx.training && dropout_ > 0.0f;
+  auto f = [](Tensor v) { return v.data<float>(); };
+  auto pf = [&](std::size_t i) { return p[i].data<float>(); };
+
+  Tensor xhat1 = detail::new_f32(shape), rstd1 = detail::new_f32({n}), h1 = detail::new_f32(shape);
+  cpu::layer_norm_forward(f(x32), pf(kLn1W), pf(kLn1B), f(h1), f(xhat1), f(rstd1), n, d_, kLnEps);
+  Tensor qkv = detail::new_f32({b, t, 3 * d_});
+  detail::linear_forward(f(h1), n, d_, pf(kQkvW), pf(kQkvB), 3 * d_, cpu::Activation::none, f(qkv),
+                         nullptr);
+  Tensor probs = detail::new_f32({b, heads_, t, t});
+  Tensor att = detail::new_f32(shape);
+  cpu::causal_attention_forward(f(qkv), f(att), f(probs), b, t, heads_, d_ / heads_);
+  Tensor a = detail::new_f32(shape);
+  detail::linear_forward(f(att), n, d_, pf(kProjW), pf(kProjB), d_, cpu::Activation::none, f(a),
+                         nullptr);
+  const detail::DropoutKey key{Dropout::key(ctx.seed, salt_), ctx.sample_begin};
+  const std::int64_t per_sample = t * d_;
+  if (drop) cpu::dropout_apply(f(a), f(a), b, per_sample, dropout_, key.key, key.first_sample);
+  Tensor x1 = detail::new_f32(shape);
+  add_into(f(x1), f(x32), f(a), n * d_);
+
+  Tensor xhat2 = detail::new_f32(shape), rstd2 = detail::new_f32({n}), h2 = detail::new_f32(shape);
+  cpu::layer_norm_forward(f(x1), pf(kLn2W), pf(kLn2B), f(h2), f(xhat2), f(rstd2), n, d_, kLnEps);
+  Tensor pre = detail::new_f32({b, t, d_ff_});
+  Tensor hidden = detail::new_f32({b, t, d_ff_});
+  detail::linear_forward(f(h2), n, d_, pf(kFcW), pf(kFcB), d_ff_, cpu::Activation::gelu, f(hidden),
+                         f(pre));
+  Tensor m = detail::new_f32(shape);
+  detail::linear_forward(f(hidden), n, d_ff_, pf(kOutW), pf(kOutB), d_, cpu::Activation::none, f(m),
+                         nullptr);
+  const std::uint64_t key2 = key.key ^ 0x9e3779b97f4a7c15ull;  // second dropout of the block
+  if (drop) cpu::dropout_apply(f(m), f(m), b, per_sample, dropout_, key2, key.first_sample);
+  Tensor y = x1;  // y = x1 + m, in place: x1 itself is not needed by backward
+  add_into(f(y), f(x1), f(m), n * d_);
+
+  ForwardResult r{y, {}};
+  if (ctx.training) {
+    r.saved = {xhat1, rstd1, h1, qkv, probs,  att,
+               xhat2, rstd2, h2, pre, hidden, drop ? detail::encode_dropout(key) : Tensor()};
+  }
+  return r;
+}
+
+Tensor TransformerBlock::backward_input(const Context& /*ctx*/, ParamView p, Saved& s,
+                                        const Tensor& dy) const {
+  const std::string who = describe();
+  detail::require_params(p, param_specs(), who);
+  detail::require_saved(s, kForwardSaved, who);
+  s.resize(kForwardSaved);  // drop gradients of an earlier backward_input
+  const Shape shape = s[kXhat1].shape();
+  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
+  detail::require_f32_shape(dy32, shape, who, "output gradient");
+  const std::int64_t b = shape[0];
+  const std::int64_t t = shape[1];
+  const std::int64_t n = b * t;
+  auto f = [](Tensor v) { return v.data<float>(); };
+  auto pf = [&](std::size_t i) { return p[i].data<float>(); };
+  const bool drop = s[kDropKey].defined();
+  detail::DropoutKey key;
+  if (drop) key = detail::decode_dropout(s[kDropKey]);
+  const std::int64_t per_sample = t * d_;
+
+  // MLP branch: m = dropout(W2 gelu(W1 h2)).
+  Tensor dm = dy32;
+  if (drop) {
+    dm = detail::new_f32(shape);
+    cpu::dropout_apply(f(dy32), f(dm), b, per_sample, dropout_, key.key ^ 0x9e3779b97f4a7c15ull,
+                       key.first_sample);
+  }
+  Tensor dpre = detail::new_f32({b, t, d_ff_});
+  detail::linear_backward_input(f(dm), n, d_ff_, pf(kOutW), d_, f(dpre));
+  cpu::act_backward(f(dpre), f(s[kPre]), f(dpre), n * d_ff_, cpu::Activation::gelu);
+  Tensor dh2 = detail::new_f32(shape);
+  detail::linear_backward_input(f(dpre), n, d_, pf(kFcW), d_ff_, f(dh2));
+  Tensor dx1 = detail::new_f32(shape);
+  cpu::layer_norm_backward_input(f(dh2), f(s[kXhat2]), f(s[kRstd2]), pf(kLn2W), f(dx1), n, d_);
+  add_into(f(dx1), f(dx1), f(dy32), n * d_);
+
+  // Attention branch: a = dropout(Wp attention(Wqkv h1)).
+  Tensor da = dx1;
+  if (drop) {
+    da = detail::new_f32(shape);
+    cpu::dropout_apply(f(dx1), f(da), b, per_sample, dropout_, key.key, key.first_sample);
+  }
+  Tensor datt = detail::new_f32(shape);
+  detail::linear_backward_input(f(da), n, d_, pf(kProjW), d_, f(datt));
+  Tensor dqkv = detail::new_f32({b, t, 3 * d_});
+  cpu::causal_attention_backward(f(s[kQkv]), f(s[kProbs]), f(datt), f(dqkv), b, t, heads_,
+                                 d_ / heads_);
+  Tensor dh1 = datt;  // datt is dead: reuse its memory
+  detail::linear_backward_input(f(dqkv), n, d_, pf(kQkvW), 3 * d_, f(dh1));
+  Tensor dx = detail::new_f32(shape);
+  cpu::layer_norm_backward_input(f(dh1), f(s[kXhat1]), f(s[kRstd1]), pf(kLn1W), f(dx), n, d_);
+  add_into(f(dx), f(dx), f(dx1), n * d_);
+
+  s.push_back(dm);
+  s.push_back(dpre);
+  s.push_back(dh2);
+  s.push_back(da);
+  s.push_back(dqkv);
+  s.push_back(dh1);
+  return dx;
+}
+
+void TransformerBlock::backward_weight_into(const Context& /*ctx*/, const Saved& s,
+                                            const Tensor& /*dy*/, const GradSink& sink) const {
+  const std::string who = describe();
+  detail::require_sink(sink, param_specs(), who);
+  if (s.size() != kAllSaved) {
+    throw std::invalid_argument(who + ": backward_weight needs backward_input to run first");
+  }
+  const std::int64_t n = s[kRstd1].numel();
+  auto f = [](Tensor v) { return v.data<float>(); };
+  auto g = [&](std::size_t i) { return sink.grads[i].data<float>(); };
+  const float a = sink.alpha;
+  const float bt = sink.beta;
+  detail::linear_backward_weight(f(s[kDm]), f(s[kF]), n, d_ff_, d_, a, bt, g(kOutW));
+  cpu::column_sum(f(s[kDm]), n, d_, a, bt, g(kOutB));
+  detail::linear_backward_weight(f(s[kDpre]), f(s[kH2]), n, d_, d_ff_, a, bt, g(kFcW));
+  cpu::column_sum(f(s[kDpre]), n, d_ff_, a, bt, g(kFcB));
+  cpu::layer_norm_backward_weight(f(s[kDh2]), f(s[kXhat2]), g(kLn2W), g(kLn2B), n, d_, a, bt);
+  detail::linear_backward_weight(f(s[kDa]), f(s[kAtt]), n, d_, d_, a, bt, g(kProjW));
+  cpu::column_sum(f(s[kDa]), n, d_, a, bt, g(kProjB));
+  detail::linear_backward_weight(f(s[kDqkv]), f(s[kH1]), n, d_, 3 * d_, a, bt, g(kQkvW));
+  cpu::column_sum(f(s[kDqkv]), n, 3 * d_, a, bt, g(kQkvB));
+  cpu::layer_norm_backward_weight(f(s[kDh1]), f(s[kXhat1]), g(kLn1W), g(kLn1B), n, d_, a, bt);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/layer.hpp"
+#include "models/model_spec.hpp"
+#include "models/param_set.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tandem::models {
+
+// A flat list of layers (the planner cuts it into stages) followed by softmax cross-entropy on
+// the last layer's logits. Immutable; copies share the layers.
+//
+// Parameters are named "<layer index>.<local name>" ("3.weight"), so the parameter sets of
+// stages [0, k) and [k, n) merge into the whole model's, and the values a layer gets from
+// init_params do not depend on which range is initialised.
+class Model {
+ public:
+  // Throws std::invalid_argument naming the spec field that is wrong.
+  static Model build(const ModelSpec& spec);
+  Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers);
+
+  const ModelSpec& spec() const { return spec_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const Layer& layer(int i) const;
+  std::string describe() const;  // one line per layer
+
+  // Inputs and targets of a minibatch of `batch` samples.
+  Shape input_shape(std::int64_t batch) const;
+  DType input_dtype() const;
+  Shape target_shape(std::int64_t batch) const;
+  // Output shape of every layer for a minibatch (entry i = output of layer i).
+  std::vector<Shape> activation_shapes(std::int64_t batch) const;
+
+  // Deterministic initialisation of layers [begin, end) (default: all).
+  ParamSet init_params(std::uint64_t seed) const;
+  ParamSet init_params(std::uint64_t seed, int begin, int end) const;
+  std::string param_name(int layer, const std::string& local) const;
+  // Layer i's parameters within a set that contains them (in its param_specs() order).
+  ParamView layer_params(const ParamSet& params, int layer) const;
+  std::span<Tensor> layer_params(ParamSet& params, int layer) const;
+
+  // Forward of layers [begin, end) on x; keeps each layer's saved state when ctx.training.
+  struct RangeForward {
+    Tensor y;
+    std::vector<Saved> saved;  // one per layer of the range
+  };
+  RangeForward forward(const Context& ctx, const ParamSet& params, const Tensor& x, int begin,
+                       int end) const;
+  // Backward of layers [begin, end) (fused B+W per layer), from the gradient of the range's
+  // output; returns the gradient of its input when need_dx. Gradients go to `grads` (a set with
+  // the range's parameter names) as grads = alpha * g + beta * grads (grads may be `params`
+  // itself for a fused SGD step). Each layer's saved state is released once its backward ran.
+  Tensor backward(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
+                  const Tensor& dy, int begin, int end, bool need_dx, ParamSet& grads,
+                  float alpha = 1.0f, float beta = 0.0f) const;
+
+ private:
+  ModelSpec spec_;
+  std::vector<std::shared_ptr<const Layer>> layers_;
+};
+
+}  // namespace tandem::models

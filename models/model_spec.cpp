@@ -1,0 +1,55 @@
+#include "models/model_spec.hpp"
+
+#include <sstream>
+
+namespace tandem::models {
+
+std::string ModelSpec::describe() const {
+  std::ostringstream s;
+  s << name << "(";
+  if (name == "mlp") {
+    s << "widths=";
+    for (std::size_t i = 0; i < widths.size(); ++i) s << (i ? "-" : "") << widths[i];
+  } else if (name == "gpt") {
+    s << "layers=" << layers << ", d_model=" << d_model << ", heads=" << heads
+      << ", seq_len=" << seq_len << ", vocab=" << vocab
+      << ", d_ff=" << (d_ff > 0 ? d_ff : 4 * d_model);
+  } else if (name == "vgg16") {
+    s << "width_mult=" << width_mult << ", in_channels=" << in_channels
+      << ", image_size=" << image_size << ", classes=" << classes;
+  }
+  if (dropout > 0) s << ", dropout=" << dropout;
+  s << ")";
+  return s.str();
+}
+
+ModelSpec mlp_spec(std::vector<std::int64_t> widths) {
+  ModelSpec spec;
+  spec.name = "mlp";
+  spec.widths = std::move(widths);
+  return spec;
+}
+
+ModelSpec gpt_spec(std::int64_t layers, std::int64_t d_model, std::int64_t heads,
+                   std::int64_t seq_len, std::int64_t vocab) {
+  ModelSpec spec;
+  spec.name = "gpt";
+  spec.layers = layers;
+  spec.d_model = d_model;
+  spec.heads = heads;
+  spec.seq_len = seq_len;
+  spec.vocab = vocab;
+  return spec;
+}
+
+ModelSpec vgg16_small_spec(std::int64_t classes) {
+  ModelSpec spec;
+  spec.name = "vgg16";
+  spec.width_mult = 0.125;
+  spec.in_channels = 3;
+  spec.image_size = 32;
+  spec.classes = classes;
+  return spec;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::models {
+
+// What to build: Model::build(spec). Fields not used by a model's `name` are ignored.
+struct ModelSpec {
+  std::string name = "mlp";  // "mlp" | "gpt" | "vgg16"
+
+  // mlp: in_features, hidden..., classes (at least two entries). Hidden layers are
+  // Linear+ReLU, the last Linear gives the logits.
+  std::vector<std::int64_t> widths;
+
+  // gpt: decoder-only transformer. Layers: embedding (tokens + learned positions),
+  // `layers` transformer blocks, final LayerNorm, Linear head to `vocab` logits.
+  std::int64_t layers = 0;
+  std::int64_t d_model = 0;
+  std::int64_t heads = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t vocab = 0;
+  std::int64_t d_ff = 0;  // 0: 4 * d_model
+
+  // vgg16: channels are VGG-16's (64..512) times width_mult, at least 1; image_size must be
+  // a multiple of 32 (five 2x2 max-pools). The classifier's hidden width is 4096 * width_mult.
+  double width_mult = 1.0;
+  std::int64_t in_channels = 3;
+  std::int64_t image_size = 224;
+  std::int64_t classes = 10;
+
+  // Dropout probability (gpt: embedding, attention output and MLP output; vgg16: classifier;
+  // mlp: none). 0 disables it.
+  float dropout = 0.0f;
+
+  std::string describe() const;  // one line, e.g. "gpt(layers=14, d_model=256, ...)"
+};
+
+// Presets used by tests, benchmarks and configs.
+ModelSpec mlp_spec(std::vector<std::int64_t> widths);
+ModelSpec gpt_spec(std::int64_t layers, std::int64_t d_model, std::int64_t heads,
+                   std::int64_t seq_len, std::int64_t vocab);
+// VGG-16 with width_mult 1/8 on 32x32 images: trains on a CPU.
+ModelSpec vgg16_small_spec(std::int64_t classes = 10);
+
+}  // namespace tandem::models

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "models/param_set.hpp"
+
+namespace tandem::models {
+
+struct OptimizerSpec {
+  std::string kind = "sgd";  // "sgd" | "adamw"
+  double lr = 0.01;
+  double momentum = 0.0;      // sgd
+  double weight_decay = 0.0;  // sgd: added to the gradient (L2); adamw: decoupled
+  bool nesterov = false;      // sgd, needs momentum > 0
+  double beta1 = 0.9;         // adamw
+  double beta2 = 0.999;       // adamw
+  double eps = 1e-8;          // adamw
+};
+
+// An update p <- beta * p + alpha * g that needs no state: the gradient can be written straight
+// into the weights (GradSink{params, alpha, beta}) and no gradient tensor is ever stored.
+struct FusedUpdate {
+  float alpha = 0;
+  float beta = 1;
+};
+
+// Updates parameters from gradients, with state per parameter name (momentum buffers, Adam
+// moments). Deterministic. Shared parameter tensors are updated copy-on-write: when another
+// handle (a stashed version) shares a tensor's storage, the new values go to a new tensor that
+// replaces it in `params`, and the old version is left untouched.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update. Throws std::invalid_argument when grads' names or shapes differ from params'.
+  virtual void step(ParamSet& params, const ParamSet& grads) = 0;
+  // The stateless affine update equal to step() when one exists (plain SGD), for fusing.
+  virtual std::optional<FusedUpdate> fused_update() const { return std::nullopt; }
+  // Counts an update applied through fused_update() (keeps steps() right).
+  void note_fused_step() { ++steps_; }
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  std::int64_t steps() const { return steps_; }
+  // State tensors named "<state>.<param name>" (momentum buffers, moments), for checkpoints.
+  virtual ParamSet state() const = 0;
+  virtual void load_state(const ParamSet& state, std::int64_t steps) = 0;
+
+ protected:
+  explicit Optimizer(double lr) : lr_(lr) {}
+  double lr_;
+  std::int64_t steps_ = 0;
+};
+
+// Throws std::invalid_argument naming the field for an unknown kind or invalid values.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
+
+}  // namespace tandem::models

@@ -1,0 +1,105 @@
+#include "models/train_step.hpp"
+
+#include <stdexcept>
+
+#include "models/loss.hpp"
+
+namespace tandem::models {
+namespace {
+
+void check_batch(const Model& model, const Tensor& inputs, const Tensor& targets, const char* who) {
+  if (!inputs.defined() || !targets.defined() || inputs.rank() == 0) {
+    throw std::invalid_argument(std::string(who) + ": inputs and targets must be defined tensors");
+  }
+  const std::int64_t batch = inputs.dim(0);
+  if (inputs.shape() != model.input_shape(batch) || inputs.dtype() != model.input_dtype()) {
+    throw std::invalid_argument(std::string(who) + ": inputs " + inputs.describe() +
+                                " do not fit " + model.spec().describe() + " (want " +
+                                std::string(dtype_name(model.input_dtype())) +
+                                shape_str(model.input_shape(batch)) + ")");
+  }
+  if (targets.shape() != model.target_shape(batch) || targets.dtype() != DType::i32) {
+    throw std::invalid_argument(std::string(who) + ": targets " + targets.describe() +
+                                " do not fit (want i32" + shape_str(model.target_shape(batch)) +
+                                ")");
+  }
+}
+
+ParamSet empty_like(const ParamSet& params) {
+  ParamSet out;
+  for (std::int64_t i = 0; i < params.size(); ++i) {
+    out.add(params.name(i),
+            Tensor::empty(params[i].shape(), params[i].dtype(), params[i].device()));
+  }
+  return out;
+}
+
+struct ForwardLoss {
+  Model::RangeForward fwd;
+  LossResult loss;
+};
+
+ForwardLoss forward_loss(const Model& model, const ParamSet& params, const Tensor& inputs,
+                         const Tensor& targets, const Context& ctx) {
+  ForwardLoss r{model.forward(ctx, params, inputs, 0, model.num_layers()), {}};
+  const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, targets.numel()));
+  r.loss = softmax_cross_entropy(r.fwd.y, targets, ctx.training, scale);
+  r.fwd.y = Tensor();  // logits are no longer needed
+  return r;
+}
+
+StepOutput finish(const LossResult& loss) {
+  StepOutput out;
+  out.loss = static_cast<float>(loss.loss_sum /
+                                static_cast<double>(std::max<std::int64_t>(1, loss.count)));
+  out.correct = loss.correct;
+  out.count = loss.count;
+  return out;
+}
+
+}  // namespace
+
+StepOutput train_step(const Model& model, const ParamSet& params, const Tensor& inputs,
+                      const Tensor& targets, std::uint64_t step_seed) {
+  check_batch(model, inputs, targets, "train_step");
+  const Context ctx{true, step_seed, 0};
+  ForwardLoss fl = forward_loss(model, params, inputs, targets, ctx);
+  StepOutput out = finish(fl.loss);
+  out.grads = empty_like(params);
+  model.backward(ctx, params, fl.fwd.saved, fl.loss.dlogits, 0, model.num_layers(), false,
+                 out.grads);
+  return out;
+}
+
+StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer,
+                      const Tensor& inputs, const Tensor& targets, std::uint64_t step_seed) {
+  const std::optional<FusedUpdate> fused = optimizer.fused_update();
+  bool unique = true;
+  for (std::int64_t i = 0; i < params.size(); ++i) unique = unique && params[i].storage_unique();
+  if (!fused || !unique) {
+    StepOutput out =
+        train_step(model, static_cast<const ParamSet&>(params), inputs, targets, step_seed);
+    optimizer.step(params, out.grads);
+    return out;
+  }
+  check_batch(model, inputs, targets, "train_step");
+  const Context ctx{true, step_seed, 0};
+  ForwardLoss fl = forward_loss(model, params, inputs, targets, ctx);
+  // Each layer writes p = beta * p + alpha * g straight into its weights, after it computed
+  // its input gradient (which needs them); no gradient tensor is stored.
+  model.backward(ctx, params, fl.fwd.saved, fl.loss.dlogits, 0, model.num_layers(), false, params,
+                 fused->alpha, fused->beta);
+  optimizer.note_fused_step();
+  return finish(fl.loss);
+}
+
+EvalOutput evaluate(const Model& model, const ParamSet& params, const Tensor& inputs,
+                    const Tensor& targets) {
+  check_batch(model, inputs, targets, "evaluate");
+  const Context ctx{false, 0, 0};
+  const ForwardLoss fl = forward_loss(model, params, inputs, targets, ctx);
+  const StepOutput s = finish(fl.loss);
+  return {s.loss, s.correct, s.count};
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,38 @@
+#include "runtime/detail/storage.hpp"
+
+#include <stdexcept>
+
+#include "runtime/detail/cpu_allocator.hpp"
+#include "runtime/detail/device_backend.hpp"
+
+namespace tandem::detail {
+
+Storage::Storage(std::size_t size, Device where) : bytes(size), device(where) {
+  switch (device.kind()) {
+    case DeviceKind::cpu: {
+      ptr = cpu_allocate(bytes);
+      break;
+    }
+    case DeviceKind::cuda: {
+      DeviceBackend* backend = cuda_backend();
+      if (backend == nullptr) {
+        throw std::runtime_error("Tensor on " + device.str() + ": CUDA backend not built");
+      }
+      ptr = backend->allocate(bytes, device.index());
+      break;
+    }
+    case DeviceKind::sim:
+      break;
+  }
+}
+
+Storage::~Storage() {
+  if (ptr == nullptr) return;
+  if (device.is_cpu()) {
+    cpu_deallocate(ptr, bytes);
+  } else if (device.is_cuda()) {
+    cuda_backend()->deallocate(ptr, device.index());
+  }
+}
+
+}  // namespace tandem::detail

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/device.hpp"
+#include "runtime/dtype.hpp"
+
+namespace tandem {
+
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t shape_numel(const Shape& shape);  // 1 for rank 0
+std::string shape_str(const Shape& shape);     // "[2, 3]"
+
+namespace detail {
+struct Storage;
+}
+
+// A dense, contiguous (row-major) n-dimensional array on a device.
+//
+// Copying a Tensor copies a handle: both share the same storage, and writes through one are
+// seen through the other. Data is copied only on request (clone, to, copy_from). This is what
+// lets a stage stash a weight version or pass an activation on without copying it.
+// Storage of CPU tensors is 64-byte aligned; sim tensors have a shape and no data.
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+
+  // Uninitialised contents.
+  static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(Shape shape, float value, DType dtype = DType::f32,
+                     Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<float>& values, Shape shape);
+  static Tensor from_vector(const std::vector<std::int32_t>& values, Shape shape);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t dim(int i) const;  // negative i counts from the back; throws when out of range
+  int rank() const { return static_cast<int>(shape_.size()); }
+  std::int64_t numel() const { return numel_; }
+  // Row-major strides in elements (the layout is always contiguous).
+  Shape strides() const;
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+
+  // Typed access to CPU data; throws unless the tensor is defined, on the CPU and of T's dtype.
+  template <class T>
+  T* data() {
+    check_access(DTypeOf<T>::value, "data");
+    return static_cast<T*>(address());
+  }
+  template <class T>
+  const T* data() const {
+    check_access(DTypeOf<T>::value, "data");
+    return static_cast<const T*>(address());
+  }
+  // Untyped address of the first element on the tensor's device (CPU or GPU memory);
+  // throws for sim and undefined tensors.
+  void* raw_data();
+  const void* raw_data() const;
+
+  // The values converted to f32 / i32 (copies to the host when needed).
+  std::vector<float> to_float_vector() const;
+  std::vector<std::int32_t> to_int_vector() const;
+
+  // A deep copy on the same device.
+  Tensor clone() const;
+  // A converting copy; returns *this (a handle, no copy) when already of that dtype.
+  Tensor to(DType dtype) const;
+  // A copy on another device; returns *this when already there.
+  Tensor to(Device device) const;
+  // The same storage seen with another shape; one entry may be -1 (inferred).
+  Tensor reshape(Shape shape) const;
+  // Rows [begin, end) along dimension 0, sharing storage (a micro-batch of a minibatch).
+  Tensor slice(std::int64_t begin, std::int64_t end) const;
+
+  // Copies src's data into this tensor's storage; shapes and dtypes must match, devices may
+  // differ.
+  void copy_from(const Tensor& src);
+  void fill(float value);
+  void set_zero();
+
+  bool shares_storage(const Tensor& other) const;
+  // True when no other handle or view shares this storage, so writing in place cannot be
+  // observed elsewhere (used for copy-on-write weight updates).
+  bool storage_unique() const;
+
+  std::string describe() const;  // "f32[2, 3] cpu"
+
+ private:
+  void check_access(DType want, const char* op) const;
+  void* address() const;
+
+  std::shared_ptr<detail::Storage> storage_;
+  std::size_t offset_ = 0;  // bytes from the start of the storage
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  DType dtype_ = DType::f32;
+  Device device_ = Device::cpu();
+};
+
+// Concatenation along dimension 0 (slices back into a minibatch); other dimensions, dtypes and
+// devices must match.
+Tensor concat_rows(std::span<const Tensor> parts);
+
+}  // namespace tandem

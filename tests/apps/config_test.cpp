@@ -1,0 +1,218 @@
+#include "apps/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tandem::apps {
+namespace {
+
+const char* kValid = R"(model: {name: mlp, widths: [16, 64, 4]}
+data: {kind: teacher, samples: 2048, seed: 3, hidden: 24}
+train:
+  minibatch: 32
+  steps: 50
+  optimizer: {kind: adamw, lr: 3.0e-3, betas: [0.8, 0.99], eps: 1.0e-7, weight_decay: 0.01}
+  seed: 7
+  log_every: 5
+  eval: {every: 25, samples: 256}
+)";
+
+// Parses `text` expecting a ConfigError whose message holds "test.yaml:<line>:" and every word.
+void expect_error(const std::string& text, int line, std::initializer_list<std::string> words) {
+  try {
+    parse_config(text, "test.yaml");
+    ADD_FAILURE() << "no error for:\n" << text;
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("test.yaml:" + std::to_string(line) + ":"), std::string::npos)
+        << "expected line " << line << " in: " << msg;
+    EXPECT_EQ(e.where().line, line) << msg;
+    for (const std::string& w : words)
+      EXPECT_NE(msg.find(w), std::string::npos) << w << " not in: " << msg;
+  }
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(ConfigTest, ParsesEverySection) {
+  const Config c = parse_config(kValid, "test.yaml");
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_EQ(c.model.widths, (std::vector<int64_t>{16, 64, 4}));
+  const auto& d = std::get<models::data::TeacherData>(c.data);
+  EXPECT_EQ(d.samples, 2048);
+  EXPECT_EQ(d.spec.seed, 3u);
+  EXPECT_EQ(d.spec.hidden, 24);
+  EXPECT_EQ(d.spec.features, 16);  // from the model
+  EXPECT_EQ(d.spec.classes, 4);
+  EXPECT_EQ(c.train.minibatch, 32);
+  EXPECT_EQ(c.train.steps, 50);
+  EXPECT_EQ(c.train.optimizer.kind, "adamw");
+  EXPECT_DOUBLE_EQ(c.train.optimizer.lr, 3.0e-3);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.eps, 1.0e-7);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(c.train.seed, 7u);
+  EXPECT_EQ(c.train.log_every, 5);
+  EXPECT_EQ(c.train.lr_schedule.kind, "constant");
+  ASSERT_TRUE(c.train.eval.has_value());
+  EXPECT_EQ(c.train.eval->every, 25);
+  EXPECT_EQ(c.train.eval->samples, 256);
+  EXPECT_FALSE(c.pipeline.has_value());
+  EXPECT_EQ(c.train_where.line, 3);
+}
+
+TEST(ConfigTest, ParsesGptSgdAndSingleStagePipeline) {
+  const Config c = parse_config(
+      R"(model: {name: gpt, layers: 2, d_model: 32, heads: 4, seq_len: 16, vocab: 32, dropout: 0.1}
+data: {kind: markov-text, vocab: 12, order: 2, sharpness: 3}
+train:
+  minibatch: 8
+  steps: 10
+  optimizer: {kind: sgd, lr: 0.1, momentum: 0.9, nesterov: true}
+  lr_schedule: {kind: cosine, warmup_steps: 3, final_fraction: 0.25}
+pipeline:
+  schedule: gpipe
+  slices: 4
+  stages:
+    - {layers: "0-5", device: cpu}
+)",
+      "test.yaml");
+  EXPECT_EQ(c.model.seq_len, 16);
+  EXPECT_FLOAT_EQ(c.model.dropout, 0.1f);
+  const auto& d = std::get<models::data::MarkovTextData>(c.data);
+  EXPECT_EQ(d.spec.vocab, 12);
+  EXPECT_EQ(d.spec.order, 2);
+  EXPECT_EQ(d.seq_len, 16);
+  EXPECT_TRUE(c.train.optimizer.nesterov);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.momentum, 0.9);
+  ASSERT_TRUE(c.pipeline.has_value());
+  EXPECT_EQ(c.pipeline->schedule, "gpipe");
+  EXPECT_EQ(c.pipeline->slices, (std::vector<int64_t>{4}));
+  ASSERT_EQ(c.pipeline->stages.size(), 1u);
+  EXPECT_EQ(c.pipeline->stages[0].first_layer, 0);
+  EXPECT_EQ(c.pipeline->stages[0].last_layer, 5);
+  EXPECT_EQ(c.pipeline->stages[0].where.line, 12);
+  EXPECT_EQ(c.train.lr_schedule.kind, "cosine");
+  EXPECT_EQ(c.train.lr_schedule.warmup_steps, 3);
+  EXPECT_DOUBLE_EQ(c.train.lr_schedule.final_fraction, 0.25);
+}
+
+TEST(ConfigTest, UnknownKeysNameFileLineAndKey) {
+  expect_error(replace(kValid, "  log_every: 5\n", "  log_every: 5\n  warmup: 10\n"), 9,
+               {"train.warmup", "unknown key", "log_every"});
+  expect_error(replace(kValid, "eps: 1.0e-7", "epsilon: 1.0e-7"), 6,
+               {"train.optimizer.epsilon", "unknown key"});
+  expect_error(std::string(kValid) + "trace_every: 3\n", 10, {"trace_every", "unknown key"});
+  expect_error(replace(kValid, "hidden: 24", "hidden: 24, heads: 2"), 2, {"data.heads"});
+  // A key of another model or optimizer kind is unknown here.
+  expect_error(replace(kValid, "widths: [16, 64, 4]", "widths: [16, 64, 4], heads: 4"), 1,
+               {"model.heads", "unknown key"});
+  expect_error(replace(kValid, "betas: [0.8, 0.99]", "momentum: 0.9"), 6,
+               {"train.optimizer.momentum", "unknown key"});
+}
+
+TEST(ConfigTest, WrongTypesNameFileLineAndKey) {
+  expect_error(replace(kValid, "minibatch: 32", "minibatch: lots"), 4,
+               {"train.minibatch", "expected an integer", "'lots'"});
+  expect_error(replace(kValid, "minibatch: 32", "minibatch: 3.5"), 4, {"train.minibatch"});
+  expect_error(replace(kValid, "minibatch: 32", "minibatch: \"32\""), 4,
+               {"train.minibatch", "string"});
+  expect_error(replace(kValid, "lr: 3.0e-3", "lr: fast"), 6, {"train.optimizer.lr", "number"});
+  expect_error(replace(kValid, "widths: [16, 64, 4]", "widths: [16, x, 4]"), 1,
+               {"model.widths[1]", "integer"});
+  expect_error(replace(kValid, "  steps: 50\n", "  steps: [50]\n"), 5, {"train.steps", "a list"});
+  expect_error(replace(kValid, "optimizer: {kind: adamw,", "optimizer: adamw\n  x: {kind: adamw,"),
+               6, {"train.optimizer", "mapping"});
+  expect_error(R"(model: {name: gpt, layers: 1, d_model: 8, heads: 2, seq_len: 4, vocab: 8}
+data: {kind: markov-text}
+train: {minibatch: 2, steps: 1, optimizer: {kind: sgd, lr: 0.1, nesterov: maybe, momentum: 0.5}}
+)",
+               3, {"train.optimizer.nesterov", "true or false"});
+}
+
+TEST(ConfigTest, MissingKeysNameTheirSection) {
+  expect_error(replace(kValid, "  steps: 50\n", ""), 3, {"train.steps", "missing"});
+  expect_error(replace(kValid, "lr: 3.0e-3, ", ""), 6, {"train.optimizer.lr", "missing"});
+  expect_error(replace(kValid, "model: {name: mlp, widths: [16, 64, 4]}\n", ""), 1,
+               {"model", "missing"});
+  expect_error(replace(kValid, "name: mlp, ", ""), 1, {"model.name", "missing"});
+  expect_error(replace(kValid, "kind: teacher, ", ""), 2, {"data.kind", "missing"});
+}
+
+TEST(ConfigTest, BadValuesNameFileLineAndKey) {
+  expect_error(replace(kValid, "minibatch: 32", "minibatch: 0"), 4, {"train.minibatch", ">= 1"});
+  expect_error(replace(kValid, "lr: 3.0e-3", "lr: -1"), 6, {"train.optimizer.lr", "> 0"});
+  expect_error(replace(kValid, "kind: adamw", "kind: rmsprop"), 6,
+               {"train.optimizer.kind", "rmsprop"});
+  expect_error(replace(kValid, "betas: [0.8, 0.99]", "betas: [0.8, 0.9, 0.99]"), 6,
+               {"train.optimizer.betas", "two values"});
+  expect_error(replace(kValid, "name: mlp", "name: resnet"), 1, {"model.name", "resnet"});
+  expect_error(replace(kValid, "  seed: 7\n", "  seed: 7\n  lr_schedule: {kind: step}\n"), 8,
+               {"train.lr_schedule.kind", "step"});
+  expect_error(replace(kValid, "  seed: 7\n",
+                       "  seed: 7\n  lr_schedule: {kind: constant, final_fraction: 0.1}\n"),
+               8, {"train.lr_schedule.final_fraction", "unknown key"});
+  expect_error(replace(kValid, "kind: teacher", "kind: imagenet"), 2, {"data.kind", "imagenet"});
+  expect_error(replace(kValid, "hidden: 24", "features: 8"), 2,
+               {"data.features", "input width 16"});
+  expect_error(replace(kValid, "hidden: 24", "classes: 9"), 2, {"data.classes", "[2, 4]"});
+  expect_error(replace(kValid, "kind: teacher", "kind: markov-text"), 2,
+               {"data.kind", "does not fit model 'mlp'"});
+  expect_error(R"(model: {name: gpt, layers: 1, d_model: 10, heads: 4, seq_len: 4, vocab: 8}
+data: {kind: markov-text}
+train: {minibatch: 2, steps: 1, optimizer: {kind: sgd, lr: 0.1}}
+)",
+               1, {"model.heads", "divisible"});
+  expect_error(std::string(kValid) + "pipeline: {schedule: fastest, stages: [{layers: \"0-1\"}]}\n",
+               10, {"pipeline.schedule", "fastest"});
+  expect_error(std::string(kValid) + "pipeline:\n  stages:\n    - {layers: \"4-2\"}\n", 12,
+               {"pipeline.stages[0].layers", "ends before"});
+  expect_error(std::string(kValid) + "pipeline:\n  stages:\n    - {device: gpu7}\n", 12,
+               {"pipeline.stages[0].device"});
+}
+
+TEST(ConfigTest, SyntaxErrorsDuplicatesAndFiles) {
+  expect_error("model: {name: mlp\ndata: [\n", 2, {"YAML syntax error"});
+  expect_error(std::string(kValid) + "train: {}\n", 10, {"train", "duplicate key"});
+  expect_error("", 1, {"empty config"});
+  expect_error("- a\n- b\n", 1, {"mapping"});
+
+  const auto path = std::filesystem::temp_directory_path() / "tandem-config-test-missing.yaml";
+  std::filesystem::remove(path);
+  try {
+    load_config(path);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  {
+    std::ofstream out(path);
+    out << replace(kValid, "seed: 7", "sead: 7");
+  }
+  try {
+    load_config(path);
+    ADD_FAILURE() << "no error for sead";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ":7:3: train.sead"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(ConfigTest, ShippedConfigsLoad) {
+  for (const char* name : {"mlp-teacher.yaml", "gpt-markov.yaml", "vgg-small.yaml"}) {
+    const auto path = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / name;
+    EXPECT_NO_THROW(load_config(path)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::apps
