@@ -5,8 +5,9 @@
 
 // Hot element-wise loops are compiled for AVX-512, AVX2 and baseline x86-64 and the best one is
 // picked at load time (GCC function multi-versioning), so the library stays portable without
-// -march. Results do not depend on the version: no FMA contraction in ISO C++ mode, and
-// reductions use the fixed 16-lane order below rather than the compiler's.
+// -march. A machine always runs the same version, so results are reproducible on it; versions
+// may differ in the last bits (the AVX-512 one contracts multiply-adds into FMAs). Reductions
+// use the fixed 16-lane order below rather than one the compiler picks.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TANDEM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

@@ -1,5 +1,4 @@
-// Tensor, Device and DType (runtime/), tested here with the numerics they serve.
-#include "runtime/detail/cpu_allocator.hpp"
+// Tensor, Device and DType.
 #include "runtime/tensor.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +8,8 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "runtime/detail/cpu_allocator.hpp"
 
 namespace tandem {
 namespace {
