@@ -10,7 +10,7 @@
 namespace tandem::models {
 
 AdamW::AdamW(const OptimizerSpec& spec)
-    : Optimizer(spec.lr),
+    : Optimizer(spec.lr, "optimizer adamw"),
       beta1_(spec.beta1),
       beta2_(spec.beta2),
       eps_(spec.eps),
@@ -29,7 +29,7 @@ AdamW::AdamW(const OptimizerSpec& spec)
 }
 
 void AdamW::step(ParamSet& params, const ParamSet& grads) {
-  detail::check_step_args(params, grads, "optimizer adamw");
+  detail::check_step_args(params, grads, who_);
   const double t = static_cast<double>(steps_ + 1);
   const double bc1 = 1.0 - std::pow(beta1_, t);
   const double bc2 = 1.0 - std::pow(beta2_, t);

@@ -10,12 +10,17 @@
 
 namespace tandem::models {
 
+class SimClock;
+
 // Per-call settings. Forward and backward of one slice must get the same context.
 struct Context {
   bool training = true;    // dropout active; forward keeps what backward needs
   std::uint64_t seed = 0;  // step seed: dropout masks depend only on (seed, layer, sample, element)
   std::int64_t sample_begin = 0;  // index of the slice's first sample within its minibatch, so
                                   // that slicing a minibatch never changes its dropout masks
+  // Ops on sim tensors (Model::forward/backward) charge their configured durations here; it
+  // must be set for them and is ignored otherwise.
+  SimClock* sim_clock = nullptr;
 };
 
 // What a forward pass keeps for its backward (activations, masks). Layers built from

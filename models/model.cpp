@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "models/detail/random.hpp"
+#include "models/detail/sim_ops.hpp"
 
 namespace tandem::models {
 
@@ -64,11 +65,11 @@ std::string Model::param_name(int layer, const std::string& local) const {
   return std::to_string(layer) + "." + local;
 }
 
-ParamSet Model::init_params(std::uint64_t seed) const {
-  return init_params(seed, 0, num_layers());
+ParamSet Model::init_params(std::uint64_t seed, Device device) const {
+  return init_params(seed, 0, num_layers(), device);
 }
 
-ParamSet Model::init_params(std::uint64_t seed, int begin, int end) const {
+ParamSet Model::init_params(std::uint64_t seed, int begin, int end, Device device) const {
   if (begin < 0 || end > num_layers() || begin > end) {
     throw std::out_of_range("Model::init_params: range [" + std::to_string(begin) + ", " +
                             std::to_string(end) + ") outside " + std::to_string(num_layers()) +
@@ -78,7 +79,7 @@ ParamSet Model::init_params(std::uint64_t seed, int begin, int end) const {
   for (int i = begin; i < end; ++i) {
     const std::vector<ParamSpec> specs = layer(i).param_specs();
     for (std::size_t j = 0; j < specs.size(); ++j) {
-      Tensor t = Tensor::empty(specs[j].shape);
+      Tensor t = Tensor::empty(specs[j].shape, DType::f32, device);
       // The stream depends only on (layer, parameter): a stage gets the same values as the
       // whole model.
       init_param(t, specs[j], seed, detail::hash_combine(static_cast<std::uint64_t>(i), j));
@@ -122,7 +123,14 @@ Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params, c
   out.y = x;
   out.saved.reserve(static_cast<std::size_t>(end - begin));
   for (int i = begin; i < end; ++i) {
-    ForwardResult r = layer(i).forward(ctx, layer_params(params, i), out.y);
+    const Layer& l = layer(i);
+    const ParamView p = layer_params(params, i);
+    using Role = detail::OpDevices::Role;
+    detail::OpDevices devices("forward", i, l);
+    devices.add(Role::input, out.y);
+    devices.add(Role::parameter, p);
+    ForwardResult r = devices.sim() ? detail::sim_forward(l, i, ctx, p, out.y, devices.op())
+                                    : l.forward(ctx, p, out.y);
     out.y = std::move(r.y);
     out.saved.push_back(std::move(r.saved));
   }
@@ -141,8 +149,18 @@ Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<S
   Tensor g = dy;
   for (int i = end - 1; i >= begin; --i) {
     Saved& s = saved[static_cast<std::size_t>(i - begin)];
+    const Layer& l = layer(i);
+    const ParamView p = layer_params(params, i);
     const GradSink sink{layer_params(grads, i), alpha, beta};
-    g = layer(i).backward_into(ctx, layer_params(params, i), s, g, need_dx || i > begin, sink);
+    using Role = detail::OpDevices::Role;
+    detail::OpDevices devices("backward", i, l);
+    devices.add(Role::output_gradient, g);
+    devices.add(Role::parameter, p);
+    devices.add(Role::gradient, sink.grads);
+    devices.add(Role::saved, s);
+    const bool dx = need_dx || i > begin;
+    g = devices.sim() ? detail::sim_backward(l, i, ctx, p, s, g, dx, sink, devices.op())
+                      : l.backward_into(ctx, p, s, g, dx, sink);
     s.clear();  // activations are dead once their layer's backward ran
   }
   return g;

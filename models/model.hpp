@@ -36,15 +36,22 @@ class Model {
   // Output shape of every layer for a minibatch (entry i = output of layer i).
   std::vector<Shape> activation_shapes(std::int64_t batch) const;
 
-  // Deterministic initialisation of layers [begin, end) (default: all).
-  ParamSet init_params(std::uint64_t seed) const;
-  ParamSet init_params(std::uint64_t seed, int begin, int end) const;
+  // Deterministic initialisation of layers [begin, end) (default: all). On the sim device the
+  // parameters have shapes and no data.
+  ParamSet init_params(std::uint64_t seed, Device device = Device::cpu()) const;
+  ParamSet init_params(std::uint64_t seed, int begin, int end, Device device = Device::cpu()) const;
   std::string param_name(int layer, const std::string& local) const;
   // Layer i's parameters within a set that contains them (in its param_specs() order).
   ParamView layer_params(const ParamSet& params, int layer) const;
   std::span<Tensor> layer_params(ParamSet& params, int layer) const;
 
   // Forward of layers [begin, end) on x; keeps each layer's saved state when ctx.training.
+  //
+  // On the sim device (x and the parameters all sim tensors) nothing is computed: each layer
+  // makes a sim output of its output shape and charges its configured duration to
+  // ctx.sim_clock (see SimCosts); backward likewise makes sim input gradients and leaves
+  // `grads` untouched. An op that mixes sim and data tensors throws std::invalid_argument
+  // naming the op, the layer and both tensors.
   struct RangeForward {
     Tensor y;
     std::vector<Saved> saved;  // one per layer of the range

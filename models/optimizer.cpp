@@ -3,9 +3,17 @@
 #include <stdexcept>
 
 #include "models/adamw.hpp"
+#include "models/detail/optimizer_util.hpp"
 #include "models/sgd.hpp"
+#include "models/sim_clock.hpp"
 
 namespace tandem::models {
+
+void Optimizer::sim_step(ParamSet& params, const ParamSet& grads, SimClock& clock) {
+  detail::check_step_args(params, grads, who_, true);
+  clock.charge(clock.costs().optimizer_step_ms, who_ + " step");
+  ++steps_;
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) {
   if (spec.kind == "sgd") return std::make_unique<Sgd>(spec);

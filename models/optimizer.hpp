@@ -4,10 +4,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "models/param_set.hpp"
 
 namespace tandem::models {
+
+class SimClock;
 
 struct OptimizerSpec {
   std::string kind = "sgd";  // "sgd" | "adamw"
@@ -36,6 +39,10 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update. Throws std::invalid_argument when grads' names or shapes differ from params'.
   virtual void step(ParamSet& params, const ParamSet& grads) = 0;
+  // One update of sim parameters (the sim device keeps no data): checks names, shapes and that
+  // every tensor is on sim, counts the step, keeps no state, and charges
+  // SimCosts::optimizer_step_ms to the clock.
+  void sim_step(ParamSet& params, const ParamSet& grads, SimClock& clock);
   // The stateless affine update equal to step() when one exists (plain SGD), for fusing.
   virtual std::optional<FusedUpdate> fused_update() const { return std::nullopt; }
   // Counts an update applied through fused_update() (keeps steps() right).
@@ -49,8 +56,9 @@ class Optimizer {
   virtual void load_state(const ParamSet& state, std::int64_t steps) = 0;
 
  protected:
-  explicit Optimizer(double lr) : lr_(lr) {}
+  Optimizer(double lr, std::string who) : lr_(lr), who_(std::move(who)) {}
   double lr_;
+  std::string who_;  // "optimizer sgd": prefixes error messages
   std::int64_t steps_ = 0;
 };
 

@@ -9,7 +9,7 @@
 namespace tandem::models {
 
 Sgd::Sgd(const OptimizerSpec& spec)
-    : Optimizer(spec.lr),
+    : Optimizer(spec.lr, "optimizer sgd"),
       momentum_(spec.momentum),
       weight_decay_(spec.weight_decay),
       nesterov_(spec.nesterov) {
@@ -30,7 +30,7 @@ std::optional<FusedUpdate> Sgd::fused_update() const {
 }
 
 void Sgd::step(ParamSet& params, const ParamSet& grads) {
-  detail::check_step_args(params, grads, "optimizer sgd");
+  detail::check_step_args(params, grads, who_);
   const auto lr = static_cast<float>(lr_);
   const auto wd = static_cast<float>(weight_decay_);
   const auto mom = static_cast<float>(momentum_);

@@ -329,6 +329,10 @@ void Tensor::set_zero() {
   }
 }
 
+std::size_t Tensor::allocated_bytes() const {
+  return storage_ == nullptr ? 0 : storage_->bytes;
+}
+
 bool Tensor::shares_storage(const Tensor& other) const {
   return storage_ != nullptr && storage_ == other.storage_;
 }

@@ -49,6 +49,9 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  // Bytes of device memory held by the storage this tensor views (shared with its other views):
+  // 0 for sim and undefined tensors.
+  std::size_t allocated_bytes() const;
 
   // Typed access to CPU data; throws unless the tensor is defined, on the CPU and of T's dtype.
   template <class T>

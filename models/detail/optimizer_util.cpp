@@ -4,7 +4,9 @@
 
 namespace tandem::models::detail {
 
-void check_step_args(const ParamSet& params, const ParamSet& grads, const std::string& who) {
+void check_step_args(const ParamSet& params, const ParamSet& grads, const std::string& who,
+                     bool sim) {
+  const Device device = sim ? Device::sim() : Device::cpu();
   if (params.size() != grads.size()) {
     throw std::invalid_argument(who + ": " + std::to_string(params.size()) + " parameters but " +
                                 std::to_string(grads.size()) + " gradients");
@@ -17,10 +19,12 @@ void check_step_args(const ParamSet& params, const ParamSet& grads, const std::s
                                   params.name(i) + "' but its gradient is '" + grads.name(i) + "'");
     }
     if (p.shape() != g.shape() || p.dtype() != DType::f32 || g.dtype() != DType::f32 ||
-        !p.device().is_cpu() || !g.device().is_cpu()) {
-      throw std::invalid_argument(who + ": '" + params.name(i) + "' is " + p.describe() +
-                                  " but its gradient is " + g.describe() +
-                                  " (need equal shapes, f32, cpu)");
+        p.device() != device || g.device() != device) {
+      const bool any_sim = p.device().is_sim() || g.device().is_sim();
+      throw std::invalid_argument(
+          who + ": '" + params.name(i) + "' is " + p.describe() + " but its gradient is " +
+          g.describe() + " (need equal shapes, f32, " + device.str() + ")" +
+          (!sim && any_sim ? "; sim parameters take Optimizer::sim_step" : ""));
     }
   }
 }

@@ -7,8 +7,9 @@
 namespace tandem::models::detail {
 
 // Throws std::invalid_argument (naming the optimizer and the entry) unless grads has params'
-// names, shapes and f32 CPU tensors.
-void check_step_args(const ParamSet& params, const ParamSet& grads, const std::string& who);
+// names, shapes and f32 tensors, all on the CPU (all on the sim device when `sim`).
+void check_step_args(const ParamSet& params, const ParamSet& grads, const std::string& who,
+                     bool sim = false);
 
 // The tensor an update writes: params[i] itself when no other handle shares its storage,
 // otherwise a new tensor that replaces it in params (copy-on-write: stashed versions keep their

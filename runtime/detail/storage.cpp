@@ -22,6 +22,7 @@ Storage::Storage(std::size_t size, Device where) : bytes(size), device(where) {
       break;
     }
     case DeviceKind::sim:
+      bytes = 0;  // a shape and no data: nothing is allocated
       break;
   }
 }

@@ -7,7 +7,7 @@
 namespace tandem::detail {
 
 // One allocation shared by every Tensor handle and view on it; freed with the last handle.
-// Sim storage has no memory (ptr == nullptr).
+// Sim storage has no memory (ptr == nullptr, bytes == 0).
 struct Storage {
   Storage(std::size_t bytes, Device device);
   ~Storage();

@@ -150,11 +150,16 @@ TEST(Tensor, SimTensorsHaveShapeButNoData) {
   const Tensor s = Tensor::zeros({8, 16}, DType::bf16, Device::sim());
   EXPECT_TRUE(s.defined());
   EXPECT_EQ(s.nbytes(), 256u);
+  EXPECT_EQ(s.allocated_bytes(), 0u);  // a shape, no memory
   EXPECT_EQ(s.describe(), "bf16[8, 16] sim");
   EXPECT_NE(error_of([&] { s.raw_data(); }).find("no data"), std::string::npos);
   EXPECT_THROW(s.data<BFloat16>(), std::invalid_argument);
   const Tensor host = Tensor::zeros({8, 16}, DType::bf16);
+  EXPECT_GE(host.allocated_bytes(), host.nbytes());
+  EXPECT_EQ(host.slice(0, 2).allocated_bytes(), host.allocated_bytes());  // the shared storage
+  EXPECT_EQ(Tensor().allocated_bytes(), 0u);
   EXPECT_EQ(host.to(Device::sim()).device(), Device::sim());
+  EXPECT_EQ(host.to(Device::sim()).allocated_bytes(), 0u);
   EXPECT_THROW(s.to(Device::cpu()), std::invalid_argument);
   EXPECT_EQ(s.reshape({128}).shape(), (Shape{128}));
 }

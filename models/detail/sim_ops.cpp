@@ -1,0 +1,122 @@
+#include "models/detail/sim_ops.hpp"
+
+#include <stdexcept>
+
+#include "models/sim_clock.hpp"
+
+namespace tandem::models::detail {
+namespace {
+
+SimClock& clock_of(const Context& ctx, const std::string& op) {
+  if (ctx.sim_clock == nullptr) {
+    throw std::invalid_argument(op +
+                                ": sim tensors need a SimClock in the context (ctx.sim_clock)");
+  }
+  return *ctx.sim_clock;
+}
+
+void require_shapes(std::span<const Tensor> ts, const std::vector<ParamSpec>& specs,
+                    const std::string& op, const char* what) {
+  if (ts.size() != specs.size()) {
+    throw std::invalid_argument(op + ": expects " + std::to_string(specs.size()) + " " + what +
+                                " tensors, got " + std::to_string(ts.size()));
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (ts[i].shape() != specs[i].shape || ts[i].dtype() != DType::f32) {
+      throw std::invalid_argument(op + ": " + what + " '" + specs[i].name + "' must be f32" +
+                                  shape_str(specs[i].shape) + ", got " + ts[i].describe());
+    }
+  }
+}
+
+}  // namespace
+
+void OpDevices::add(Role role, const Tensor& t, std::size_t k) {
+  if (!t.defined()) return;
+  if (first_ == nullptr) {
+    first_ = &t;
+    first_role_ = role;
+    first_k_ = k;
+    return;
+  }
+  if (t.device().is_sim() != first_->device().is_sim()) {
+    throw std::invalid_argument(op() + ": " + label(role, k) + " is " + t.describe() + " but " +
+                                label(first_role_, first_k_) + " is " + first_->describe() +
+                                " (sim and data tensors cannot be mixed in one op)");
+  }
+}
+
+void OpDevices::add(Role role, std::span<const Tensor> ts) {
+  for (std::size_t k = 0; k < ts.size(); ++k) add(role, ts[k], k);
+}
+
+std::string OpDevices::op() const {
+  return "Model::" + std::string(op_) + " layer " + std::to_string(index_) + " (" +
+         layer_.describe() + ")";
+}
+
+std::string OpDevices::label(Role role, std::size_t k) const {
+  auto param_name = [&] {
+    const std::vector<ParamSpec> specs = layer_.param_specs();
+    return k < specs.size() ? "'" + specs[k].name + "'" : std::to_string(k);
+  };
+  switch (role) {
+    case Role::input:
+      return "input";
+    case Role::output_gradient:
+      return "output gradient";
+    case Role::parameter:
+      return "parameter " + param_name();
+    case Role::gradient:
+      return "gradient " + param_name();
+    case Role::saved:
+      return "saved tensor " + std::to_string(k);
+  }
+  return "tensor";
+}
+
+ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, ParamView params,
+                          const Tensor& x, const std::string& op) {
+  SimClock& clock = clock_of(ctx, op);
+  require_shapes(params, layer.param_specs(), op, "parameter");
+  const DType want = layer.input_dtype();
+  if (x.dtype() != want && !(want == DType::f32 && x.dtype() == DType::bf16)) {
+    throw std::invalid_argument(op + ": input must be " + std::string(dtype_name(want)) + ", got " +
+                                x.describe());
+  }
+  ForwardResult r;
+  r.y = Tensor::empty(layer.output_shape(x.shape()), layer.output_dtype(), Device::sim());
+  if (ctx.training) r.saved.push_back(x);
+  clock.charge(clock.costs().forward(index), op);
+  return r;
+}
+
+Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView params,
+                    const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
+                    const std::string& op) {
+  SimClock& clock = clock_of(ctx, op);
+  const std::vector<ParamSpec> specs = layer.param_specs();
+  require_shapes(params, specs, op, "parameter");
+  require_shapes(sink.grads, specs, op, "gradient");
+  if (saved.empty()) {
+    throw std::invalid_argument(op +
+                                ": backward needs the saved input, got none (forward not run "
+                                "in training mode?)");
+  }
+  const Tensor& x = saved.front();
+  const Shape y_shape = layer.output_shape(x.shape());
+  if (!dy.defined() || dy.shape() != y_shape) {
+    throw std::invalid_argument(op + ": output gradient must have shape " + shape_str(y_shape) +
+                                ", got " + dy.describe());
+  }
+  Tensor dx;
+  // Token ids have no gradient (as Embedding::backward_input).
+  if (need_dx && x.dtype() != DType::i32) {
+    dx = Tensor::empty(x.shape(), DType::f32, Device::sim());
+    clock.charge(clock.costs().backward_input(index), op);
+  }
+  clock.charge(clock.costs().backward_weight(index), op);
+  return dx;
+}
+
+}  // namespace tandem::models::detail

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/layer.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tandem::models::detail {
+
+// The tensors of one layer op, gathered to decide where it runs: on the sim device when all of
+// them are sim tensors, on data otherwise. Throws std::invalid_argument naming the op, the layer
+// and both tensors as soon as sim and non-sim tensors meet (undefined tensors are skipped).
+// Builds no string unless it throws: it runs on every layer call.
+class OpDevices {
+ public:
+  enum class Role : std::uint8_t { input, output_gradient, parameter, gradient, saved };
+
+  OpDevices(const char* op, int index, const Layer& layer)
+      : op_(op), index_(index), layer_(layer) {}
+  void add(Role role, const Tensor& t, std::size_t k = 0);  // k: which parameter / saved tensor
+  void add(Role role, std::span<const Tensor> ts);
+  bool sim() const { return first_ != nullptr && first_->device().is_sim(); }
+  std::string op() const;  // "Model::forward layer 3 (linear(16->16))"
+
+ private:
+  std::string label(Role role, std::size_t k) const;
+
+  const char* op_;
+  int index_;
+  const Layer& layer_;
+  const Tensor* first_ = nullptr;
+  Role first_role_ = Role::input;
+  std::size_t first_k_ = 0;
+};
+
+// A layer's forward on sim tensors: an output of the layer's output shape and dtype, the input
+// (a shape, no data) saved for backward when training, and forward_ms[index] charged to
+// ctx.sim_clock. Checks shapes as the CPU kernels do.
+ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, ParamView params,
+                          const Tensor& x, const std::string& op);
+
+// A layer's fused backward on sim tensors: dx of the input's shape (f32; none for token ids)
+// when need_dx, charging backward_input_ms[index] then, and backward_weight_ms[index] always.
+// The gradient sink is checked but never written.
+Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView params,
+                    const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
+                    const std::string& op);
+
+}  // namespace tandem::models::detail
