@@ -326,7 +326,27 @@ std::pair<int64_t, int64_t> parse_layers(ConfigMap& m, const std::string& text) 
   return {a, b};
 }
 
-PipelineConfig read_pipeline(ConfigMap m) {
+// One stage's {forward: [...], backward: [...]} slice sizes (umpipe).
+SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
+  const auto sizes = [&](std::string_view key) {
+    const auto v = m.get<std::vector<int64_t>>(key);
+    int64_t sum = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] < 1) m.fail(key, "entry " + std::to_string(i) + " must be >= 1");
+      sum += v[i];
+    }
+    if (sum != minibatch) {
+      m.fail(key, "slice sizes sum to " + std::to_string(sum) + ", not train.minibatch " +
+                      std::to_string(minibatch));
+    }
+    return v;
+  };
+  SliceComposition c{sizes("forward"), sizes("backward")};
+  m.finish();
+  return c;
+}
+
+PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch) {
   PipelineConfig p;
   p.where = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
@@ -334,10 +354,22 @@ PipelineConfig read_pipeline(ConfigMap m) {
     m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(kSchedules) + ")");
   }
   if (m.has("slices")) {
-    p.slices = m.node("slices").IsSequence() ? m.get<std::vector<int64_t>>("slices")
-                                             : std::vector<int64_t>{m.get<int64_t>("slices")};
-    for (int64_t s : p.slices) {
-      if (s < 1) m.fail("slices", "must be >= 1");
+    const YAML::Node& slices = m.node("slices");
+    if (slices.IsSequence() && slices.size() > 0 && slices[0].IsMap()) {
+      if (p.schedule != "umpipe") {
+        m.fail("slices", "per-stage {forward, backward} slice sizes apply to schedule umpipe only");
+      }
+      for (size_t i = 0; i < slices.size(); ++i) {
+        p.compositions.push_back(read_composition(
+            ConfigMap(slices[i], m.file(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
+            minibatch));
+      }
+    } else {
+      p.slices = slices.IsSequence() ? m.get<std::vector<int64_t>>("slices")
+                                     : std::vector<int64_t>{m.get<int64_t>("slices")};
+      for (int64_t s : p.slices) {
+        if (s < 1) m.fail("slices", "must be >= 1");
+      }
     }
   }
   const YAML::Node& stages = m.node("stages");
@@ -363,6 +395,10 @@ PipelineConfig read_pipeline(ConfigMap m) {
   if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
     m.fail("slices", "gives " + std::to_string(p.slices.size()) + " values for " +
                          std::to_string(p.stages.size()) + " stages");
+  }
+  if (!p.compositions.empty() && p.compositions.size() != p.stages.size()) {
+    m.fail("slices", "gives slice sizes for " + std::to_string(p.compositions.size()) +
+                         " stages, the pipeline has " + std::to_string(p.stages.size()));
   }
   m.finish();
   return p;
@@ -390,7 +426,7 @@ Config parse_config(const std::string& text, const std::string& file) {
   c.model = read_model(top.map("model"));
   c.data = read_data(top.map("data"), c.model);
   c.train = read_train(top.map("train"));
-  if (auto p = top.find_map("pipeline")) c.pipeline = read_pipeline(*p);
+  if (auto p = top.find_map("pipeline")) c.pipeline = read_pipeline(*p, c.train.minibatch);
   return c;
 }
 

@@ -22,7 +22,9 @@
 //                         adamw: betas [b1, b2], eps},
 //             lr_schedule {kind* constant | cosine | linear, warmup_steps, final_fraction},
 //             eval {every (0: at the end), samples (1024)}
-//   pipeline: schedule, slices (one or per stage), stages* [{layers "a-b", replicas, device}]
+//   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
+//               {forward*: [sizes], backward*: [sizes]}), stages* [{layers "a-b", replicas,
+//               device}]
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -68,9 +70,16 @@ struct StageConfig {
   ConfigLocation where;
 };
 
+// UMPIPE's unequal slices for one stage: the samples of each forward and of each backward
+// slice, in order, each list summing to train.minibatch (what `tandem plan -s umpipe -o` writes).
+struct SliceComposition {
+  std::vector<int64_t> forward, backward;
+};
+
 struct PipelineConfig {
   std::string schedule = "1f1b";
-  std::vector<int64_t> slices;  // one value for all stages, or one per stage
+  std::vector<int64_t> slices;                 // equal slices: one count, or one per stage
+  std::vector<SliceComposition> compositions;  // umpipe: one per stage, instead of counts
   std::vector<StageConfig> stages;
   ConfigLocation where;
 };

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "planner/plan_output.hpp"
+#include "schedules/plan.hpp"
+
 namespace tandem::apps {
 namespace {
 
@@ -103,6 +106,63 @@ pipeline:
   EXPECT_EQ(c.train.lr_schedule.kind, "cosine");
   EXPECT_EQ(c.train.lr_schedule.warmup_steps, 3);
   EXPECT_DOUBLE_EQ(c.train.lr_schedule.final_fraction, 0.25);
+}
+
+// What `tandem plan -o` writes must load: umpipe's per-stage slice sizes included.
+TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
+  schedules::ScheduleParams params;
+  params.kind = schedules::ScheduleKind::umpipe;
+  params.minibatch_size = 32;
+  params.forward_slices = {{8, 8, 16}, {16, 16}};
+  params.backward_slices = {{16, 16}, {4, 4, 8, 16}};
+  planner::PlannedPipeline planned;
+  planned.plan = schedules::Plan::make(
+      {schedules::StagePlan{{0, 1}, {schedules::Placement{}}},
+       schedules::StagePlan{{1, 2}, {schedules::Placement{}, schedules::Placement{}}}},
+      params);
+  const std::string text = std::string(kValid) + planner::pipeline_yaml(planned);
+  const Config c = parse_config(text, "test.yaml");
+  ASSERT_TRUE(c.pipeline.has_value());
+  EXPECT_EQ(c.pipeline->schedule, "umpipe");
+  EXPECT_TRUE(c.pipeline->slices.empty());
+  ASSERT_EQ(c.pipeline->compositions.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(c.pipeline->compositions[static_cast<size_t>(s)].forward, params.forward_slices[s]);
+    EXPECT_EQ(c.pipeline->compositions[static_cast<size_t>(s)].backward, params.backward_slices[s]);
+  }
+  ASSERT_EQ(c.pipeline->stages.size(), 2u);
+  EXPECT_EQ(c.pipeline->stages[1].first_layer, 1);
+  EXPECT_EQ(c.pipeline->stages[1].last_layer, 1);
+  EXPECT_EQ(c.pipeline->stages[1].replicas, 2);
+
+  // A flush schedule's equal slices.
+  params.kind = schedules::ScheduleKind::gpipe;
+  params.forward_slices.clear();
+  params.backward_slices.clear();
+  params.slices = 4;
+  planned.plan = schedules::Plan::make(planned.plan.stages, params);
+  const Config g = parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
+  EXPECT_EQ(g.pipeline->slices, (std::vector<int64_t>{4}));
+  EXPECT_TRUE(g.pipeline->compositions.empty());
+}
+
+TEST(ConfigTest, BadUmpipeSliceSizesNameFileLineAndKey) {
+  const std::string head = std::string(kValid) + "pipeline:\n  schedule: umpipe\n  slices:\n";
+  const std::string stages = "  stages:\n    - {layers: \"0\"}\n    - {layers: \"1\"}\n";
+  const std::string good0 = "    - {forward: [16, 16], backward: [32]}\n";
+  EXPECT_NO_THROW(parse_config(head + good0 + good0 + stages, "test.yaml"));
+  expect_error(head + good0 + "    - {forward: [16, 8], backward: [32]}\n" + stages, 14,
+               {"pipeline.slices[1].forward", "sum to 24", "train.minibatch 32"});
+  expect_error(head + good0 + "    - {forward: [32, 0], backward: [32]}\n" + stages, 14,
+               {"pipeline.slices[1].forward", "entry 1", ">= 1"});
+  expect_error(head + good0 + "    - {forward: [32]}\n" + stages, 14,
+               {"pipeline.slices[1].backward", "missing"});
+  expect_error(head + good0 + "    - {forward: [32], backward: [32], extra: 1}\n" + stages, 14,
+               {"pipeline.slices[1].extra", "unknown key"});
+  expect_error(head + good0 + "    - 4\n" + stages, 14, {"pipeline.slices[1]", "mapping"});
+  expect_error(head + good0 + stages, 12, {"pipeline.slices", "for 1 stages", "has 2"});
+  expect_error(replace(head, "umpipe", "gpipe") + good0 + good0 + stages, 12,
+               {"pipeline.slices", "umpipe only"});
 }
 
 TEST(ConfigTest, UnknownKeysNameFileLineAndKey) {
