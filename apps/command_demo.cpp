@@ -62,7 +62,8 @@ void add_demo_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("demo", "Runtime self-test: actor ping-pong, prints the speed");
   static std::uint64_t round_trips = 1'000'000;
   static std::size_t workers = 2;
-  cmd->add_option("--round-trips", round_trips, "Number of round trips")->check(CLI::PositiveNumber);
+  cmd->add_option("--round-trips", round_trips, "Number of round trips")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--workers", workers, "Worker threads")->check(CLI::PositiveNumber);
   cmd->callback([] { run_demo(round_trips, workers); });
   // `tandem` alone runs the demo.

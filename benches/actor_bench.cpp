@@ -27,7 +27,9 @@ struct Item {
 
 // The benchmark thread sleeps (futex) rather than spins: a spinning observer would take a
 // core from the workers it measures on this 2-core machine.
-void wait_for(const std::atomic<bool>& flag) { flag.wait(false, std::memory_order_acquire); }
+void wait_for(const std::atomic<bool>& flag) {
+  flag.wait(false, std::memory_order_acquire);
+}
 
 void raise(std::atomic<bool>* flag) {
   flag->store(true, std::memory_order_release);
@@ -137,8 +139,12 @@ void fan_in(benchmark::State& state, bool bulk) {
   state.counters["msgs_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * kSenders * kPerSender), benchmark::Counter::kIsRate);
 }
-void BM_FanIn4to1(benchmark::State& state) { fan_in(state, false); }
-void BM_FanIn4to1Bulk(benchmark::State& state) { fan_in(state, true); }
+void BM_FanIn4to1(benchmark::State& state) {
+  fan_in(state, false);
+}
+void BM_FanIn4to1Bulk(benchmark::State& state) {
+  fan_in(state, true);
+}
 BENCHMARK(BM_FanIn4to1)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_FanIn4to1Bulk)->UseRealTime()->MinTime(1.0);
 
@@ -181,4 +187,6 @@ BENCHMARK(BM_InboxTwoThreads)->UseRealTime();
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) { return tandem::bench::run_benchmarks(argc, argv, "actor"); }
+int main(int argc, char** argv) {
+  return tandem::bench::run_benchmarks(argc, argv, "actor");
+}

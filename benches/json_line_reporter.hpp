@@ -19,11 +19,10 @@ class JsonLineReporter : public benchmark::ConsoleReporter {
       nlohmann::json counters = nlohmann::json::object();
       for (const auto& [name, c] : r.counters) counters[name] = static_cast<double>(c.value);
       results_[r.benchmark_name()] = {
-          {"real_ns", r.GetAdjustedRealTime() *
-                          (r.time_unit == benchmark::kNanosecond    ? 1.0
-                           : r.time_unit == benchmark::kMicrosecond ? 1e3
-                           : r.time_unit == benchmark::kMillisecond ? 1e6
-                                                                    : 1e9)},
+          {"real_ns", r.GetAdjustedRealTime() * (r.time_unit == benchmark::kNanosecond    ? 1.0
+                                                 : r.time_unit == benchmark::kMicrosecond ? 1e3
+                                                 : r.time_unit == benchmark::kMillisecond ? 1e6
+                                                                                          : 1e9)},
           {"iterations", r.iterations},
           {"counters", counters}};
     }

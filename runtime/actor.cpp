@@ -115,7 +115,9 @@ void Actor::dispatch(Message& m) {
   }
 }
 
-void Actor::stop_self() { stopped_.store(true, std::memory_order_release); }
+void Actor::stop_self() {
+  stopped_.store(true, std::memory_order_release);
+}
 
 void Actor::fail(const Message& m, std::string_view what) {
   stopped_.store(true, std::memory_order_release);

@@ -23,7 +23,9 @@ std::string to_string(SendStatus s) {
 }
 
 ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOptions options)
-    : options_(options), scheduler_(std::move(scheduler)), timers_(std::make_unique<TimerService>()) {
+    : options_(options),
+      scheduler_(std::move(scheduler)),
+      timers_(std::make_unique<TimerService>()) {
   if (options_.budget == 0) options_.budget = 1;
   error_handler_ = [](const ActorError& e) {
     spdlog::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type, e.what);
@@ -36,7 +38,9 @@ ActorSystem::~ActorSystem() {
   actors_.clear();
 }
 
-TimerService& ActorSystem::timers() { return *timers_; }
+TimerService& ActorSystem::timers() {
+  return *timers_;
+}
 
 void ActorSystem::adopt(std::unique_ptr<Actor> actor) {
   actor->system_ = this;
@@ -79,16 +83,19 @@ void ActorSystem::schedule(Actor* actor) {
   scheduler_->schedule(actor);
 }
 
-void ActorSystem::actor_went_idle() { activity_done(); }
+void ActorSystem::actor_went_idle() {
+  activity_done();
+}
 
-void ActorSystem::activity_done() { active_.fetch_sub(1, std::memory_order_acq_rel); }
+void ActorSystem::activity_done() {
+  active_.fetch_sub(1, std::memory_order_acq_rel);
+}
 
 void ActorSystem::send_after(std::chrono::nanoseconds delay, Actor* to, Message msg) {
   send_at(std::chrono::steady_clock::now() + delay, to, std::move(msg));
 }
 
-void ActorSystem::send_at(std::chrono::steady_clock::time_point deadline, Actor* to,
-                          Message msg) {
+void ActorSystem::send_at(std::chrono::steady_clock::time_point deadline, Actor* to, Message msg) {
   active_.fetch_add(1, std::memory_order_acq_rel);
   timers_->at(deadline, [this, to, msg = std::move(msg)](bool fired) mutable {
     if (fired) {
@@ -110,7 +117,9 @@ void ActorSystem::report(ActorError error) {
   if (error_handler_) error_handler_(error);
 }
 
-void ActorSystem::wait_idle() { scheduler_->wait_idle(); }
+void ActorSystem::wait_idle() {
+  scheduler_->wait_idle();
+}
 
 void ActorSystem::stop() {
   if (stopped_.exchange(true)) return;

@@ -25,8 +25,8 @@ struct ActorError {
 };
 
 struct ActorSystemOptions {
-  std::size_t budget = 64;            // messages per resume
-  TraceRecorder* trace = nullptr;     // not owned; records every handled message when set
+  std::size_t budget = 64;         // messages per resume
+  TraceRecorder* trace = nullptr;  // not owned; records every handled message when set
 };
 
 class ActorSystem {

@@ -16,9 +16,7 @@ class Lanes {
   const std::deque<Message>& operator[](Lane l) const {
     return queues_[static_cast<std::size_t>(l)];
   }
-  bool empty() const {
-    return queues_[0].empty() && queues_[1].empty() && queues_[2].empty();
-  }
+  bool empty() const { return queues_[0].empty() && queues_[1].empty() && queues_[2].empty(); }
   std::size_t size() const { return queues_[0].size() + queues_[1].size() + queues_[2].size(); }
   void clear() {
     for (auto& q : queues_) q.clear();

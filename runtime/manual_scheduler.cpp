@@ -7,7 +7,9 @@
 
 namespace tandem {
 
-std::unique_ptr<ManualScheduler> make_manual() { return std::make_unique<ManualScheduler>(); }
+std::unique_ptr<ManualScheduler> make_manual() {
+  return std::make_unique<ManualScheduler>();
+}
 
 void ManualScheduler::schedule(Actor* actor) {
   {

@@ -21,8 +21,8 @@ namespace tandem {
 template <class T>
 concept MessageType = std::is_trivially_copyable_v<T> && sizeof(T) <= kEnvelopeBodyBytes &&
                       alignof(T) <= 8 && requires {
-                        { T::kName } -> std::convertible_to<std::string_view>;
-                      };
+  { T::kName } -> std::convertible_to<std::string_view>;
+};
 
 template <MessageType T>
 constexpr Lane lane_of() {

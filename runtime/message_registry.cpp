@@ -30,8 +30,8 @@ void register_message_type(std::uint32_t id, std::string_view name) {
   auto it = r.names.find(id);
   if (it != r.names.end()) {
     if (it->second != name) {
-      throw std::logic_error(fmt::format("message types '{}' and '{}' share the id {:#x}",
-                                         it->second, name, id));
+      throw std::logic_error(
+          fmt::format("message types '{}' and '{}' share the id {:#x}", it->second, name, id));
     }
     return;
   }

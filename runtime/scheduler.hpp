@@ -23,8 +23,8 @@ class Scheduler {
 };
 
 struct WorkSharingOptions {
-  std::size_t workers = 0;          // 0: one per hardware thread
-  std::size_t budget = 64;          // messages per resume before an actor yields
+  std::size_t workers = 0;              // 0: one per hardware thread
+  std::size_t budget = 64;              // messages per resume before an actor yields
   std::size_t spin_iterations = 20000;  // ~tens of microseconds of spinning before parking
 };
 

@@ -23,9 +23,13 @@ TimerService::TimerService() : state_(std::make_unique<State>()) {
   thread_ = std::thread([s = state_.get()] { s->io.run(); });
 }
 
-TimerService::~TimerService() { stop(); }
+TimerService::~TimerService() {
+  stop();
+}
 
-asio::io_context& TimerService::context() { return state_->io; }
+asio::io_context& TimerService::context() {
+  return state_->io;
+}
 
 void TimerService::after(std::chrono::nanoseconds delay, std::function<void(bool)> fn) {
   at(std::chrono::steady_clock::now() + delay, std::move(fn));

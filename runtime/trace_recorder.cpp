@@ -28,11 +28,12 @@ void TraceRecorder::begin(std::string_view name, std::string_view category, std:
   push({'B', track, now_ns(), 0, 0, std::string(name), std::string(category)});
 }
 
-void TraceRecorder::end(std::uint32_t track) { push({'E', track, now_ns(), 0, 0, {}, {}}); }
+void TraceRecorder::end(std::uint32_t track) {
+  push({'E', track, now_ns(), 0, 0, {}, {}});
+}
 
-void TraceRecorder::complete(std::string_view name, std::string_view category,
-                             std::uint32_t track, std::int64_t start_ns,
-                             std::int64_t duration_ns) {
+void TraceRecorder::complete(std::string_view name, std::string_view category, std::uint32_t track,
+                             std::int64_t start_ns, std::int64_t duration_ns) {
   push({'X', track, start_ns, duration_ns, 0, std::string(name), std::string(category)});
 }
 

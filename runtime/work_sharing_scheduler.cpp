@@ -1,8 +1,9 @@
+#include "runtime/detail/work_sharing_scheduler.hpp"
+
 #include <chrono>
 
 #include "runtime/actor.hpp"
 #include "runtime/actor_system.hpp"
-#include "runtime/detail/work_sharing_scheduler.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,7 +30,9 @@ thread_local void* tl_worker = nullptr;
 
 WorkSharingScheduler::WorkSharingScheduler(WorkSharingOptions options) : options_(options) {}
 
-WorkSharingScheduler::~WorkSharingScheduler() { stop(); }
+WorkSharingScheduler::~WorkSharingScheduler() {
+  stop();
+}
 
 void WorkSharingScheduler::start(ActorSystem& system) {
   system_ = &system;

@@ -9,6 +9,8 @@ SendResult Actor::send(Actor* to, const T& body, std::shared_ptr<void> payload) 
   return system_->send(to, make_message(body, std::move(payload)), id_);
 }
 
-inline SendResult Actor::send(Actor* to, Message msg) { return system_->send(to, std::move(msg), id_); }
+inline SendResult Actor::send(Actor* to, Message msg) {
+  return system_->send(to, std::move(msg), id_);
+}
 
 }  // namespace tandem

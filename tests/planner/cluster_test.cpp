@@ -1,10 +1,11 @@
+#include "planner/cluster.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "planner/cluster.hpp"
 #include "planner/detail/quantity.hpp"
 
 namespace tandem::planner {

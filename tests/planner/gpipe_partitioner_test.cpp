@@ -1,3 +1,5 @@
+#include "planner/gpipe_partitioner.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,8 +9,6 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
-
-#include "planner/gpipe_partitioner.hpp"
 
 namespace tandem::planner {
 namespace {

@@ -1,3 +1,5 @@
+#include "planner/profile.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -5,8 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include "planner/profile.hpp"
 
 namespace tandem::planner {
 namespace {

@@ -1,12 +1,13 @@
 // System lifetime: wait_idle, and stop() with pending messages neither hangs nor leaks
 // (the ASan/LSan configuration of CI runs this too).
+#include "runtime/actor_system.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <memory>
 #include <thread>
 
-#include "runtime/actor_system.hpp"
 #include "runtime/manual_scheduler.hpp"
 
 namespace tandem {
@@ -50,7 +51,8 @@ TEST(ActorSystem, StopWithPendingMessagesReleasesEverything) {
     a->peer = b;
     b->peer = a;
     // A message tree of 2^30 messages: far more than can be handled before stop().
-    for (int i = 0; i < 8; ++i) ASSERT_TRUE(system.send(a, Tick{30}, std::make_shared<Counted>()).ok());
+    for (int i = 0; i < 8; ++i)
+      ASSERT_TRUE(system.send(a, Tick{30}, std::make_shared<Counted>()).ok());
     for (int i = 0; i < 1000; ++i) (void)system.send(b, Tick{0}, std::make_shared<Counted>());
     // Let the workers get going, so that stop() interrupts real work.
     while (a->handled.load() + b->handled.load() < 100) std::this_thread::yield();
@@ -65,7 +67,8 @@ TEST(ActorSystem, DestructorWithoutStopIsClean) {
   {
     ActorSystem system(make_manual());
     auto* a = system.spawn<Slow>("a");
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(system.send(a, Tick{0}, std::make_shared<Counted>()).ok());
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(system.send(a, Tick{0}, std::make_shared<Counted>()).ok());
   }
   EXPECT_EQ(Counted::alive.load(), 0);
 }

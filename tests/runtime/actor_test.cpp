@@ -97,7 +97,8 @@ TEST(Actor, RingOfActorsUnderLoad) {
   for (std::size_t i = 0; i < ring.size(); ++i) ring[i]->next_hop = ring[(i + 1) % ring.size()];
   constexpr int kTokens = 20;
   constexpr std::uint64_t kHops = 20'000;
-  for (int t = 0; t < kTokens; ++t) ASSERT_TRUE(system.send(ring[t % ring.size()], Work{kHops}).ok());
+  for (int t = 0; t < kTokens; ++t)
+    ASSERT_TRUE(system.send(ring[t % ring.size()], Work{kHops}).ok());
   system.wait_idle();
   std::uint64_t total = 0;
   for (auto* r : ring) {

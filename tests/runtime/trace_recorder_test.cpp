@@ -1,4 +1,6 @@
 // The trace is Chrome trace / Perfetto JSON: check the fields the format requires.
+#include "runtime/trace_recorder.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,7 +9,6 @@
 
 #include "runtime/actor_system.hpp"
 #include "runtime/manual_scheduler.hpp"
-#include "runtime/trace_recorder.hpp"
 
 namespace tandem {
 namespace {
