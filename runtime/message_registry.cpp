@@ -15,6 +15,7 @@ struct Registry {
   std::mutex mu;
   std::unordered_map<std::uint32_t, std::string_view> names;
   std::deque<std::string> storage;  // stable addresses for names that are not literals
+  std::unordered_map<std::uint32_t, std::string> unknown;  // node-based: stable addresses
 };
 
 Registry& registry() {
@@ -44,8 +45,11 @@ std::string_view message_type_name(std::uint32_t id) {
   std::lock_guard lock(r.mu);
   auto it = r.names.find(id);
   if (it != r.names.end()) return it->second;
-  r.storage.push_back(fmt::format("<unknown type {:#x}>", id));
-  return r.storage.back();
+  // Remembered apart from the real names, so a later registration of `id` still works and
+  // asking again does not grow the storage.
+  auto [unknown, added] = r.unknown.try_emplace(id);
+  if (added) unknown->second = fmt::format("<unknown type {:#x}>", id);
+  return unknown->second;
 }
 
 }  // namespace tandem
