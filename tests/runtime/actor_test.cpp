@@ -240,6 +240,9 @@ TEST(Message, TypedBodyRoundTripAndTypeCheck) {
   EXPECT_EQ(make_message(Fwd{1}).lane(), Lane::forward);
   EXPECT_THROW((void)m.as<Fwd>(), std::logic_error);
   EXPECT_EQ(message_type_name(m.type()), "test.work");
+  const std::string_view unknown = message_type_name(0x1234);
+  EXPECT_EQ(unknown, "<unknown type 0x1234>");
+  EXPECT_EQ(message_type_name(0x1234).data(), unknown.data());  // remembered, not rebuilt
 }
 
 }  // namespace
