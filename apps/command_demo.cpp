@@ -67,9 +67,8 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--workers", workers, "Worker threads")->check(CLI::PositiveNumber);
   cmd->callback([] { run_demo(round_trips, workers); });
   // `tandem` alone runs the demo.
-  app.callback([&app, cmd] {
+  app.callback([&app] {
     if (app.get_subcommands().empty()) run_demo(round_trips, workers);
-    (void)cmd;
   });
 }
 

@@ -50,10 +50,15 @@ void ActorSystem::adopt(std::unique_ptr<Actor> actor) {
   actors_.push_back(std::move(actor));
 }
 
+SendStatus ActorSystem::target_status(const Actor* to) const {
+  if (to == nullptr) return SendStatus::no_target;
+  if (stopped()) return SendStatus::system_stopped;
+  if (to->stopped()) return SendStatus::target_stopped;
+  return SendStatus::ok;
+}
+
 SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
-  if (to == nullptr) return {SendStatus::no_target};
-  if (stopped()) return {SendStatus::system_stopped};
-  if (to->stopped()) return {SendStatus::target_stopped};
+  if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   msg.env.source = from;
   msg.env.target = to->id_;
   if (options_.trace != nullptr) {
@@ -66,9 +71,7 @@ SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
 }
 
 SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, ActorId from) {
-  if (to == nullptr) return {SendStatus::no_target};
-  if (stopped()) return {SendStatus::system_stopped};
-  if (to->stopped()) return {SendStatus::target_stopped};
+  if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   if (n == 0) return {};
   for (std::size_t i = 0; i < n; ++i) {
     msgs[i].env.source = from;
@@ -81,10 +84,6 @@ SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, Actor
 void ActorSystem::schedule(Actor* actor) {
   active_.fetch_add(1, std::memory_order_acq_rel);
   scheduler_->schedule(actor);
-}
-
-void ActorSystem::actor_went_idle() {
-  activity_done();
 }
 
 void ActorSystem::activity_done() {

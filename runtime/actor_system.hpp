@@ -84,13 +84,14 @@ class ActorSystem {
   std::size_t budget() const { return options_.budget; }
 
   // Scheduler interface: an actor returned from resume() without more work.
-  void actor_went_idle();
+  void actor_went_idle() { activity_done(); }
   // Number of actors scheduled or timers pending; 0 means idle.
   std::int64_t active() const { return active_.load(std::memory_order_acquire); }
 
  private:
   friend class Actor;
   void adopt(std::unique_ptr<Actor> actor);
+  SendStatus target_status(const Actor* to) const;
   void schedule(Actor* actor);
   void report(ActorError error);
   void count_dead_letters(std::size_t n) { dead_letters_.fetch_add(n); }
