@@ -20,10 +20,10 @@ class TimerService {
   TimerService& operator=(const TimerService&) = delete;
 
   // Calls fn(true) on the timer thread no earlier than `delay` from now, or fn(false) when the
-  // service stops first. Timers fire in deadline order.
+  // service stops first. Pending timers fire in deadline order; one whose deadline has
+  // already passed when it reaches the timer thread fires at once.
   void after(std::chrono::nanoseconds delay, std::function<void(bool fired)> fn);
-  // The same with an absolute deadline: timers given one base time fire in deadline order
-  // however long it takes to create them.
+  // The same with an absolute deadline, so several timers can share one base time.
   void at(std::chrono::steady_clock::time_point deadline, std::function<void(bool fired)> fn);
 
   asio::io_context& context();
