@@ -1,8 +1,10 @@
-// Actor runtime: ping-pong round trip (1 and 2 workers), fan-in 4 senders -> 1 actor, and the
-// inbox's raw enqueue/dequeue throughput.
+// Actor runtime: ping-pong round trip (1 and 2 workers), a ping-pong of two busy actors that
+// must run on different workers, fan-in 4 senders -> 1 actor, and the inbox's raw
+// enqueue/dequeue throughput.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -75,6 +77,56 @@ void BM_PingPong(benchmark::State& state) {
   state.counters["msgs_per_s"] = benchmark::Counter(2 * trips, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PingPong)->ArgName("workers")->Arg(1)->Arg(2)->UseRealTime()->MinTime(1.0);
+
+// Two pipeline stages in miniature: each handler passes the ball on, then computes for
+// `work` (a busy loop, so the core stays taken). On one worker the two run one after the
+// other (round trip = 2 x work); on two they overlap (round trip -> work). The counter
+// `overlap` is 2 x work / round trip: 1 means serialised, 2 fully parallel.
+class BusyPlayer final : public Actor {
+ public:
+  BusyPlayer(std::atomic<bool>* done, std::chrono::nanoseconds work)
+      : Actor("busy-player"), done_(done), work_(work) {}
+  Actor* peer = nullptr;
+
+ protected:
+  void on_message(Message& m) override {
+    const auto left = m.as<Ball>().remaining;
+    if (left == 0) {
+      raise(done_);
+      return;
+    }
+    (void)send(peer, Ball{left - 1});
+    const auto until = std::chrono::steady_clock::now() + work_;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+
+ private:
+  std::atomic<bool>* done_;
+  std::chrono::nanoseconds work_;
+};
+
+void BM_PingPongBusy(benchmark::State& state) {
+  const auto work = std::chrono::microseconds(state.range(0));
+  constexpr std::uint64_t kRoundTrips = 2'000;
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  std::atomic<bool> done{false};
+  auto* a = system.spawn<BusyPlayer>(&done, work);
+  auto* b = system.spawn<BusyPlayer>(&done, work);
+  a->peer = b;
+  b->peer = a;
+  for (auto _ : state) {
+    done.store(false);
+    (void)system.send(a, Ball{2 * kRoundTrips});
+    wait_for(done);
+  }
+  const auto trips = static_cast<double>(state.iterations() * kRoundTrips);
+  state.counters["round_trip"] =
+      benchmark::Counter(trips, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  const double work_s = std::chrono::duration<double>(work).count();
+  state.counters["overlap"] = benchmark::Counter(2 * work_s * trips, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PingPongBusy)->ArgName("work_us")->Arg(20)->Arg(200)->UseRealTime()->MinTime(1.0);
 
 class Sink final : public Actor {
  public:

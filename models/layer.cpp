@@ -6,6 +6,10 @@ LayerCost Layer::cost(const Shape& /*input*/) const {
   return {};
 }
 
+SavedLayout Layer::saved_layout(std::size_t /*k*/) const {
+  return SavedLayout::rows;
+}
+
 void Layer::backward_weight_into(const Context& /*ctx*/, const Saved& /*saved*/,
                                  const Tensor& /*dy*/, const GradSink& /*sink*/) const {}
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -14,19 +15,40 @@ class SimClock;
 
 // Per-call settings. Forward and backward of one slice must get the same context.
 struct Context {
-  bool training = true;    // dropout active; forward keeps what backward needs
+  bool training = true;    // dropout active (and nothing else: see keep_saved)
   std::uint64_t seed = 0;  // step seed: dropout masks depend only on (seed, layer, sample, element)
   std::int64_t sample_begin = 0;  // index of the slice's first sample within its minibatch, so
                                   // that slicing a minibatch never changes its dropout masks
   // Ops on sim tensors (Model::forward/backward) charge their configured durations here; it
   // must be set for them and is ignored otherwise.
   SimClock* sim_clock = nullptr;
+  // Forward keeps what backward needs. False for evaluation, and for a re-materialized forward
+  // that keeps only the stage input (its backward first recomputes the forward with this true;
+  // seed and sample_begin the same, so dropout masks repeat exactly). Last, so that the
+  // positional {training, seed, sample_begin} initialisers keep their meaning.
+  bool keep_saved = true;
 };
 
 // What a forward pass keeps for its backward (activations, masks). Layers built from
 // sub-layers (the transformer block) also append intermediate gradients to it in
 // backward_input, for a later backward_weight.
 using Saved = std::vector<Tensor>;
+
+// How one tensor of a layer's Saved maps to the samples of the forward that made it, so that
+// the state of a forward over a minibatch can be cut into slices and slices joined
+// (Model::slice_saved / concat_saved: UMPIPE slices a stage's backward differently from its
+// forward).
+enum class SavedLayout : std::uint8_t {
+  // Dimension 0 holds the samples in order, the same number of rows each: [batch, ...] or
+  // [batch * tokens, ...] (rows per sample = dim 0 / batch).
+  rows,
+  // detail::encode_shape of a tensor whose dimension 0 is the batch.
+  shape_record,
+  // detail::encode_dropout: the first sample moves with the slice, the key stays.
+  dropout_record,
+  // Depends on the whole batch at once: slicing throws.
+  not_splittable,
+};
 
 struct ForwardResult {
   Tensor y;
@@ -91,6 +113,13 @@ class Layer {
   // gradients to sink. Must equal backward_input followed by backward_weight_into.
   virtual Tensor backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
                                bool need_dx, const GradSink& sink) const;
+
+  // Layout of saved tensor k (of forward's state, then what backward_input appended). Every
+  // layer whose saved state is not all `rows` overrides this.
+  virtual SavedLayout saved_layout(std::size_t k) const;
+  // True when backward_weight_into reads what backward_input appended (composite layers), so a
+  // split backward runs B even where no input gradient is wanted.
+  virtual bool weight_needs_backward_input() const { return false; }
 
   // Conveniences that allocate the gradients.
   std::vector<Tensor> backward_weight(const Context& ctx, const Saved& saved,

@@ -1,12 +1,64 @@
 #include "models/model.hpp"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
+#include "models/detail/meta.hpp"
 #include "models/detail/random.hpp"
 #include "models/detail/sim_ops.hpp"
 
 namespace tandem::models {
+namespace {
+
+std::string range_str(int begin, int end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+// Throws unless [begin, end) lies in the model and `states` holds one saved state per layer.
+void check_range(const char* who, int begin, int end, int layers, std::size_t states) {
+  if (begin < 0 || end > layers || begin > end) {
+    throw std::out_of_range(std::string(who) + ": range " + range_str(begin, end) + " outside " +
+                            std::to_string(layers) + " layers");
+  }
+  if (states != static_cast<std::size_t>(end - begin)) {
+    throw std::invalid_argument(std::string(who) + ": range " + range_str(begin, end) + " with " +
+                                std::to_string(states) + " saved states");
+  }
+}
+
+bool is_sim_state(const Saved& s) {
+  for (const Tensor& t : s) {
+    if (t.defined()) return t.device().is_sim();
+  }
+  return false;
+}
+
+// "Model::slice_saved layer 3 (linear(4->4)) saved tensor 1 (f32[2, 4] cpu)"
+std::string saved_label(const char* who, int i, const Layer& l, std::size_t k, const Tensor& t) {
+  return std::string(who) + " layer " + std::to_string(i) + " (" + l.describe() +
+         ") saved tensor " + std::to_string(k) + " (" + t.describe() + ")";
+}
+
+// Rows of dimension 0 per sample of a `rows` tensor from a forward over `batch` samples.
+std::int64_t rows_per_sample(const Tensor& t, std::int64_t batch, const std::string& label) {
+  if (t.rank() == 0 || batch <= 0 || t.dim(0) % batch != 0) {
+    throw std::invalid_argument(label + ": dimension 0 is not a multiple of the batch " +
+                                std::to_string(batch));
+  }
+  return t.dim(0) / batch;
+}
+
+Shape record_shape(const Tensor& t, std::int64_t batch, const std::string& label) {
+  Shape s = detail::decode_shape(t);
+  if (s.empty() || s[0] != batch) {
+    throw std::invalid_argument(label + ": records shape " + shape_str(s) + ", not one of " +
+                                std::to_string(batch) + " samples");
+  }
+  return s;
+}
+
+}  // namespace
 
 Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers)
     : spec_(std::move(spec)), layers_(std::move(layers)) {
@@ -164,6 +216,231 @@ Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<S
     s.clear();  // activations are dead once their layer's backward ran
   }
   return g;
+}
+
+Tensor Model::backward_input(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
+                             const Tensor& dy, int begin, int end, bool need_dx) const {
+  check_range("Model::backward_input", begin, end, num_layers(), saved.size());
+  Tensor g = dy;
+  for (int i = end - 1; i >= begin; --i) {
+    Saved& s = saved[static_cast<std::size_t>(i - begin)];
+    const Layer& l = layer(i);
+    const ParamView p = layer_params(params, i);
+    using Role = detail::OpDevices::Role;
+    detail::OpDevices devices("backward_input", i, l);
+    devices.add(Role::output_gradient, g);
+    devices.add(Role::parameter, p);
+    devices.add(Role::saved, s);
+    const bool dx = need_dx || i > begin;
+    const bool weights = !l.param_specs().empty();
+    if (devices.sim()) {
+      // Keeps {input, dy} for every layer: W charges backward_weight_ms for every layer, as the
+      // fused path does.
+      g = detail::sim_backward_input(l, i, ctx, p, s, g, dx, devices.op());
+      continue;
+    }
+    if (weights && s.empty()) {
+      // Caught here, not in W, where it would look like W's fault.
+      throw std::invalid_argument(devices.op() +
+                                  ": no saved state (forward run without ctx.keep_saved, or "
+                                  "its state already released?)");
+    }
+    Tensor out;
+    // The first layer's input gradient is skipped as in the fused path, unless W needs what
+    // B appends.
+    if (dx || (weights && l.weight_needs_backward_input())) out = l.backward_input(ctx, p, s, g);
+    if (weights) {
+      s.push_back(g);  // W's output gradient, last
+    } else {
+      s.clear();  // nothing left to do for this layer
+    }
+    g = dx ? out : Tensor();
+  }
+  return g;
+}
+
+void Model::backward_weight(const Context& ctx, std::vector<Saved>& saved, int begin, int end,
+                            ParamSet& grads, float alpha, float beta) const {
+  check_range("Model::backward_weight", begin, end, num_layers(), saved.size());
+  for (int i = end - 1; i >= begin; --i) {
+    Saved& s = saved[static_cast<std::size_t>(i - begin)];
+    const Layer& l = layer(i);
+    const GradSink sink{layer_params(grads, i), alpha, beta};
+    using Role = detail::OpDevices::Role;
+    detail::OpDevices devices("backward_weight", i, l);
+    devices.add(Role::gradient, sink.grads);
+    devices.add(Role::saved, s);
+    if (devices.sim()) {
+      detail::sim_backward_weight(l, i, ctx, s, sink, devices.op());
+    } else if (!l.param_specs().empty()) {
+      if (s.empty() || !s.back().defined()) {
+        throw std::invalid_argument(devices.op() +
+                                    ": no output gradient in the saved state (backward_input "
+                                    "not run on it, or its state already released?)");
+      }
+      const Tensor dy = s.back();
+      s.pop_back();
+      l.backward_weight_into(ctx, s, dy, sink);
+    }
+    s.clear();
+  }
+}
+
+std::vector<Saved> Model::slice_saved(const std::vector<Saved>& saved, int begin, int end,
+                                      std::int64_t batch, std::int64_t lo, std::int64_t hi) const {
+  check_range("Model::slice_saved", begin, end, num_layers(), saved.size());
+  if (batch <= 0 || lo < 0 || hi > batch || lo >= hi) {
+    throw std::invalid_argument("Model::slice_saved: samples [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + ") are not a non-empty part of a batch of " +
+                                std::to_string(batch));
+  }
+  std::vector<Saved> out(saved.size());
+  for (int i = begin; i < end; ++i) {
+    const Layer& l = layer(i);
+    const Saved& s = saved[static_cast<std::size_t>(i - begin)];
+    const bool sim = is_sim_state(s);
+    Saved& o = out[static_cast<std::size_t>(i - begin)];
+    o.reserve(s.size());
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      const Tensor& t = s[k];
+      if (!t.defined()) {
+        o.emplace_back();
+        continue;
+      }
+      const std::string label = saved_label("Model::slice_saved", i, l, k, t);
+      switch (sim ? SavedLayout::rows : l.saved_layout(k)) {
+        case SavedLayout::rows: {
+          const std::int64_t r = rows_per_sample(t, batch, label);
+          o.push_back(t.slice(lo * r, hi * r));
+          break;
+        }
+        case SavedLayout::shape_record: {
+          Shape shape = record_shape(t, batch, label);
+          shape[0] = hi - lo;
+          o.push_back(detail::encode_shape(shape));
+          break;
+        }
+        case SavedLayout::dropout_record: {
+          detail::DropoutKey key = detail::decode_dropout(t);
+          key.first_sample += lo;  // masks are indexed by the sample's place in the minibatch
+          o.push_back(detail::encode_dropout(key));
+          break;
+        }
+        case SavedLayout::not_splittable:
+          throw std::invalid_argument(label + ": depends on the whole batch; cannot be sliced");
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Saved> Model::concat_saved(std::span<const std::vector<Saved>> parts,
+                                       std::span<const std::int64_t> batches, int begin,
+                                       int end) const {
+  if (parts.empty() || parts.size() != batches.size()) {
+    throw std::invalid_argument("Model::concat_saved: " + std::to_string(parts.size()) +
+                                " parts with " + std::to_string(batches.size()) +
+                                " sample counts (need as many, at least one)");
+  }
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    check_range("Model::concat_saved", begin, end, num_layers(), parts[j].size());
+    if (batches[j] <= 0) {
+      throw std::invalid_argument("Model::concat_saved: part " + std::to_string(j) + " has " +
+                                  std::to_string(batches[j]) + " samples");
+    }
+  }
+  if (parts.size() == 1) return parts.front();
+  std::vector<Saved> out(static_cast<std::size_t>(end - begin));
+  for (int i = begin; i < end; ++i) {
+    const auto at = static_cast<std::size_t>(i - begin);
+    const Layer& l = layer(i);
+    const Saved& first = parts.front()[at];
+    for (std::size_t j = 1; j < parts.size(); ++j) {
+      if (parts[j][at].size() != first.size()) {
+        throw std::invalid_argument(
+            "Model::concat_saved: layer " + std::to_string(i) + " (" + l.describe() + ") keeps " +
+            std::to_string(first.size()) + " saved tensors in part 0 but " +
+            std::to_string(parts[j][at].size()) + " in part " + std::to_string(j));
+      }
+    }
+    const bool sim = is_sim_state(first);
+    Saved& o = out[at];
+    o.reserve(first.size());
+    for (std::size_t k = 0; k < first.size(); ++k) {
+      std::vector<Tensor> ts;
+      for (const auto& part : parts) ts.push_back(part[at][k]);
+      if (!ts.front().defined()) {
+        for (std::size_t j = 1; j < ts.size(); ++j) {
+          if (ts[j].defined()) {
+            throw std::invalid_argument(saved_label("Model::concat_saved", i, l, k, ts[j]) +
+                                        " in part " + std::to_string(j) +
+                                        " is defined but undefined in part 0");
+          }
+        }
+        o.emplace_back();
+        continue;
+      }
+      for (std::size_t j = 1; j < ts.size(); ++j) {
+        if (!ts[j].defined()) {
+          throw std::invalid_argument(saved_label("Model::concat_saved", i, l, k, ts.front()) +
+                                      " is undefined in part " + std::to_string(j));
+        }
+      }
+      const std::string label = saved_label("Model::concat_saved", i, l, k, ts.front());
+      switch (sim ? SavedLayout::rows : l.saved_layout(k)) {
+        case SavedLayout::rows: {
+          const std::int64_t r = rows_per_sample(ts[0], batches[0], label);
+          for (std::size_t j = 1; j < ts.size(); ++j) {
+            const std::string lj = saved_label("Model::concat_saved", i, l, k, ts[j]);
+            if (rows_per_sample(ts[j], batches[j], lj) != r) {
+              throw std::invalid_argument(lj + " in part " + std::to_string(j) + " has " +
+                                          std::to_string(ts[j].dim(0) / batches[j]) +
+                                          " rows per sample, part 0 has " + std::to_string(r));
+            }
+          }
+          o.push_back(concat_rows(ts));
+          break;
+        }
+        case SavedLayout::shape_record: {
+          Shape shape = record_shape(ts[0], batches[0], label);
+          for (std::size_t j = 1; j < ts.size(); ++j) {
+            const std::string lj = saved_label("Model::concat_saved", i, l, k, ts[j]);
+            Shape sj = record_shape(ts[j], batches[j], lj);
+            if (!std::equal(sj.begin() + 1, sj.end(), shape.begin() + 1, shape.end())) {
+              throw std::invalid_argument(lj + " in part " + std::to_string(j) + " records " +
+                                          shape_str(sj) + ", part 0 " + shape_str(shape) +
+                                          " (only dimension 0 may differ)");
+            }
+            shape[0] += sj[0];
+          }
+          o.push_back(detail::encode_shape(shape));
+          break;
+        }
+        case SavedLayout::dropout_record: {
+          const detail::DropoutKey key = detail::decode_dropout(ts[0]);
+          std::int64_t next = key.first_sample + batches[0];
+          for (std::size_t j = 1; j < ts.size(); ++j) {
+            const detail::DropoutKey kj = detail::decode_dropout(ts[j]);
+            // One forward over the joined samples would have used one key and consecutive
+            // sample indices; anything else has masks no single forward makes.
+            if (kj.key != key.key || kj.first_sample != next) {
+              throw std::invalid_argument(
+                  saved_label("Model::concat_saved", i, l, k, ts[j]) + " in part " +
+                  std::to_string(j) + ": dropout masks of sample " +
+                  std::to_string(kj.first_sample) + (kj.key != key.key ? " of another step" : "") +
+                  " do not continue the previous part (next sample " + std::to_string(next) + ")");
+            }
+            next += batches[j];
+          }
+          o.push_back(ts[0]);
+          break;
+        }
+        case SavedLayout::not_splittable:
+          throw std::invalid_argument(label + ": depends on the whole batch; cannot be joined");
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace tandem::models

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ class Model {
   ParamView layer_params(const ParamSet& params, int layer) const;
   std::span<Tensor> layer_params(ParamSet& params, int layer) const;
 
-  // Forward of layers [begin, end) on x; keeps each layer's saved state when ctx.training.
+  // Forward of layers [begin, end) on x; keeps each layer's saved state when ctx.keep_saved
+  // (else `saved` holds one empty state per layer).
   //
   // On the sim device (x and the parameters all sim tensors) nothing is computed: each layer
   // makes a sim output of its output shape and charges its configured duration to
@@ -65,6 +67,34 @@ class Model {
   Tensor backward(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
                   const Tensor& dy, int begin, int end, bool need_dx, ParamSet& grads,
                   float alpha = 1.0f, float beta = 0.0f) const;
+
+  // Input gradient of layers [begin, end) from the gradient of the range's output (B of a split
+  // backward); keeps in `saved` what backward_weight needs (each layer's output gradient,
+  // composite layers' intermediates). Returns dx when need_dx. Layers without parameters
+  // release their state here. dy is kept by reference (a handle): do not write it before W.
+  Tensor backward_input(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
+                        const Tensor& dy, int begin, int end, bool need_dx) const;
+  // Weight gradients of layers [begin, end) (W of a split backward), after backward_input on
+  // the same saved state; grads = alpha * g + beta * grads; releases the saved state. Together
+  // with backward_input it equals `backward` bit for bit, and on sim tensors charges the same
+  // durations (backward_input_ms in B, backward_weight_ms here).
+  void backward_weight(const Context& ctx, std::vector<Saved>& saved, int begin, int end,
+                       ParamSet& grads, float alpha = 1.0f, float beta = 0.0f) const;
+
+  // The saved state of layers [begin, end) restricted to samples [lo, hi) of a forward over
+  // `batch` samples (views sharing storage where the layout allows), as if the forward had run
+  // on those samples alone with ctx.sample_begin moved by lo. Works on the state of a forward
+  // and on that of backward_input. Each tensor is cut by its layer's saved_layout (sim states
+  // are {input[, dy]}: rows). Throws std::invalid_argument naming the layer and tensor when a
+  // tensor does not fit the layout or the batch.
+  std::vector<Saved> slice_saved(const std::vector<Saved>& saved, int begin, int end,
+                                 std::int64_t batch, std::int64_t lo, std::int64_t hi) const;
+  // The saved states of consecutive slices (in sample order, with their sample counts) joined
+  // as if one forward had run over all of them (rows are copied, except for a single part).
+  // Throws when the parts do not fit together (different layouts, dropout records of
+  // non-adjacent slices or other steps).
+  std::vector<Saved> concat_saved(std::span<const std::vector<Saved>> parts,
+                                  std::span<const std::int64_t> batches, int begin, int end) const;
 
  private:
   ModelSpec spec_;

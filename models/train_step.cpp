@@ -43,7 +43,8 @@ ForwardLoss forward_loss(const Model& model, const ParamSet& params, const Tenso
                          const Tensor& targets, const Context& ctx) {
   ForwardLoss r{model.forward(ctx, params, inputs, 0, model.num_layers()), {}};
   const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, targets.numel()));
-  r.loss = softmax_cross_entropy(r.fwd.y, targets, ctx.training, scale);
+  // dlogits only when a backward follows.
+  r.loss = softmax_cross_entropy(r.fwd.y, targets, ctx.keep_saved, scale);
   r.fwd.y = Tensor();  // logits are no longer needed
   return r;
 }
@@ -96,7 +97,8 @@ StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer
 EvalOutput evaluate(const Model& model, const ParamSet& params, const Tensor& inputs,
                     const Tensor& targets) {
   check_batch(model, inputs, targets, "evaluate");
-  const Context ctx{false, 0, 0};
+  Context ctx{false, 0, 0};
+  ctx.keep_saved = false;
   const ForwardLoss fl = forward_loss(model, params, inputs, targets, ctx);
   const StepOutput s = finish(fl.loss);
   return {s.loss, s.correct, s.count};

@@ -29,58 +29,77 @@ class LaneInserter {
 }  // namespace
 
 // Dekker-style hand-off between senders and the actor going idle: a sender publishes its
-// message, then looks at the flag; the actor clears the flag, then looks at the inbox. The
-// seq_cst fences guarantee that at least one of them sees the other, so a message is never
-// stranded and the actor is never scheduled twice. While the actor is scheduled, senders
-// only read the flag (no read-modify-write on a shared line per message): that is what
-// makes fan-in cheap.
+// message, then looks at the flag; the actor clears the flag, then looks at the inbox. Both
+// sides put a seq_cst read-modify-write between the two (the sender's is the release of its
+// send slot in ActorSystem::send, the actor's the exchange in resume()), so at least one of
+// them sees the other: a message is never stranded and the actor is never scheduled twice.
+// They are atomic operations rather than standalone fences because ThreadSanitizer models
+// the former and not the latter. While the actor is scheduled, senders only read the flag
+// (no read-modify-write on a shared line per message): that is what makes fan-in cheap.
 bool Actor::claim() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return !scheduled_.load(std::memory_order_relaxed) &&
+  return !scheduled_.load(std::memory_order_seq_cst) &&
          !scheduled_.exchange(true, std::memory_order_acq_rel);
 }
 
-bool Actor::enqueue(Message&& m) {
-  inbox_.enqueue(std::move(m));
-  return claim();
-}
-
-bool Actor::enqueue_bulk(Message* msgs, std::size_t n) {
-  inbox_.enqueue_bulk(std::make_move_iterator(msgs), n);
-  return claim();
+bool Actor::run_next() {
+  try {
+    return handle_next(lanes_);
+  } catch (const std::exception& e) {
+    fail("<handle_next>", e.what());
+  } catch (...) {
+    fail("<handle_next>", "unknown exception");
+  }
+  return false;
 }
 
 bool Actor::resume(std::size_t budget) {
   std::size_t handled = 0;
-  while (handled < budget && !stopped()) {
-    if (!lanes_.empty() && handle_next(lanes_)) {
+  while (!failed_) {
+    if (handled == budget) {
+      // Budget exhausted with work left (or a stop to complete): go to the back.
+      if (!lanes_.empty() || (stopped_.load(std::memory_order_relaxed) && !quiesced_)) {
+        return true;
+      }
+      break;
+    }
+    if (!lanes_.empty() && run_next()) {
       ++handled;
       continue;
     }
-    if (inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk) == 0) break;
+    if (inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk) != 0) continue;
+    if (!stopped_.load(std::memory_order_seq_cst) || quiesced_) break;
+    // Stopped: what is in the inbox was accepted (its senders were told ok) and is still
+    // handled, but a sender may be between its check of stopped_ and its publish. Once none
+    // is, nothing more can arrive; until then look again soon, staying scheduled.
+    if (system_->sending_to(this)) return true;
+    quiesced_ = true;
   }
-  if (stopped()) {
-    // Messages that reached a stopped actor are dead letters: counted, never delivered.
-    std::size_t dropped = lanes_.size();
-    lanes_.clear();
-    std::size_t n;
-    while ((n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(nullptr), kBulk)) != 0) {
-      dropped += n;
-    }
-    if (dropped != 0) system_->count_dead_letters(dropped);
-    if (!stop_reported_) {
-      stop_reported_ = true;
-      on_stop();
-    }
-  } else if (handled == budget && !lanes_.empty()) {
-    return true;  // budget exhausted with work left: stay scheduled, go to the back
-  }
-  scheduled_.store(false, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (failed_ || quiesced_) finish();
+  scheduled_.exchange(false, std::memory_order_seq_cst);
   if (inbox_.size_approx() == 0) return false;
   // A message arrived while we were finishing: resume again, unless its sender already
   // claimed the actor (and scheduled it) after our store.
   return !scheduled_.exchange(true, std::memory_order_acq_rel);
+}
+
+// The actor is done: what is left was accepted but will never be handled (dead letters).
+void Actor::finish() {
+  std::size_t dropped = lanes_.size();
+  lanes_.clear();
+  std::size_t n;
+  while ((n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(nullptr), kBulk)) != 0) {
+    dropped += n;
+  }
+  if (dropped != 0) system_->count_dead_letters(dropped);
+  if (stop_reported_) return;
+  stop_reported_ = true;
+  try {
+    on_stop();
+  } catch (const std::exception& e) {
+    system_->report(ActorError{name_, "<on_stop>", e.what()});
+  } catch (...) {
+    system_->report(ActorError{name_, "<on_stop>", "unknown exception"});
+  }
 }
 
 bool Actor::handle_next(Lanes& lanes) {
@@ -106,9 +125,9 @@ void Actor::dispatch(Message& m) {
   try {
     on_message(m);
   } catch (const std::exception& e) {
-    fail(m, e.what());
+    fail(message_type_name(m.type()), e.what());
   } catch (...) {
-    fail(m, "unknown exception");
+    fail(message_type_name(m.type()), "unknown exception");
   }
   if (trace != nullptr) {
     trace->complete(message_type_name(m.type()), "actor", id_, start, trace->now_ns() - start);
@@ -116,12 +135,15 @@ void Actor::dispatch(Message& m) {
 }
 
 void Actor::stop_self() {
-  stopped_.store(true, std::memory_order_release);
+  // seq_cst: ordered against the send slots that resume() reads before it declares the
+  // inbox final (ActorSystem::send).
+  stopped_.store(true, std::memory_order_seq_cst);
 }
 
-void Actor::fail(const Message& m, std::string_view what) {
-  stopped_.store(true, std::memory_order_release);
-  system_->report(ActorError{name_, std::string(message_type_name(m.type())), std::string(what)});
+void Actor::fail(std::string_view message_type, std::string_view what) {
+  failed_ = true;
+  stopped_.store(true, std::memory_order_seq_cst);
+  system_->report(ActorError{name_, std::string(message_type), std::string(what)});
 }
 
 }  // namespace tandem

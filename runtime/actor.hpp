@@ -35,26 +35,29 @@ class Actor {
 
  protected:
   // Handles one message. An exception stops this actor and reaches the system's error
-  // handler; the rest of the system keeps running.
+  // handler; the rest of the system keeps running. Messages still queued become dead letters.
   virtual void on_message(Message& msg) = 0;
 
   // Picks the next message to handle from the lanes and handles it; returns false when
   // nothing can run now (the actor then waits for more messages). The default runs control,
   // then backward, then forward messages in arrival order; stage actors override it to ask
-  // their schedule.
+  // their schedule. An exception stops the actor, as one from on_message() does.
   virtual bool handle_next(Lanes& lanes);
 
-  // Called once, on the actor's thread, after it stopped (by error or stop_self()).
+  // Called once, on the actor's thread, after it stopped (by error or stop_self()). An
+  // exception is reported to the error handler.
   virtual void on_stop() {}
 
   ActorSystem& system() const { return *system_; }
 
   // Sends from inside this actor (the envelope's source is this actor).
   template <MessageType T>
-  SendResult send(Actor* to, const T& body, std::shared_ptr<void> payload = {});
+  SendResult send(Actor* to, const T& body, std::vector<Tensor> tensors = {}, Tag tag = {});
   SendResult send(Actor* to, Message msg);
 
-  // Stops this actor after the current message; later sends to it fail.
+  // Stops accepting messages: later sends fail (target_stopped). The messages whose send
+  // already succeeded are still handled (a sender told "ok" can count on it), unless the
+  // policy never takes them (then they are dead letters); then on_stop() runs.
   void stop_self();
 
   // Runs `m` through on_message with error handling and tracing; for handle_next overrides.
@@ -63,12 +66,11 @@ class Actor {
  private:
   friend class ActorSystem;
 
-  // Both return true when the caller must schedule this actor.
-  bool enqueue(Message&& m);
-  bool enqueue_bulk(Message* msgs, std::size_t n);
+  // After a sender published into the inbox: true when it must schedule this actor.
   bool claim();
-  void fail(const Message& m, std::string_view what);
-  void discard_all();
+  bool run_next();
+  void fail(std::string_view message_type, std::string_view what);
+  void finish();
 
   std::string name_;
   ActorId id_ = 0;
@@ -78,7 +80,11 @@ class Actor {
   // True while the actor is queued or running: set by the sender that finds it idle, cleared
   // by resume() when it runs out of work, so it never runs on two threads at once.
   alignas(64) std::atomic<bool> scheduled_{false};
+  // Set when the actor stops accepting messages (stop_self() or an error); senders read it
+  // between announcing their send and publishing it (see ActorSystem::send).
   std::atomic<bool> stopped_{false};
+  bool failed_ = false;    // stopped by an error: what is queued is dropped, not handled
+  bool quiesced_ = false;  // stopped, and no sender can publish any more: the inbox is final
   bool stop_reported_ = false;
   Lanes lanes_;
 };

@@ -2,11 +2,109 @@
 
 #include <spdlog/spdlog.h>
 
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include "runtime/message_registry.hpp"
 #include "runtime/timer_service.hpp"
 #include "runtime/trace_recorder.hpp"
 
 namespace tandem {
+
+namespace {
+
+// Every thread that sends owns a slot naming the actor it is sending to, from before its
+// check that the actor accepts messages until after its publish. A stopping actor waits for
+// no slot to name it before it declares its inbox final, so a send either fails or is
+// handled: never "ok" and then dropped. The slot is the sending thread's own cache line, so
+// fan-in senders still share no written line.
+struct SendSlot {
+  alignas(64) std::atomic<const Actor*> target{nullptr};
+  bool in_use = false;  // guarded by SendSlots::mu
+};
+
+class SendSlots {
+ public:
+  SendSlot* acquire() {
+    std::lock_guard lock(mu_);
+    for (auto& s : slots_) {
+      if (!s->in_use) {
+        s->in_use = true;
+        return s.get();
+      }
+    }
+    slots_.push_back(std::make_unique<SendSlot>());
+    slots_.back()->in_use = true;
+    return slots_.back().get();
+  }
+  void release(SendSlot* s) {
+    std::lock_guard lock(mu_);
+    s->in_use = false;
+  }
+  bool names(const Actor* actor) {
+    std::lock_guard lock(mu_);
+    for (auto& s : slots_) {
+      if (s->target.load(std::memory_order_seq_cst) == actor) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<SendSlot>> slots_;
+};
+
+// Never destroyed: threads may still send while static objects are torn down.
+SendSlots& send_slots() {
+  static auto* slots = new SendSlots;
+  return *slots;
+}
+
+thread_local SendSlot* tl_slot = nullptr;
+
+struct SlotReturner {
+  ~SlotReturner() {
+    if (tl_slot != nullptr) send_slots().release(tl_slot);
+    tl_slot = nullptr;
+  }
+};
+
+SendSlot& my_slot() {
+  if (tl_slot == nullptr) {
+    static thread_local SlotReturner returner;
+    tl_slot = send_slots().acquire();
+  }
+  return *tl_slot;
+}
+
+// Announces a send to `to` for its scope. Both the announcement and its withdrawal are seq_cst
+// read-modify-writes: the first orders it before the sender's read of `stopped`, the second
+// orders the publish before the sender's read of the actor's `scheduled` flag (Actor::claim).
+class SendAnnouncement {
+ public:
+  explicit SendAnnouncement(const Actor* to) : slot_(my_slot()) {
+    slot_.target.exchange(to, std::memory_order_seq_cst);
+  }
+  ~SendAnnouncement() { withdraw(); }
+  SendAnnouncement(const SendAnnouncement&) = delete;
+  SendAnnouncement& operator=(const SendAnnouncement&) = delete;
+  void withdraw() {
+    if (!withdrawn_) slot_.target.exchange(nullptr, std::memory_order_seq_cst);
+    withdrawn_ = true;
+  }
+
+ private:
+  SendSlot& slot_;
+  bool withdrawn_ = false;
+};
+
+}  // namespace
+
+bool ActorSystem::sending_to(const Actor* actor) {
+  return send_slots().names(actor);
+}
 
 std::string to_string(SendStatus s) {
   switch (s) {
@@ -26,7 +124,6 @@ ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOption
     : options_(options),
       scheduler_(std::move(scheduler)),
       timers_(std::make_unique<TimerService>()) {
-  if (options_.budget == 0) options_.budget = 1;
   error_handler_ = [](const ActorError& e) {
     spdlog::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type, e.what);
   };
@@ -53,11 +150,13 @@ void ActorSystem::adopt(std::unique_ptr<Actor> actor) {
 SendStatus ActorSystem::target_status(const Actor* to) const {
   if (to == nullptr) return SendStatus::no_target;
   if (stopped()) return SendStatus::system_stopped;
-  if (to->stopped()) return SendStatus::target_stopped;
+  if (to->stopped_.load(std::memory_order_seq_cst)) return SendStatus::target_stopped;
   return SendStatus::ok;
 }
 
 SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
+  if (to == nullptr) return {SendStatus::no_target};
+  SendAnnouncement announced(to);
   if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   msg.env.source = from;
   msg.env.target = to->id_;
@@ -66,18 +165,24 @@ SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
     options_.trace->flow_start(msg.trace_flow, from, message_type_name(msg.type()),
                                options_.trace->now_ns());
   }
-  if (to->enqueue(std::move(msg))) schedule(to);
+  to->inbox_.enqueue(std::move(msg));
+  announced.withdraw();
+  if (to->claim()) schedule(to);
   return {};
 }
 
 SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, ActorId from) {
+  if (to == nullptr) return {SendStatus::no_target};
+  SendAnnouncement announced(to);
   if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   if (n == 0) return {};
   for (std::size_t i = 0; i < n; ++i) {
     msgs[i].env.source = from;
     msgs[i].env.target = to->id_;
   }
-  if (to->enqueue_bulk(msgs, n)) schedule(to);
+  to->inbox_.enqueue_bulk(std::make_move_iterator(msgs), n);
+  announced.withdraw();
+  if (to->claim()) schedule(to);
   return {};
 }
 
@@ -113,7 +218,18 @@ void ActorSystem::set_error_handler(std::function<void(const ActorError&)> handl
 void ActorSystem::report(ActorError error) {
   errors_.fetch_add(1);
   std::lock_guard lock(error_mu_);
-  if (error_handler_) error_handler_(error);
+  if (!error_handler_) return;
+  // A throwing handler must not take the worker down with it (nor leave the actor marked
+  // scheduled): the error it was told about is logged instead.
+  try {
+    error_handler_(error);
+  } catch (const std::exception& e) {
+    spdlog::error("error handler threw '{}' on actor '{}' ('{}': {})", e.what(), error.actor,
+                  error.message_type, error.what);
+  } catch (...) {
+    spdlog::error("error handler threw on actor '{}' ('{}': {})", error.actor, error.message_type,
+                  error.what);
+  }
 }
 
 void ActorSystem::wait_idle() {
@@ -121,10 +237,11 @@ void ActorSystem::wait_idle() {
 }
 
 void ActorSystem::stop() {
-  if (stopped_.exchange(true)) return;
-  timers_->stop();
+  if (!stopped_.exchange(true)) timers_->stop();
+  // Every call reaches the scheduler: a first stop() from a worker only signals, and the
+  // joins happen on a later call from another thread (the destructor at the latest).
   scheduler_->stop();
-  // Pending messages die with their actors' inboxes (payload handles released there).
+  // Pending messages die with their actors' inboxes (tensor handles released there).
 }
 
 }  // namespace tandem

@@ -25,7 +25,8 @@ struct ActorError {
 };
 
 struct ActorSystemOptions {
-  std::size_t budget = 64;         // messages per resume
+  // Messages per resume; 0 (the default): the scheduler's (WorkSharingOptions::budget).
+  std::size_t budget = 0;
   TraceRecorder* trace = nullptr;  // not owned; records every handled message when set
 };
 
@@ -46,8 +47,8 @@ class ActorSystem {
   }
 
   template <MessageType T>
-  SendResult send(Actor* to, const T& body, std::shared_ptr<void> payload = {}) {
-    return send(to, make_message(body, std::move(payload)));
+  SendResult send(Actor* to, const T& body, std::vector<Tensor> tensors = {}, Tag tag = {}) {
+    return send(to, make_message(body, std::move(tensors), tag));
   }
   SendResult send(Actor* to, Message msg, ActorId from = 0);
   // Sends many messages to one actor with a single wake-up.
@@ -66,6 +67,7 @@ class ActorSystem {
     send_at(deadline, to, make_message(body));
   }
 
+  // Called on the failing actor's thread. A handler that throws is logged, not fatal.
   void set_error_handler(std::function<void(const ActorError&)> handler);
   // Called for messages that reached an actor after it stopped.
   std::size_t dead_letters() const { return dead_letters_.load(); }
@@ -74,14 +76,19 @@ class ActorSystem {
   // Blocks until no actor has work and no timer is pending.
   void wait_idle();
   // Stops the workers and the timer thread, drops pending messages, and makes later sends
-  // fail. Idempotent; the destructor calls it.
+  // fail. Idempotent, and callable from any thread: from a worker (an actor's handler, the
+  // error handler, e.g. a coordinator ending the run) it marks the system stopped and makes
+  // the workers exit without joining them; a later stop() from another thread, or the
+  // destructor, joins every thread.
   void stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
   Scheduler& scheduler() { return *scheduler_; }
   TimerService& timers();
   TraceRecorder* trace() const { return options_.trace; }
-  std::size_t budget() const { return options_.budget; }
+  std::size_t budget() const {
+    return options_.budget != 0 ? options_.budget : scheduler_->budget();
+  }
 
   // Scheduler interface: an actor returned from resume() without more work.
   void actor_went_idle() { activity_done(); }
@@ -95,6 +102,9 @@ class ActorSystem {
   void schedule(Actor* actor);
   void report(ActorError error);
   void count_dead_letters(std::size_t n) { dead_letters_.fetch_add(n); }
+  // True while some thread is inside send() to `actor`, between its check that the actor
+  // accepts messages and its publish (see send()).
+  static bool sending_to(const Actor* actor);
   void activity_done();
 
   ActorSystemOptions options_;

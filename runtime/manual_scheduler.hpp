@@ -16,6 +16,7 @@ class ManualScheduler final : public Scheduler {
   void stop() override;
   void wait_idle() override { run_until_idle(); }
   std::size_t worker_count() const override { return 0; }
+  std::size_t budget() const override { return 1; }
 
   // Resumes one ready actor for one message. Returns false when nothing was ready.
   bool run_one();

@@ -1,13 +1,13 @@
 #pragma once
-// A message: a trivially copyable envelope plus an optional payload handle (a tensor or any
-// other shared object) that rides beside it in-process.
+// A message: a trivially copyable envelope (header, tag, typed body) plus the tensors that ride
+// beside it: handles in-process, the payload across processes.
 //
-// A typed message is a trivially copyable struct of at most 48 bytes that names itself:
+// A typed message is a trivially copyable struct of at most 24 bytes that names itself:
 //   struct Ping { static constexpr std::string_view kName = "ping"; int seq; };
 // and may pick its lane with `static constexpr Lane kLane = Lane::forward;`.
 #include <cstdint>
 #include <cstring>
-#include <memory>
+#include <vector>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -15,6 +15,7 @@
 
 #include "runtime/envelope.hpp"
 #include "runtime/message_registry.hpp"
+#include "runtime/tensor.hpp"
 
 namespace tandem {
 
@@ -40,7 +41,7 @@ constexpr std::uint32_t type_id_of() {
 
 struct Message {
   Envelope env;
-  std::shared_ptr<void> payload;
+  std::vector<Tensor> tensors;  // typed payload: activations, gradients, targets
   std::uint64_t trace_flow = 0;  // non-zero when a trace recorder follows this message
 
   std::uint32_t type() const { return env.type; }
@@ -63,21 +64,19 @@ struct Message {
     return value;
   }
 
-  template <class P>
-  std::shared_ptr<P> payload_as() const {
-    return std::static_pointer_cast<P>(payload);
-  }
+  const Tag& tag() const { return env.tag; }
 };
 
 template <MessageType T>
-Message make_message(const T& body, std::shared_ptr<void> payload = {}) {
+Message make_message(const T& body, std::vector<Tensor> tensors = {}, Tag tag = {}) {
   static const bool registered = (register_message_type(type_id_of<T>(), T::kName), true);
   (void)registered;
   Message m;
   m.env.type = type_id_of<T>();
   m.env.lane = lane_of<T>();
   std::memcpy(m.env.body, &body, sizeof(T));
-  m.payload = std::move(payload);
+  m.env.tag = tag;
+  m.tensors = std::move(tensors);
   return m;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Scheduling policy, chosen by factory (never by actor inheritance).
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -15,22 +16,30 @@ class Scheduler {
   virtual void start(ActorSystem& system) = 0;
   // `actor` has messages and is not running anywhere: run it soon.
   virtual void schedule(Actor* actor) = 0;
-  // Joins the workers; actors not yet resumed stay unresumed.
+  // Makes the workers exit; actors not yet resumed stay unresumed. Idempotent and callable
+  // from a worker: there it only signals (a thread cannot join itself), and a later call from
+  // another thread joins every worker.
   virtual void stop() = 0;
   // Blocks until the system is idle. Thread pools wait; the manual scheduler runs actors.
   virtual void wait_idle() = 0;
   virtual std::size_t worker_count() const = 0;
+  // Messages an actor handles per resume before it yields; the single source of the budget
+  // unless ActorSystemOptions::budget overrides it.
+  virtual std::size_t budget() const = 0;
 };
 
 struct WorkSharingOptions {
-  std::size_t workers = 0;              // 0: one per hardware thread
-  std::size_t budget = 64;              // messages per resume before an actor yields
-  std::size_t spin_iterations = 20000;  // ~tens of microseconds of spinning before parking
+  std::size_t workers = 0;  // 0: one per hardware thread
+  std::size_t budget = 64;  // messages per resume before an actor yields
+  // How long an idle worker spins before it parks. Bounded in time, not iterations, so that
+  // the progress threads (timers, UCX, CUDA) get the core back quickly whatever the CPU.
+  std::chrono::nanoseconds spin = std::chrono::microseconds(50);
 };
 
 // A fixed pool of workers sharing one ready queue. An actor woken by a worker runs next on
-// that same worker (no cross-thread hand-off for request/response chains); workers spin
-// briefly, then park.
+// that same worker when that costs no parallelism (no other worker is idle, or the waker goes
+// idle right away); an idle worker takes it over when it has waited a few microseconds.
+// Workers spin briefly, then park.
 std::unique_ptr<Scheduler> make_work_sharing(WorkSharingOptions options = {});
 
 class ManualScheduler;

@@ -56,18 +56,25 @@ void TimerService::at(std::chrono::steady_clock::time_point deadline,
 }
 
 void TimerService::stop() {
+  bool first = false;
   {
     std::lock_guard lock(state_->mu);
-    if (state_->stopped) return;
+    first = !state_->stopped;
     state_->stopped = true;
   }
   State* s = state_.get();
-  // Cancel on the timer thread so every pending callback runs (with fired == false) before
-  // the loop runs out of work.
-  asio::post(s->io, [s] {
-    for (const auto& t : s->live) t->cancel();
-    s->guard.reset();
-  });
+  if (first) {
+    // Cancel on the timer thread so every pending callback runs (with fired == false) before
+    // the loop runs out of work.
+    asio::post(s->io, [s] {
+      for (const auto& t : s->live) t->cancel();
+      s->guard.reset();
+    });
+  }
+  // A callback that stops the service cannot join its own thread: a later stop() (the
+  // destructor at the latest) does.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  std::lock_guard lock(join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace asio {
@@ -27,13 +28,15 @@ class TimerService {
   void at(std::chrono::steady_clock::time_point deadline, std::function<void(bool fired)> fn);
 
   asio::io_context& context();
-  // Cancels pending timers (their callbacks see fired == false) and joins the thread.
+  // Cancels pending timers (their callbacks see fired == false) and joins the thread (unless
+  // called on the timer thread itself). Idempotent, from any thread.
   void stop();
 
  private:
   struct State;
   std::unique_ptr<State> state_;
   std::thread thread_;
+  std::mutex join_mu_;
 };
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "runtime/detail/work_sharing_scheduler.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/actor.hpp"
@@ -19,13 +20,33 @@ std::unique_ptr<Scheduler> make_work_sharing(WorkSharingOptions options) {
     options.workers = std::max(1u, std::thread::hardware_concurrency());
   }
   if (options.budget == 0) options.budget = 1;
+  if (options.spin < std::chrono::nanoseconds::zero()) options.spin = {};
   return std::make_unique<detail::WorkSharingScheduler>(options);
 }
 
 namespace detail {
 namespace {
+using Clock = std::chrono::steady_clock;
+
 thread_local WorkSharingScheduler* tl_scheduler = nullptr;
 thread_local void* tl_worker = nullptr;
+
+constexpr std::uint64_t kPtrMask = (std::uint64_t{1} << 48) - 1;
+// A woken actor left in another worker's `next` slot this long is taken by an idle worker.
+// A request/response hand-off on one worker takes well under a microsecond, so only an
+// actor stuck behind a long handler waits this long; stealing sooner would move every
+// ping-pong across cores.
+constexpr auto kStealAfter = std::chrono::microseconds(3);
+// How often a spinning worker looks at the other workers' slots: rarely enough that its
+// reads do not keep pulling the owner's cache line away on every hand-off.
+constexpr auto kSlotPollEvery = std::chrono::microseconds(1);
+// A watching worker (see run()) looks at the slots this often, for this many rounds (10 ms).
+constexpr auto kWatchEvery = std::chrono::microseconds(200);
+constexpr int kWatchRounds = 50;
+
+Actor* actor_of(std::uint64_t slot) {
+  return reinterpret_cast<Actor*>(static_cast<std::uintptr_t>(slot & kPtrMask));
+}
 }  // namespace
 
 WorkSharingScheduler::WorkSharingScheduler(WorkSharingOptions options) : options_(options) {}
@@ -36,20 +57,38 @@ WorkSharingScheduler::~WorkSharingScheduler() {
 
 void WorkSharingScheduler::start(ActorSystem& system) {
   system_ = &system;
-  workers_ = std::vector<Worker>(options_.workers);
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
+  workers_ = std::make_unique<Worker[]>(options_.workers);
+  for (std::size_t i = 0; i < options_.workers; ++i) {
     workers_[i].thread = std::thread([this, i] { run(i); });
   }
 }
 
 void WorkSharingScheduler::schedule(Actor* actor) {
   if (tl_scheduler == this) {
-    // Woken by an actor on one of our workers: run it next on this worker, and let the
-    // actor it displaces go to the shared queue where an idle worker can take it.
+    // Woken by an actor on one of our workers. Running it next on this worker saves a
+    // cross-thread hand-off, but only pays when no core is left idle for it: when a worker
+    // sleeps, and none spins or watches (none would take the slot over) nor is being woken
+    // already, share it and wake one.
+    if (sleepers_.load(std::memory_order_relaxed) > 0 &&
+        spinners_.load(std::memory_order_relaxed) == 0 &&
+        watchers_.load(std::memory_order_relaxed) == 0 &&
+        !waking_.load(std::memory_order_relaxed) &&
+        !waking_.exchange(true, std::memory_order_acq_rel)) {
+      push_shared(actor);
+      return;
+    }
     auto* self = static_cast<Worker*>(tl_worker);
-    Actor* displaced = self->next;
-    self->next = actor;
-    if (displaced != nullptr) push_shared(displaced);
+    const std::uint64_t tagged =
+        (++self->puts << 48) | static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(actor));
+    // Only the owner makes the slot non-empty, so an empty slot takes a plain store; a full
+    // one is exchanged, as a thief may be taking it at the same moment. The actor displaced
+    // goes to the shared queue, where an idle worker can take it.
+    if (self->next.load(std::memory_order_relaxed) == 0) {
+      self->next.store(tagged, std::memory_order_release);
+      return;
+    }
+    const std::uint64_t displaced = self->next.exchange(tagged, std::memory_order_acq_rel);
+    if (actor_of(displaced) != nullptr) push_shared(actor_of(displaced));
     return;
   }
   push_shared(actor);
@@ -66,39 +105,115 @@ void WorkSharingScheduler::push_shared(Actor* actor) {
 }
 
 Actor* WorkSharingScheduler::try_take(Worker& self) {
-  if (self.next != nullptr) {
-    Actor* a = self.next;
-    self.next = nullptr;
-    return a;
+  if (self.next.load(std::memory_order_relaxed) != 0) {
+    if (Actor* a = actor_of(self.next.exchange(0, std::memory_order_acq_rel))) return a;
   }
   Actor* a = nullptr;
   return ready_.try_dequeue(a) ? a : nullptr;
+}
+
+// Takes an actor that has waited at least kStealAfter in another worker's slot (every slot
+// it finds occupied when `seen` is null: the caller is about to park).
+Actor* WorkSharingScheduler::steal(const Worker& self, Seen* seen, Clock::time_point now) {
+  for (std::size_t i = 0; i < options_.workers; ++i) {
+    Worker& victim = workers_[i];
+    if (&victim == &self) continue;
+    std::uint64_t slot = victim.next.load(std::memory_order_relaxed);
+    if (slot == 0) continue;
+    if (seen != nullptr) {
+      if (seen[i].slot != slot) {
+        seen[i] = {slot, now};
+        continue;
+      }
+      if (now - seen[i].since < kStealAfter) continue;
+    }
+    if (victim.next.compare_exchange_strong(slot, 0, std::memory_order_acq_rel)) {
+      return actor_of(slot);
+    }
+  }
+  return nullptr;
+}
+
+Actor* WorkSharingScheduler::spin(Worker& self, std::unique_ptr<Seen[]>& seen) {
+  spinners_.fetch_add(1, std::memory_order_acq_rel);
+  Actor* actor = nullptr;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_poll = start;
+  for (std::uint32_t i = 0; actor == nullptr; ++i) {
+    TANDEM_CPU_RELAX();
+    if (ready_.size_approx() != 0 && (actor = try_take(self)) != nullptr) break;
+    if ((i & 7) != 7) continue;
+    const Clock::time_point now = Clock::now();
+    if (now >= next_poll) {
+      next_poll = now + kSlotPollEvery;
+      if ((actor = steal(self, seen.get(), now)) != nullptr) break;
+    }
+    if (now - start >= options_.spin || stopping_.load(std::memory_order_relaxed)) break;
+  }
+  spinners_.fetch_sub(1, std::memory_order_acq_rel);
+  return actor;
+}
+
+// One look of a watching worker: an actor still in the same slot after kStealAfter is stuck
+// behind a long handler, whatever the handlers' length relative to kWatchEvery.
+Actor* WorkSharingScheduler::watch_slots(const Worker& self, Seen* seen) {
+  const Clock::time_point until = Clock::now() + 2 * kStealAfter;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (Actor* a = steal(self, seen, now)) return a;
+    if (now >= until) return nullptr;
+    for (int i = 0; i < 16; ++i) TANDEM_CPU_RELAX();
+  }
+}
+
+// Sleeps until woken (or a safety-net timeout), then returns what it finds, possibly nothing.
+// `watch`: sleeps kWatchEvery only, takes only what waited in a slot since the last look, and
+// is not woken by schedule() meanwhile (see run()). Sets `woken` when it was notified.
+Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& woken) {
+  Actor* actor = nullptr;
+  std::unique_lock lock(park_mu_);
+  sleepers_.fetch_add(1, std::memory_order_acq_rel);
+  if (watch) watchers_.fetch_add(1, std::memory_order_acq_rel);
+  // A parked worker takes what waits in another's slot too: schedule() counted on a
+  // spinning worker to take it over, and that worker is this one, about to sleep.
+  if (!stopping_.load(std::memory_order_acquire) && !ready_.try_dequeue(actor) &&
+      (actor = steal(self, watch ? seen : nullptr, Clock::now())) == nullptr) {
+    // The 50 ms timeout is a safety net only; pushes notify under the lock.
+    woken = park_cv_.wait_for(lock, watch ? kWatchEvery : std::chrono::milliseconds(50)) ==
+            std::cv_status::no_timeout;
+    if (!ready_.try_dequeue(actor)) actor = steal(self, seen, Clock::now());
+  }
+  if (watch) watchers_.fetch_sub(1, std::memory_order_relaxed);
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  waking_.store(false, std::memory_order_relaxed);
+  return actor;
 }
 
 void WorkSharingScheduler::run(std::size_t index) {
   Worker& self = workers_[index];
   tl_scheduler = this;
   tl_worker = &self;
+  auto seen = std::make_unique<Seen[]>(options_.workers);
   const std::size_t budget = system_->budget();
   while (!stopping_.load(std::memory_order_acquire)) {
     Actor* actor = try_take(self);
-    if (actor == nullptr) {
-      for (std::size_t spin = 0; spin < options_.spin_iterations && actor == nullptr; ++spin) {
-        TANDEM_CPU_RELAX();
-        if ((spin & 63) == 63 && stopping_.load(std::memory_order_relaxed)) break;
-        if (ready_.size_approx() != 0) actor = try_take(self);
+    if (actor == nullptr) actor = spin(self, seen);
+    // A worker that schedule() woke for nothing (the waker took the actor back itself, as a
+    // ping-pong on one worker does) watches the slots for a while, waking itself every
+    // kWatchEvery, instead of being woken again (a syscall in the waker) for every message.
+    int watch_left = 0;
+    while (actor == nullptr && !stopping_.load(std::memory_order_acquire)) {
+      bool woken = false;
+      const bool watch = watch_left > 0;
+      actor = park(self, seen.get(), watch, woken);
+      if (watch) {
+        --watch_left;
+        if (actor == nullptr) actor = watch_slots(self, seen.get());
+      } else if (woken && actor == nullptr) {
+        watch_left = kWatchRounds;
       }
     }
-    if (actor == nullptr) {
-      std::unique_lock lock(park_mu_);
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);
-      while (!stopping_.load(std::memory_order_acquire) && !ready_.try_dequeue(actor)) {
-        // The timeout is a safety net only; pushes notify under the lock.
-        park_cv_.wait_for(lock, std::chrono::milliseconds(50));
-      }
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
-      if (actor == nullptr) break;
-    }
+    if (actor == nullptr) break;
     if (actor->resume(budget)) {
       // Yielded with work left: behind everyone else, for fairness.
       push_shared(actor);
@@ -112,13 +227,16 @@ void WorkSharingScheduler::run(std::size_t index) {
 }
 
 void WorkSharingScheduler::stop() {
-  if (stopping_.exchange(true)) return;
-  {
+  if (!stopping_.exchange(true)) {
     std::lock_guard lock(park_mu_);
     park_cv_.notify_all();
   }
-  for (auto& w : workers_) {
-    if (w.thread.joinable()) w.thread.join();
+  // A worker (an actor's handler, the error handler) cannot join itself: it only signals,
+  // and the next stop() from another thread, or the destructor, joins everyone.
+  if (tl_scheduler == this || workers_ == nullptr) return;
+  std::lock_guard lock(join_mu_);
+  for (std::size_t i = 0; i < options_.workers; ++i) {
+    if (workers_[i].thread.joinable()) workers_[i].thread.join();
   }
 }
 

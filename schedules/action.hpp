@@ -28,6 +28,12 @@ struct Action {
   Slice slice;      // F, B, W only
   int chunk = 0;    // model chunk on this device (interleaved schedules), else 0
   int replica = 0;  // replica of the stage that runs the action
+  // B: also computes the weight gradient; false when a W for the same samples follows (split
+  // backward, zero-bubble).
+  bool with_weight = true;
+  // F: keeps only its stage input (re-materialization); B: recomputes the stage's forward right
+  // before it.
+  bool recompute = false;
 
   friend bool operator==(const Action&, const Action&) = default;
 };

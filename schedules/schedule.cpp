@@ -39,10 +39,14 @@ PatternFactory equal_slices(const ScheduleParams& p, int stage, int replica, std
     pat.forwards = pat.backwards = owned;
     pat.warmup = warmup;
     pat.forward = [p, b, replica, r](std::int64_t k) {
-      return make(Op::F, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+      Action a = make(Op::F, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+      a.recompute = p.rematerialize;
+      return a;
     };
     pat.backward = [p, b, replica, r](std::int64_t k) {
-      return make(Op::B, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+      Action a = make(Op::B, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+      a.recompute = p.rematerialize;
+      return a;
     };
     pat.epilogue = flush_epilogue(p, stage, replica, b);
     return pat;
@@ -59,7 +63,9 @@ PatternFactory zero_bubble(const ScheduleParams& p, int stage) {
       return make(Op::F, b, p.equal_slice(static_cast<int>(k)), 0, 0);
     };
     pat.backward = [p, b](std::int64_t k) {
-      return make(Op::B, b, p.equal_slice(static_cast<int>(k)), 0, 0);
+      Action a = make(Op::B, b, p.equal_slice(static_cast<int>(k)), 0, 0);
+      a.with_weight = false;  // its W follows
+      return a;
     };
     // W(i) right after B(i + s): stage s holds s more activations than 1F1B would, so every
     // stage peaks at p in flight and the delayed W fills the bubbles of the cool-down.
@@ -131,14 +137,24 @@ PatternFactory umpipe(const ScheduleParams& p, int stage) {
 PatternFactory pipedream(const ScheduleParams& p, int stage, int replica) {
   const int r = p.replicas_of(stage);
   std::int64_t owned = Pattern::kUnbounded;
-  if (p.minibatches > 0)
+  std::int64_t rounds = 0;
+  if (p.minibatches > 0) {
     owned = replica < p.minibatches ? (p.minibatches - replica + r - 1) / r : 0;
+    rounds = (p.minibatches + r - 1) / r;
+  }
   const std::int64_t w = warmup(p, stage);
   const Slice whole{0, p.samples()};
-  return [owned, w, whole, replica, r](std::int64_t) {
+  return [owned, rounds, w, whole, replica, r](std::int64_t) {
     Pattern pat;
     pat.forwards = pat.backwards = owned;
     pat.warmup = w;
+    // A replica without a minibatch in the last, partial round still joins its all-reduce (it
+    // contributes no gradient) and its STEP: the others wait for it at SYNC, and the stage's
+    // replicas must stay at one version.
+    for (std::int64_t k = owned; k < rounds; ++k) {
+      if (r > 1) pat.epilogue.push_back(control(Op::SYNC, k, replica));
+      pat.epilogue.push_back(control(Op::STEP, k, replica));
+    }
     pat.forward = [=](std::int64_t k) { return make(Op::F, replica + k * r, whole, 0, replica); };
     pat.backward = [=](std::int64_t k) { return make(Op::B, replica + k * r, whole, 0, replica); };
     pat.after_backward = [=](std::int64_t k, std::vector<Action>& out) {

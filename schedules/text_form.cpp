@@ -1,5 +1,6 @@
 #include "schedules/text_form.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -196,6 +197,67 @@ Action parse_token(const Cursor& c, const ScheduleParams& p, int replica, std::i
   return a;
 }
 
+// The flags the text does not spell, set as the generators set them: a B on a (virtual) stage
+// that has W actions leaves the weight gradient to them; F and B recompute under remat.
+void derive_flags(ActionList& list) {
+  const ScheduleParams& p = list.params;
+  std::vector<char> split(static_cast<std::size_t>(p.stages) * p.chunks, 0);
+  const auto vstage = [&](int d, const Action& a) -> int {
+    if (a.chunk < 0 || a.chunk >= p.chunks) return -1;  // the validator names it
+    return a.chunk * p.stages + p.stage_of(d);
+  };
+  for (int d = 0; d < static_cast<int>(list.devices.size()); ++d) {
+    for (const Action& a : list.devices[d]) {
+      if (a.op == Op::W && vstage(d, a) >= 0) split[vstage(d, a)] = 1;
+    }
+  }
+  for (int d = 0; d < static_cast<int>(list.devices.size()); ++d) {
+    for (Action& a : list.devices[d]) {
+      if (a.op == Op::B && vstage(d, a) >= 0 && split[vstage(d, a)]) a.with_weight = false;
+      if (a.op == Op::F || a.op == Op::B) a.recompute = p.rematerialize;
+    }
+  }
+}
+
+// The slices of `op` on `device` for its first minibatch, if they are a composition of the
+// minibatch; empty otherwise.
+std::vector<std::int64_t> composition_of(const ActionList& list, int device, Op op) {
+  std::vector<Slice> slices;
+  std::int64_t first = -1;
+  for (const Action& a : list.devices[device]) {
+    if (a.op != op) continue;
+    if (first < 0) first = a.minibatch;
+    if (a.minibatch == first) slices.push_back(a.slice);
+  }
+  std::sort(slices.begin(), slices.end(),
+            [](const Slice& x, const Slice& y) { return x.begin < y.begin; });
+  std::vector<std::int64_t> sizes;
+  std::int64_t next = 0;
+  for (const Slice& s : slices) {
+    if (s.begin != next) return {};
+    sizes.push_back(s.size());
+    next = s.end;
+  }
+  if (next != list.params.samples()) return {};
+  return sizes;
+}
+
+// UMPIPE's compositions are written out in the tokens: read them back, so that the routing (from
+// the parameters, as for a generated UMPIPE schedule) sees the slicing the order uses.
+void derive_compositions(ActionList& list) {
+  ScheduleParams& p = list.params;
+  std::vector<std::vector<std::int64_t>> forward(p.stages), backward(p.stages);
+  bool any = false;
+  for (int s = 0; s < p.stages; ++s) {
+    forward[s] = composition_of(list, p.device_of(s, 0), Op::F);
+    backward[s] = composition_of(list, p.device_of(s, 0), Op::B);
+    any = any || !forward[s].empty() || !backward[s].empty();
+  }
+  if (!any) return;
+  p.forward_slices = std::move(forward);
+  p.backward_slices = std::move(backward);
+}
+
 }  // namespace
 
 std::string format_action(const ScheduleParams& params, const Action& action) {
@@ -298,6 +360,10 @@ ActionList parse_actions(std::string_view text) {
     for (std::size_t t = 1; t < device_lines[d].size(); ++t) {
       list.devices[d].push_back(parse_token(device_lines[d][t], p, replica, steps, syncs));
     }
+  }
+  derive_flags(list);
+  if (p.kind == ScheduleKind::umpipe && p.forward_slices.empty() && p.backward_slices.empty()) {
+    derive_compositions(list);
   }
   return list;
 }

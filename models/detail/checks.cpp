@@ -55,7 +55,7 @@ void require_saved(const Saved& saved, std::size_t n, const std::string& who) {
   if (saved.size() < n) {
     throw std::invalid_argument(who + ": backward needs " + std::to_string(n) +
                                 " saved tensors, got " + std::to_string(saved.size()) +
-                                " (forward not run in training mode?)");
+                                " (forward run without ctx.keep_saved?)");
   }
 }
 

@@ -29,6 +29,31 @@ void require_shapes(std::span<const Tensor> ts, const std::vector<ParamSpec>& sp
   }
 }
 
+// The input gradient of a sim backward (shared by the fused and the split paths, so that they
+// check and charge the same).
+Tensor sim_dx(const Layer& layer, int index, SimClock& clock, ParamView params, const Saved& saved,
+              const Tensor& dy, bool need_dx, const std::string& op) {
+  require_shapes(params, layer.param_specs(), op, "parameter");
+  if (saved.empty() || !saved.front().defined()) {
+    throw std::invalid_argument(op +
+                                ": backward needs the saved input, got none (forward run "
+                                "without ctx.keep_saved?)");
+  }
+  const Tensor& x = saved.front();
+  const Shape y_shape = layer.output_shape(x.shape());
+  if (!dy.defined() || dy.shape() != y_shape) {
+    throw std::invalid_argument(op + ": output gradient must have shape " + shape_str(y_shape) +
+                                ", got " + dy.describe());
+  }
+  Tensor dx;
+  // Token ids have no gradient (as Embedding::backward_input).
+  if (need_dx && x.dtype() != DType::i32) {
+    dx = Tensor::empty(x.shape(), DType::f32, Device::sim());
+    clock.charge(clock.costs().backward_input(index), op);
+  }
+  return dx;
+}
+
 }  // namespace
 
 void OpDevices::add(Role role, const Tensor& t, std::size_t k) {
@@ -86,7 +111,7 @@ ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, Par
   }
   ForwardResult r;
   r.y = Tensor::empty(layer.output_shape(x.shape()), layer.output_dtype(), Device::sim());
-  if (ctx.training) r.saved.push_back(x);
+  if (ctx.keep_saved) r.saved.push_back(x);
   clock.charge(clock.costs().forward(index), op);
   return r;
 }
@@ -95,28 +120,33 @@ Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView
                     const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
                     const std::string& op) {
   SimClock& clock = clock_of(ctx, op);
-  const std::vector<ParamSpec> specs = layer.param_specs();
-  require_shapes(params, specs, op, "parameter");
-  require_shapes(sink.grads, specs, op, "gradient");
-  if (saved.empty()) {
-    throw std::invalid_argument(op +
-                                ": backward needs the saved input, got none (forward not run "
-                                "in training mode?)");
-  }
-  const Tensor& x = saved.front();
-  const Shape y_shape = layer.output_shape(x.shape());
-  if (!dy.defined() || dy.shape() != y_shape) {
-    throw std::invalid_argument(op + ": output gradient must have shape " + shape_str(y_shape) +
-                                ", got " + dy.describe());
-  }
-  Tensor dx;
-  // Token ids have no gradient (as Embedding::backward_input).
-  if (need_dx && x.dtype() != DType::i32) {
-    dx = Tensor::empty(x.shape(), DType::f32, Device::sim());
-    clock.charge(clock.costs().backward_input(index), op);
-  }
+  require_shapes(sink.grads, layer.param_specs(), op, "gradient");
+  Tensor dx = sim_dx(layer, index, clock, params, saved, dy, need_dx, op);
   clock.charge(clock.costs().backward_weight(index), op);
   return dx;
+}
+
+Tensor sim_backward_input(const Layer& layer, int index, const Context& ctx, ParamView params,
+                          Saved& saved, const Tensor& dy, bool need_dx, const std::string& op) {
+  SimClock& clock = clock_of(ctx, op);
+  Tensor dx = sim_dx(layer, index, clock, params, saved, dy, need_dx, op);
+  saved.resize(1);  // drop the dy of an earlier B
+  saved.push_back(dy);
+  return dx;
+}
+
+void sim_backward_weight(const Layer& layer, int index, const Context& ctx, const Saved& saved,
+                         const GradSink& sink, const std::string& op) {
+  SimClock& clock = clock_of(ctx, op);
+  require_shapes(sink.grads, layer.param_specs(), op, "gradient");
+  if (saved.size() != 2 || !saved[0].defined() || !saved[1].defined() ||
+      saved[1].shape() != layer.output_shape(saved[0].shape())) {
+    throw std::invalid_argument(op +
+                                ": weight gradient needs the state of backward_input "
+                                "({input, output gradient}), got " +
+                                std::to_string(saved.size()) + " saved tensors");
+  }
+  clock.charge(clock.costs().backward_weight(index), op);
 }
 
 }  // namespace tandem::models::detail

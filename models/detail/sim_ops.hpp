@@ -38,7 +38,7 @@ class OpDevices {
 };
 
 // A layer's forward on sim tensors: an output of the layer's output shape and dtype, the input
-// (a shape, no data) saved for backward when training, and forward_ms[index] charged to
+// (a shape, no data) saved for backward when ctx.keep_saved, and forward_ms[index] charged to
 // ctx.sim_clock. Checks shapes as the CPU kernels do.
 ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, ParamView params,
                           const Tensor& x, const std::string& op);
@@ -49,5 +49,15 @@ ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, Par
 Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView params,
                     const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
                     const std::string& op);
+
+// B of a split backward on sim tensors: dx as sim_backward, charging backward_input_ms[index]
+// when it is made; then appends dy to saved, so that saved = {input, dy} for W.
+Tensor sim_backward_input(const Layer& layer, int index, const Context& ctx, ParamView params,
+                          Saved& saved, const Tensor& dy, bool need_dx, const std::string& op);
+
+// W of a split backward on sim tensors, on the state sim_backward_input left: checks it and the
+// sink and charges backward_weight_ms[index] (for every layer, as the fused sim_backward).
+void sim_backward_weight(const Layer& layer, int index, const Context& ctx, const Saved& saved,
+                         const GradSink& sink, const std::string& op);
 
 }  // namespace tandem::models::detail

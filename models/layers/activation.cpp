@@ -23,7 +23,7 @@ ForwardResult ActivationLayer::forward(const Context& ctx, ParamView params,
   Tensor y = detail::new_f32(x32.shape());
   cpu::act_forward(x32.data<float>(), y.data<float>(), x32.numel(), act_);
   ForwardResult r{y, {}};
-  if (ctx.training) r.saved.push_back(act_ == cpu::Activation::relu ? y : x32);
+  if (ctx.keep_saved) r.saved.push_back(act_ == cpu::Activation::relu ? y : x32);
   return r;
 }
 

@@ -74,7 +74,7 @@ ForwardResult CausalSelfAttention::forward(const Context& ctx, ParamView params,
   detail::linear_forward(att.data<float>(), n, d_, params[2].data<float>(), params[3].data<float>(),
                          d_, cpu::Activation::none, y.data<float>(), nullptr);
   ForwardResult r{y, {}};
-  if (ctx.training) r.saved = {x32, qkv, probs, att};
+  if (ctx.keep_saved) r.saved = {x32, qkv, probs, att};
   return r;
 }
 

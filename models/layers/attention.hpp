@@ -23,6 +23,7 @@ class CausalSelfAttention final : public Layer {
                         const Tensor& dy) const override;
   void backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                             const GradSink& sink) const override;
+  bool weight_needs_backward_input() const override { return true; }
 
  private:
   std::int64_t d_;

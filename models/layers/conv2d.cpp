@@ -107,7 +107,7 @@ ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor
     cpu::cm_to_nchw(ycm.data(), n, out_, ohw, y.data<float>() + s0 * out_ * ohw);
   }
   ForwardResult r{y, {}};
-  if (ctx.training) {
+  if (ctx.keep_saved) {
     r.saved.push_back(x32);
     if (act_ == cpu::Activation::relu) r.saved.push_back(y);
   }

@@ -35,7 +35,14 @@ ForwardResult Dropout::forward(const Context& ctx, ParamView params, const Tenso
   const std::int64_t samples = x32.dim(0);
   cpu::dropout_apply(x32.data<float>(), y.data<float>(), samples,
                      samples == 0 ? 0 : x32.numel() / samples, p_, k.key, k.first_sample);
-  return {y, {detail::encode_dropout(k)}};
+  ForwardResult r{y, {}};
+  // Backward recomputes the mask from this record instead of keeping it.
+  if (ctx.keep_saved) r.saved.push_back(detail::encode_dropout(k));
+  return r;
+}
+
+SavedLayout Dropout::saved_layout(std::size_t /*k*/) const {
+  return SavedLayout::dropout_record;  // the only thing a training forward keeps
 }
 
 Tensor Dropout::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,

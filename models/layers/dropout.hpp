@@ -18,6 +18,7 @@ class Dropout final : public Layer {
   ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const override;
   Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
                         const Tensor& dy) const override;
+  SavedLayout saved_layout(std::size_t k) const override;
 
   // The mask's key for a step seed (shared with layers that embed a dropout).
   static std::uint64_t key(std::uint64_t seed, std::uint64_t salt);

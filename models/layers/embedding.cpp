@@ -49,7 +49,7 @@ ForwardResult Embedding::forward(const Context& ctx, ParamView params, const Ten
                          max_seq_ > 0 ? params[1].data<float>() : nullptr, y.data<float>(), out[0],
                          out[1], vocab_, dim_);
   ForwardResult r{y, {}};
-  if (ctx.training) r.saved.push_back(x);
+  if (ctx.keep_saved) r.saved.push_back(x);
   return r;
 }
 

@@ -18,8 +18,12 @@ ForwardResult Flatten::forward(const Context& ctx, ParamView params, const Tenso
   detail::require_params(params, {}, "flatten");
   const Tensor x32 = detail::as_f32(x, "flatten", "input");
   ForwardResult r{x32.reshape(output_shape(x32.shape())), {}};
-  if (ctx.training) r.saved.push_back(detail::encode_shape(x32.shape()));
+  if (ctx.keep_saved) r.saved.push_back(detail::encode_shape(x32.shape()));
   return r;
+}
+
+SavedLayout Flatten::saved_layout(std::size_t /*k*/) const {
+  return SavedLayout::shape_record;  // the input's shape, all it keeps
 }
 
 Tensor Flatten::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,

@@ -13,6 +13,7 @@ class Flatten final : public Layer {
   ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const override;
   Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
                         const Tensor& dy) const override;
+  SavedLayout saved_layout(std::size_t k) const override;
 };
 
 }  // namespace tandem::models

@@ -41,7 +41,7 @@ ForwardResult LayerNorm::forward(const Context& ctx, ParamView params, const Ten
                           y.data<float>(), xhat.data<float>(), rstd.data<float>(), rows, dim_,
                           eps_);
   ForwardResult r{y, {}};
-  if (ctx.training) r.saved = {xhat, rstd};
+  if (ctx.keep_saved) r.saved = {xhat, rstd};
   return r;
 }
 

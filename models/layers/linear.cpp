@@ -63,7 +63,7 @@ ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor
                          bias_ ? params[1].data<float>() : nullptr, out_, act_, y.data<float>(),
                          pre.defined() ? pre.data<float>() : nullptr);
   ForwardResult r{y, {}};
-  if (ctx.training) {
+  if (ctx.keep_saved) {
     r.saved.push_back(x32);
     if (act_ == cpu::Activation::relu) r.saved.push_back(y);
     if (act_ == cpu::Activation::gelu) r.saved.push_back(pre);

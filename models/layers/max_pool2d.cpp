@@ -38,8 +38,12 @@ ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Ten
   Tensor argmax = Tensor::empty(out, DType::i32);
   cpu::max_pool_forward(x32.data<float>(), g, out[0], y.data<float>(), argmax.data<std::int32_t>());
   ForwardResult r{y, {}};
-  if (ctx.training) r.saved = {argmax, detail::encode_shape(x32.shape())};
+  if (ctx.keep_saved) r.saved = {argmax, detail::encode_shape(x32.shape())};
   return r;
+}
+
+SavedLayout MaxPool2d::saved_layout(std::size_t k) const {
+  return k == 1 ? SavedLayout::shape_record : SavedLayout::rows;
 }
 
 Tensor MaxPool2d::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,

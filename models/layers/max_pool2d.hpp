@@ -16,6 +16,8 @@ class MaxPool2d final : public Layer {
   ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const override;
   Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
                         const Tensor& dy) const override;
+  // saved = {argmax (per-sample rows: indices within each plane), input shape record}.
+  SavedLayout saved_layout(std::size_t k) const override;
 
  private:
   std::int64_t kernel_;

@@ -163,11 +163,15 @@ ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const T
   add_into(f(y), f(x1), f(m), n * d_);
 
   ForwardResult r{y, {}};
-  if (ctx.training) {
+  if (ctx.keep_saved) {
     r.saved = {xhat1, rstd1, h1, qkv, probs,  att,
                xhat2, rstd2, h2, pre, hidden, drop ? detail::encode_dropout(key) : Tensor()};
   }
   return r;
+}
+
+SavedLayout TransformerBlock::saved_layout(std::size_t k) const {
+  return k == kDropKey ? SavedLayout::dropout_record : SavedLayout::rows;
 }
 
 Tensor TransformerBlock::backward_input(const Context& /*ctx*/, ParamView p, Saved& s,

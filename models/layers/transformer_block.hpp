@@ -26,6 +26,9 @@ class TransformerBlock final : public Layer {
                         const Tensor& dy) const override;
   void backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                             const GradSink& sink) const override;
+  // All rows ([batch, seq, .] activations, [batch * seq] rstd) but the dropout record.
+  SavedLayout saved_layout(std::size_t k) const override;
+  bool weight_needs_backward_input() const override { return true; }
 
  private:
   std::int64_t d_;

@@ -5,8 +5,8 @@
 namespace tandem {
 
 template <MessageType T>
-SendResult Actor::send(Actor* to, const T& body, std::shared_ptr<void> payload) {
-  return system_->send(to, make_message(body, std::move(payload)), id_);
+SendResult Actor::send(Actor* to, const T& body, std::vector<Tensor> tensors, Tag tag) {
+  return system_->send(to, make_message(body, std::move(tensors), tag), id_);
 }
 
 inline SendResult Actor::send(Actor* to, Message msg) {

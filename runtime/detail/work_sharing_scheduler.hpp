@@ -3,9 +3,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "runtime/scheduler.hpp"
 
@@ -21,24 +22,44 @@ class WorkSharingScheduler final : public Scheduler {
   void stop() override;
   void wait_idle() override;
   std::size_t worker_count() const override { return options_.workers; }
+  std::size_t budget() const override { return options_.budget; }
 
  private:
   struct Worker {
     std::thread thread;
-    Actor* next = nullptr;  // runs right after the current actor: no cross-thread hand-off
+    // The actor that this worker's running actor woke last: it runs next here, with no
+    // cross-thread hand-off. Other workers may take it when it has waited (see steal()),
+    // so it is atomic. The low 48 bits hold the pointer, the high 16 a count of puts, so
+    // that a thief can tell "the same wake-up, still waiting" from a new one.
+    alignas(64) std::atomic<std::uint64_t> next{0};
+    std::uint64_t puts = 0;  // owner only
   };
+  // What an idle worker remembers of another worker's `next` slot between two looks.
+  struct Seen {
+    std::uint64_t slot = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+
   void run(std::size_t index);
   void push_shared(Actor* actor);
   Actor* try_take(Worker& self);
+  Actor* spin(Worker& self, std::unique_ptr<Seen[]>& seen);
+  Actor* steal(const Worker& self, Seen* seen, std::chrono::steady_clock::time_point now);
+  Actor* park(Worker& self, Seen* seen, bool watch, bool& woken);
+  Actor* watch_slots(const Worker& self, Seen* seen);
 
   WorkSharingOptions options_;
   ActorSystem* system_ = nullptr;
-  std::vector<Worker> workers_;
+  std::unique_ptr<Worker[]> workers_;
   moodycamel::ConcurrentQueue<Actor*> ready_;
   alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<int> spinners_{0};
+  std::atomic<int> watchers_{0};
+  std::atomic<bool> waking_{false};  // a worker is being woken for a woken actor
   std::atomic<bool> stopping_{false};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
+  std::mutex join_mu_;  // serialises joins when several threads call stop()
 };
 
 }  // namespace tandem::detail

@@ -58,6 +58,26 @@ void match(const Entry* down, std::size_t nd, const Entry* up, std::size_t nu, O
   }
 }
 
+// recompute mirrors the schedule's rematerialize on F and B; with_weight = false marks a split
+// B, checked against its W in link_stages.
+void check_flags(const Graph& g, const ScheduleParams& p, std::uint32_t id, const Action& a) {
+  const bool computes = a.op == Op::F || a.op == Op::B;
+  if (a.recompute) {
+    if (p.kind != ScheduleKind::gpipe) {
+      fail(g, id,
+           "recompute (re-materialization) applies to gpipe only, not to a " +
+               std::string(to_string(p.kind)) + " schedule");
+    }
+    if (!computes) fail(g, id, "recompute applies to F and B only");
+  }
+  if (computes && a.recompute != p.rematerialize) {
+    fail(g, id,
+         std::string("recompute is ") + (a.recompute ? "set" : "not set") +
+             " but the schedule's rematerialize is " + (p.rematerialize ? "on" : "off"));
+  }
+  if (!a.with_weight && a.op != Op::B) fail(g, id, "with_weight = false applies to B only");
+}
+
 void check_fields(Graph& g, const ScheduleParams& p) {
   const auto& devices = g.list->devices;
   std::uint32_t id = 0;
@@ -90,6 +110,7 @@ void check_fields(Graph& g, const ScheduleParams& p) {
         g.vstage[id] = a.chunk * g.stages + stage;
         g.samples[id] = a.slice.size();
       }
+      check_flags(g, p, id, a);
       ++id;
     }
   }
@@ -141,6 +162,74 @@ void add_edge(Graph& g, std::uint32_t target, std::uint32_t source) {
   g.edges.emplace_back(target, source);
 }
 
+// The entry of [first, last) keyed (minibatch, begin), or nullptr. `hint` is where the
+// previous lookup in this bucket landed: the routes of consecutive entries move forward a step or
+// two, so a short scan from there beats a binary search.
+const Entry* find_entry(const Entry* first, const Entry* last, const Entry*& hint,
+                        std::int64_t minibatch, std::int64_t begin) {
+  const auto before = [&](const Entry& e) {
+    return e.minibatch < minibatch || (e.minibatch == minibatch && e.begin < begin);
+  };
+  const Entry* it = first;
+  if (hint < last &&
+      (hint->minibatch < minibatch || (hint->minibatch == minibatch && hint->begin <= begin))) {
+    it = hint;
+  }
+  for (int steps = 0; it < last && before(*it); ++it) {
+    if (++steps == 8) {
+      it = std::lower_bound(it, last, 0, [&](const Entry& e, int) { return before(e); });
+      break;
+    }
+  }
+  hint = it;
+  return it < last && it->minibatch == minibatch && it->begin == begin ? it : nullptr;
+}
+
+// "d3": piece by piece, as GCC 12 warns (-Wrestrict) on "d" + std::to_string(...).
+std::string device_name(int device) {
+  std::string out(1, 'd');
+  out += std::to_string(device);
+  return out;
+}
+
+std::string expected_peer(const Route& r) {
+  Action peer;
+  peer.op = r.op;
+  peer.minibatch = r.minibatch;
+  peer.slice = r.slice;
+  peer.chunk = r.chunk;
+  return " (the routing expects " + to_string(peer) + " on " + device_name(r.device) + ")";
+}
+
+// Edges to `target` from the actions its routing names on `port`, looked up in the bucket
+// [first, last) of the peer virtual stage. `missing(lo, hi, why)` reports samples of the target
+// that no listed action provides (it throws).
+template <class Missing>
+void link_inputs(Graph& g, std::uint32_t target, Port port, const Entry* first, const Entry* last,
+                 const Entry*& hint, Missing&& missing) {
+  const Action& a = g.action(target);
+  g.routing->inputs(g.device[target], a, g.routes);
+  std::int64_t covered = a.slice.begin;
+  for (const Route& r : g.routes) {
+    if (r.port != port) continue;
+    if (r.samples.begin > covered) missing(covered, r.samples.begin, std::string());
+    const Entry* peer = find_entry(first, last, hint, r.minibatch, r.slice.begin);
+    if (peer == nullptr || peer->end != r.slice.end) {
+      missing(r.samples.begin, r.samples.end, expected_peer(r));
+      continue;
+    }
+    if (g.device[peer->id] != r.device) {
+      fail(g, target,
+           "takes samples " + range(r.samples.begin, r.samples.end) + " from " +
+               device_name(r.device) + " (its routing), but " + describe(g, peer->id) +
+               " computes them");
+    }
+    add_edge(g, target, peer->id);
+    covered = std::max(covered, r.samples.end);
+  }
+  if (covered < a.slice.end) missing(covered, a.slice.end, std::string());
+}
+
 void link_stages(Graph& g) {
   const int V = g.virtual_stages;
   auto bucket = [&](int o, int vs) {
@@ -149,7 +238,6 @@ void link_stages(Graph& g) {
                                                 g.bucket_begin[b + 1] - g.bucket_begin[b]};
   };
   auto no_edge = [](std::uint32_t, std::uint32_t) {};
-  auto edge = [&](std::uint32_t t, std::uint32_t s) { add_edge(g, t, s); };
   auto local_edge = [&](const char* what) {
     return [&g, what](std::uint32_t t, std::uint32_t s) {
       if (g.device[t] != g.device[s]) {
@@ -159,6 +247,26 @@ void link_stages(Graph& g) {
       g.edges.emplace_back(t, s | kNoDelay);
     };
   };
+  if (!g.routing_from_list) {
+    // The runtime sends an action's inputs to the device the rule names: it must run there.
+    for (int vs = 0; vs < V; ++vs) {
+      const int stage = vs % g.stages;
+      const int chunk = vs / g.stages;
+      // A stage of one replica has one device: its bucket holds that device's actions only.
+      if (g.list->params.replicas_of(stage) == 1) continue;
+      for (const auto& [first, count] : {bucket(0, vs), bucket(1, vs), bucket(2, vs)}) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const Entry& e = first[i];
+          const int owner = g.routing->owner(stage, chunk, e.minibatch, Slice{e.begin, e.end});
+          if (owner != g.device[e.id]) {
+            fail(g, e.id,
+                 "runs on " + device_name(g.device[e.id]) + ", but the routing places it on " +
+                     device_name(owner));
+          }
+        }
+      }
+    }
+  }
   for (int vs = 0; vs < V; ++vs) {
     auto [f, nf] = bucket(0, vs);
     auto [b, nbk] = bucket(1, vs);
@@ -166,11 +274,17 @@ void link_stages(Graph& g) {
     g.split[vs] = nw > 0;
     if (vs > 0) {
       auto [fu, nfu] = bucket(0, vs - 1);
-      match(f, nf, fu, nfu, edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
-        fail(g, e.id,
-             "samples " + range(lo, hi) + " of minibatch " + std::to_string(e.minibatch) +
-                 " are never computed by an F on " + stage_name(g, vs - 1));
-      });
+      const Entry* hint = fu;
+      for (std::size_t i = 0; i < nf; ++i) {
+        const Entry& e = f[i];
+        link_inputs(g, e.id, Port::activation, fu, fu + nfu, hint,
+                    [&](std::int64_t lo, std::int64_t hi, const std::string& why) {
+                      fail(g, e.id,
+                           "samples " + range(lo, hi) + " of minibatch " +
+                               std::to_string(e.minibatch) + " are never computed by an F on " +
+                               stage_name(g, vs - 1) + why);
+                    });
+      }
     }
     match(b, nbk, f, nf, local_edge("holds its activations"),
           [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
@@ -181,11 +295,16 @@ void link_stages(Graph& g) {
     });
     if (vs + 1 < V) {
       auto [bd, nbd] = bucket(1, vs + 1);
-      match(b, nbk, bd, nbd, edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
-        fail(g, e.id,
-             "samples " + range(lo, hi) + " get no gradient: no B on " + stage_name(g, vs + 1) +
-                 " covers them");
-      });
+      const Entry* hint = bd;
+      for (std::size_t i = 0; i < nbk; ++i) {
+        const Entry& e = b[i];
+        link_inputs(g, e.id, Port::gradient, bd, bd + nbd, hint,
+                    [&](std::int64_t lo, std::int64_t hi, const std::string& why) {
+                      fail(g, e.id,
+                           "samples " + range(lo, hi) + " get no gradient: no B on " +
+                               stage_name(g, vs + 1) + " covers them" + why);
+                    });
+      }
     }
     if (nw > 0) {
       match(w, nw, b, nbk, local_edge("holds its saved inputs"),
@@ -197,12 +316,28 @@ void link_stages(Graph& g) {
              "is split (its stage has W actions) but has no W for samples " + range(lo, hi));
       });
     }
+    // The flag the runtime reads must say what the order does: a split B leaves the weight
+    // gradient to its W.
+    for (std::size_t i = 0; i < nbk; ++i) {
+      const bool with_weight = g.action(b[i].id).with_weight;
+      if (nw > 0 && with_weight) {
+        fail(g, b[i].id,
+             "has with_weight = true, but W actions on its stage compute the weight gradient");
+      }
+      if (nw == 0 && !with_weight) {
+        fail(g, b[i].id,
+             "has with_weight = false, but no W on its stage computes the weight gradient of "
+             "samples " +
+                 range(b[i].begin, b[i].end));
+      }
+    }
   }
 }
 
 // SYNC of round k on a stage: an all-reduce among the replicas that have it, so each waits for
 // the others to reach it (the action before their SYNC to end).
 void link_syncs(Graph& g) {
+  const ScheduleParams& p = g.list->params;
   struct Sync {
     int stage;
     std::int64_t round;
@@ -225,6 +360,24 @@ void link_syncs(Graph& g) {
       if (a > i && g.device[syncs[a].id] == g.device[syncs[a - 1].id]) {
         fail(g, syncs[a].id, "repeats " + describe(g, syncs[a - 1].id));
       }
+    }
+    // An all-reduce completes only when every replica joins it; one that never does would hang
+    // the others at run time. Members are sorted by device, i.e. by replica.
+    const int stage = syncs[i].stage;
+    const int replicas = p.replicas_of(stage);
+    if (static_cast<int>(j - i) < replicas) {
+      int missing = 0;
+      while (missing < static_cast<int>(j - i) &&
+             g.device[syncs[i + missing].id] == p.device_of(stage, missing)) {
+        ++missing;
+      }
+      fail(g, syncs[i].id,
+           "SYNC round " + std::to_string(syncs[i].round) + " of stage " + std::to_string(stage) +
+               " lacks replica " + std::to_string(missing) + " (" +
+               device_name(p.device_of(stage, missing)) +
+               "): every replica of a stage joins every SYNC round");
+    }
+    for (std::size_t a = i; a < j; ++a) {
       for (std::size_t b = i; b < j; ++b) {
         if (a != b && !g.first_on_device(syncs[b].id)) {
           g.edges.emplace_back(syncs[a].id, (syncs[b].id - 1) | kNoDelay);
@@ -297,6 +450,12 @@ void build_graph(const ActionList& list, Graph& g) {
   g.edges.clear();
   check_fields(g, p);
   fill_buckets(g);
+  g.routing_from_list = p.kind == ScheduleKind::custom;
+  if (g.routing_from_list) {
+    g.routing.emplace(list);
+  } else {
+    g.routing.emplace(p);
+  }
   link_stages(g);
   link_syncs(g);
   build_csr(g);

@@ -1,10 +1,12 @@
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "schedules/action.hpp"
 #include "schedules/action_list.hpp"
+#include "schedules/routing.hpp"
 
 namespace tandem::schedules::detail {
 
@@ -43,6 +45,11 @@ struct Graph {
   std::vector<std::uint32_t> bucket_begin;
   std::vector<std::uint32_t> cursor;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (target, source | flag)
+  // Cross-stage edges come from the routing the runtime uses: the schedule's rule for generated
+  // kinds, the list itself for custom orders.
+  std::optional<Routing> routing;
+  bool routing_from_list = false;  // custom orders: every action is where the routing says
+  std::vector<Route> routes;
 
   std::uint32_t size() const { return device_begin.empty() ? 0 : device_begin.back(); }
   const Action& action(std::uint32_t id) const {
@@ -53,8 +60,10 @@ struct Graph {
 };
 
 // Throws ScheduleError when the list is malformed: wrong device count, a field out of range,
-// the same samples computed twice, an F without its B (or a split B without its W), a slice
-// whose input no upstream action produces.
+// flags that contradict the schedule (with_weight, recompute), the same samples computed twice,
+// an F without its B (or a split B without its W), a slice whose input the routing expects from
+// an action that is not in the list (or on another device), a SYNC round that some replica of
+// the stage lacks.
 void build_graph(const ActionList& list, Graph& graph);
 
 // "d1 #4 B(mb 0, [3,4)) on stage 1".

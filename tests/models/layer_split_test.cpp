@@ -112,7 +112,9 @@ TEST(LayerSplit, BackwardWithoutForwardStateIsAnError) {
   EXPECT_THROW(layer.backward_input({}, params, empty, Tensor::zeros({1, 2})),
                std::invalid_argument);
   // Eval-mode forwards keep nothing.
-  ForwardResult f = layer.forward(Context{false, 0, 0}, params, Tensor::zeros({1, 3}));
+  Context eval{false, 0, 0};
+  eval.keep_saved = false;
+  ForwardResult f = layer.forward(eval, params, Tensor::zeros({1, 3}));
   EXPECT_TRUE(f.saved.empty());
   const TransformerBlock block(8, 2, 16, 0.0f, 1, 1);
   const auto bp = random_params(block, 2);

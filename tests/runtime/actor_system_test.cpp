@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/manual_scheduler.hpp"
@@ -18,11 +19,12 @@ struct Tick {
   int n;
 };
 
-struct Counted {
-  static inline std::atomic<int> alive{0};
-  Counted() { alive.fetch_add(1); }
-  ~Counted() { alive.fetch_sub(1); }
-};
+// Every message carries a handle to this tensor: once all messages are gone, the test's own
+// handle is the only one left.
+Tensor& probe() {
+  static Tensor t = Tensor::zeros({1});
+  return t;
+}
 
 class Slow final : public Actor {
  public:
@@ -36,14 +38,13 @@ class Slow final : public Actor {
     const Tick t = m.as<Tick>();
     // Keeps the system busy so that stop() arrives with plenty pending.
     if (peer != nullptr && t.n > 0) {
-      (void)send(peer, Tick{t.n - 1}, std::make_shared<Counted>());
-      (void)send(peer, Tick{t.n - 1}, std::make_shared<Counted>());
+      (void)send(peer, Tick{t.n - 1}, {probe()});
+      (void)send(peer, Tick{t.n - 1}, {probe()});
     }
   }
 };
 
 TEST(ActorSystem, StopWithPendingMessagesReleasesEverything) {
-  Counted::alive = 0;
   {
     ActorSystem system(make_work_sharing({.workers = 2}));
     auto* a = system.spawn<Slow>("a");
@@ -51,26 +52,23 @@ TEST(ActorSystem, StopWithPendingMessagesReleasesEverything) {
     a->peer = b;
     b->peer = a;
     // A message tree of 2^30 messages: far more than can be handled before stop().
-    for (int i = 0; i < 8; ++i)
-      ASSERT_TRUE(system.send(a, Tick{30}, std::make_shared<Counted>()).ok());
-    for (int i = 0; i < 1000; ++i) (void)system.send(b, Tick{0}, std::make_shared<Counted>());
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(system.send(a, Tick{30}, {probe()}).ok());
+    for (int i = 0; i < 1000; ++i) (void)system.send(b, Tick{0}, {probe()});
     // Let the workers get going, so that stop() interrupts real work.
     while (a->handled.load() + b->handled.load() < 100) std::this_thread::yield();
     system.stop();
     EXPECT_EQ(system.send(a, Tick{0}).status, SendStatus::system_stopped);
   }
-  EXPECT_EQ(Counted::alive.load(), 0);  // every payload was released
+  EXPECT_TRUE(probe().storage_unique());  // every message's tensors were released
 }
 
 TEST(ActorSystem, DestructorWithoutStopIsClean) {
-  Counted::alive = 0;
   {
     ActorSystem system(make_manual());
     auto* a = system.spawn<Slow>("a");
-    for (int i = 0; i < 10; ++i)
-      ASSERT_TRUE(system.send(a, Tick{0}, std::make_shared<Counted>()).ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(system.send(a, Tick{0}, {probe()}).ok());
   }
-  EXPECT_EQ(Counted::alive.load(), 0);
+  EXPECT_TRUE(probe().storage_unique());
 }
 
 TEST(ActorSystem, WaitIdleReturnsAfterAllWorkIsDone) {
@@ -96,6 +94,72 @@ TEST(ActorSystem, WorkSharingWithOneWorker) {
   ASSERT_TRUE(system.send(a, Tick{10}).ok());
   system.wait_idle();
   EXPECT_EQ(a->handled.load() + b->handled.load(), (1 << 11) - 1);
+}
+
+// A coordinator ends the run from its own handler, on a worker: the system stops, the
+// workers exit, and the thread that owns the system joins them (wait_idle, stop, destructor).
+class Coordinator final : public Actor {
+ public:
+  Coordinator() : Actor("coordinator") {}
+  std::atomic<bool> stopped_system{false};
+
+ protected:
+  void on_message(Message&) override {
+    system().stop();
+    system().stop();  // idempotent on a worker too
+    stopped_system.store(true);
+  }
+};
+
+TEST(ActorSystem, StopFromAHandlerEndsTheRun) {
+  for (std::size_t workers : {1u, 2u}) {
+    {
+      ActorSystem system(make_work_sharing({.workers = workers}));
+      auto* c = system.spawn<Coordinator>();
+      auto* s = system.spawn<Slow>("slow");
+      for (int i = 0; i < 100; ++i) (void)system.send(s, Tick{0}, {probe()});
+      ASSERT_TRUE(system.send(c, Tick{0}).ok());
+      system.wait_idle();  // returns once the system is stopped, work pending or not
+      while (!c->stopped_system.load()) std::this_thread::yield();
+      EXPECT_TRUE(system.stopped());
+      EXPECT_EQ(system.send(s, Tick{0}).status, SendStatus::system_stopped);
+      EXPECT_EQ(system.error_count(), 0u);
+      system.stop();  // joins the workers, the one that called stop() included
+    }
+    EXPECT_TRUE(probe().storage_unique());  // pending messages were released
+  }
+}
+
+TEST(ActorSystem, StopFromAHandlerThenDestructor) {
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  auto* c = system.spawn<Coordinator>();
+  ASSERT_TRUE(system.send(c, Tick{0}).ok());
+  while (!c->stopped_system.load()) std::this_thread::yield();
+  // No stop() from this thread: the destructor joins every worker.
+}
+
+class Thrower final : public Actor {
+ public:
+  Thrower() : Actor("thrower") {}
+
+ protected:
+  void on_message(Message&) override { throw std::runtime_error("fatal"); }
+};
+
+TEST(ActorSystem, StopFromTheErrorHandler) {
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  std::atomic<int> seen{0};
+  system.set_error_handler([&](const ActorError& e) {
+    EXPECT_EQ(e.actor, "thrower");
+    system.stop();  // on the failing actor's worker
+    seen.fetch_add(1);
+  });
+  auto* t = system.spawn<Thrower>();
+  ASSERT_TRUE(system.send(t, Tick{0}).ok());
+  while (seen.load() == 0) std::this_thread::yield();
+  system.wait_idle();
+  EXPECT_TRUE(system.stopped());
+  EXPECT_EQ(system.error_count(), 1u);
 }
 
 }  // namespace

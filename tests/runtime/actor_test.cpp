@@ -231,6 +231,174 @@ TEST(Actor, ManualSchedulerRunsOneMessagePerResume) {
   EXPECT_FALSE(manual->run_one());
 }
 
+// Exceptions from handle_next overrides, on_stop and the error handler: the actor stops,
+// the error is reported with the actor's name, and neither the worker nor the manual
+// scheduler's loop is taken down.
+class BadPolicy final : public Actor {
+ public:
+  BadPolicy() : Actor("bad-policy") {}
+
+ protected:
+  bool handle_next(Lanes&) override { throw std::runtime_error("no such action"); }
+  void on_message(Message&) override {}
+};
+
+class BadStop final : public Actor {
+ public:
+  BadStop() : Actor("bad-stop") {}
+  int handled = 0;
+
+ protected:
+  void on_message(Message&) override {
+    ++handled;
+    stop_self();
+  }
+  void on_stop() override { throw std::runtime_error("cleanup failed"); }
+};
+
+TEST(Actor, ExceptionFromHandleNextStopsTheActorAndIsReported) {
+  auto sched = make_manual();
+  auto* manual = sched.get();
+  ActorSystem system(std::move(sched));
+  std::vector<ActorError> errors;
+  system.set_error_handler([&](const ActorError& e) { errors.push_back(e); });
+  auto* bad = system.spawn<BadPolicy>();
+  ASSERT_TRUE(system.send(bad, Work{1}).ok());
+  ASSERT_TRUE(system.send(bad, Work{2}).ok());
+  EXPECT_NO_THROW(manual->run_until_idle());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].actor, "bad-policy");
+  EXPECT_EQ(errors[0].what, "no such action");
+  EXPECT_TRUE(bad->stopped());
+  EXPECT_EQ(manual->ready_count(), 0u);
+  EXPECT_EQ(system.active(), 0);
+  EXPECT_EQ(system.dead_letters(), 2u);
+  EXPECT_EQ(system.send(bad, Work{3}).status, SendStatus::target_stopped);
+}
+
+TEST(Actor, ExceptionFromOnStopIsReported) {
+  auto sched = make_manual();
+  auto* manual = sched.get();
+  ActorSystem system(std::move(sched));
+  std::vector<ActorError> errors;
+  system.set_error_handler([&](const ActorError& e) { errors.push_back(e); });
+  auto* a = system.spawn<BadStop>();
+  ASSERT_TRUE(system.send(a, Work{1}).ok());
+  EXPECT_NO_THROW(manual->run_until_idle());
+  EXPECT_EQ(a->handled, 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].actor, "bad-stop");
+  EXPECT_EQ(errors[0].what, "cleanup failed");
+  EXPECT_EQ(system.active(), 0);
+}
+
+TEST(Actor, ThrowingErrorHandlerIsNotFatal) {
+  auto sched = make_manual();
+  auto* manual = sched.get();
+  ActorSystem system(std::move(sched));
+  system.set_error_handler([](const ActorError&) { throw std::runtime_error("handler bug"); });
+  auto* bad = system.spawn<Fragile>("bad");
+  auto* good = system.spawn<Fragile>("good");
+  ASSERT_TRUE(system.send(bad, Boom{}).ok());
+  EXPECT_NO_THROW(manual->run_until_idle());
+  EXPECT_TRUE(bad->stopped());
+  EXPECT_TRUE(bad->stop_seen);
+  EXPECT_EQ(system.error_count(), 1u);
+  EXPECT_EQ(manual->ready_count(), 0u);
+  ASSERT_TRUE(system.send(good, Work{1}).ok());
+  manual->run_until_idle();
+  EXPECT_EQ(good->handled, 1);
+}
+
+TEST(Actor, ExceptionsOnWorkersLeaveTheWorkersRunning) {
+  ActorSystem system(make_work_sharing({.workers = 1}));
+  std::atomic<int> reported{0};
+  system.set_error_handler([&](const ActorError&) {
+    reported.fetch_add(1);
+    throw std::runtime_error("handler bug");
+  });
+  auto* policy = system.spawn<BadPolicy>();
+  auto* stopper = system.spawn<BadStop>();
+  auto* fragile = system.spawn<Fragile>("fragile");
+  auto* good = system.spawn<Exclusive>();
+  ASSERT_TRUE(system.send(policy, Work{1}).ok());
+  ASSERT_TRUE(system.send(stopper, Work{1}).ok());
+  ASSERT_TRUE(system.send(fragile, Boom{}).ok());
+  system.wait_idle();
+  EXPECT_EQ(reported.load(), 3);
+  // The only worker survived all three.
+  ASSERT_TRUE(system.send(good, Work{1}).ok());
+  system.wait_idle();
+  EXPECT_EQ(good->handled.load(), 1u);
+}
+
+// Sends racing the target's own stop: every send told "ok" is handled, every other one is
+// told target_stopped; nothing is both, nothing is lost.
+struct Numbered {
+  static constexpr std::string_view kName = "test.numbered";
+  std::uint32_t sender;
+  std::uint32_t seq;
+};
+
+class StopsItself final : public Actor {
+ public:
+  StopsItself(std::size_t senders, std::size_t each, std::size_t stop_after)
+      : Actor("stops-itself"),
+        seen(senders, std::vector<std::uint8_t>(each, 0)),
+        stop_after_(stop_after) {}
+  std::vector<std::vector<std::uint8_t>> seen;  // times each message was handled
+  std::atomic<bool> stop_ran{false};
+
+ protected:
+  void on_message(Message& m) override {
+    const Numbered n = m.as<Numbered>();
+    ++seen[n.sender][n.seq];
+    if (++handled_ == stop_after_) stop_self();
+  }
+  void on_stop() override { stop_ran.store(true); }
+
+ private:
+  std::size_t stop_after_;
+  std::size_t handled_ = 0;
+};
+
+TEST(Actor, SendsRacingTheTargetsStopAreEitherHandledOrRefused) {
+  constexpr std::size_t kSenders = 4;
+  constexpr std::size_t kEach = 20'000;
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  auto* target = system.spawn<StopsItself>(kSenders, kEach, kSenders * kEach / 2);
+  std::vector<std::vector<SendStatus>> results(kSenders, std::vector<SendStatus>(kEach));
+  std::vector<std::thread> senders;
+  for (std::uint32_t t = 0; t < kSenders; ++t) {
+    senders.emplace_back([&, t] {
+      for (std::uint32_t i = 0; i < kEach; ++i) {
+        results[t][i] = system.send(target, Numbered{t, i}).status;
+      }
+    });
+  }
+  for (auto& th : senders) th.join();
+  system.wait_idle();
+  EXPECT_TRUE(target->stopped());
+  EXPECT_TRUE(target->stop_ran.load());
+  std::size_t ok = 0;
+  std::size_t refused = 0;
+  std::size_t wrong = 0;
+  for (std::size_t t = 0; t < kSenders; ++t) {
+    for (std::size_t i = 0; i < kEach; ++i) {
+      if (results[t][i] == SendStatus::ok) {
+        ++ok;
+        if (target->seen[t][i] != 1) ++wrong;  // told ok: handled exactly once
+      } else {
+        ++refused;
+        if (results[t][i] != SendStatus::target_stopped || target->seen[t][i] != 0) ++wrong;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << ok << " ok, " << refused << " refused";
+  EXPECT_GE(ok, kSenders * kEach / 2);
+  EXPECT_EQ(system.dead_letters(), 0u);
+}
+
 TEST(Message, TypedBodyRoundTripAndTypeCheck) {
   const Message m = make_message(Work{42});
   EXPECT_TRUE(m.is<Work>());

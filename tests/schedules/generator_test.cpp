@@ -169,6 +169,66 @@ TEST(ScheduleGenerators, RoundRobinReplicasSyncBeforeStep) {
   }
 }
 
+TEST(ScheduleGenerators, EveryReplicaJoinsEverySyncRound) {
+  // 9 minibatches on 2 replicas: replica 1 has none in round 4, yet joins its SYNC and STEP.
+  auto sp = params(ScheduleKind::pipedream, 3, 1);
+  sp.replicas = {2, 1, 1};
+  sp.minibatches = 9;
+  for (std::int64_t n : {1, 2, 9}) {
+    sp.minibatches = n;
+    const auto list = Schedule(sp).materialize();
+    for (int d : {0, 1}) {
+      std::vector<std::int64_t> syncs, steps;
+      for (const Action& a : list.devices[d]) {
+        if (a.op == Op::SYNC) syncs.push_back(a.minibatch);
+        if (a.op == Op::STEP) steps.push_back(a.minibatch);
+      }
+      std::vector<std::int64_t> rounds((n + 1) / 2);
+      for (std::size_t k = 0; k < rounds.size(); ++k) rounds[k] = static_cast<std::int64_t>(k);
+      EXPECT_EQ(syncs, rounds) << "d" << d << " n=" << n;
+      EXPECT_EQ(steps, rounds) << "d" << d << " n=" << n;
+    }
+  }
+  sp.minibatches = 9;
+  const ActionList nine = Schedule(sp).materialize();
+  const auto& d1 = nine.devices[1];
+  ASSERT_GE(d1.size(), 2u);
+  EXPECT_EQ(format_action(sp, d1[d1.size() - 2]), "SYNC");
+  EXPECT_EQ(d1[d1.size() - 2].minibatch, 4);
+  EXPECT_EQ(d1.back(), (Action{Op::STEP, 4, {}, 0, 1}));
+}
+
+TEST(ScheduleGenerators, ActionFlags) {
+  auto zb = params(ScheduleKind::zb_h1, 3, 4);
+  for (const auto& order : Schedule(zb).materialize().devices) {
+    for (const Action& a : order) {
+      EXPECT_EQ(a.with_weight, a.op != Op::B) << to_string(a);  // every B leaves W its work
+      EXPECT_FALSE(a.recompute);
+    }
+  }
+  auto gp = params(ScheduleKind::gpipe, 3, 4);
+  gp.rematerialize = true;
+  gp.replicas = {1, 2, 1};
+  for (const auto& order : Schedule(gp).materialize().devices) {
+    for (const Action& a : order) {
+      EXPECT_EQ(a.recompute, a.op == Op::F || a.op == Op::B) << to_string(a);
+      EXPECT_TRUE(a.with_weight);
+    }
+  }
+  for (auto kind : {ScheduleKind::naive, ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                    ScheduleKind::interleaved, ScheduleKind::umpipe, ScheduleKind::pipedream,
+                    ScheduleKind::pipedream_vsync, ScheduleKind::pipedream_2bw}) {
+    auto sp = params(
+        kind, 2, kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync ? 1 : 4);
+    for (const auto& order : Schedule(sp).materialize().devices) {
+      for (const Action& a : order) {
+        EXPECT_TRUE(a.with_weight) << to_string(kind) << " " << to_string(a);
+        EXPECT_FALSE(a.recompute) << to_string(kind) << " " << to_string(a);
+      }
+    }
+  }
+}
+
 TEST(ScheduleGenerators, UmpipeUsesEachStagesCompositions) {
   auto sp = params(ScheduleKind::umpipe, 2, 1);
   sp.forward_slices = {{1, 3}, {2, 2}};

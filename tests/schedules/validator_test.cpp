@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
@@ -122,6 +124,95 @@ TEST(ScheduleValidator, SplitBackwardNeedsItsW) {
     }
   }
   expect_contains(error_of(list), "has no W");
+}
+
+TEST(ScheduleValidator, EveryReplicaJoinsEverySyncRound) {
+  ScheduleParams sp;
+  sp.kind = ScheduleKind::pipedream;
+  sp.stages = 3;
+  sp.replicas = {2, 1, 1};
+  sp.minibatches = 9;
+  ActionList list = Schedule(sp).materialize();
+  EXPECT_EQ(error_of(list), "");
+  // Without its SYNC and STEP of round 4, replica 1 would leave replica 0 alone in the
+  // all-reduce: rejected, naming the stage, the round and the missing replica.
+  auto& d1 = list.devices[1];
+  ASSERT_EQ(d1.back(), (Action{Op::STEP, 4, {}, 0, 1}));
+  d1.resize(d1.size() - 2);
+  expect_contains(error_of(list), "SYNC round 4 of stage 0 lacks replica 1 (d1)");
+  // The same for a flush schedule's replicas.
+  ScheduleParams gp;
+  gp.kind = ScheduleKind::gpipe;
+  gp.stages = 2;
+  gp.slices = 4;
+  gp.replicas = {1, 3};
+  list = Schedule(gp).materialize();
+  EXPECT_EQ(error_of(list), "");
+  auto& d2 = list.devices[2];
+  d2.erase(d2.end() - 2);  // its SYNC
+  expect_contains(error_of(list), "SYNC round 0 of stage 1 lacks replica 1 (d2)");
+}
+
+TEST(ScheduleValidator, FlagsMustMatchTheSchedule) {
+  auto first_of = [](ActionList& list, int d, Op op) -> Action& {
+    for (Action& a : list.devices[d]) {
+      if (a.op == op) return a;
+    }
+    throw std::logic_error("no such action");
+  };
+  ScheduleParams zb;
+  zb.kind = ScheduleKind::zb_h1;
+  zb.stages = 2;
+  zb.slices = 3;
+  ActionList list = Schedule(zb).materialize();
+  first_of(list, 1, Op::B).with_weight = true;
+  expect_contains(error_of(list),
+                  "d1 #1 B(mb 0, [0,1)) on stage 1: has with_weight = true, but W actions on "
+                  "its stage compute the weight gradient");
+  // A split B whose stage lost every W: nothing would compute the weight gradient.
+  zb.slices = 1;
+  list = Schedule(zb).materialize();
+  std::erase_if(list.devices[0], [](const Action& a) { return a.op == Op::W; });
+  expect_contains(error_of(list), "has with_weight = false, but no W on its stage");
+
+  list = one_f_one_b(2, 2);
+  first_of(list, 0, Op::B).with_weight = false;
+  expect_contains(error_of(list), "has with_weight = false, but no W on its stage");
+  list = one_f_one_b(2, 2);
+  first_of(list, 1, Op::F).recompute = true;
+  expect_contains(error_of(list), "recompute (re-materialization) applies to gpipe only");
+  list = one_f_one_b(2, 2);
+  first_of(list, 1, Op::STEP).with_weight = false;
+  expect_contains(error_of(list), "with_weight = false applies to B only");
+
+  ScheduleParams gp;
+  gp.kind = ScheduleKind::gpipe;
+  gp.stages = 2;
+  gp.slices = 2;
+  gp.rematerialize = true;
+  list = Schedule(gp).materialize();
+  EXPECT_EQ(error_of(list), "");
+  first_of(list, 1, Op::B).recompute = false;
+  expect_contains(error_of(list), "recompute is not set but the schedule's rematerialize is on");
+}
+
+TEST(ScheduleValidator, InputsFollowTheRouting) {
+  // Replicated GPipe: slice i lives on replica i mod r_s. A list that swaps the replicas'
+  // slices computes everything, but not where the runtime would send it.
+  ScheduleParams gp;
+  gp.kind = ScheduleKind::gpipe;
+  gp.stages = 2;
+  gp.slices = 2;
+  gp.replicas = {1, 2};
+  ActionList list = Schedule(gp).materialize();
+  EXPECT_EQ(error_of(list), "");
+  for (int d : {1, 2}) {
+    for (Action& a : list.devices[d]) {
+      if (a.op == Op::F || a.op == Op::B) a.slice = gp.equal_slice(2 - d);
+    }
+  }
+  expect_contains(error_of(list),
+                  "d2 #0 F(mb 0, [0,1)) on stage 1: runs on d2, but the routing places it on d1");
 }
 
 TEST(ScheduleValidator, FlushVersionsAreChecked) {

@@ -8,7 +8,10 @@
 // -march. A machine always runs the same version, so results are reproducible on it; versions
 // may differ in the last bits (the AVX-512 one contracts multiply-adds into FMAs). Reductions
 // use the fixed 16-lane order below rather than one the compiler picks.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Sanitized builds skip it: the load-time resolvers run before the sanitizer runtime starts
+// and crash in its instrumentation.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define TANDEM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TANDEM_VECTOR_CLONES

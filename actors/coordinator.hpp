@@ -1,0 +1,36 @@
+#pragma once
+// Collects what the stages report during a run: the loss of every slice (from the last stage)
+// and the end of every stage replica's schedule.
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "runtime/actor.hpp"
+
+namespace tandem::actors {
+
+struct MinibatchLoss {
+  double loss_sum = 0;
+  std::int64_t rows = 0;
+  std::int64_t correct = 0;
+};
+
+class Coordinator final : public Actor {
+ public:
+  Coordinator(std::string name, int stage_replicas);
+
+  bool all_finished() const { return finished_ == expected_; }
+  int finished() const { return finished_; }
+  const std::map<std::int64_t, MinibatchLoss>& losses() const { return losses_; }
+
+ protected:
+  void on_message(Message& msg) override;
+
+ private:
+  int expected_;
+  int finished_ = 0;
+  std::vector<bool> seen_;
+  std::map<std::int64_t, MinibatchLoss> losses_;
+};
+
+}  // namespace tandem::actors

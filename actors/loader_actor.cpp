@@ -1,0 +1,59 @@
+#include "actors/loader_actor.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "schedules/pipeline_rules.hpp"
+
+namespace tandem::actors {
+
+LoaderActor::LoaderActor(std::string name, LoaderSetup setup)
+    : Actor(std::move(name)), s_(std::move(setup)) {
+  window_ = schedules::admission_window(s_.routing->params());
+  releases_needed_ = schedules::admission_releases_per_minibatch(s_.routing->params());
+}
+
+void LoaderActor::on_message(Message& msg) {
+  if (msg.is<Credit>()) {
+    const std::int64_t b = msg.as<Credit>().minibatch;
+    if (b < 0 || b >= next_) {
+      throw std::invalid_argument("loader: credit for minibatch " + std::to_string(b) +
+                                  ", which was never admitted (admitted: " + std::to_string(next_) +
+                                  ")");
+    }
+    if (++releases_[b] == releases_needed_) {
+      releases_.erase(b);
+      --in_flight_;
+    }
+  } else if (!msg.is<StartRun>()) {
+    throw std::invalid_argument("loader: unexpected message '" +
+                                std::string(message_type_name(msg.type())) + "'");
+  }
+  admit();
+}
+
+void LoaderActor::admit() {
+  while (in_flight_ < window_ && next_ < s_.minibatches) {
+    const std::int64_t b = next_++;
+    ++in_flight_;
+    peak_ = std::max(peak_, in_flight_);
+    const MinibatchData data = s_.data(b);
+    const auto rows_total = static_cast<std::uint32_t>(data.loss_rows());
+    s_.routing->loader_routes(b, routes_);
+    for (const schedules::Route& r : routes_) {
+      const bool targets = r.port == schedules::Port::target;
+      Tensor t = data.rows(r.slice, targets);
+      const TensorMeta meta = TensorMeta::of(t, rows_total);
+      Tag tag;
+      tag.minibatch = b;
+      tag.begin = static_cast<std::int32_t>(r.slice.begin);
+      tag.end = static_cast<std::int32_t>(r.slice.end);
+      tag.kind = static_cast<std::uint8_t>(r.port);
+      tag.chunk = static_cast<std::uint8_t>(r.chunk);
+      (void)s_.channel->send(s_.self, r.device, make_message(ForwardTensor{meta}, {t}, tag));
+    }
+  }
+}
+
+}  // namespace tandem::actors

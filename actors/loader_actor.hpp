@@ -1,0 +1,49 @@
+#pragma once
+// Feeds minibatches into the pipeline: each admitted minibatch's samples go, slice by slice as
+// the routing says, to the input stage (inputs) and the last stage (targets). Admission control:
+// at most the schedule's window of minibatches is out at once; the input stage hands each back
+// (Credit) when it is done with it, so memory never grows with the run's length.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "actors/minibatch_data.hpp"
+#include "runtime/actor.hpp"
+#include "schedules/routing.hpp"
+#include "transport/channel.hpp"
+
+namespace tandem::actors {
+
+struct LoaderSetup {
+  std::shared_ptr<const schedules::Routing> routing;
+  DataSource data;
+  std::int64_t minibatches = 0;  // to feed in all
+  transport::Channel* channel = nullptr;
+  transport::Endpoint self = -1;
+};
+
+class LoaderActor final : public Actor {
+ public:
+  LoaderActor(std::string name, LoaderSetup setup);
+
+  std::int64_t admitted() const { return next_; }
+  int peak_in_flight() const { return peak_; }
+
+ protected:
+  void on_message(Message& msg) override;
+
+ private:
+  void admit();
+
+  LoaderSetup s_;
+  int window_ = 1;
+  int releases_needed_ = 1;
+  std::int64_t next_ = 0;
+  int in_flight_ = 0;
+  int peak_ = 0;
+  std::map<std::int64_t, int> releases_;
+  std::vector<schedules::Route> routes_;
+};
+
+}  // namespace tandem::actors

@@ -1,0 +1,232 @@
+#include "actors/pipeline.hpp"
+
+#include <chrono>
+
+#include "actors/coordinator.hpp"
+#include "actors/loader_actor.hpp"
+#include "actors/messages.hpp"
+#include "models/executor.hpp"
+#include "schedules/routing.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/validator.hpp"
+#include "transport/local_channel.hpp"
+#include "transport/local_collectives.hpp"
+
+namespace tandem::actors {
+namespace {
+
+using schedules::LayerRange;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("pipeline: " + what);
+}
+
+std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
+  const auto& p = spec.plan.schedule;
+  const int V = p.stages * p.chunks;
+  const int n = spec.model->num_layers();
+  if (!spec.chunk_layers.empty()) {
+    if (static_cast<int>(spec.chunk_layers.size()) != V) {
+      fail(std::to_string(spec.chunk_layers.size()) + " chunk layer ranges for " +
+           std::to_string(V) + " virtual stages");
+    }
+    int next = 0;
+    for (const auto& r : spec.chunk_layers) {
+      if (r.begin != next || r.end <= r.begin) fail("chunk layer ranges must tile the model");
+      next = r.end;
+    }
+    if (next != n) fail("chunk layer ranges end at layer " + std::to_string(next));
+    return spec.chunk_layers;
+  }
+  std::vector<LayerRange> out;
+  if (p.chunks == 1) {
+    for (const auto& s : spec.plan.stages) out.push_back(s.layers);
+    return out;
+  }
+  if (n < V) {
+    fail("the model's " + std::to_string(n) + " layers cannot fill " + std::to_string(V) +
+         " virtual stages");
+  }
+  for (int v = 0; v < V; ++v) out.push_back({v * n / V, (v + 1) * n / V});
+  return out;
+}
+
+}  // namespace
+
+struct Pipeline::Impl {
+  std::shared_ptr<const schedules::Routing> routing;
+  std::unique_ptr<transport::LocalChannel> channel;
+  transport::LocalCollectives collectives;
+  std::vector<StageActor*> stages;  // by device
+  LoaderActor* loader = nullptr;
+  Coordinator* coordinator = nullptr;
+  std::mutex error_mu;
+  std::vector<ActorError> errors;
+  std::optional<schedules::ActionList> order;
+};
+
+Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
+    : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
+  if (spec_.model == nullptr) fail("no model");
+  if (!spec_.data) fail("no data source");
+  auto& params = spec_.plan.schedule;
+  if (params.minibatches < 1) fail("the run needs schedule.minibatches >= 1");
+  spec_.plan.validate(spec_.model->num_layers());
+  const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
+
+  // The whole order is proven runnable before anything starts.
+  if (spec_.order) {
+    // The list carries its own parameters; they must describe this plan.
+    if (spec_.order->params.stages != params.stages ||
+        spec_.order->params.total_replicas() != params.total_replicas() ||
+        spec_.order->params.chunks != params.chunks) {
+      fail("the custom order's stages, replicas or chunks differ from the plan's");
+    }
+    schedules::validate(*spec_.order);
+    impl_->order = spec_.order;
+    impl_->routing = std::make_shared<schedules::Routing>(*impl_->order);
+  } else {
+    schedules::validate(schedules::Schedule(params).materialize());
+    impl_->routing = std::make_shared<schedules::Routing>(params);
+  }
+  const auto& rparams = impl_->routing->params();
+
+  system_ = std::make_unique<ActorSystem>(std::move(scheduler));
+  system_->set_error_handler([impl = impl_.get()](const ActorError& e) {
+    std::lock_guard lock(impl->error_mu);
+    impl->errors.push_back(e);
+  });
+  impl_->channel = std::make_unique<transport::LocalChannel>(*system_);
+
+  const int R = rparams.total_replicas();
+  const transport::Endpoint loader_ep = R;
+  const transport::Endpoint coordinator_ep = R + 1;
+  bool any_data = false;
+  for (const auto& st : spec_.plan.stages) {
+    for (const auto& pl : st.replicas) any_data = any_data || Device::parse(pl.device).has_data();
+  }
+  const models::ParamSet whole = !spec_.initial_params.empty() ? spec_.initial_params
+                                 : any_data ? spec_.model->init_params(spec_.seed)
+                                            : models::ParamSet{};
+  std::optional<schedules::Schedule> schedule;
+  if (!spec_.order) schedule.emplace(params);
+  for (int d = 0; d < R; ++d) {
+    const int s = rparams.stage_of(d);
+    const int r = rparams.replica_of(d);
+    const Device device = Device::parse(spec_.plan.stages[s].replicas[r].device);
+    StageSetup setup;
+    setup.device = d;
+    setup.model = spec_.model;
+    for (int c = 0; c < rparams.chunks; ++c) {
+      setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(c * rparams.stages + s)]);
+    }
+    setup.routing = impl_->routing;
+    if (impl_->order) {
+      const std::vector<schedules::Action>* list = &impl_->order->devices[d];
+      setup.actions = [list, i = std::size_t{0}]() mutable -> std::optional<schedules::Action> {
+        if (i == list->size()) return std::nullopt;
+        return (*list)[i++];
+      };
+    } else {
+      auto gen = std::make_shared<schedules::ActionGenerator>(schedule->generator(d));
+      setup.actions = [gen] { return gen->next(); };
+    }
+    // Each replica gets its own copy of its layers' weights, on its device. (Sim parameters
+    // have shapes only; for data devices they just name the layers' parameters.)
+    models::ParamSet own;
+    for (const LayerRange& lr : setup.chunk_layers) {
+      const models::ParamSet part =
+          spec_.model->init_params(spec_.seed, lr.begin, lr.end, Device::sim());
+      for (std::int64_t i = 0; i < part.size(); ++i) {
+        if (device.has_data()) {
+          own.add(part.name(i), whole.at(part.name(i)).clone().to(device));
+        } else {
+          own.add(part.name(i), part[i]);
+        }
+      }
+    }
+    setup.params = std::move(own);
+    setup.optimizer = models::make_optimizer(spec_.optimizer);
+    setup.executor = models::make_executor(device, spec_.sim_costs);
+    setup.channel = impl_->channel.get();
+    setup.collectives = &impl_->collectives;
+    setup.loader = loader_ep;
+    setup.coordinator = coordinator_ep;
+    setup.seed = spec_.seed;
+    setup.weight_stashing = spec_.weight_stashing;
+    setup.observer = spec_.observer;
+    auto* actor = system_->spawn<StageActor>("stage" + std::to_string(s) + ".r" + std::to_string(r),
+                                             std::move(setup));
+    impl_->stages.push_back(actor);
+    impl_->channel->bind(d, actor);
+  }
+  LoaderSetup ls;
+  ls.routing = impl_->routing;
+  ls.data = spec_.data;
+  ls.minibatches = rparams.minibatches;
+  ls.channel = impl_->channel.get();
+  ls.self = loader_ep;
+  impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
+  impl_->channel->bind(loader_ep, impl_->loader);
+  impl_->coordinator = system_->spawn<Coordinator>("coordinator", R);
+  impl_->channel->bind(coordinator_ep, impl_->coordinator);
+}
+
+Pipeline::~Pipeline() {
+  if (system_) system_->stop();
+}
+
+PipelineResult Pipeline::run() {
+  if (ran_) throw std::logic_error("Pipeline::run called twice");
+  ran_ = true;
+  const auto start = std::chrono::steady_clock::now();
+  for (StageActor* s : impl_->stages) (void)system_->send(s, StartRun{});
+  (void)system_->send(impl_->loader, StartRun{});
+  system_->wait_idle();
+  PipelineResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::lock_guard lock(impl_->error_mu);
+    if (!impl_->errors.empty()) {
+      const ActorError& e = impl_->errors.front();
+      system_->stop();
+      throw PipelineError("pipeline stopped: actor '" + e.actor + "' failed: " + e.what);
+    }
+  }
+  if (!impl_->coordinator->all_finished()) {
+    std::string waits;
+    for (const StageActor* s : impl_->stages) {
+      const std::string w = s->describe_wait();
+      if (!w.empty()) waits += "\n  " + w;
+    }
+    system_->stop();
+    throw PipelineError(
+        "pipeline went quiet before its end (" + std::to_string(impl_->coordinator->finished()) +
+        " of " + std::to_string(impl_->stages.size()) + " stage replicas finished):" + waits);
+  }
+  for (const auto& [b, l] : impl_->coordinator->losses()) {
+    (void)b;
+    result.losses.push_back(l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0);
+  }
+  for (const StageActor* s : impl_->stages) result.stages.push_back(s->stats());
+  result.minibatches = impl_->routing->params().minibatches;
+  result.loader_peak_in_flight = impl_->loader->peak_in_flight();
+  return result;
+}
+
+const StageActor& Pipeline::stage(int stage, int replica) const {
+  const auto& p = impl_->routing->params();
+  return *impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica)));
+}
+
+models::ParamSet Pipeline::params(int replica) const {
+  const auto& p = impl_->routing->params();
+  models::ParamSet out;
+  for (int s = 0; s < p.stages; ++s) {
+    const int r = std::min(replica, p.replicas_of(s) - 1);
+    out.merge(stage(s, r).latest_params());
+  }
+  return out;
+}
+
+}  // namespace tandem::actors

@@ -1,0 +1,86 @@
+#pragma once
+// A pipeline in one process: builds the actor topology of a plan (one StageActor per stage
+// replica, a loader, a coordinator), wires them through a channel and collectives, runs a
+// bounded number of minibatches and reports. The single-device case is a one-stage plan.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/minibatch_data.hpp"
+#include "actors/stage_actor.hpp"
+#include "actors/stage_event.hpp"
+#include "models/model.hpp"
+#include "models/optimizer.hpp"
+#include "models/sim_costs.hpp"
+#include "runtime/actor_system.hpp"
+#include "schedules/action_list.hpp"
+#include "schedules/plan.hpp"
+
+namespace tandem::actors {
+
+class Coordinator;
+class LoaderActor;
+
+struct PipelineSpec {
+  const models::Model* model = nullptr;  // not owned; outlives the pipeline
+  // Stages, replicas' devices and the schedule; schedule.minibatches is the run's length (>= 1).
+  schedules::Plan plan;
+  // A hand-written order to run instead of the schedule's (validated before anything starts).
+  std::optional<schedules::ActionList> order;
+  // Layers of every virtual stage (chunk c of stage s at c * p + s) for interleaved schedules;
+  // empty: the plan's stages (one chunk) or an even split of the model (several chunks).
+  std::vector<schedules::LayerRange> chunk_layers;
+  models::OptimizerSpec optimizer;
+  std::uint64_t seed = 0;           // dropout, and initial weights when none are given
+  models::ParamSet initial_params;  // the whole model on the CPU; empty: init_params(seed)
+  DataSource data;
+  models::SimCosts sim_costs;   // durations on the sim device
+  bool weight_stashing = true;  // false only to show what stashing is for
+  StageObserver observer;       // called on the stages' threads
+};
+
+struct PipelineResult {
+  std::vector<double> losses;  // mean loss of every minibatch, in order
+  std::vector<StageStats> stages;
+  double seconds = 0;
+  std::int64_t minibatches = 0;
+  int loader_peak_in_flight = 0;
+};
+
+// What failed: an actor's error (naming stage, replica and action), or a run that went quiet
+// before its end (naming what every stage waits for).
+class PipelineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Pipeline {
+ public:
+  // Throws std::invalid_argument (or schedules::ScheduleError) naming what is wrong with the
+  // spec; nothing runs then.
+  Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Runs every minibatch of the plan; once per pipeline. Throws PipelineError.
+  PipelineResult run();
+
+  // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1).
+  models::ParamSet params(int replica = 0) const;
+  const StageActor& stage(int stage, int replica = 0) const;
+  ActorSystem& system() { return *system_; }
+
+ private:
+  struct Impl;
+  PipelineSpec spec_;
+  std::unique_ptr<ActorSystem> system_;
+  std::unique_ptr<Impl> impl_;
+  bool ran_ = false;
+};
+
+}  // namespace tandem::actors

@@ -1,0 +1,527 @@
+#include "actors/stage_actor.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "actors/messages.hpp"
+#include "actors/step_seed.hpp"
+#include "runtime/actor_system.hpp"
+#include "schedules/pipeline_rules.hpp"
+#include "schedules/weight_versions.hpp"
+
+namespace tandem::actors {
+namespace {
+
+using schedules::Op;
+using schedules::Port;
+using schedules::Route;
+using schedules::Slice;
+using Clock = std::chrono::steady_clock;
+
+std::string slice_str(std::int64_t begin, std::int64_t end) {
+  std::string out(1, '[');
+  out += std::to_string(begin);
+  out += ',';
+  out += std::to_string(end);
+  out += ')';
+  return out;
+}
+
+const char* port_name(Port p) {
+  switch (p) {
+    case Port::input:
+      return "input";
+    case Port::target:
+      return "target";
+    case Port::activation:
+      return "activation";
+    case Port::gradient:
+      return "gradient";
+  }
+  return "?";
+}
+
+std::string peer_name(int device) {
+  return device == schedules::kLoader ? std::string("the loader") : "d" + std::to_string(device);
+}
+
+// Rows [lo, hi) of a tensor whose row 0 is sample `first`.
+Tensor rows(const Tensor& t, std::int64_t first, std::int64_t lo, std::int64_t hi) {
+  if (lo == first && hi - lo == t.dim(0)) return t;
+  return t.slice(lo - first, hi - first);
+}
+
+}  // namespace
+
+StageActor::StageActor(std::string name, StageSetup setup)
+    : Actor(std::move(name)),
+      s_(std::move(setup)),
+      params_(s_.routing->params()),
+      versions_(std::move(s_.params)) {
+  stage_ = params_.stage_of(s_.device);
+  replica_ = params_.replica_of(s_.device);
+  stats_.device = s_.device;
+  stats_.stage = stage_;
+  stats_.replica = replica_;
+  stats_.device_name = s_.executor->device().str();
+  stats_.peak_versions = 1;
+}
+
+int StageActor::vstage(int chunk) const {
+  return chunk * params_.stages + stage_;
+}
+
+bool StageActor::last_vstage(int chunk) const {
+  return vstage(chunk) == params_.stages * params_.chunks - 1;
+}
+
+std::string StageActor::where(const Action& a) const {
+  return "stage " + std::to_string(stage_) + " replica " + std::to_string(replica_) + " (d" +
+         std::to_string(s_.device) + ", " + stats_.device_name + ") " + schedules::to_string(a);
+}
+
+bool StageActor::handle_next(Lanes& lanes) {
+  // Every message is stored or acted on at once: the schedule, not the lane, orders actions.
+  for (Lane lane : {Lane::control, Lane::backward, Lane::forward}) {
+    auto& q = lanes[lane];
+    if (!q.empty()) {
+      Message m = std::move(q.front());
+      q.pop_front();
+      dispatch(m);
+      return true;
+    }
+  }
+  return false;
+}
+
+void StageActor::on_message(Message& msg) {
+  if (msg.is<ForwardTensor>() || msg.is<BackwardTensor>()) {
+    store(msg, msg.is<ForwardTensor>());
+  } else if (msg.is<OpDone>()) {
+    if (!running_ || msg.as<OpDone>().seq != seq_) {
+      throw std::logic_error("stage " + std::to_string(stage_) + ": completion of op " +
+                             std::to_string(msg.as<OpDone>().seq) + " that is not running");
+    }
+    running_ = false;
+    complete();
+  } else if (msg.is<SyncDone>()) {
+    if (!running_) throw std::logic_error("stage: SYNC completion without a SYNC in flight");
+    running_ = false;
+    complete();
+  } else if (!msg.is<StartRun>()) {
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": unexpected message '" +
+                                std::string(message_type_name(msg.type())) + "' from actor " +
+                                std::to_string(msg.env.source));
+  }
+  advance();
+}
+
+void StageActor::store(Message& msg, bool forward_lane) {
+  const Tag& tag = msg.tag();
+  const auto port = static_cast<Port>(tag.kind);
+  const TensorMeta meta =
+      forward_lane ? msg.as<ForwardTensor>().meta : msg.as<BackwardTensor>().meta;
+  const std::string what =
+      std::string(port_name(port)) + " of minibatch " + std::to_string(tag.minibatch) +
+      " samples " + slice_str(tag.begin, tag.end) + " from actor " + std::to_string(msg.env.source);
+  const bool port_ok =
+      forward_lane ? (port == Port::input || port == Port::target || port == Port::activation)
+                   : port == Port::gradient;
+  if (!port_ok || tag.minibatch < 0 || tag.end <= tag.begin || tag.chunk >= params_.chunks) {
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": malformed message: " + what);
+  }
+  if (msg.tensors.size() != 1 || !meta.describes(msg.tensors.front()) ||
+      msg.tensors.front().dim(0) != tag.end - tag.begin) {
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": " + what +
+                                ": the tensor does not match its envelope");
+  }
+  const Key key{tag.kind, tag.chunk, tag.minibatch, tag.begin, tag.end};
+  auto [it, inserted] = received_.emplace(key, Received{msg.tensors.front(), meta.rows_total});
+  if (!inserted) {
+    throw std::invalid_argument("stage " + std::to_string(stage_) + ": duplicate " + what);
+  }
+}
+
+bool StageActor::next_action() {
+  if (ahead_.empty()) {
+    if (source_done_) return false;
+    auto a = s_.actions();
+    if (!a) {
+      source_done_ = true;
+      return false;
+    }
+    ahead_.push_back(*a);
+  }
+  have_current_ = true;
+  s_.routing->routes(s_.device, ahead_.front(), routes_);
+  return true;
+}
+
+void StageActor::advance() {
+  while (!running_ && !finished_) {
+    if (!have_current_ && !next_action()) {
+      finish();
+      return;
+    }
+    const Action& a = ahead_.front();
+    if (!ready(a)) return;
+    execute(a);
+    if (!running_) complete();
+  }
+}
+
+bool StageActor::ready(const Action& a) const {
+  if (a.op != Op::F && a.op != Op::B) return true;
+  for (const Route& r : routes_.inputs) {
+    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
+                  a.minibatch, r.samples.begin, r.samples.end};
+    if (received_.count(key) == 0) return false;
+  }
+  return true;
+}
+
+std::string StageActor::describe_wait() const {
+  if (finished_) return "";
+  std::string out = "stage " + std::to_string(stage_) + " replica " + std::to_string(replica_);
+  if (!have_current_) return out + ": no action taken yet";
+  const Action& a = ahead_.front();
+  out += " at " + schedules::to_string(a);
+  if (running_) return out + " (running)";
+  std::string missing;
+  for (const Route& r : routes_.inputs) {
+    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
+                  a.minibatch, r.samples.begin, r.samples.end};
+    if (received_.count(key) != 0) continue;
+    missing += missing.empty() ? "" : ", ";
+    missing += std::string(port_name(r.port)) + " " + slice_str(r.samples.begin, r.samples.end) +
+               " from " + peer_name(r.device);
+  }
+  return out + " waits for " + (missing.empty() ? "nothing" : missing);
+}
+
+void StageActor::execute(const Action& a) {
+  started_ = Clock::now();
+  sends_.clear();
+  try {
+    switch (a.op) {
+      case Op::F:
+        run_forward(a);
+        break;
+      case Op::B:
+        run_backward(a);
+        break;
+      case Op::W:
+        run_weight(a);
+        break;
+      case Op::SYNC:
+        run_sync(a);
+        break;
+      case Op::STEP:
+        run_step(a);
+        break;
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where(a) + ": " + e.what());
+  }
+  ++stats_.actions;
+}
+
+void StageActor::charge(std::chrono::nanoseconds device_time, bool async) {
+  if (async) {
+    stats_.busy_s += std::chrono::duration<double>(device_time).count();
+    if (device_time.count() > 0) {
+      running_ = true;
+      ++seq_;
+      system().send_after(device_time, this, make_message(OpDone{seq_}));
+    }
+  } else {
+    stats_.busy_s += std::chrono::duration<double>(Clock::now() - started_).count();
+  }
+}
+
+void StageActor::complete() {
+  const Action a = ahead_.front();
+  for (Send& s : sends_) {
+    // A peer that stopped has failed or the run is over; its error is reported by itself.
+    (void)s_.channel->send(s_.device, s.to, std::move(s.msg));
+  }
+  sends_.clear();
+  if (schedules::releases_admission(params_, stage_, a)) {
+    (void)s_.channel->send(s_.device, s_.loader, make_message(Credit{a.minibatch}));
+  }
+  ahead_.pop_front();
+  have_current_ = false;
+}
+
+void StageActor::finish() {
+  finished_ = true;
+  stats_.finished = true;
+  (void)s_.channel->send(s_.device, s_.coordinator,
+                         make_message(StageFinished{static_cast<std::int32_t>(s_.device)}));
+}
+
+Tensor StageActor::take_inputs(const Action& a, Port port, std::uint32_t* rows_total) {
+  std::vector<Tensor> parts;
+  std::int64_t at = a.slice.begin;
+  for (const Route& r : routes_.inputs) {
+    if (r.port != port) continue;
+    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
+                  a.minibatch, r.samples.begin, r.samples.end};
+    auto it = received_.find(key);
+    if (r.samples.begin != at) {
+      throw std::logic_error(std::string(port_name(port)) + " routes do not tile the slice at " +
+                             std::to_string(at));
+    }
+    at = r.samples.end;
+    parts.push_back(std::move(it->second.tensor));
+    if (rows_total != nullptr) *rows_total = it->second.rows_total;
+    received_.erase(it);
+  }
+  if (parts.empty()) return Tensor();
+  if (at != a.slice.end) {
+    throw std::logic_error(std::string(port_name(port)) + " routes end at " + std::to_string(at) +
+                           ", not at the slice's end");
+  }
+  return parts.size() == 1 ? parts.front() : concat_rows(parts);
+}
+
+std::int64_t StageActor::next_forward_version() {
+  // The lookahead after the current action; pull from the schedule until a forward shows.
+  for (std::size_t i = 1;; ++i) {
+    if (i == ahead_.size()) {
+      if (source_done_) return std::numeric_limits<std::int64_t>::max();
+      auto a = s_.actions();
+      if (!a) {
+        source_done_ = true;
+        return std::numeric_limits<std::int64_t>::max();
+      }
+      ahead_.push_back(*a);
+    }
+    if (ahead_[i].op == Op::F) {
+      return schedules::weight_version(params_, stage_, ahead_[i].minibatch);
+    }
+  }
+}
+
+models::ParamSet& StageActor::grads() {
+  if (!grads_) grads_ = versions_.get(versions_.latest()).zeros_like();
+  return *grads_;
+}
+
+void StageActor::emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
+                      const models::ParamSet* grads, Clock::time_point start) {
+  if (!s_.observer) return;
+  StageEvent e;
+  e.device = s_.device;
+  e.stage = stage_;
+  e.replica = replica_;
+  e.action = a;
+  e.version = version;
+  e.weights = weights;
+  e.grads = grads;
+  e.start = start;
+  e.end = Clock::now();
+  s_.observer(e);
+}
+
+void StageActor::run_forward(const Action& a) {
+  const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
+  const bool last = last_vstage(a.chunk);
+  std::uint32_t rows_total = 0;
+  Tensor x = take_inputs(a, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr);
+  Tensor targets = last ? take_inputs(a, Port::target, &rows_total) : Tensor();
+  const std::int64_t v = schedules::weight_version(params_, stage_, a.minibatch);
+  versions_.pin(v);
+  const models::ParamSet& weights = versions_.get(v);
+
+  models::Context ctx;
+  ctx.training = true;
+  ctx.keep_saved = !a.recompute;
+  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.sample_begin = a.slice.begin;
+  Forward fwd;
+  fwd.slice = a.slice;
+  fwd.version = v;
+  fwd.recompute = a.recompute;
+  if (a.recompute) fwd.input = x;
+  Tensor y;
+  models::LossResult loss;
+  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    models::Model::RangeForward r = s_.model->forward(c, weights, x, layers.begin, layers.end);
+    if (!a.recompute) fwd.saved = std::move(r.saved);
+    y = std::move(r.y);
+    if (last) {
+      const float scale = 1.0f / static_cast<float>(std::max<std::uint32_t>(1, rows_total));
+      loss = s_.executor->loss(c, y, targets, scale);
+    }
+  });
+  if (last) {
+    fwd.dlogits = loss.dlogits;
+    LossReport report{a.minibatch, loss.loss_sum, static_cast<std::int32_t>(loss.count),
+                      static_cast<std::int32_t>(loss.correct)};
+    sends_.push_back({s_.coordinator, make_message(report)});
+  } else {
+    for (const Route& r : routes_.outputs) {
+      Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
+      const TensorMeta meta = TensorMeta::of(part);
+      sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
+    }
+  }
+  forwards_[{a.chunk, a.minibatch, a.slice.begin}] = std::move(fwd);
+  stats_.peak_activations = std::max(stats_.peak_activations, forwards_.size());
+  charge(device_time, !s_.executor->device().is_cpu());
+  emit(a, v, &weights, nullptr, started_);
+}
+
+void StageActor::run_backward(const Action& a) {
+  const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
+  const bool last = last_vstage(a.chunk);
+  const bool need_dx = vstage(a.chunk) > 0;
+
+  // The forwards whose samples this backward covers: usually exactly one with the same slice;
+  // UMPIPE may slice backward differently from forward.
+  std::vector<std::map<SliceKey, Forward>::iterator> parts;
+  for (auto it =
+           forwards_.lower_bound({a.chunk, a.minibatch, std::numeric_limits<std::int64_t>::min()});
+       it != forwards_.end() && std::get<0>(it->first) == a.chunk &&
+       std::get<1>(it->first) == a.minibatch;
+       ++it) {
+    if (it->second.slice.overlaps(a.slice)) parts.push_back(it);
+  }
+  if (parts.empty()) throw std::logic_error("no forward kept for these samples");
+  const std::int64_t version =
+      s_.weight_stashing ? parts.front()->second.version : versions_.latest();
+  const bool recompute = parts.front()->second.recompute;
+
+  std::vector<models::Saved> saved;
+  Tensor dy;
+  Tensor input;
+  const bool whole = parts.size() == 1 && parts.front()->second.slice == a.slice;
+  if (whole) {
+    Forward& f = parts.front()->second;
+    saved = std::move(f.saved);
+    input = f.input;
+    if (last) dy = f.dlogits;
+  } else {
+    if (recompute)
+      throw std::logic_error("re-materialization needs equal forward and backward slices");
+    std::vector<std::vector<models::Saved>> pieces;
+    std::vector<std::int64_t> sizes;
+    std::vector<Tensor> dys;
+    for (auto& it : parts) {
+      Forward& f = it->second;
+      const std::int64_t lo = std::max(f.slice.begin, a.slice.begin);
+      const std::int64_t hi = std::min(f.slice.end, a.slice.end);
+      if (lo == f.slice.begin && hi == f.slice.end) {
+        pieces.push_back(f.saved);
+      } else {
+        pieces.push_back(s_.model->slice_saved(f.saved, layers.begin, layers.end, f.slice.size(),
+                                               lo - f.slice.begin, hi - f.slice.begin));
+      }
+      sizes.push_back(hi - lo);
+      if (last) dys.push_back(rows(f.dlogits, f.slice.begin, lo, hi));
+    }
+    saved = s_.model->concat_saved(pieces, sizes, layers.begin, layers.end);
+    if (last) dy = dys.size() == 1 ? dys.front() : concat_rows(dys);
+  }
+  if (!last) dy = take_inputs(a, Port::gradient, nullptr);
+  // A split backward's W holds the version until it ran.
+  if (!a.with_weight) versions_.pin(version);
+  // Release what this backward consumed; a forward whose every sample has gone back is done.
+  for (auto& it : parts) {
+    Forward& f = it->second;
+    f.consumed += std::min(f.slice.end, a.slice.end) - std::max(f.slice.begin, a.slice.begin);
+    if (f.consumed >= f.slice.size()) {
+      versions_.unpin(f.version);
+      forwards_.erase(it);
+    }
+  }
+
+  const models::ParamSet& weights = versions_.get(version);
+  models::ParamSet& g = grads();
+  models::Context ctx;
+  ctx.training = true;
+  ctx.keep_saved = true;
+  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.sample_begin = a.slice.begin;
+  Tensor dx;
+  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    if (recompute) {
+      saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
+    }
+    if (a.with_weight) {
+      dx = s_.model->backward(c, weights, saved, dy, layers.begin, layers.end, need_dx, g, 1.0f,
+                              1.0f);
+    } else {
+      dx = s_.model->backward_input(c, weights, saved, dy, layers.begin, layers.end, need_dx);
+    }
+  });
+  if (!a.with_weight) {
+    weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
+        PendingWeight{std::move(saved), version};
+  }
+  contributed_ = true;
+  for (const Route& r : routes_.outputs) {
+    Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
+    const TensorMeta meta = TensorMeta::of(part);
+    sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
+  }
+  charge(device_time, !s_.executor->device().is_cpu());
+  emit(a, version, &weights, nullptr, started_);
+}
+
+void StageActor::run_weight(const Action& a) {
+  const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
+  auto it = weights_pending_.find({a.chunk, a.minibatch, a.slice.begin});
+  if (it == weights_pending_.end()) throw std::logic_error("no split backward kept for this W");
+  PendingWeight pw = std::move(it->second);
+  weights_pending_.erase(it);
+  models::ParamSet& g = grads();
+  models::Context ctx;
+  ctx.training = true;
+  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.sample_begin = a.slice.begin;
+  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f, 1.0f);
+  });
+  versions_.unpin(pw.version);
+  contributed_ = true;
+  charge(device_time, !s_.executor->device().is_cpu());
+  emit(a, pw.version, &versions_.get(pw.version), nullptr, started_);
+}
+
+void StageActor::run_sync(const Action& a) {
+  models::ParamSet& g = grads();
+  emit(a, versions_.latest(), nullptr, &g, started_);
+  std::vector<Tensor> tensors;
+  for (std::int64_t i = 0; i < g.size(); ++i) tensors.push_back(g[i]);
+  const std::vector<int> group = s_.routing->sync_group(stage_);
+  const auto op = schedules::gradient_reduction(params_) == schedules::GradientReduction::mean
+                      ? transport::Reduction::mean
+                      : transport::Reduction::sum;
+  running_ = true;
+  ActorSystem* sys = &system();
+  const std::int64_t round = a.minibatch;
+  s_.collectives->all_reduce(group, s_.device, round, std::move(tensors), contributed_, op,
+                             [sys, self = this, round] { (void)sys->send(self, SyncDone{round}); });
+}
+
+void StageActor::run_step(const Action& a) {
+  const std::int64_t min_needed = next_forward_version();
+  versions_.collect(min_needed);
+  models::ParamSet& g = grads();
+  models::ParamSet next = versions_.begin_update(min_needed);
+  models::Context ctx;
+  const auto device_time = s_.executor->run(
+      ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });
+  versions_.publish(std::move(next));
+  versions_.collect(min_needed);
+  stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
+  emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
+  for (std::int64_t i = 0; i < g.size(); ++i) g[i].set_zero();
+  contributed_ = false;
+  charge(device_time, !s_.executor->device().is_cpu());
+}
+
+}  // namespace tandem::actors

@@ -1,0 +1,161 @@
+#pragma once
+// One replica of one pipeline stage. It executes; it does not decide: its schedule's action
+// stream says what runs next, the routing says where inputs come from and outputs go, the
+// executor runs the kernels, the channel carries tensors and the collectives reduce gradients.
+//
+// The loop: take the next action; when its inputs (looked up by tag) are all here, run it, else
+// keep receiving. An action on an asynchronous device (sim, later CUDA) completes by a message,
+// so the actor never blocks its worker. Weight versions are pinned by the minibatches that use
+// them (stashing); activations are kept per (chunk, minibatch, slice) until their backward.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "actors/stage_event.hpp"
+#include "actors/version_store.hpp"
+#include "models/executor.hpp"
+#include "models/model.hpp"
+#include "models/optimizer.hpp"
+#include "runtime/actor.hpp"
+#include "schedules/plan.hpp"
+#include "schedules/routing.hpp"
+#include "schedules/schedule_params.hpp"
+#include "transport/channel.hpp"
+#include "transport/collectives.hpp"
+
+namespace tandem::actors {
+
+// The actions of one replica, in order; nothing once its schedule is over.
+using ActionSource = std::function<std::optional<schedules::Action>()>;
+
+struct StageSetup {
+  int device = 0;  // the schedule's device index, also this actor's endpoint
+  const models::Model* model = nullptr;
+  std::vector<schedules::LayerRange> chunk_layers;  // layers of each of its chunks
+  std::shared_ptr<const schedules::Routing> routing;
+  ActionSource actions;
+  models::ParamSet params;  // initial weights of its layers, on its device, its own copy
+  std::unique_ptr<models::Optimizer> optimizer;
+  std::unique_ptr<models::Executor> executor;
+  transport::Channel* channel = nullptr;
+  transport::Collectives* collectives = nullptr;
+  transport::Endpoint loader = -1;
+  transport::Endpoint coordinator = -1;
+  std::uint64_t seed = 0;       // dropout (step_seed per minibatch)
+  bool weight_stashing = true;  // false: backward uses the latest weights (for experiments)
+  StageObserver observer;
+};
+
+struct StageStats {
+  int device = 0, stage = 0, replica = 0;
+  std::string device_name;
+  std::int64_t actions = 0;
+  double busy_s = 0;  // time its device was busy (measured on cpu, charged on sim)
+  std::size_t peak_versions = 0;
+  std::size_t peak_activations = 0;  // forward slices kept for backward at once
+  bool finished = false;
+};
+
+class StageActor final : public Actor {
+ public:
+  StageActor(std::string name, StageSetup setup);
+
+  const StageStats& stats() const { return stats_; }
+  const models::ParamSet& latest_params() const { return versions_.get(versions_.latest()); }
+  // For a run that went quiet before its end: the action waited on and its missing inputs.
+  std::string describe_wait() const;
+
+ protected:
+  void on_message(Message& msg) override;
+  bool handle_next(Lanes& lanes) override;
+
+ private:
+  using Action = schedules::Action;
+  struct Key {
+    std::uint8_t port;
+    std::uint8_t chunk;
+    std::int64_t minibatch;
+    std::int64_t begin, end;
+    friend bool operator<(const Key& a, const Key& b) {
+      return std::tie(a.port, a.chunk, a.minibatch, a.begin, a.end) <
+             std::tie(b.port, b.chunk, b.minibatch, b.begin, b.end);
+    }
+  };
+  struct Received {
+    Tensor tensor;
+    std::uint32_t rows_total = 0;
+  };
+  // What a forward keeps for its backward.
+  struct Forward {
+    schedules::Slice slice;
+    std::vector<models::Saved> saved;
+    Tensor input;    // re-materialization: all that is kept
+    Tensor dlogits;  // last virtual stage: gradient of the loss
+    std::int64_t version = 0;
+    std::int64_t consumed = 0;  // samples whose backward ran
+    bool recompute = false;
+  };
+  // What a split backward keeps for its W.
+  struct PendingWeight {
+    std::vector<models::Saved> saved;
+    std::int64_t version = 0;
+  };
+  struct Send {
+    transport::Endpoint to;
+    Message msg;
+  };
+  using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
+
+  void store(Message& msg, bool forward_lane);
+  void advance();
+  bool next_action();
+  bool ready(const Action& a) const;
+  void execute(const Action& a);
+  void complete();
+  void finish();
+
+  void run_forward(const Action& a);
+  void run_backward(const Action& a);
+  void run_weight(const Action& a);
+  void run_sync(const Action& a);
+  void run_step(const Action& a);
+
+  Tensor take_inputs(const Action& a, schedules::Port port, std::uint32_t* rows_total);
+  std::int64_t next_forward_version();
+  models::ParamSet& grads();
+  void charge(std::chrono::nanoseconds device_time, bool async);
+  void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
+            const models::ParamSet* grads, std::chrono::steady_clock::time_point start);
+  std::string where(const Action& a) const;
+  bool last_vstage(int chunk) const;
+  int vstage(int chunk) const;
+
+  StageSetup s_;
+  const schedules::ScheduleParams& params_;
+  int stage_ = 0, replica_ = 0;
+  VersionStore versions_;
+  std::map<Key, Received> received_;
+  std::map<SliceKey, Forward> forwards_;
+  std::map<SliceKey, PendingWeight> weights_pending_;
+  std::optional<models::ParamSet> grads_;
+  bool contributed_ = false;
+  std::deque<Action> ahead_;  // current action first, then lookahead
+  bool have_current_ = false;
+  bool source_done_ = false;
+  bool running_ = false;  // an asynchronous op or a SYNC is in flight
+  bool finished_ = false;
+  std::uint64_t seq_ = 0;
+  schedules::Routes routes_;
+  std::vector<Send> sends_;  // sent when the current action completes
+  std::chrono::steady_clock::time_point started_;
+  StageStats stats_;
+};
+
+}  // namespace tandem::actors

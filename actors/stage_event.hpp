@@ -1,0 +1,29 @@
+#pragma once
+// What a stage replica reports to an observer after each action: for tests (weight versions,
+// gradients), traces and metrics. Called on the actor's thread; keep it short.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "models/param_set.hpp"
+#include "schedules/action.hpp"
+
+namespace tandem::actors {
+
+struct StageEvent {
+  int device = 0;  // the schedule's device index of the replica
+  int stage = 0;
+  int replica = 0;
+  schedules::Action action;
+  // F, B, W: the weight version the action ran with; STEP: the version it published.
+  std::int64_t version = -1;
+  // F, B, W: the weights of that version; STEP: the new version's weights.
+  const models::ParamSet* weights = nullptr;
+  // STEP: the gradients it applied (after SYNC); SYNC: the replica's gradients before it.
+  const models::ParamSet* grads = nullptr;
+  std::chrono::steady_clock::time_point start, end;
+};
+
+using StageObserver = std::function<void(const StageEvent&)>;
+
+}  // namespace tandem::actors

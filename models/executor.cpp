@@ -1,0 +1,71 @@
+#include "models/executor.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "models/sim_clock.hpp"
+
+namespace tandem::models {
+namespace {
+
+class CpuExecutor final : public Executor {
+ public:
+  Device device() const override { return Device::cpu(); }
+  std::chrono::nanoseconds run(Context ctx,
+                               const std::function<void(const Context&)>& work) override {
+    ctx.sim_clock = nullptr;
+    work(ctx);
+    return std::chrono::nanoseconds(0);
+  }
+  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+                  float grad_scale) const override {
+    return softmax_cross_entropy(logits, targets, true, grad_scale);
+  }
+  void step(const Context&, Optimizer& optimizer, ParamSet& params,
+            const ParamSet& grads) const override {
+    optimizer.step(params, grads);
+  }
+};
+
+class SimExecutor final : public Executor {
+ public:
+  explicit SimExecutor(const SimCosts& costs) : clock_(costs) {}
+  Device device() const override { return Device::sim(); }
+  std::chrono::nanoseconds run(Context ctx,
+                               const std::function<void(const Context&)>& work) override {
+    const double before = clock_.elapsed_ms();
+    ctx.sim_clock = &clock_;
+    work(ctx);
+    const double ms = clock_.elapsed_ms() - before;
+    return std::chrono::nanoseconds(std::llround(ms * 1e6));
+  }
+  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+                  float) const override {
+    if (logits.device().has_data() || targets.device().has_data()) {
+      throw std::invalid_argument("sim executor: loss of " + logits.describe() + " and " +
+                                  targets.describe() + " (sim and data tensors cannot be mixed)");
+    }
+    LossResult r;
+    r.count = targets.numel();
+    r.dlogits = Tensor::empty(logits.shape(), DType::f32, Device::sim());
+    return r;
+  }
+  void step(const Context& ctx, Optimizer& optimizer, ParamSet& params,
+            const ParamSet& grads) const override {
+    optimizer.sim_step(params, grads, *ctx.sim_clock);
+  }
+
+ private:
+  SimClock clock_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs) {
+  if (device.is_cpu()) return std::make_unique<CpuExecutor>();
+  if (device.is_sim()) return std::make_unique<SimExecutor>(sim_costs);
+  throw std::invalid_argument("make_executor: no kernels for device " + device.str() +
+                              " in this build (cpu and sim run pipelines today)");
+}
+
+}  // namespace tandem::models

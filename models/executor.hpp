@@ -1,0 +1,43 @@
+#pragma once
+// The device interface a pipeline stage runs its kernels through. A stage never asks which
+// device it is on: it hands its work to an Executor and learns when the results are ready.
+// On the CPU the work runs inline and is ready at once; on the sim device nothing is computed,
+// the work's ops charge their configured durations, and the results are ready that long after
+// now (the actor is told by a message, exactly as a CUDA completion will tell it later).
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "models/layer.hpp"
+#include "models/loss.hpp"
+#include "models/optimizer.hpp"
+#include "models/param_set.hpp"
+#include "models/sim_costs.hpp"
+#include "runtime/device.hpp"
+
+namespace tandem::models {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  virtual Device device() const = 0;
+  // Runs `work` with `ctx` completed for this device (e.g. its sim clock). Returns how long
+  // from now until the results are ready: zero when they are ready on return.
+  virtual std::chrono::nanoseconds run(Context ctx,
+                                       const std::function<void(const Context&)>& work) = 0;
+
+  // Softmax cross-entropy of a slice's logits (see softmax_cross_entropy); on a device
+  // without data, a gradient of the right shape and no loss. Call inside run().
+  virtual LossResult loss(const Context& ctx, const Tensor& logits, const Tensor& targets,
+                          float grad_scale) const = 0;
+  // One optimizer update (Optimizer::step, or sim_step on the sim device). Call inside run().
+  virtual void step(const Context& ctx, Optimizer& optimizer, ParamSet& params,
+                    const ParamSet& grads) const = 0;
+};
+
+// cpu (and, with the CUDA backend, cuda:N once its kernels exist) or sim with its costs.
+// Throws std::invalid_argument for a device this build cannot run kernels on.
+std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs = {});
+
+}  // namespace tandem::models

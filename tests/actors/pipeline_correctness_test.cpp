@@ -1,0 +1,120 @@
+// The correctness contract (DESIGN section 5): every flush schedule, for any partition, replica
+// count and slicing, ends with the weights of single-device training on the same minibatches.
+#include <gtest/gtest.h>
+
+#include "pipeline_harness.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace tandem::actors {
+namespace {
+
+using namespace testing;
+using schedules::ScheduleKind;
+using schedules::ScheduleParams;
+
+struct Case {
+  std::string name;
+  std::string model;  // mlp | gpt
+  ScheduleKind kind;
+  int stages;
+  std::vector<int> replicas;
+  int slices;
+  std::int64_t minibatch;
+  int chunks = 1;
+  bool remat = false;
+  std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << c.name;
+}
+
+ScheduleParams params_of(const Case& c, std::int64_t minibatches) {
+  ScheduleParams p;
+  p.kind = c.kind;
+  p.stages = c.stages;
+  p.replicas = c.replicas;
+  p.slices = c.slices;
+  p.minibatch_size = c.minibatch;
+  p.chunks = c.chunks;
+  p.rematerialize = c.remat;
+  p.minibatches = minibatches;
+  p.forward_slices = c.fwd;
+  p.backward_slices = c.bwd;
+  return p;
+}
+
+class FlushContract : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
+  const auto& [c, threads] = GetParam();
+  const models::Model model = c.model == "gpt" ? tiny_gpt() : tiny_mlp();
+  constexpr std::int64_t kMinibatches = 3;
+  const std::uint64_t seed = 11;
+  auto data = [&](std::int64_t b) { return make_minibatch(model, c.minibatch, b); };
+
+  PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = even_plan(model, params_of(c, kMinibatches));
+  spec.optimizer = sgd_momentum();
+  spec.seed = seed;
+  spec.data = data;
+  std::unique_ptr<Scheduler> scheduler;
+  if (threads) {
+    scheduler = make_work_sharing({.workers = 2});
+  } else {
+    scheduler = make_manual();
+  }
+  Pipeline pipeline(std::move(spec), std::move(scheduler));
+  const PipelineResult result = pipeline.run();
+  ASSERT_EQ(result.losses.size(), static_cast<std::size_t>(kMinibatches));
+
+  const models::ParamSet expected =
+      reference_training(model, model.init_params(seed), sgd_momentum(), seed, kMinibatches, data);
+  const int max_replicas = *std::max_element(c.replicas.begin(), c.replicas.end());
+  for (int r = 0; r < std::max(1, max_replicas); ++r) {
+    EXPECT_LE(max_relative_error(pipeline.params(r), expected), 1e-5) << "replica " << r;
+  }
+  // The losses it reports are the single-device losses of the same minibatches.
+  double loss0 = 0;
+  reference_grads(model, model.init_params(seed), data(0), seed, 0, &loss0);
+  EXPECT_NEAR(result.losses.front(), loss0, 1e-5 * std::max(1.0, loss0));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* m : {"mlp", "gpt"}) {
+    const std::string M = m;
+    out.push_back({M + "_gpipe_1stage", M, ScheduleKind::gpipe, 1, {1}, 2, 8});
+    out.push_back({M + "_gpipe_2stages", M, ScheduleKind::gpipe, 2, {1, 1}, 4, 8});
+    out.push_back({M + "_gpipe_4stages_211", M, ScheduleKind::gpipe, 3, {2, 1, 1}, 4, 8});
+    out.push_back({M + "_gpipe_remat", M, ScheduleKind::gpipe, 3, {1, 1, 1}, 4, 8, 1, true});
+    out.push_back({M + "_1f1b_4stages", M, ScheduleKind::one_f_one_b, 4, {1, 1, 1, 1}, 4, 8});
+    out.push_back({M + "_1f1b_121", M, ScheduleKind::one_f_one_b, 3, {1, 2, 1}, 4, 8});
+    out.push_back({M + "_naive", M, ScheduleKind::naive, 2, {1, 1}, 2, 6});
+    out.push_back({M + "_interleaved", M, ScheduleKind::interleaved, 2, {1, 1}, 4, 8, 2});
+    out.push_back({M + "_zb_h1", M, ScheduleKind::zb_h1, 3, {1, 1, 1}, 4, 8});
+    out.push_back({M + "_umpipe",
+                   M,
+                   ScheduleKind::umpipe,
+                   3,
+                   {1, 1, 1},
+                   2,
+                   8,
+                   1,
+                   false,
+                   {{1, 3, 4}, {4, 4}, {2, 6}},
+                   {{3, 5}, {8}, {5, 3}}});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, FlushContract,
+                         ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Bool()),
+                         [](const auto& test) {
+                           return std::get<0>(test.param).name +
+                                  (std::get<1>(test.param) ? "_threads" : "_manual");
+                         });
+
+}  // namespace
+}  // namespace tandem::actors

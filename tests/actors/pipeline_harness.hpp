@@ -1,0 +1,155 @@
+#pragma once
+// Shared by the pipeline tests: small models, deterministic minibatches, plans, the
+// single-device reference, and a relative comparison of weights.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "actors/step_seed.hpp"
+#include "models/loss.hpp"
+#include "models/model.hpp"
+#include "models/train_step.hpp"
+#include "runtime/manual_scheduler.hpp"
+#include "schedules/plan.hpp"
+
+namespace tandem::actors::testing {
+
+inline models::Model tiny_mlp() {
+  // 8 layers, so that 4 stages of 2 chunks each still get a layer.
+  return models::Model::build(models::mlp_spec({6, 12, 12, 12, 12, 12, 12, 12, 5}));
+}
+
+inline models::Model tiny_gpt(float dropout = 0.1f) {
+  models::ModelSpec s = models::gpt_spec(5, 16, 2, 6, 11);  // 8 layers
+  s.dropout = dropout;
+  return models::Model::build(s);
+}
+
+inline std::uint64_t mix(std::uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Minibatch b of `samples` samples for `model`, the same on every call. `seq_lens` (gpt only)
+// cuts it into pieces of equal sample counts with those sequence lengths.
+inline MinibatchData make_minibatch(const models::Model& model, std::int64_t samples,
+                                    std::int64_t b, std::vector<std::int64_t> seq_lens = {}) {
+  const auto& spec = model.spec();
+  auto value = [&](std::uint64_t i) { return mix(static_cast<std::uint64_t>(b) * 1000003ULL + i); };
+  if (spec.name == "gpt") {
+    if (seq_lens.empty()) seq_lens = {spec.seq_len};
+    MinibatchData d;
+    const auto pieces = static_cast<std::int64_t>(seq_lens.size());
+    std::int64_t first = 0;
+    for (std::int64_t p = 0; p < pieces; ++p) {
+      const std::int64_t n = (p + 1) * samples / pieces - p * samples / pieces;
+      const std::int64_t t = seq_lens[static_cast<std::size_t>(p)];
+      std::vector<std::int32_t> in(static_cast<std::size_t>(n * t)), tg(in.size());
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        in[i] = static_cast<std::int32_t>(value(first * 1000 + i) % spec.vocab);
+        tg[i] = static_cast<std::int32_t>(value(first * 1000 + i + 777) % spec.vocab);
+      }
+      d.pieces.push_back(
+          {{first, first + n}, Tensor::from_vector(in, {n, t}), Tensor::from_vector(tg, {n, t})});
+      first += n;
+    }
+    return d;
+  }
+  const std::int64_t in_f = spec.widths.front();
+  const std::int64_t classes = spec.widths.back();
+  std::vector<float> in(static_cast<std::size_t>(samples * in_f));
+  std::vector<std::int32_t> tg(static_cast<std::size_t>(samples));
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    in[i] = static_cast<float>(value(i) % 2001) / 1000.0f - 1.0f;
+  }
+  for (std::size_t i = 0; i < tg.size(); ++i) {
+    tg[i] = static_cast<std::int32_t>(value(i + 99991) % static_cast<std::uint64_t>(classes));
+  }
+  return MinibatchData::whole(Tensor::from_vector(in, {samples, in_f}),
+                              Tensor::from_vector(tg, {samples}));
+}
+
+// Stages cut the model's layers as evenly as possible.
+inline schedules::Plan even_plan(const models::Model& model, schedules::ScheduleParams params,
+                                 const std::string& device = "cpu") {
+  std::vector<schedules::StagePlan> stages;
+  const int n = model.num_layers();
+  const int p = params.stages;
+  for (int s = 0; s < p; ++s) {
+    schedules::StagePlan sp;
+    sp.layers = {s * n / p, (s + 1) * n / p};
+    sp.replicas.assign(static_cast<std::size_t>(params.replicas_of(s)),
+                       schedules::Placement{"", device});
+    stages.push_back(sp);
+  }
+  return schedules::Plan::make(stages, params);
+}
+
+// Gradients of the mean loss over every piece of `data`, at `params`, with the pipeline's
+// dropout seed for minibatch b.
+inline models::ParamSet reference_grads(const models::Model& model, const models::ParamSet& params,
+                                        const MinibatchData& data, std::uint64_t seed,
+                                        std::int64_t b, double* loss = nullptr) {
+  models::ParamSet grads = params.zeros_like();
+  const float scale = 1.0f / static_cast<float>(data.loss_rows());
+  double loss_sum = 0;
+  for (const auto& piece : data.pieces) {
+    models::Context ctx;
+    ctx.training = true;
+    ctx.seed = step_seed(seed, b);
+    ctx.sample_begin = piece.samples.begin;
+    auto fwd = model.forward(ctx, params, piece.inputs, 0, model.num_layers());
+    auto l = models::softmax_cross_entropy(fwd.y, piece.targets, true, scale);
+    loss_sum += l.loss_sum;
+    model.backward(ctx, params, fwd.saved, l.dlogits, 0, model.num_layers(), false, grads, 1.0f,
+                   1.0f);
+  }
+  if (loss != nullptr) *loss = loss_sum / static_cast<double>(data.loss_rows());
+  return grads;
+}
+
+// Single-device training over minibatches 0..k-1: the reference of every flush schedule.
+inline models::ParamSet reference_training(const models::Model& model, models::ParamSet params,
+                                           const models::OptimizerSpec& opt, std::uint64_t seed,
+                                           std::int64_t k,
+                                           const std::function<MinibatchData(std::int64_t)>& data) {
+  auto optimizer = models::make_optimizer(opt);
+  for (std::int64_t b = 0; b < k; ++b) {
+    const models::ParamSet g = reference_grads(model, params, data(b), seed, b);
+    optimizer->step(params, g);
+  }
+  return params;
+}
+
+// max |a - b| over max(|b|, 1e-3), per tensor, the worst of all.
+inline double max_relative_error(const models::ParamSet& a, const models::ParamSet& b) {
+  double worst = 0;
+  for (std::int64_t i = 0; i < b.size(); ++i) {
+    const auto x = a.at(b.name(i)).to_float_vector();
+    const auto y = b[i].to_float_vector();
+    double diff = 0, scale = 1e-3;
+    for (std::size_t k = 0; k < y.size(); ++k) {
+      diff = std::max(diff, static_cast<double>(std::fabs(x[k] - y[k])));
+      scale = std::max(scale, static_cast<double>(std::fabs(y[k])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+inline models::OptimizerSpec sgd_momentum() {
+  models::OptimizerSpec o;
+  o.kind = "sgd";
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  return o;
+}
+
+}  // namespace tandem::actors::testing

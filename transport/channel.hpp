@@ -1,0 +1,21 @@
+#pragma once
+// How a pipeline's actors reach each other. Stage actors, the loader and the coordinator are
+// endpoints numbered by the pipeline; a channel carries a message (envelope plus tensors) from
+// one endpoint to another. In-process it hands the tensor handles over (LocalChannel); UCX,
+// TCP and NCCL channels implement the same interface, so actors/ never names a transport.
+#include "runtime/message.hpp"
+#include "runtime/send_result.hpp"
+
+namespace tandem::transport {
+
+using Endpoint = int;
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Delivers `msg` from `from` to `to`. Never blocks. A result other than ok means the peer
+  // will never see the message (it stopped, or the run is over).
+  virtual SendResult send(Endpoint from, Endpoint to, Message msg) = 0;
+};
+
+}  // namespace tandem::transport

@@ -1,0 +1,26 @@
+#pragma once
+// The in-process channel: endpoints are actors of one ActorSystem; a send moves the message
+// (tensor handles included, no data copied) into the peer's inbox.
+#include <vector>
+
+#include "runtime/actor_system.hpp"
+#include "transport/channel.hpp"
+
+namespace tandem::transport {
+
+class LocalChannel final : public Channel {
+ public:
+  explicit LocalChannel(ActorSystem& system) : system_(system) {}
+
+  // Registers `actor` as endpoint `e` (before the run starts; not thread-safe).
+  void bind(Endpoint e, Actor* actor);
+  SendResult send(Endpoint from, Endpoint to, Message msg) override;
+
+ private:
+  Actor* actor(Endpoint e) const;
+
+  ActorSystem& system_;
+  std::vector<Actor*> actors_;
+};
+
+}  // namespace tandem::transport
