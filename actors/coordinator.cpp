@@ -7,16 +7,26 @@
 
 namespace tandem::actors {
 
-Coordinator::Coordinator(std::string name, int stage_replicas)
-    : Actor(std::move(name)), expected_(stage_replicas), seen_(stage_replicas, false) {}
+Coordinator::Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch)
+    : Actor(std::move(name)),
+      on_minibatch_(std::move(on_minibatch)),
+      expected_(stage_replicas),
+      seen_(stage_replicas, false) {}
 
 void Coordinator::on_message(Message& msg) {
   if (msg.is<LossReport>()) {
     const LossReport r = msg.as<LossReport>();
-    MinibatchLoss& l = losses_[r.minibatch];
+    const std::int64_t b = msg.tag().minibatch;
+    MinibatchLoss& l = losses_[b];
     l.loss_sum += r.loss_sum;
     l.rows += r.rows;
     l.correct += r.correct;
+    if (l.rows > static_cast<std::int64_t>(r.rows_total)) {
+      throw std::logic_error("coordinator: minibatch " + std::to_string(b) + " reported " +
+                             std::to_string(l.rows) + " loss rows of " +
+                             std::to_string(r.rows_total));
+    }
+    if (l.rows == static_cast<std::int64_t>(r.rows_total) && on_minibatch_) on_minibatch_(b, l);
   } else if (msg.is<StageFinished>()) {
     const int d = msg.as<StageFinished>().device;
     if (d < 0 || d >= expected_ || seen_[d]) {

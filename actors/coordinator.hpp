@@ -2,6 +2,7 @@
 // Collects what the stages report during a run: the loss of every slice (from the last stage)
 // and the end of every stage replica's schedule.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -15,9 +16,12 @@ struct MinibatchLoss {
   std::int64_t correct = 0;
 };
 
+// Called on the coordinator's thread when the loss of a minibatch is complete.
+using MinibatchCallback = std::function<void(std::int64_t minibatch, const MinibatchLoss&)>;
+
 class Coordinator final : public Actor {
  public:
-  Coordinator(std::string name, int stage_replicas);
+  Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch = {});
 
   bool all_finished() const { return finished_ == expected_; }
   int finished() const { return finished_; }
@@ -27,6 +31,7 @@ class Coordinator final : public Actor {
   void on_message(Message& msg) override;
 
  private:
+  MinibatchCallback on_minibatch_;
   int expected_;
   int finished_ = 0;
   std::vector<bool> seen_;

@@ -73,13 +73,13 @@ struct Credit {
   static constexpr std::string_view kName = "pipeline.credit";
   std::int64_t minibatch;
 };
-// The last stage's loss over one slice.
+// The last stage's loss over one slice (minibatch and samples in the tag).
 struct LossReport {
   static constexpr std::string_view kName = "pipeline.loss";
-  std::int64_t minibatch;
   double loss_sum;
   std::int32_t rows;
   std::int32_t correct;
+  std::uint32_t rows_total;  // loss rows of the whole minibatch: complete when all reported
 };
 struct StageFinished {
   static constexpr std::string_view kName = "pipeline.stage_finished";

@@ -155,6 +155,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     setup.seed = spec_.seed;
     setup.weight_stashing = spec_.weight_stashing;
     setup.observer = spec_.observer;
+    setup.lr_at = spec_.lr_at;
     auto* actor = system_->spawn<StageActor>("stage" + std::to_string(s) + ".r" + std::to_string(r),
                                              std::move(setup));
     impl_->stages.push_back(actor);
@@ -168,7 +169,13 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   ls.self = loader_ep;
   impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
   impl_->channel->bind(loader_ep, impl_->loader);
-  impl_->coordinator = system_->spawn<Coordinator>("coordinator", R);
+  MinibatchCallback progress;
+  if (spec_.on_minibatch) {
+    progress = [cb = spec_.on_minibatch](std::int64_t b, const MinibatchLoss& l) {
+      cb(b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct, l.rows);
+    };
+  }
+  impl_->coordinator = system_->spawn<Coordinator>("coordinator", R, std::move(progress));
   impl_->channel->bind(coordinator_ep, impl_->coordinator);
 }
 

@@ -3,6 +3,7 @@
 // replica, a loader, a coordinator), wires them through a channel and collectives, runs a
 // bounded number of minibatches and reports. The single-device case is a one-stage plan.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,11 @@ struct PipelineSpec {
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
   StageObserver observer;       // called on the stages' threads
+  // The learning rate of update round k on every stage (empty: constant optimizer.lr).
+  std::function<double(std::int64_t round)> lr_at;
+  // Called (on the coordinator's thread) as each minibatch's loss completes: progress output.
+  std::function<void(std::int64_t minibatch, double loss, std::int64_t correct, std::int64_t rows)>
+      on_minibatch;
 };
 
 struct PipelineResult {

@@ -358,9 +358,13 @@ void StageActor::run_forward(const Action& a) {
   });
   if (last) {
     fwd.dlogits = loss.dlogits;
-    LossReport report{a.minibatch, loss.loss_sum, static_cast<std::int32_t>(loss.count),
-                      static_cast<std::int32_t>(loss.correct)};
-    sends_.push_back({s_.coordinator, make_message(report)});
+    LossReport report{loss.loss_sum, static_cast<std::int32_t>(loss.count),
+                      static_cast<std::int32_t>(loss.correct), rows_total};
+    Tag tag;
+    tag.minibatch = a.minibatch;
+    tag.begin = static_cast<std::int32_t>(a.slice.begin);
+    tag.end = static_cast<std::int32_t>(a.slice.end);
+    sends_.push_back({s_.coordinator, make_message(report, {}, tag)});
   } else {
     for (const Route& r : routes_.outputs) {
       Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
@@ -512,6 +516,7 @@ void StageActor::run_step(const Action& a) {
   versions_.collect(min_needed);
   models::ParamSet& g = grads();
   models::ParamSet next = versions_.begin_update(min_needed);
+  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(a.minibatch));
   models::Context ctx;
   const auto device_time = s_.executor->run(
       ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });

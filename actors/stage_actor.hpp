@@ -51,6 +51,8 @@ struct StageSetup {
   std::uint64_t seed = 0;       // dropout (step_seed per minibatch)
   bool weight_stashing = true;  // false: backward uses the latest weights (for experiments)
   StageObserver observer;
+  // The learning rate of update round k (empty: the optimizer's own, constant).
+  std::function<double(std::int64_t round)> lr_at;
 };
 
 struct StageStats {

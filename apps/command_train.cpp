@@ -1,4 +1,5 @@
-// `tandem train CONFIG.yaml [--metrics-json FILE] [--steps N] [--quiet]`: trains on one device.
+// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--quiet]`: trains on one device or
+// through the pipeline runtime; without a config, the embedded default pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,8 +16,10 @@ void add_train_command(CLI::App& app) {
     bool quiet = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("train", "train a model on one device from a YAML config");
-  sub->add_option("config", args->config, "config file (YAML)")->required();
+  CLI::App* sub = app.add_subcommand(
+      "train", "train a model from a YAML config (none: a built-in 4-stage GPT pipeline)");
+  sub->add_option("config", args->config,
+                  "config file (YAML); default: the embedded configs/default.yaml");
   sub->add_option("--metrics-json", args->metrics_json,
                   "write one JSON object per logged step to FILE (JSON Lines)");
   sub->add_option("--steps", args->steps, "train this many steps instead of train.steps")
@@ -24,7 +27,7 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
   sub->callback([args, sub] {
     TrainCommand command;
-    command.config = args->config;
+    if (!args->config.empty()) command.config = args->config;
     if (sub->count("--metrics-json") > 0) command.metrics_json = args->metrics_json;
     if (sub->count("--steps") > 0) command.steps = args->steps;
     command.quiet = args->quiet;

@@ -13,7 +13,8 @@ void add_devices_command(CLI::App& app);
 // `tandem simulate`: time a schedule with the discrete-event simulator (table, ASCII, SVG).
 void add_simulate_command(CLI::App& app);
 
-// `tandem train CONFIG.yaml [--metrics-json FILE] [--steps N] [--quiet]`: single-device training.
+// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--quiet]`: training on one device
+// or a pipeline; no config: the embedded default pipeline (apps/default_config.hpp).
 void add_train_command(CLI::App& app);
 
 // `tandem plan --profile P.json --cluster C.yaml --schedule S [-o FILE]`: stages, replicas and

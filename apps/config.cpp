@@ -6,11 +6,15 @@
 #include <array>
 #include <charconv>
 #include <fstream>
+#include <functional>
 #include <span>
 #include <sstream>
 
 #include "apps/config_reader.hpp"
 #include "models/model.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/schedule_error.hpp"
+#include "schedules/schedule_kind.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -346,7 +350,21 @@ SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
   return c;
 }
 
-PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch) {
+// Equal slices of a minibatch, as the schedules cut them: slice i is [i*B/m, (i+1)*B/m).
+std::vector<int64_t> equal_sizes(int64_t samples, int64_t count) {
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < count; ++i)
+    sizes.push_back((i + 1) * samples / count - i * samples / count);
+  return sizes;
+}
+
+// "layer 3 belongs to no stage", "layers 3-5 belong to no stage".
+std::string unassigned(int64_t first, int64_t last) {
+  if (first == last) return "layer " + std::to_string(first) + " belongs to no stage";
+  return "layers " + std::to_string(first) + "-" + std::to_string(last) + " belong to no stage";
+}
+
+PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers) {
   PipelineConfig p;
   p.where = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
@@ -369,18 +387,54 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch) {
                                      : std::vector<int64_t>{m.get<int64_t>("slices")};
       for (int64_t s : p.slices) {
         if (s < 1) m.fail("slices", "must be >= 1");
+        if (s > minibatch) {
+          m.fail("slices", std::to_string(s) + " slices of a minibatch of " +
+                               std::to_string(minibatch) + " samples: a slice would be empty");
+        }
       }
     }
   }
+  const bool interleaved = p.schedule == "interleaved";
+  p.chunks = positive(m, "chunks", interleaved ? 2 : 1);
+  if (p.chunks != 1 && !interleaved) {
+    m.fail("chunks", "model chunks per device apply to schedule interleaved only");
+  }
+  p.rematerialize = m.get_or<bool>("rematerialize", false);
+  if (p.rematerialize && p.schedule != "gpipe") {
+    m.fail("rematerialize", "applies to schedule gpipe only");
+  }
   const YAML::Node& stages = m.node("stages");
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
+  int64_t next = 0;  // the first layer the next stage must start at
   for (size_t i = 0; i < stages.size(); ++i) {
     ConfigMap s(stages[i], m.file(), m.key_path("stages") + "[" + std::to_string(i) + "]");
     StageConfig st;
     st.where = s.where();
     if (auto layers = s.find<std::string>("layers")) {
       std::tie(st.first_layer, st.last_layer) = parse_layers(s, *layers);
+    } else if (stages.size() > 1) {
+      s.fail("layers", "missing: each of the " + std::to_string(stages.size()) +
+                           " stages needs its layers (e.g. layers: \"0-3\")");
     }
+    // Stages tile the model in order: a gap would leave layers unrun, an overlap run twice.
+    const int64_t last = st.last_layer < 0 ? num_layers - 1 : st.last_layer;
+    if (st.first_layer != next) {
+      s.fail("layers",
+             "stage " + std::to_string(i) + " starts at layer " + std::to_string(st.first_layer) +
+                 ", expected " + std::to_string(next) +
+                 (st.first_layer > next ? " (a gap: " + unassigned(next, st.first_layer - 1) + ")"
+                                        : " (it overlaps the previous stage)"));
+    }
+    if (last >= num_layers) {
+      s.fail("layers", "the model has layers 0-" + std::to_string(num_layers - 1) + ", got " +
+                           std::to_string(st.first_layer) + "-" + std::to_string(last));
+    }
+    if (i + 1 == stages.size() && last != num_layers - 1) {
+      s.fail("layers", "the last stage ends at layer " + std::to_string(last) +
+                           " but the model has layers 0-" + std::to_string(num_layers - 1) + " (" +
+                           unassigned(last + 1, num_layers - 1) + ")");
+    }
+    next = last + 1;
     st.replicas = positive(s, "replicas", 1);
     if (auto device = s.find<std::string>("device")) {
       try {
@@ -392,15 +446,44 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch) {
     s.finish();
     p.stages.push_back(st);
   }
+  const auto stage_count = static_cast<int64_t>(p.stages.size());
   if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
     m.fail("slices", "gives " + std::to_string(p.slices.size()) + " values for " +
                          std::to_string(p.stages.size()) + " stages");
+  }
+  if (p.slices.size() > 1 && p.schedule != "umpipe" &&
+      std::adjacent_find(p.slices.begin(), p.slices.end(), std::not_equal_to<>()) !=
+          p.slices.end()) {
+    m.fail("slices", "schedule " + p.schedule +
+                         " cuts every stage's minibatch alike; different counts per stage need "
+                         "umpipe");
   }
   if (!p.compositions.empty() && p.compositions.size() != p.stages.size()) {
     m.fail("slices", "gives slice sizes for " + std::to_string(p.compositions.size()) +
                          " stages, the pipeline has " + std::to_string(p.stages.size()));
   }
+  if (interleaved) {
+    const int64_t m_slices = p.slices.empty() ? 1 : p.slices.front();
+    if (m_slices % stage_count != 0) {
+      m.fail("slices", "interleaved needs slices to be a multiple of the " +
+                           std::to_string(stage_count) + " stages, got " +
+                           std::to_string(m_slices));
+    }
+    if (stage_count * p.chunks > num_layers) {
+      m.fail("chunks", std::to_string(stage_count) + " stages x " + std::to_string(p.chunks) +
+                           " chunks need " + std::to_string(stage_count * p.chunks) +
+                           " layers; the model has " + std::to_string(num_layers));
+    }
+  }
   m.finish();
+  // Whatever the schedule itself refuses (2BW with fewer slices than stages, replicas under a
+  // schedule without data parallelism, ...), at the section it comes from.
+  try {
+    const schedules::Plan plan = pipeline_plan(p, minibatch, num_layers, steps);
+    (void)schedules::Schedule(plan.schedule);
+  } catch (const schedules::ScheduleError& e) {
+    m.fail_here(std::string("cannot run this pipeline: ") + e.what());
+  }
   return p;
 }
 
@@ -426,8 +509,48 @@ Config parse_config(const std::string& text, const std::string& file) {
   c.model = read_model(top.map("model"));
   c.data = read_data(top.map("data"), c.model);
   c.train = read_train(top.map("train"));
-  if (auto p = top.find_map("pipeline")) c.pipeline = read_pipeline(*p, c.train.minibatch);
+  if (auto p = top.find_map("pipeline")) {
+    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps,
+                               models::Model::build(c.model).num_layers());
+  }
   return c;
+}
+
+schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch, int num_layers,
+                              int64_t minibatches) {
+  schedules::ScheduleParams params;
+  params.kind = schedules::parse_schedule_kind(pipeline.schedule);
+  params.minibatch_size = minibatch;
+  params.minibatches = minibatches;
+  params.chunks = static_cast<int>(pipeline.chunks);
+  params.rematerialize = pipeline.rematerialize;
+  const bool umpipe = params.kind == schedules::ScheduleKind::umpipe;
+  if (!pipeline.slices.empty()) params.slices = static_cast<int>(pipeline.slices.front());
+  if (umpipe && (!pipeline.compositions.empty() || pipeline.slices.size() > 1)) {
+    // A count per stage is that many equal slices on that stage, forward and backward.
+    for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+      std::vector<int64_t> sizes;
+      if (!pipeline.compositions.empty()) {
+        params.forward_slices.push_back(pipeline.compositions[s].forward);
+        params.backward_slices.push_back(pipeline.compositions[s].backward);
+        continue;
+      }
+      if (pipeline.slices.size() > 1) sizes = equal_sizes(minibatch, pipeline.slices[s]);
+      params.forward_slices.push_back(sizes);
+      params.backward_slices.push_back(sizes);
+    }
+  }
+  std::vector<schedules::StagePlan> stages;
+  for (const StageConfig& st : pipeline.stages) {
+    schedules::StagePlan sp;
+    sp.layers.begin = static_cast<int>(st.first_layer);
+    sp.layers.end = static_cast<int>(st.last_layer < 0 ? num_layers : st.last_layer + 1);
+    sp.replicas.assign(static_cast<size_t>(st.replicas), schedules::Placement{"", st.device.str()});
+    stages.push_back(std::move(sp));
+  }
+  schedules::Plan plan = schedules::Plan::make(std::move(stages), std::move(params));
+  plan.validate(num_layers);
+  return plan;
 }
 
 Config load_config(const std::filesystem::path& path) {

@@ -23,8 +23,8 @@
 //             lr_schedule {kind* constant | cosine | linear, warmup_steps, final_fraction},
 //             eval {every (0: at the end), samples (1024)}
 //   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
-//               {forward*: [sizes], backward*: [sizes]}), stages* [{layers "a-b", replicas,
-//               device}]
+//               {forward*: [sizes], backward*: [sizes]}), chunks (interleaved, 2),
+//               rematerialize (gpipe, false), stages* [{layers "a-b", replicas, device}]
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -36,6 +36,7 @@
 #include "models/model_spec.hpp"
 #include "models/optimizer.hpp"
 #include "runtime/device.hpp"
+#include "schedules/plan.hpp"
 
 namespace tandem::apps {
 
@@ -80,6 +81,8 @@ struct PipelineConfig {
   std::string schedule = "1f1b";
   std::vector<int64_t> slices;                 // equal slices: one count, or one per stage
   std::vector<SliceComposition> compositions;  // umpipe: one per stage, instead of counts
+  int64_t chunks = 1;                          // interleaved: model chunks per device (v)
+  bool rematerialize = false;                  // gpipe: recompute forwards in backward
   std::vector<StageConfig> stages;
   ConfigLocation where;
 };
@@ -94,6 +97,14 @@ struct Config {
   // Where each section starts, for checks made after loading (the trainer's).
   ConfigLocation model_where, data_where, train_where;
 };
+
+// The plan a pipeline section describes for a model of `num_layers` layers, running
+// `minibatches` minibatches of `minibatch` samples. Stages' layer ranges become [first, last + 1);
+// interleaved plans keep them, but the pipeline splits the model evenly into stages * chunks
+// virtual stages. Throws schedules::ScheduleError (load_config has already checked the config's
+// own plan, with train.steps minibatches).
+schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch, int num_layers,
+                              int64_t minibatches);
 
 // Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
 // wrong types and invalid values.

@@ -86,6 +86,75 @@ void check_single_device(const Config& config, int num_layers) {
   }
 }
 
+TrainData load_train_data(const Config& config, const models::Model& model) {
+  const TrainConfig& t = config.train;
+  data::Datasets sets;
+  try {
+    sets = data::make_datasets(config.data, t.eval ? t.eval->samples : 0);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(config.data_where, "data", e.what());
+  }
+  const auto& train = sets.train;
+  if (t.eval && !sets.eval) {
+    throw ConfigError(
+        config.train_where, "train.eval",
+        "data '" + data::data_kind_name(config.data) + "' names no eval files to evaluate on");
+  }
+
+  // The data must fit the model: same per-sample size and dtype, no class beyond its outputs.
+  const Shape model_sample = model.input_shape(1);
+  const int64_t model_numel = shape_numel(model_sample);
+  if (shape_numel(train->input_shape()) != model_numel ||
+      train->input_dtype() != model.input_dtype()) {
+    throw ConfigError(config.data_where, "data",
+                      train->describe() + " gives samples " + shape_str(train->input_shape()) +
+                          " " + std::string(dtype_name(train->input_dtype())) +
+                          ", the model takes " + shape_str(model_sample) + " " +
+                          std::string(dtype_name(model.input_dtype())));
+  }
+  if (train->classes() > model_outputs(config.model)) {
+    throw ConfigError(config.data_where, "data",
+                      train->describe() + " has " + std::to_string(train->classes()) +
+                          " classes, the model only " +
+                          std::to_string(model_outputs(config.model)) + " outputs");
+  }
+  if (train->size() < t.minibatch) {
+    throw ConfigError(config.data_where, "data",
+                      train->describe() + " holds fewer samples than one minibatch of " +
+                          std::to_string(t.minibatch));
+  }
+
+  return TrainData{sets.train, t.eval ? sets.eval : nullptr};
+}
+
+EvalResult evaluate_params(const models::Model& model, const models::ParamSet& params,
+                           const data::Dataset& eval, int64_t samples, int64_t minibatch,
+                           Device device) {
+  EvalResult r;
+  const int64_t n = std::min(samples, eval.size());
+  double loss_sum = 0;
+  int64_t correct = 0;
+  std::vector<int64_t> idx;
+  for (int64_t first = 0; first < n; first += minibatch) {
+    const int64_t b = std::min(minibatch, n - first);
+    idx.resize(static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) idx[static_cast<size_t>(i)] = first + i;
+    const data::Batch batch = eval.get(idx);
+    const models::EvalOutput out =
+        models::evaluate(model, params, prepare(batch.inputs, model.input_shape(b), device),
+                         prepare(batch.targets, model.target_shape(b), device));
+    loss_sum += static_cast<double>(out.loss) * static_cast<double>(out.count);
+    correct += out.correct;
+    r.predictions += out.count;
+  }
+  r.samples = n;
+  if (r.predictions > 0) {
+    r.loss = loss_sum / static_cast<double>(r.predictions);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.predictions);
+  }
+  return r;
+}
+
 Trainer::Trainer(Config config, TrainerOptions options)
     : config_(std::move(config)),
       model_(models::Model::build(config_.model)),
@@ -94,45 +163,9 @@ Trainer::Trainer(Config config, TrainerOptions options)
   check_single_device(config_, model_.num_layers());
   if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
   const TrainConfig& t = config_.train;
-
-  data::Datasets sets;
-  try {
-    sets = data::make_datasets(config_.data, t.eval ? t.eval->samples : 0);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(config_.data_where, "data", e.what());
-  }
+  TrainData sets = load_train_data(config_, model_);
   train_ = sets.train;
-  if (t.eval) {
-    if (!sets.eval) {
-      throw ConfigError(
-          config_.train_where, "train.eval",
-          "data '" + data::data_kind_name(config_.data) + "' names no eval files to evaluate on");
-    }
-    eval_ = sets.eval;
-  }
-
-  // The data must fit the model: same per-sample size and dtype, no class beyond its outputs.
-  const Shape model_sample = model_.input_shape(1);
-  const int64_t model_numel = shape_numel(model_sample);
-  if (shape_numel(train_->input_shape()) != model_numel ||
-      train_->input_dtype() != model_.input_dtype()) {
-    throw ConfigError(config_.data_where, "data",
-                      train_->describe() + " gives samples " + shape_str(train_->input_shape()) +
-                          " " + std::string(dtype_name(train_->input_dtype())) +
-                          ", the model takes " + shape_str(model_sample) + " " +
-                          std::string(dtype_name(model_.input_dtype())));
-  }
-  if (train_->classes() > model_outputs(config_.model)) {
-    throw ConfigError(config_.data_where, "data",
-                      train_->describe() + " has " + std::to_string(train_->classes()) +
-                          " classes, the model only " +
-                          std::to_string(model_outputs(config_.model)) + " outputs");
-  }
-  if (train_->size() < t.minibatch) {
-    throw ConfigError(config_.data_where, "data",
-                      train_->describe() + " holds fewer samples than one minibatch of " +
-                          std::to_string(t.minibatch));
-  }
+  eval_ = sets.eval;
 
   try {
     optimizer_ = models::make_optimizer(t.optimizer);
@@ -146,31 +179,9 @@ Trainer::Trainer(Config config, TrainerOptions options)
 }
 
 EvalResult Trainer::evaluate() const {
-  EvalResult r;
-  if (!eval_) return r;
-  const int64_t n = std::min(config_.train.eval->samples, eval_->size());
-  const int64_t chunk = config_.train.minibatch;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  std::vector<int64_t> idx;
-  for (int64_t first = 0; first < n; first += chunk) {
-    const int64_t b = std::min(chunk, n - first);
-    idx.resize(static_cast<size_t>(b));
-    for (int64_t i = 0; i < b; ++i) idx[static_cast<size_t>(i)] = first + i;
-    const data::Batch batch = eval_->get(idx);
-    const models::EvalOutput out =
-        models::evaluate(model_, params_, prepare(batch.inputs, model_.input_shape(b), device_),
-                         prepare(batch.targets, model_.target_shape(b), device_));
-    loss_sum += static_cast<double>(out.loss) * static_cast<double>(out.count);
-    correct += out.correct;
-    r.predictions += out.count;
-  }
-  r.samples = n;
-  if (r.predictions > 0) {
-    r.loss = loss_sum / static_cast<double>(r.predictions);
-    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.predictions);
-  }
-  return r;
+  if (!eval_) return {};
+  return evaluate_params(model_, params_, *eval_, config_.train.eval->samples,
+                         config_.train.minibatch, device_);
 }
 
 TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_record) {

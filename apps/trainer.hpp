@@ -89,6 +89,20 @@ class Trainer {
   bool ran_ = false;
 };
 
+// The config's training (and, with train.eval, held-out) data, checked against the model: the
+// same per-sample size and dtype, no class beyond its outputs, at least one minibatch. Throws
+// ConfigError naming the data or train.eval section.
+struct TrainData {
+  std::shared_ptr<const models::data::Dataset> train, eval;
+};
+TrainData load_train_data(const Config& config, const models::Model& model);
+
+// The held-out loss and accuracy of `params` on the first `samples` samples of `eval`, in
+// chunks of `minibatch`, on `device`.
+EvalResult evaluate_params(const models::Model& model, const models::ParamSet& params,
+                           const models::data::Dataset& eval, int64_t samples, int64_t minibatch,
+                           Device device);
+
 // The learning rate of step `step` (0-based) of a run of `steps` steps: warm-up steps ramp
 // linearly up to lr; the decay runs from lr at the first step after warm-up towards
 // final_fraction * lr, which it would reach one step after the last.

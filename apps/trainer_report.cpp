@@ -9,6 +9,9 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "apps/default_config.hpp"
+#include "apps/pipeline_trainer.hpp"
+
 namespace tandem::apps {
 namespace {
 
@@ -74,28 +77,57 @@ nlohmann::json to_json(const StepRecord& r) {
   return j;
 }
 
-TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
-  Trainer trainer(load_config(command.config), TrainerOptions{command.steps});
+namespace {
+
+std::ofstream open_metrics(const std::optional<std::filesystem::path>& path) {
   std::ofstream metrics;
-  if (command.metrics_json) {
-    metrics.open(*command.metrics_json, std::ios::trunc);
+  if (path) {
+    metrics.open(*path, std::ios::trunc);
     if (!metrics) {
-      throw std::runtime_error(command.metrics_json->string() +
+      throw std::runtime_error(path->string() +
                                ": cannot write the metrics file: " + std::strerror(errno));
     }
   }
+  return metrics;
+}
+
+}  // namespace
+
+TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
+  Config config = command.config ? load_config(*command.config)
+                                 : parse_config(std::string(default_config()), kDefaultConfigName);
+  std::ofstream metrics = open_metrics(command.metrics_json);
+  const auto on_record = [&](const StepRecord& r) {
+    if (!command.quiet) out << format_progress(r) << std::endl;
+    if (metrics.is_open()) metrics << to_json(r).dump() << '\n' << std::flush;
+  };
+  const auto check_metrics = [&] {
+    if (metrics.is_open() && !metrics) {
+      throw std::runtime_error(command.metrics_json->string() + ": writing the metrics failed");
+    }
+  };
+
+  if (is_pipeline(config)) {
+    PipelineTrainer trainer(std::move(config), TrainerOptions{command.steps});
+    if (!command.quiet) {
+      out << "model " << trainer.model().spec().describe() << ", " << trainer.parameters()
+          << " parameters\n"
+          << "data " << trainer.train_data().describe() << "\n"
+          << format_plan_line(trainer.plan()) << "\n";
+    }
+    PipelineSummary summary = trainer.run(on_record);
+    check_metrics();
+    out << format_summary(summary.train) << format_stage_table(summary);
+    return summary.train;
+  }
+  Trainer trainer(std::move(config), TrainerOptions{command.steps});
   if (!command.quiet) {
     out << "model " << trainer.model().spec().describe() << ", " << trainer.params().numel()
         << " parameters\n"
         << "data " << trainer.train_data().describe() << "\n";
   }
-  TrainSummary summary = trainer.run([&](const StepRecord& r) {
-    if (!command.quiet) out << format_progress(r) << std::endl;
-    if (metrics.is_open()) metrics << to_json(r).dump() << '\n' << std::flush;
-  });
-  if (metrics.is_open() && !metrics) {
-    throw std::runtime_error(command.metrics_json->string() + ": writing the metrics failed");
-  }
+  TrainSummary summary = trainer.run(on_record);
+  check_metrics();
   out << format_summary(summary);
   return summary;
 }

@@ -21,14 +21,16 @@ std::string format_summary(const TrainSummary& s);
 nlohmann::json to_json(const StepRecord& r);
 
 struct TrainCommand {
-  std::filesystem::path config;
+  std::optional<std::filesystem::path> config;  // none: the embedded default (default_config())
   std::optional<std::filesystem::path> metrics_json;
   std::optional<int64_t> steps;
   bool quiet = false;
 };
 
-// `tandem train`: loads the config, trains, prints progress (unless quiet) and the summary to
-// `out`, writes the metrics file. Throws ConfigError / DataFileError / std::runtime_error.
+// `tandem train`: loads the config, trains (through the pipeline runtime when the config has
+// several stages or replicas, else on one device), prints progress (unless quiet), the summary
+// and for pipelines the per-stage table to `out`, writes the metrics file. Throws ConfigError /
+// DataFileError / actors::PipelineError / std::runtime_error.
 TrainSummary run_train_command(const TrainCommand& command, std::ostream& out);
 
 }  // namespace tandem::apps

@@ -262,3 +262,49 @@ TEST(Pipeline, SimDeviceChargesItsDurationsAsynchronously) {
 
 }  // namespace
 }  // namespace tandem::actors
+
+namespace tandem::actors {
+namespace {
+
+using namespace testing;
+
+TEST(Pipeline, ReportsEachMinibatchAsItCompletesAndFollowsTheLearningRateSchedule) {
+  const models::Model model = tiny_mlp();
+  schedules::ScheduleParams p;
+  p.kind = schedules::ScheduleKind::one_f_one_b;
+  p.stages = 3;
+  p.slices = 4;
+  p.minibatch_size = 8;
+  p.minibatches = 4;
+  std::vector<std::pair<std::int64_t, double>> seen;
+  PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = even_plan(model, p);
+  spec.seed = 4;
+  spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
+  spec.on_minibatch = [&](std::int64_t b, double loss, std::int64_t, std::int64_t rows) {
+    EXPECT_EQ(rows, 8);
+    seen.emplace_back(b, loss);  // the coordinator is one actor: no lock needed
+  };
+  // Rounds 1 and 3 learn nothing: only minibatches 0 and 2 change the weights.
+  spec.lr_at = [](std::int64_t round) { return round % 2 == 1 ? 0.0 : 0.1; };
+  Pipeline pipeline(std::move(spec), make_work_sharing({.workers = 2}));
+  const PipelineResult r = pipeline.run();
+  ASSERT_EQ(seen.size(), 4u);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].first, static_cast<std::int64_t>(i));
+    EXPECT_DOUBLE_EQ(seen[i].second, r.losses[i]);
+  }
+  models::OptimizerSpec opt;
+  opt.lr = 0.1;
+  auto optimizer = models::make_optimizer(opt);
+  models::ParamSet expected = model.init_params(4);
+  for (std::int64_t b : {0, 2}) {
+    // Minibatch 1 ran on the weights after minibatch 0, and changed nothing.
+    optimizer->step(expected, reference_grads(model, expected, make_minibatch(model, 8, b), 4, b));
+  }
+  EXPECT_LE(max_relative_error(pipeline.params(), expected), 1e-5);
+}
+
+}  // namespace
+}  // namespace tandem::actors

@@ -116,10 +116,9 @@ TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
   params.forward_slices = {{8, 8, 16}, {16, 16}};
   params.backward_slices = {{16, 16}, {4, 4, 8, 16}};
   planner::PlannedPipeline planned;
-  planned.plan = schedules::Plan::make(
-      {schedules::StagePlan{{0, 1}, {schedules::Placement{}}},
-       schedules::StagePlan{{1, 2}, {schedules::Placement{}, schedules::Placement{}}}},
-      params);
+  planned.plan = schedules::Plan::make({schedules::StagePlan{{0, 1}, {schedules::Placement{}}},
+                                        schedules::StagePlan{{1, 2}, {schedules::Placement{}}}},
+                                       params);
   const std::string text = std::string(kValid) + planner::pipeline_yaml(planned);
   const Config c = parse_config(text, "test.yaml");
   ASSERT_TRUE(c.pipeline.has_value());
@@ -133,16 +132,19 @@ TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
   ASSERT_EQ(c.pipeline->stages.size(), 2u);
   EXPECT_EQ(c.pipeline->stages[1].first_layer, 1);
   EXPECT_EQ(c.pipeline->stages[1].last_layer, 1);
-  EXPECT_EQ(c.pipeline->stages[1].replicas, 2);
+  EXPECT_EQ(c.pipeline->stages[1].replicas, 1);
 
   // A flush schedule's equal slices.
   params.kind = schedules::ScheduleKind::gpipe;
   params.forward_slices.clear();
   params.backward_slices.clear();
   params.slices = 4;
+  // (UMPIPE runs no replicated stages; GPipe does.)
+  planned.plan.stages[1].replicas.push_back(schedules::Placement{});
   planned.plan = schedules::Plan::make(planned.plan.stages, params);
   const Config g = parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
   EXPECT_EQ(g.pipeline->slices, (std::vector<int64_t>{4}));
+  EXPECT_EQ(g.pipeline->stages[1].replicas, 2);
   EXPECT_TRUE(g.pipeline->compositions.empty());
 }
 
@@ -239,6 +241,98 @@ train: {minibatch: 2, steps: 1, optimizer: {kind: sgd, lr: 0.1}}
                {"pipeline.stages[0].device"});
 }
 
+// A 4-layer MLP (lines 1-3) and a pipeline section from line 4 on: `pipeline:` is line 4, its
+// first key line 5.
+const char* kFourLayers = R"(model: {name: mlp, widths: [16, 32, 32, 32, 4]}
+data: {kind: teacher, samples: 2048}
+train: {minibatch: 32, steps: 10, optimizer: {kind: sgd, lr: 0.1}}
+pipeline:
+)";
+
+std::string pipeline(const std::string& keys, const std::string& stages) {
+  return std::string(kFourLayers) + keys + "  stages:\n" + stages;
+}
+
+const char* kTwoStages = "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n";
+
+TEST(ConfigTest, PipelineKeysBecomeAPlan) {
+  const Config c = parse_config(
+      pipeline("  schedule: interleaved\n  slices: 4\n  chunks: 2\n", kTwoStages), "test.yaml");
+  EXPECT_EQ(c.pipeline->chunks, 2);
+  const schedules::Plan plan = pipeline_plan(*c.pipeline, 32, 4, 10);
+  EXPECT_EQ(plan.schedule.kind, schedules::ScheduleKind::interleaved);
+  EXPECT_EQ(plan.schedule.chunks, 2);
+  EXPECT_EQ(plan.schedule.slices, 4);
+  EXPECT_EQ(plan.schedule.minibatch_size, 32);
+  EXPECT_EQ(plan.schedule.minibatches, 10);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[1].layers, (schedules::LayerRange{2, 4}));
+  // Interleaved defaults to two chunks per device.
+  EXPECT_EQ(parse_config(pipeline("  schedule: interleaved\n  slices: 2\n", kTwoStages), "t")
+                .pipeline->chunks,
+            2);
+
+  const Config g = parse_config(
+      pipeline("  schedule: gpipe\n  slices: 4\n  rematerialize: true\n",
+               "    - {layers: \"0-2\", replicas: 2, device: cpu}\n    - {layers: \"3\"}\n"),
+      "test.yaml");
+  const schedules::Plan gp = pipeline_plan(*g.pipeline, 32, 4, 10);
+  EXPECT_TRUE(gp.schedule.rematerialize);
+  EXPECT_EQ(gp.schedule.replicas, (std::vector<int>{2, 1}));
+  EXPECT_EQ(gp.stages[0].replicas.size(), 2u);
+  EXPECT_EQ(gp.stages[0].replicas[1].device, "cpu");
+  EXPECT_EQ(gp.stages[1].layers, (schedules::LayerRange{3, 4}));
+
+  // UMPIPE with a count per stage: equal slices of each stage's own.
+  const Config u =
+      parse_config(pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
+  const schedules::Plan up = pipeline_plan(*u.pipeline, 32, 4, 10);
+  EXPECT_EQ(up.schedule.forward_slices,
+            (std::vector<std::vector<int64_t>>{{8, 8, 8, 8}, {16, 16}}));
+  EXPECT_EQ(up.schedule.backward_slices, up.schedule.forward_slices);
+}
+
+TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
+  EXPECT_NO_THROW(parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
+  expect_error(pipeline("  schedule: 1f1b\n  chunk: 2\n", kTwoStages), 6,
+               {"pipeline.chunk", "unknown key"});
+  expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {layers: \"1-3\"}\n"), 7,
+               {"pipeline.stages[1].layers", "starts at layer 1, expected 2", "overlaps"});
+  expect_error(pipeline("", "    - {layers: \"0-0\"}\n    - {layers: \"2-3\"}\n"), 7,
+               {"pipeline.stages[1].layers", "gap", "layer 1 belongs to no stage"});
+  expect_error(pipeline("", "    - {layers: \"1-3\"}\n"), 6,
+               {"pipeline.stages[0].layers", "starts at layer 1, expected 0"});
+  expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {layers: \"2-2\"}\n"), 7,
+               {"pipeline.stages[1].layers", "layer 3 belongs to no stage"});
+  expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {layers: \"2-5\"}\n"), 7,
+               {"pipeline.stages[1].layers", "layers 0-3, got 2-5"});
+  expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {replicas: 2}\n"), 7,
+               {"pipeline.stages[1].layers", "missing"});
+  expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {layers: \"2-3\", replicas: 0}\n"), 7,
+               {"pipeline.stages[1].replicas", ">= 1"});
+  expect_error(pipeline("  schedule: interleaved\n  slices: 3\n", kTwoStages), 6,
+               {"pipeline.slices", "multiple of the 2 stages"});
+  expect_error(pipeline("  schedule: interleaved\n  slices: 2\n  chunks: 4\n", kTwoStages), 7,
+               {"pipeline.chunks", "8 layers"});
+  expect_error(pipeline("  schedule: 1f1b\n  chunks: 2\n", kTwoStages), 6,
+               {"pipeline.chunks", "interleaved only"});
+  expect_error(pipeline("  schedule: 1f1b\n  rematerialize: true\n", kTwoStages), 6,
+               {"pipeline.rematerialize", "gpipe only"});
+  expect_error(pipeline("  schedule: gpipe\n  rematerialize: maybe\n", kTwoStages), 6,
+               {"pipeline.rematerialize"});
+  expect_error(pipeline("  schedule: 1f1b\n  slices: [4, 2]\n", kTwoStages), 6,
+               {"pipeline.slices", "umpipe"});
+  expect_error(pipeline("  slices: 64\n", kTwoStages), 5, {"pipeline.slices", "empty"});
+  // What the schedule itself refuses, at the section.
+  expect_error(pipeline("  schedule: pipedream\n  slices: 4\n", kTwoStages), 4,
+               {"pipeline:", "cannot run this pipeline: schedule pipedream", "slices must be 1"});
+  expect_error(pipeline("  schedule: 2bw\n  slices: 1\n", kTwoStages), 4,
+               {"pipeline:", "2BW needs at least as many slices"});
+  expect_error(pipeline("  schedule: zb-h1\n  slices: 2\n",
+                        "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n"),
+               4, {"pipeline:", "replicated stages"});
+}
+
 TEST(ConfigTest, SyntaxErrorsDuplicatesAndFiles) {
   expect_error("model: {name: mlp\ndata: [\n", 2, {"YAML syntax error"});
   expect_error(std::string(kValid) + "train: {}\n", 10, {"train", "duplicate key"});
@@ -268,7 +362,8 @@ TEST(ConfigTest, SyntaxErrorsDuplicatesAndFiles) {
 }
 
 TEST(ConfigTest, ShippedConfigsLoad) {
-  for (const char* name : {"mlp-teacher.yaml", "gpt-markov.yaml", "vgg-small.yaml"}) {
+  for (const char* name : {"mlp-teacher.yaml", "gpt-markov.yaml", "vgg-small.yaml", "default.yaml",
+                           "gpt-pipeline-1f1b.yaml", "mlp-pipeline-pipedream.yaml"}) {
     const auto path = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / name;
     EXPECT_NO_THROW(load_config(path)) << path;
   }

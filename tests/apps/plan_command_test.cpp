@@ -14,6 +14,8 @@
 namespace tandem::apps {
 namespace {
 
+// The example profile is a 16-layer GPT (embedding, 13 blocks, LayerNorm, head); the configs
+// below name a model with as many layers, since the loader checks the stages against it.
 const std::filesystem::path kExamples =
     std::filesystem::path(TANDEM_SOURCE_DIR) / "configs/examples";
 
@@ -57,8 +59,8 @@ TEST_F(PlanCommand, PipeDreamWritesAPipelineTheConfigLoaderReads) {
   EXPECT_NE(printed.find("predicted time per minibatch"), std::string::npos) << printed;
   EXPECT_NE(printed.find("NOAM"), std::string::npos) << printed;
   const std::string config =
-      "model: {name: mlp, widths: [8, 128, 128, 4]}\n"
-      "data: {kind: teacher, samples: 64, seed: 1, hidden: 8}\n"
+      "model: {name: gpt, layers: 13, d_model: 8, heads: 2, seq_len: 4, vocab: 8}\n"
+      "data: {kind: markov-text, samples: 64}\n"
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       read(output_);
   const Config parsed = parse_config(config, "planned.yaml");
@@ -78,8 +80,8 @@ TEST_F(PlanCommand, OneFOneBChoosesSlices) {
                                    "--schedule", "1f1b", "-o", output_.string()});
   EXPECT_NE(printed.find("equal slices"), std::string::npos) << printed;
   const std::string config =
-      "model: {name: mlp, widths: [8, 128, 128, 4]}\n"
-      "data: {kind: teacher, samples: 64, seed: 1, hidden: 8}\n"
+      "model: {name: gpt, layers: 13, d_model: 8, heads: 2, seq_len: 4, vocab: 8}\n"
+      "data: {kind: markov-text, samples: 64}\n"
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       read(output_);
   const Config parsed = parse_config(config, "planned.yaml");

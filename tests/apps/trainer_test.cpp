@@ -179,10 +179,12 @@ void expect_config_error(const std::string& yaml, int line, const std::string& k
   }
 }
 
+// The Trainer itself is the single-device loop; run_train_command sends the rest to
+// PipelineTrainer.
 TEST(TrainerTest, OnlyOneDeviceIsAccepted) {
   const std::string two = std::string(kMlp) +
-                          "pipeline:\n  schedule: 1f1b\n  stages:\n    - {layers: \"0-1\"}\n"
-                          "    - {layers: \"2-2\"}\n";
+                          "pipeline:\n  schedule: 1f1b\n  stages:\n    - {layers: \"0-0\"}\n"
+                          "    - {layers: \"1-1\"}\n";
   expect_config_error(two, 9, "pipeline.stages");
   expect_config_error(std::string(kMlp) + "pipeline:\n  stages:\n    - {replicas: 2}\n", 11,
                       "pipeline.stages[0].replicas");
