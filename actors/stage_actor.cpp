@@ -99,12 +99,13 @@ void StageActor::on_message(Message& msg) {
   if (msg.is<ForwardTensor>() || msg.is<BackwardTensor>()) {
     store(msg, msg.is<ForwardTensor>());
   } else if (msg.is<OpDone>()) {
-    if (!running_ || msg.as<OpDone>().seq != seq_) {
+    auto it = pending_.find(msg.as<OpDone>().seq);
+    if (it == pending_.end()) {
       throw std::logic_error("stage " + std::to_string(stage_) + ": completion of op " +
-                             std::to_string(msg.as<OpDone>().seq) + " that is not running");
+                             std::to_string(msg.as<OpDone>().seq) + ", which is not in flight");
     }
-    running_ = false;
-    complete();
+    flush(it->second);
+    pending_.erase(it);
   } else if (msg.is<SyncDone>()) {
     if (!running_) throw std::logic_error("stage: SYNC completion without a SYNC in flight");
     running_ = false;
@@ -161,7 +162,7 @@ bool StageActor::next_action() {
 void StageActor::advance() {
   while (!running_ && !finished_) {
     if (!have_current_ && !next_action()) {
-      finish();
+      if (pending_.empty()) finish();
       return;
     }
     const Action& a = ahead_.front();
@@ -172,6 +173,8 @@ void StageActor::advance() {
 }
 
 bool StageActor::ready(const Action& a) const {
+  // The all-reduce reads the gradients: everything submitted before must be done.
+  if (a.op == Op::SYNC) return pending_.empty();
   if (a.op != Op::F && a.op != Op::B) return true;
   for (const Route& r : routes_.inputs) {
     const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
@@ -188,6 +191,9 @@ std::string StageActor::describe_wait() const {
   const Action& a = ahead_.front();
   out += " at " + schedules::to_string(a);
   if (running_) return out + " (running)";
+  if (a.op == Op::SYNC && !pending_.empty()) {
+    return out + " waits for " + std::to_string(pending_.size()) + " device ops to complete";
+  }
   std::string missing;
   for (const Route& r : routes_.inputs) {
     const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
@@ -203,6 +209,7 @@ std::string StageActor::describe_wait() const {
 void StageActor::execute(const Action& a) {
   started_ = Clock::now();
   sends_.clear();
+  ready_in_ = std::chrono::nanoseconds(0);
   try {
     switch (a.op) {
       case Op::F:
@@ -227,28 +234,34 @@ void StageActor::execute(const Action& a) {
   ++stats_.actions;
 }
 
-void StageActor::charge(std::chrono::nanoseconds device_time, bool async) {
-  if (async) {
-    stats_.busy_s += std::chrono::duration<double>(device_time).count();
-    if (device_time.count() > 0) {
-      running_ = true;
-      ++seq_;
-      system().send_after(device_time, this, make_message(OpDone{seq_}));
-    }
-  } else {
-    stats_.busy_s += std::chrono::duration<double>(Clock::now() - started_).count();
+void StageActor::charge(const models::Completion& done) {
+  stats_.busy_s += std::chrono::duration<double>(done.busy).count();
+  ready_in_ = done.ready_in;
+}
+
+void StageActor::flush(std::vector<Send>& sends) {
+  for (Send& s : sends) {
+    // A peer that stopped has failed or the run is over; its error is reported by itself.
+    (void)s_.channel->send(s_.device, s.to, std::move(s.msg));
   }
+  sends.clear();
 }
 
 void StageActor::complete() {
   const Action a = ahead_.front();
-  for (Send& s : sends_) {
-    // A peer that stopped has failed or the run is over; its error is reported by itself.
-    (void)s_.channel->send(s_.device, s.to, std::move(s.msg));
-  }
-  sends_.clear();
   if (schedules::releases_admission(params_, stage_, a)) {
-    (void)s_.channel->send(s_.device, s_.loader, make_message(Credit{a.minibatch}));
+    sends_.push_back({s_.loader, make_message(Credit{a.minibatch})});
+  }
+  if (ready_in_.count() > 0) {
+    // Submitted to an asynchronous device: what the action sends leaves when the device says
+    // it is done; meanwhile the actor goes on with the next action (stream order).
+    ++seq_;
+    std::vector<Send>& later = pending_[seq_];
+    later.swap(sends_);
+    system().send_after(ready_in_, this, make_message(OpDone{seq_}));
+    ready_in_ = std::chrono::nanoseconds(0);
+  } else {
+    flush(sends_);
   }
   ahead_.pop_front();
   have_current_ = false;
@@ -347,7 +360,7 @@ void StageActor::run_forward(const Action& a) {
   if (a.recompute) fwd.input = x;
   Tensor y;
   models::LossResult loss;
-  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+  const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     models::Model::RangeForward r = s_.model->forward(c, weights, x, layers.begin, layers.end);
     if (!a.recompute) fwd.saved = std::move(r.saved);
     y = std::move(r.y);
@@ -374,7 +387,7 @@ void StageActor::run_forward(const Action& a) {
   }
   forwards_[{a.chunk, a.minibatch, a.slice.begin}] = std::move(fwd);
   stats_.peak_activations = std::max(stats_.peak_activations, forwards_.size());
-  charge(device_time, !s_.executor->device().is_cpu());
+  charge(device_time);
   emit(a, v, &weights, nullptr, started_);
 }
 
@@ -450,7 +463,7 @@ void StageActor::run_backward(const Action& a) {
   ctx.seed = step_seed(s_.seed, a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Tensor dx;
-  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+  const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     if (recompute) {
       saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
     }
@@ -471,7 +484,7 @@ void StageActor::run_backward(const Action& a) {
     const TensorMeta meta = TensorMeta::of(part);
     sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
   }
-  charge(device_time, !s_.executor->device().is_cpu());
+  charge(device_time);
   emit(a, version, &weights, nullptr, started_);
 }
 
@@ -486,12 +499,12 @@ void StageActor::run_weight(const Action& a) {
   ctx.training = true;
   ctx.seed = step_seed(s_.seed, a.minibatch);
   ctx.sample_begin = a.slice.begin;
-  const auto device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+  const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f, 1.0f);
   });
   versions_.unpin(pw.version);
   contributed_ = true;
-  charge(device_time, !s_.executor->device().is_cpu());
+  charge(device_time);
   emit(a, pw.version, &versions_.get(pw.version), nullptr, started_);
 }
 
@@ -518,7 +531,7 @@ void StageActor::run_step(const Action& a) {
   models::ParamSet next = versions_.begin_update(min_needed);
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(a.minibatch));
   models::Context ctx;
-  const auto device_time = s_.executor->run(
+  const models::Completion device_time = s_.executor->run(
       ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });
   versions_.publish(std::move(next));
   versions_.collect(min_needed);
@@ -526,7 +539,7 @@ void StageActor::run_step(const Action& a) {
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
   for (std::int64_t i = 0; i < g.size(); ++i) g[i].set_zero();
   contributed_ = false;
-  charge(device_time, !s_.executor->device().is_cpu());
+  charge(device_time);
 }
 
 }  // namespace tandem::actors

@@ -132,7 +132,8 @@ class StageActor final : public Actor {
   Tensor take_inputs(const Action& a, schedules::Port port, std::uint32_t* rows_total);
   std::int64_t next_forward_version();
   models::ParamSet& grads();
-  void charge(std::chrono::nanoseconds device_time, bool async);
+  void charge(const models::Completion& done);
+  void flush(std::vector<Send>& sends);
   void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
             const models::ParamSet* grads, std::chrono::steady_clock::time_point start);
   std::string where(const Action& a) const;
@@ -151,11 +152,15 @@ class StageActor final : public Actor {
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
-  bool running_ = false;  // an asynchronous op or a SYNC is in flight
+  bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
   bool finished_ = false;
   std::uint64_t seq_ = 0;
   schedules::Routes routes_;
-  std::vector<Send> sends_;  // sent when the current action completes
+  std::vector<Send> sends_;               // sent when the current action completes
+  std::chrono::nanoseconds ready_in_{0};  // the current action's results are ready this late
+  // Actions submitted to an asynchronous device, by sequence number: their sends, held until
+  // the device's completion message.
+  std::map<std::uint64_t, std::vector<Send>> pending_;
   std::chrono::steady_clock::time_point started_;
   StageStats stats_;
 };

@@ -1,5 +1,6 @@
 #include "models/executor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -11,11 +12,11 @@ namespace {
 class CpuExecutor final : public Executor {
  public:
   Device device() const override { return Device::cpu(); }
-  std::chrono::nanoseconds run(Context ctx,
-                               const std::function<void(const Context&)>& work) override {
+  Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     ctx.sim_clock = nullptr;
+    const auto start = std::chrono::steady_clock::now();
     work(ctx);
-    return std::chrono::nanoseconds(0);
+    return {std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(0)};
   }
   LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
                   float grad_scale) const override {
@@ -31,13 +32,17 @@ class SimExecutor final : public Executor {
  public:
   explicit SimExecutor(const SimCosts& costs) : clock_(costs) {}
   Device device() const override { return Device::sim(); }
-  std::chrono::nanoseconds run(Context ctx,
-                               const std::function<void(const Context&)>& work) override {
+  Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     const double before = clock_.elapsed_ms();
     ctx.sim_clock = &clock_;
     work(ctx);
-    const double ms = clock_.elapsed_ms() - before;
-    return std::chrono::nanoseconds(std::llround(ms * 1e6));
+    const std::chrono::nanoseconds busy(std::llround((clock_.elapsed_ms() - before) * 1e6));
+    // The emulated stream: this work starts when the previous one is done (or now), so the
+    // completions of back-to-back submissions follow the device's own clock, not the times
+    // at which their completion messages happened to be handled.
+    const auto now = std::chrono::steady_clock::now();
+    free_at_ = std::max(free_at_, now) + busy;
+    return {busy, std::chrono::duration_cast<std::chrono::nanoseconds>(free_at_ - now)};
   }
   LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
                   float) const override {
@@ -57,6 +62,7 @@ class SimExecutor final : public Executor {
 
  private:
   SimClock clock_;
+  std::chrono::steady_clock::time_point free_at_{};
 };
 
 }  // namespace

@@ -17,15 +17,21 @@
 
 namespace tandem::models {
 
+// When the work submitted by one run() is done.
+struct Completion {
+  std::chrono::nanoseconds busy{0};      // device time the work itself takes
+  std::chrono::nanoseconds ready_in{0};  // from now until its results are ready (0: on return)
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
 
   virtual Device device() const = 0;
-  // Runs `work` with `ctx` completed for this device (e.g. its sim clock). Returns how long
-  // from now until the results are ready: zero when they are ready on return.
-  virtual std::chrono::nanoseconds run(Context ctx,
-                                       const std::function<void(const Context&)>& work) = 0;
+  // Runs (or enqueues) `work` with `ctx` completed for this device (e.g. its sim clock). Work
+  // is ordered like a stream: it starts once the previously submitted work is done, so the
+  // caller may submit more before that and learn each one's completion separately.
+  virtual Completion run(Context ctx, const std::function<void(const Context&)>& work) = 0;
 
   // Softmax cross-entropy of a slice's logits (see softmax_cross_entropy); on a device
   // without data, a gradient of the right shape and no loss. Call inside run().

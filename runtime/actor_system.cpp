@@ -192,7 +192,20 @@ void ActorSystem::schedule(Actor* actor) {
 }
 
 void ActorSystem::activity_done() {
-  active_.fetch_sub(1, std::memory_order_acq_rel);
+  if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) notify_idle();
+}
+
+void ActorSystem::notify_idle() {
+  // Under the lock, so that a waiter between its check and its wait cannot miss it. Reaching
+  // zero is rare in a busy system (pending timers count), so the lock costs nothing there.
+  std::lock_guard lock(idle_mu_);
+  idle_cv_.notify_all();
+}
+
+void ActorSystem::wait_until_quiet() {
+  std::unique_lock lock(idle_mu_);
+  // The timeout is a safety net only: every transition to zero and stop() notify.
+  while (active() != 0 && !stopped()) idle_cv_.wait_for(lock, std::chrono::milliseconds(100));
 }
 
 void ActorSystem::send_after(std::chrono::nanoseconds delay, Actor* to, Message msg) {
@@ -237,7 +250,10 @@ void ActorSystem::wait_idle() {
 }
 
 void ActorSystem::stop() {
-  if (!stopped_.exchange(true)) timers_->stop();
+  if (!stopped_.exchange(true)) {
+    notify_idle();
+    timers_->stop();
+  }
   // Every call reaches the scheduler: a first stop() from a worker only signals, and the
   // joins happen on a later call from another thread (the destructor at the latest).
   scheduler_->stop();

@@ -2,6 +2,7 @@
 // Owns actors, a scheduler, a timer thread (Asio) and, optionally, a trace recorder.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -94,6 +95,9 @@ class ActorSystem {
   void actor_went_idle() { activity_done(); }
   // Number of actors scheduled or timers pending; 0 means idle.
   std::int64_t active() const { return active_.load(std::memory_order_acquire); }
+  // Blocks (no polling) until active() is 0 or the system stopped: for thread-pool schedulers'
+  // wait_idle().
+  void wait_until_quiet();
 
  private:
   friend class Actor;
@@ -106,6 +110,7 @@ class ActorSystem {
   // accepts messages and its publish (see send()).
   static bool sending_to(const Actor* actor);
   void activity_done();
+  void notify_idle();
 
   ActorSystemOptions options_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -114,6 +119,8 @@ class ActorSystem {
   std::vector<std::unique_ptr<Actor>> actors_;
   std::atomic<ActorId> next_id_{1};
   alignas(64) std::atomic<std::int64_t> active_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
   std::atomic<bool> stopped_{false};
   std::atomic<std::size_t> dead_letters_{0};
   std::atomic<std::size_t> errors_{0};

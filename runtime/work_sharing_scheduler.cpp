@@ -241,11 +241,9 @@ void WorkSharingScheduler::stop() {
 }
 
 void WorkSharingScheduler::wait_idle() {
-  for (;;) {
-    const std::int64_t v = system_->active();
-    if (v == 0 || system_->stopped()) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  // Blocks on the system's idle notification: a polling waiter would wake thousands of times
+  // per second and take a core's share from the workers and the timer thread.
+  system_->wait_until_quiet();
 }
 
 }  // namespace detail
