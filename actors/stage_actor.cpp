@@ -81,20 +81,8 @@ std::string StageActor::where(const Action& a) const {
          std::to_string(s_.device) + ", " + stats_.device_name + ") " + schedules::to_string(a);
 }
 
-bool StageActor::handle_next(Lanes& lanes) {
-  // Every message is stored or acted on at once: the schedule, not the lane, orders actions.
-  for (Lane lane : {Lane::control, Lane::backward, Lane::forward}) {
-    auto& q = lanes[lane];
-    if (!q.empty()) {
-      Message m = std::move(q.front());
-      q.pop_front();
-      dispatch(m);
-      return true;
-    }
-  }
-  return false;
-}
-
+// Every message is stored or acted on as it arrives (the runtime's default lane order): the
+// schedule, not the lane, orders the actions.
 void StageActor::on_message(Message& msg) {
   if (msg.is<ForwardTensor>() || msg.is<BackwardTensor>()) {
     store(msg, msg.is<ForwardTensor>());

@@ -76,7 +76,6 @@ class StageActor final : public Actor {
 
  protected:
   void on_message(Message& msg) override;
-  bool handle_next(Lanes& lanes) override;
 
  private:
   using Action = schedules::Action;

@@ -59,13 +59,7 @@ TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
   spec.optimizer = sgd_momentum();
   spec.seed = seed;
   spec.data = data;
-  std::unique_ptr<Scheduler> scheduler;
-  if (threads) {
-    scheduler = make_work_sharing({.workers = 2});
-  } else {
-    scheduler = make_manual();
-  }
-  Pipeline pipeline(std::move(spec), std::move(scheduler));
+  Pipeline pipeline(std::move(spec), make_scheduler(threads));
   const PipelineResult result = pipeline.run();
   ASSERT_EQ(result.losses.size(), static_cast<std::size_t>(kMinibatches));
 

@@ -16,6 +16,7 @@
 #include "models/model.hpp"
 #include "models/train_step.hpp"
 #include "runtime/manual_scheduler.hpp"
+#include "runtime/scheduler.hpp"
 #include "schedules/plan.hpp"
 
 namespace tandem::actors::testing {
@@ -142,6 +143,12 @@ inline double max_relative_error(const models::ParamSet& a, const models::ParamS
     worst = std::max(worst, diff / scale);
   }
   return worst;
+}
+
+// The deterministic manual scheduler, or 2 worker threads.
+inline std::unique_ptr<Scheduler> make_scheduler(bool threads) {
+  if (threads) return make_work_sharing({.workers = 2});
+  return make_manual();
 }
 
 inline models::OptimizerSpec sgd_momentum() {

@@ -82,13 +82,7 @@ TEST(Pipeline, TwoHundredRandomPlansFinishOnBothSchedulers) {
       spec.plan = even_plan(model, p);
       spec.seed = 3;
       spec.data = [&](std::int64_t b) { return make_minibatch(model, p.minibatch_size, b); };
-      std::unique_ptr<Scheduler> scheduler;
-      if (threads) {
-        scheduler = make_work_sharing({.workers = 2});
-      } else {
-        scheduler = make_manual();
-      }
-      Pipeline pipeline(std::move(spec), std::move(scheduler));
+      Pipeline pipeline(std::move(spec), make_scheduler(threads));
       PipelineResult r;
       ASSERT_NO_THROW(r = pipeline.run())
           << "plan " << i << ": " << schedules::to_string(p.kind) << " p=" << p.stages
@@ -213,13 +207,7 @@ TEST(Pipeline, AnErrorInALayerStopsTheRunNamingStageReplicaAndAction) {
       if (b == 2) d.pieces[0].targets = Tensor::full({8}, 99.0f, DType::i32);
       return d;
     };
-    std::unique_ptr<Scheduler> scheduler;
-    if (threads) {
-      scheduler = make_work_sharing({.workers = 2});
-    } else {
-      scheduler = make_manual();
-    }
-    Pipeline pipeline(std::move(spec), std::move(scheduler));
+    Pipeline pipeline(std::move(spec), make_scheduler(threads));
     try {
       pipeline.run();
       ADD_FAILURE() << "the run should have failed";
