@@ -127,6 +127,7 @@ void StageActor::store(Message& msg, bool forward_lane) {
   }
   const Key key{tag.kind, tag.chunk, tag.minibatch, tag.begin, tag.end};
   auto [it, inserted] = received_.emplace(key, Received{msg.tensors.front(), meta.rows_total});
+  stats_.peak_received = std::max(stats_.peak_received, received_.size());
   if (!inserted) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": duplicate " + what);
   }

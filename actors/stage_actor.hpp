@@ -62,6 +62,7 @@ struct StageStats {
   double busy_s = 0;  // time its device was busy (measured on cpu, charged on sim)
   std::size_t peak_versions = 0;
   std::size_t peak_activations = 0;  // forward slices kept for backward at once
+  std::size_t peak_received = 0;     // tensors received and not yet consumed, at once
   bool finished = false;
 };
 

@@ -183,6 +183,10 @@ TEST(Pipeline, MemoryStaysWithinTheScheduleBoundOverALongRun) {
           << "stage " << s.stage << " replica " << s.replica;
       EXPECT_LE(s.peak_activations, static_cast<std::size_t>(schedules::warmup(p, s.stage) + 1))
           << "stage " << s.stage << " replica " << s.replica;
+      // What waits in a stage's inbox is bounded by what the loader admitted: an activation
+      // (or input and target) and a gradient per admitted minibatch at most.
+      EXPECT_LE(s.peak_received, static_cast<std::size_t>(3 * schedules::admission_window(p)))
+          << "stage " << s.stage << " replica " << s.replica;
     }
     EXPECT_LE(r.loader_peak_in_flight, schedules::admission_window(p));
   }
