@@ -131,17 +131,19 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
       auto gen = std::make_shared<schedules::ActionGenerator>(schedule->generator(d));
       setup.actions = [gen] { return gen->next(); };
     }
-    // Each replica gets its own copy of its layers' weights, on its device. (Sim parameters
-    // have shapes only; for data devices they just name the layers' parameters.)
+    // Each replica gets its own copy of its layers' weights, on its device (sim parameters
+    // have shapes only).
     models::ParamSet own;
     for (const LayerRange& lr : setup.chunk_layers) {
-      const models::ParamSet part =
-          spec_.model->init_params(spec_.seed, lr.begin, lr.end, Device::sim());
-      for (std::int64_t i = 0; i < part.size(); ++i) {
-        if (device.has_data()) {
-          own.add(part.name(i), whole.at(part.name(i)).clone().to(device));
-        } else {
-          own.add(part.name(i), part[i]);
+      if (!device.has_data()) {
+        own.merge(spec_.model->init_params(spec_.seed, lr.begin, lr.end, device));
+        continue;
+      }
+      for (int l = lr.begin; l < lr.end; ++l) {
+        for (const models::ParamSpec& ps : spec_.model->layer(l).param_specs()) {
+          const std::string name = spec_.model->param_name(l, ps.name);
+          const Tensor& t = whole.at(name);
+          own.add(name, t.device() == device ? t.clone() : t.to(device));
         }
       }
     }
