@@ -45,13 +45,8 @@ void LoaderActor::admit() {
       const bool targets = r.port == schedules::Port::target;
       Tensor t = data.rows(r.slice, targets);
       const TensorMeta meta = TensorMeta::of(t, rows_total);
-      Tag tag;
-      tag.minibatch = b;
-      tag.begin = static_cast<std::int32_t>(r.slice.begin);
-      tag.end = static_cast<std::int32_t>(r.slice.end);
-      tag.kind = static_cast<std::uint8_t>(r.port);
-      tag.chunk = static_cast<std::uint8_t>(r.chunk);
-      (void)s_.channel->send(s_.self, r.device, make_message(ForwardTensor{meta}, {t}, tag));
+      (void)s_.channel->send(s_.self, r.device,
+                             make_message(ForwardTensor{meta}, {t}, tensor_tag(r)));
     }
   }
 }
