@@ -1,5 +1,6 @@
 #include "actors/coordinator.hpp"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -7,14 +8,18 @@
 
 namespace tandem::actors {
 
-Coordinator::Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch)
+Coordinator::Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch,
+                         PipelineEventHook on_event)
     : Actor(std::move(name)),
       on_minibatch_(std::move(on_minibatch)),
+      on_event_(std::move(on_event)),
       expected_(stage_replicas),
       seen_(stage_replicas, false) {}
 
 void Coordinator::on_message(Message& msg) {
   if (msg.is<LossReport>()) {
+    PipelineEvent event;
+    if (on_event_) event.start = std::chrono::steady_clock::now();
     const LossReport r = msg.as<LossReport>();
     const std::int64_t b = msg.tag().minibatch;
     MinibatchLoss& l = losses_[b];
@@ -26,7 +31,17 @@ void Coordinator::on_message(Message& msg) {
                              std::to_string(l.rows) + " loss rows of " +
                              std::to_string(r.rows_total));
     }
-    if (l.rows == static_cast<std::int64_t>(r.rows_total) && on_minibatch_) on_minibatch_(b, l);
+    const bool complete = l.rows == static_cast<std::int64_t>(r.rows_total);
+    if (complete && on_minibatch_) on_minibatch_(b, l);
+    if (on_event_) {
+      event.kind = PipelineEvent::Kind::coordinator_loss;
+      event.minibatch = b;
+      event.begin = msg.tag().begin;
+      event.end = msg.tag().end;
+      event.complete = complete;
+      event.finish = std::chrono::steady_clock::now();
+      on_event_(event);
+    }
   } else if (msg.is<StageFinished>()) {
     const int d = msg.as<StageFinished>().device;
     if (d < 0 || d >= expected_ || seen_[d]) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "actors/pipeline_event.hpp"
 #include "runtime/actor.hpp"
 
 namespace tandem::actors {
@@ -21,7 +22,8 @@ using MinibatchCallback = std::function<void(std::int64_t minibatch, const Minib
 
 class Coordinator final : public Actor {
  public:
-  Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch = {});
+  Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch = {},
+              PipelineEventHook on_event = {});
 
   bool all_finished() const { return finished_ == expected_; }
   int finished() const { return finished_; }
@@ -32,6 +34,7 @@ class Coordinator final : public Actor {
 
  private:
   MinibatchCallback on_minibatch_;
+  PipelineEventHook on_event_;  // coordinator_loss per loss report (traces)
   int expected_;
   int finished_ = 0;
   std::vector<bool> seen_;

@@ -1,5 +1,7 @@
 #include "actors/loader_actor.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +28,8 @@ void LoaderActor::on_message(Message& msg) {
       releases_.erase(b);
       --in_flight_;
     }
+  } else if (msg.is<StopRequest>()) {
+    stop();
   } else if (!msg.is<StartRun>()) {
     throw std::invalid_argument("loader: unexpected message '" +
                                 std::string(message_type_name(msg.type())) + "'");
@@ -33,14 +37,33 @@ void LoaderActor::on_message(Message& msg) {
   admit();
 }
 
+void LoaderActor::stop() {
+  // The loader alone knows how far admission got, so it picks the stop; every minibatch before
+  // it was or will be admitted, none after it ever is, and the stages drop the actions of those.
+  const std::int64_t at =
+      std::min(s_.minibatches, schedules::stop_boundary(s_.routing->params(), next_));
+  if (at == s_.minibatches) return;
+  s_.minibatches = at;
+  for (int d = 0; d < s_.stage_replicas; ++d) {
+    (void)s_.channel->send(s_.self, d, make_message(StopAt{at}));
+  }
+}
+
 void LoaderActor::admit() {
   while (in_flight_ < window_ && next_ < s_.minibatches) {
     const std::int64_t b = next_++;
     ++in_flight_;
     peak_ = std::max(peak_, in_flight_);
+    PipelineEvent event;
+    if (s_.on_event) event.start = std::chrono::steady_clock::now();
     const MinibatchData data = s_.data(b);
     const auto rows_total = static_cast<std::uint32_t>(data.loss_rows());
     s_.routing->loader_routes(b, routes_);
+    if (s_.on_event) {
+      event.minibatch = b;
+      event.end = s_.routing->params().samples();
+      event.finish = std::chrono::steady_clock::now();
+    }
     for (const schedules::Route& r : routes_) {
       const bool targets = r.port == schedules::Port::target;
       Tensor t = data.rows(r.slice, targets);
@@ -48,6 +71,7 @@ void LoaderActor::admit() {
       (void)s_.channel->send(s_.self, r.device,
                              make_message(ForwardTensor{meta}, {t}, tensor_tag(r)));
     }
+    if (s_.on_event) s_.on_event(event);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/minibatch_data.hpp"
+#include "actors/pipeline_event.hpp"
 #include "runtime/actor.hpp"
 #include "schedules/routing.hpp"
 #include "transport/channel.hpp"
@@ -19,8 +20,10 @@ struct LoaderSetup {
   std::shared_ptr<const schedules::Routing> routing;
   DataSource data;
   std::int64_t minibatches = 0;  // to feed in all
+  int stage_replicas = 0;        // endpoints 0..n-1 get StopAt when the run stops early
   transport::Channel* channel = nullptr;
   transport::Endpoint self = -1;
+  PipelineEventHook on_event;  // loader_send per admitted minibatch (traces)
 };
 
 class LoaderActor final : public Actor {
@@ -28,6 +31,8 @@ class LoaderActor final : public Actor {
   LoaderActor(std::string name, LoaderSetup setup);
 
   std::int64_t admitted() const { return next_; }
+  // The run's length: the planned one, or where it stopped on request.
+  std::int64_t minibatches() const { return s_.minibatches; }
   int peak_in_flight() const { return peak_; }
 
  protected:
@@ -35,6 +40,7 @@ class LoaderActor final : public Actor {
 
  private:
   void admit();
+  void stop();
 
   LoaderSetup s_;
   int window_ = 1;

@@ -81,6 +81,16 @@ struct LossReport {
   std::int32_t correct;
   std::uint32_t rows_total;  // loss rows of the whole minibatch: complete when all reported
 };
+// Someone asked the run to stop (Pipeline::request_stop): to the loader, which picks the stop.
+struct StopRequest {
+  static constexpr std::string_view kName = "pipeline.stop_request";
+};
+// The loader's answer to every stage: the run ends after its first `minibatches` minibatches
+// (a schedules::stop_boundary); actions of later ones are dropped.
+struct StopAt {
+  static constexpr std::string_view kName = "pipeline.stop_at";
+  std::int64_t minibatches;
+};
 struct StageFinished {
   static constexpr std::string_view kName = "pipeline.stage_finished";
   std::int32_t device;

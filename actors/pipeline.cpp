@@ -6,6 +6,7 @@
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "models/executor.hpp"
+#include "schedules/pipeline_rules.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/validator.hpp"
@@ -71,6 +72,22 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   if (!spec_.data) fail("no data source");
   auto& params = spec_.plan.schedule;
   if (params.minibatches < 1) fail("the run needs schedule.minibatches >= 1");
+  if (spec_.first_minibatch < 0 ||
+      schedules::stop_boundary(params, spec_.first_minibatch) != spec_.first_minibatch) {
+    fail("a run cannot resume at minibatch " + std::to_string(spec_.first_minibatch) +
+         ": not a stop boundary of schedule " + std::string(schedules::to_string(params.kind)));
+  }
+  if (!spec_.optimizer_states.empty() &&
+      static_cast<int>(spec_.optimizer_states.size()) != params.stages) {
+    fail(std::to_string(spec_.optimizer_states.size()) + " optimizer states for " +
+         std::to_string(params.stages) + " stages");
+  }
+  if (spec_.first_minibatch > 0) {
+    // Minibatch b of this run is minibatch first + b of the training.
+    spec_.data = [data = std::move(spec_.data), first = spec_.first_minibatch](std::int64_t b) {
+      return data(first + b);
+    };
+  }
   spec_.plan.validate(spec_.model->num_layers());
   const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
 
@@ -149,6 +166,12 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     }
     setup.params = std::move(own);
     setup.optimizer = models::make_optimizer(spec_.optimizer);
+    if (!spec_.optimizer_states.empty()) {
+      const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
+      setup.optimizer->load_state(os.state, os.steps);
+    }
+    setup.first_minibatch = spec_.first_minibatch;
+    setup.first_round = schedules::update_rounds(rparams, s, spec_.first_minibatch);
     setup.executor = models::make_executor(device, spec_.sim_costs);
     setup.channel = impl_->channel.get();
     setup.collectives = &impl_->collectives;
@@ -167,17 +190,21 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   ls.routing = impl_->routing;
   ls.data = spec_.data;
   ls.minibatches = rparams.minibatches;
+  ls.stage_replicas = R;
   ls.channel = impl_->channel.get();
   ls.self = loader_ep;
+  ls.on_event = spec_.on_event;
   impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
   impl_->channel->bind(loader_ep, impl_->loader);
   MinibatchCallback progress;
   if (spec_.on_minibatch) {
-    progress = [cb = spec_.on_minibatch](std::int64_t b, const MinibatchLoss& l) {
-      cb(b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct, l.rows);
+    progress = [cb = spec_.on_minibatch, first = spec_.first_minibatch](std::int64_t b,
+                                                                        const MinibatchLoss& l) {
+      cb(first + b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct, l.rows);
     };
   }
-  impl_->coordinator = system_->spawn<Coordinator>("coordinator", R, std::move(progress));
+  impl_->coordinator =
+      system_->spawn<Coordinator>("coordinator", R, std::move(progress), spec_.on_event);
   impl_->channel->bind(coordinator_ep, impl_->coordinator);
 }
 
@@ -218,9 +245,19 @@ PipelineResult Pipeline::run() {
     result.losses.push_back(l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0);
   }
   for (const StageActor* s : impl_->stages) result.stages.push_back(s->stats());
-  result.minibatches = impl_->routing->params().minibatches;
+  result.minibatches = impl_->loader->minibatches();
   result.loader_peak_in_flight = impl_->loader->peak_in_flight();
   return result;
+}
+
+void Pipeline::request_stop() {
+  // The system refuses sends once stopped: the run is over then, nothing to stop.
+  (void)system_->send(impl_->loader, StopRequest{});
+}
+
+OptimizerState Pipeline::optimizer_state(int s) const {
+  const models::Optimizer& o = stage(s, 0).optimizer();
+  return {o.state(), o.steps()};
 }
 
 const StageActor& Pipeline::stage(int stage, int replica) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/minibatch_data.hpp"
+#include "actors/pipeline_event.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_event.hpp"
 #include "models/model.hpp"
@@ -25,6 +26,13 @@ namespace tandem::actors {
 
 class Coordinator;
 class LoaderActor;
+
+// An optimizer's state on one stage (every replica of a stage holds the same at a stop
+// boundary): Optimizer::state() and its step count.
+struct OptimizerState {
+  models::ParamSet state;
+  std::int64_t steps = 0;
+};
 
 struct PipelineSpec {
   const models::Model* model = nullptr;  // not owned; outlives the pipeline
@@ -42,18 +50,25 @@ struct PipelineSpec {
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
   StageObserver observer;       // called on the stages' threads
+  PipelineEventHook on_event;   // the loader's and coordinator's events, on their threads
   // The learning rate of update round k on every stage (empty: constant optimizer.lr).
   std::function<double(std::int64_t round)> lr_at;
   // Called (on the coordinator's thread) as each minibatch's loss completes: progress output.
   std::function<void(std::int64_t minibatch, double loss, std::int64_t correct, std::int64_t rows)>
       on_minibatch;
+  // Resuming: this run's minibatch 0 is minibatch `first_minibatch` of the whole training (a
+  // schedules::stop_boundary): data, dropout seeds, learning-rate rounds and on_minibatch's
+  // numbers count from there.
+  std::int64_t first_minibatch = 0;
+  // Per stage, the optimizer state to start from (empty: fresh optimizers).
+  std::vector<OptimizerState> optimizer_states;
 };
 
 struct PipelineResult {
   std::vector<double> losses;  // mean loss of every minibatch, in order
   std::vector<StageStats> stages;
   double seconds = 0;
-  std::int64_t minibatches = 0;
+  std::int64_t minibatches = 0;  // that ran: the plan's, or fewer after request_stop()
   int loader_peak_in_flight = 0;
 };
 
@@ -76,9 +91,17 @@ class Pipeline {
   // Runs every minibatch of the plan; once per pipeline. Throws PipelineError.
   PipelineResult run();
 
+  // From any thread, before or during run(): the run ends early, at the first stop boundary
+  // (schedules::stop_boundary) at or after the minibatches already admitted. Every minibatch
+  // before it completes (forward, backward, update); none after it starts. No effect after the
+  // run or when the boundary is the plan's end.
+  void request_stop();
+
   // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1).
   models::ParamSet params(int replica = 0) const;
   const StageActor& stage(int stage, int replica = 0) const;
+  // After run(): the optimizer state of a stage (from its replica 0), to resume from.
+  OptimizerState optimizer_state(int stage) const;
   ActorSystem& system() { return *system_; }
 
  private:

@@ -98,6 +98,8 @@ void StageActor::on_message(Message& msg) {
     if (!running_) throw std::logic_error("stage: SYNC completion without a SYNC in flight");
     running_ = false;
     complete();
+  } else if (msg.is<StopAt>()) {
+    stop_at(msg.as<StopAt>().minibatches);
   } else if (!msg.is<StartRun>()) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": unexpected message '" +
                                 std::string(message_type_name(msg.type())) + "' from actor " +
@@ -133,14 +135,39 @@ void StageActor::store(Message& msg, bool forward_lane) {
   }
 }
 
-bool StageActor::next_action() {
-  if (ahead_.empty()) {
-    if (source_done_) return false;
+std::optional<schedules::Action> StageActor::pull() {
+  while (!source_done_) {
     auto a = s_.actions();
     if (!a) {
       source_done_ = true;
-      return false;
+      break;
     }
+    if (schedules::runs_before(params_, stage_, *a, stop_at_)) return a;
+  }
+  return std::nullopt;
+}
+
+void StageActor::stop_at(std::int64_t minibatches) {
+  stop_at_ = minibatches;
+  // What was pulled ahead and is not running goes; the action taken as current only waits for
+  // inputs (a running one completes first: SYNC holds running_, and a device op is already
+  // submitted and was of an earlier minibatch).
+  std::deque<Action> kept;
+  for (std::size_t i = 0; i < ahead_.size(); ++i) {
+    const bool running_now = i == 0 && have_current_ && running_;
+    if (running_now || schedules::runs_before(params_, stage_, ahead_[i], stop_at_)) {
+      kept.push_back(ahead_[i]);
+    } else if (i == 0) {
+      have_current_ = false;  // the next advance() takes the next action that still runs
+    }
+  }
+  ahead_ = std::move(kept);
+}
+
+bool StageActor::next_action() {
+  if (ahead_.empty()) {
+    auto a = pull();
+    if (!a) return false;
     ahead_.push_back(*a);
   }
   have_current_ = true;
@@ -292,12 +319,8 @@ std::int64_t StageActor::next_forward_version() {
   // The lookahead after the current action; pull from the schedule until a forward shows.
   for (std::size_t i = 1;; ++i) {
     if (i == ahead_.size()) {
-      if (source_done_) return std::numeric_limits<std::int64_t>::max();
-      auto a = s_.actions();
-      if (!a) {
-        source_done_ = true;
-        return std::numeric_limits<std::int64_t>::max();
-      }
+      auto a = pull();
+      if (!a) return std::numeric_limits<std::int64_t>::max();
       ahead_.push_back(*a);
     }
     if (ahead_[i].op == Op::F) {
@@ -340,7 +363,7 @@ void StageActor::run_forward(const Action& a) {
   models::Context ctx;
   ctx.training = true;
   ctx.keep_saved = !a.recompute;
-  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Forward fwd;
   fwd.slice = a.slice;
@@ -449,7 +472,7 @@ void StageActor::run_backward(const Action& a) {
   models::Context ctx;
   ctx.training = true;
   ctx.keep_saved = true;
-  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Tensor dx;
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
@@ -486,7 +509,7 @@ void StageActor::run_weight(const Action& a) {
   models::ParamSet& g = grads();
   models::Context ctx;
   ctx.training = true;
-  ctx.seed = step_seed(s_.seed, a.minibatch);
+  ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f, 1.0f);
@@ -518,7 +541,7 @@ void StageActor::run_step(const Action& a) {
   versions_.collect(min_needed);
   models::ParamSet& g = grads();
   models::ParamSet next = versions_.begin_update(min_needed);
-  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(a.minibatch));
+  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));
   models::Context ctx;
   const models::Completion device_time = s_.executor->run(
       ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,10 @@ struct StageSetup {
   StageObserver observer;
   // The learning rate of update round k (empty: the optimizer's own, constant).
   std::function<double(std::int64_t round)> lr_at;
+  // A resumed run: its minibatch 0 and update round 0 are these of the whole training (dropout
+  // seeds and learning rates count from there).
+  std::int64_t first_minibatch = 0;
+  std::int64_t first_round = 0;
 };
 
 struct StageStats {
@@ -72,6 +77,7 @@ class StageActor final : public Actor {
 
   const StageStats& stats() const { return stats_; }
   const models::ParamSet& latest_params() const { return versions_.get(versions_.latest()); }
+  const models::Optimizer& optimizer() const { return *s_.optimizer; }
   // For a run that went quiet before its end: the action waited on and its missing inputs.
   std::string describe_wait() const;
 
@@ -116,6 +122,8 @@ class StageActor final : public Actor {
   using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
 
   void store(Message& msg, bool forward_lane);
+  std::optional<Action> pull();
+  void stop_at(std::int64_t minibatches);
   void advance();
   bool next_action();
   bool ready(const Action& a) const;
@@ -152,6 +160,7 @@ class StageActor final : public Actor {
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
+  std::int64_t stop_at_ = std::numeric_limits<std::int64_t>::max();  // StopAt: run's new end
   bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
   bool finished_ = false;
   std::uint64_t seq_ = 0;

@@ -1,5 +1,7 @@
 #include "schedules/pipeline_rules.hpp"
 
+#include <numeric>
+
 #include "schedules/weight_versions.hpp"
 
 namespace tandem::schedules {
@@ -28,6 +30,27 @@ int admission_releases_per_minibatch(const ScheduleParams& params) {
 
 GradientReduction gradient_reduction(const ScheduleParams& params) {
   return per_minibatch(params.kind) ? GradientReduction::mean : GradientReduction::sum;
+}
+
+std::int64_t stop_boundary(const ScheduleParams& params, std::int64_t next) {
+  if (!per_minibatch(params.kind)) return next;
+  std::int64_t l = 1;
+  for (int s = 0; s < params.stages; ++s) l = std::lcm(l, std::int64_t{params.replicas_of(s)});
+  return next % l == 0 ? next : (next / l + 1) * l;
+}
+
+std::int64_t update_rounds(const ScheduleParams& params, int stage, std::int64_t minibatches) {
+  if (!per_minibatch(params.kind)) return minibatches;
+  const std::int64_t r = params.replicas_of(stage);
+  return minibatches / r + (minibatches % r != 0 ? 1 : 0);  // no overflow near INT64_MAX
+}
+
+bool runs_before(const ScheduleParams& params, int stage, const Action& action,
+                 std::int64_t cutoff) {
+  if (action.op == Op::STEP || action.op == Op::SYNC) {
+    return action.minibatch < update_rounds(params, stage, cutoff);
+  }
+  return action.minibatch < cutoff;
 }
 
 }  // namespace tandem::schedules

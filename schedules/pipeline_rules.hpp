@@ -27,4 +27,19 @@ int admission_releases_per_minibatch(const ScheduleParams& params);
 enum class GradientReduction { sum, mean };
 GradientReduction gradient_reduction(const ScheduleParams& params);
 
+// Where a run may stop early or resume: the smallest minibatch count >= `next` after which no
+// update round is partial on any stage (PipeDream kinds: a multiple of the least common
+// multiple of the replica counts; any count for the others), so that the actions of the
+// minibatches before it, in the schedule's order, are exactly a shorter run's.
+std::int64_t stop_boundary(const ScheduleParams& params, std::int64_t next);
+
+// The update rounds (STEP/SYNC) a replica of `stage` runs over the first `minibatches`
+// minibatches (a stop boundary).
+std::int64_t update_rounds(const ScheduleParams& params, int stage, std::int64_t minibatches);
+
+// Whether `action` of a replica of `stage` belongs to the first `cutoff` minibatches of the
+// run (a stop boundary): those run, the others are dropped when the run stops there.
+bool runs_before(const ScheduleParams& params, int stage, const Action& action,
+                 std::int64_t cutoff);
+
 }  // namespace tandem::schedules
