@@ -1,5 +1,4 @@
-// `tandem demo` (also what `tandem` runs with no subcommand until the pipeline trainer
-// lands): a self-test of the actor runtime that prints a measured result.
+// `tandem demo`: a self-test of the actor runtime that prints a measured result.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -63,13 +62,10 @@ void add_demo_command(CLI::App& app) {
   static std::uint64_t round_trips = 1'000'000;
   static std::size_t workers = 2;
   cmd->add_option("--round-trips", round_trips, "Number of round trips")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--workers", workers, "Worker threads")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000'000}));
+  cmd->add_option("--workers", workers, "Worker threads")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   cmd->callback([] { run_demo(round_trips, workers); });
-  // `tandem` alone runs the demo.
-  app.callback([&app] {
-    if (app.get_subcommands().empty()) run_demo(round_trips, workers);
-  });
 }
 
 }  // namespace tandem::apps

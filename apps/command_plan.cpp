@@ -1,14 +1,22 @@
 // `tandem plan`: from a layer profile (JSON, as `tandem profile` writes it) and a cluster
-// (YAML), find a plan for a schedule, print it, and write the config's `pipeline:` section.
+// (YAML), find a plan for a schedule, print it (a table, or JSON with --json), and write the
+// config's `pipeline:` section.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "apps/commands.hpp"
+#include "apps/output_file.hpp"
+#include "apps/usage_error.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
@@ -18,6 +26,8 @@
 namespace tandem::apps {
 namespace {
 
+namespace ts = tandem::schedules;
+
 struct PlanOptions {
   std::string profile;
   std::string cluster;
@@ -25,38 +35,121 @@ struct PlanOptions {
   int minibatch = 0;
   int slices = 0;
   int stages = 0;
-  std::uint64_t seed = 1;
+  std::int64_t seed = 1;
   int population = 64;
   int generations = 200;
   std::string output;
+  bool json = false;
+  bool quiet = false;
 };
 
-void run_plan(const PlanOptions& options) {
+// Flags the chosen schedule would ignore are refused: a user who gives them expects an effect.
+void check_flags(const PlanOptions& o, const CLI::App& cmd, ts::ScheduleKind kind) {
+  const bool pipedream = kind == ts::ScheduleKind::pipedream;
+  const bool asynchronous = ts::is_asynchronous(kind);
+  const bool umpipe = kind == ts::ScheduleKind::umpipe;
+  const auto refuse = [&](const char* flag, const std::string& why) {
+    if (cmd.count(flag) > 0) {
+      throw UsageError("plan: " + std::string(flag) + " does not apply to schedule " + o.schedule +
+                       ": " + why);
+    }
+  };
+  if (asynchronous) refuse("--slices", "it runs whole minibatches, one slice each");
+  if (umpipe) refuse("--slices", "the GA chooses UMPIPE's unequal slices");
+  if (pipedream) refuse("--stages", "the PipeDream DP chooses stages and replicas");
+  if (!umpipe) {
+    const std::string why = "it tunes the UMPIPE GA only";
+    refuse("--seed", why);
+    refuse("--population", why);
+    refuse("--generations", why);
+  }
+}
+
+// Every value is finite on its own (load_profile checks), but their sums over layers, which the
+// planner forms, can overflow to inf: refuse the profile at the value where that happens.
+void check_sums(const planner::Profile& profile, const std::string& source) {
+  const std::pair<const char*, double planner::LayerProfile::*> fields[] = {
+      {"forward_ms", &planner::LayerProfile::forward_ms},
+      {"backward_ms", &planner::LayerProfile::backward_ms},
+      {"activation_bytes", &planner::LayerProfile::activation_bytes},
+      {"parameter_bytes", &planner::LayerProfile::parameter_bytes},
+      {"memory_bytes", &planner::LayerProfile::memory_bytes}};
+  for (const auto& [name, field] : fields) {
+    double sum = 0;
+    for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+      const double v = profile.layers[i].*field;
+      // With headroom: the planner scales and combines these sums.
+      if (sum + v > 1e300) {
+        throw std::runtime_error(fmt::format(
+            "{}: layers[{}].{}: {:g}: the sum over layers overflows (the layers before add up "
+            "to {:g})",
+            source, i, name, v, sum));
+      }
+      sum += v;
+    }
+  }
+}
+
+void check_finite(const planner::PlannedPipeline& planned) {
+  const auto check = [](const char* what, double v) {
+    if (!std::isfinite(v)) {
+      throw std::runtime_error(
+          fmt::format("plan: the predicted {} is {}: the profile's values are too large", what, v));
+    }
+  };
+  check("time per minibatch", planned.time_per_minibatch_ms);
+  check("bubble", planned.bubble);
+  for (const planner::PlannedStage& s : planned.stages) {
+    check("compute time of a stage", s.compute_ms);
+    check("memory of a stage", s.memory_bytes);
+  }
+}
+
+void run_plan(const PlanOptions& options, const CLI::App& cmd) {
   planner::PlanRequest request;
-  request.schedule = schedules::parse_schedule_kind(options.schedule);
+  try {
+    request.schedule = ts::parse_schedule_kind(options.schedule);
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("plan: --schedule: ") + e.what());
+  }
+  check_flags(options, cmd, request.schedule);
+  if (!options.output.empty()) {
+    check_output("plan: -o", options.output, {options.profile, options.cluster});
+  }
   request.minibatch = options.minibatch;
   request.slices = options.slices;
   request.stages = options.stages;
-  request.ga.seed = options.seed;
+  request.ga.seed = static_cast<std::uint64_t>(options.seed);
   request.ga.population = options.population;
   request.ga.generations = options.generations;
   const planner::Profile profile = planner::load_profile(options.profile);
+  check_sums(profile, options.profile);
   const planner::Cluster cluster = planner::load_cluster(options.cluster);
-  const planner::PlannedPipeline planned = planner::plan_pipeline(profile, cluster, request);
-  std::cout << planner::format_plan(planned);
-  if (options.output.empty()) return;
-  const std::string yaml = planner::pipeline_yaml(planned);
-  std::filesystem::path temporary = options.output;
-  temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << "# tandem plan --profile " << options.profile << " --cluster " << options.cluster
-        << " --schedule " << options.schedule << "\n"
-        << yaml;
-    if (!out) throw std::runtime_error("plan: cannot write " + temporary.string());
+  // The GA can take a while: say what runs, on stderr, so stdout stays the plan.
+  const auto start = std::chrono::steady_clock::now();
+  const bool slow = request.schedule == ts::ScheduleKind::umpipe;
+  if (slow && !options.quiet) {
+    std::cerr << fmt::format(
+        "plan: searching UMPIPE slices: GA with population {}, {} generations, {} layers, {} "
+        "workers...\n",
+        options.population, options.generations, profile.layers.size(), cluster.workers());
   }
-  std::filesystem::rename(temporary, options.output);
-  std::cout << "wrote the pipeline section to " << options.output << '\n';
+  const planner::PlannedPipeline planned = planner::plan_pipeline(profile, cluster, request);
+  if (slow && !options.quiet) {
+    std::cerr << fmt::format(
+        "plan: done in {:.1f} s\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  check_finite(planned);
+  std::cout << (options.json ? planner::plan_json(planned) : planner::format_plan(planned));
+  if (options.output.empty()) return;
+  const std::string text = "# tandem plan --profile " + options.profile + " --cluster " +
+                           options.cluster + " --schedule " + options.schedule + "\n" +
+                           planner::pipeline_yaml(planned);
+  write_output(options.output, text);
+  // With --json stdout holds one JSON document; the note goes with the progress.
+  (options.json ? std::cerr : std::cout)
+      << "wrote the pipeline section to " << options.output << '\n';
 }
 
 }  // namespace
@@ -74,20 +167,24 @@ void add_plan_command(CLI::App& app) {
                   "Samples per minibatch (default: the profile's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--slices", options->slices,
-                  "Equal slices per minibatch (default: the fastest count)")
+                  "Equal slices per minibatch (default: the fastest count; flush schedules)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--stages", options->stages,
                   "Stages for schedules without replication (default: one per worker)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", options->seed, "UMPIPE GA seed")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "UMPIPE GA seed")
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()))
+      ->capture_default_str();
   cmd->add_option("--population", options->population, "UMPIPE GA population")
       ->check(CLI::Range(2, 100000))
       ->capture_default_str();
   cmd->add_option("--generations", options->generations, "UMPIPE GA generations")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   cmd->add_option("-o,--output", options->output, "Write the config's pipeline: section here");
-  cmd->callback([options] { run_plan(*options); });
+  cmd->add_flag("--json", options->json, "Print the plan as JSON instead of a table");
+  cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  cmd->callback([options, cmd] { run_plan(*options, *cmd); });
 }
 
 }  // namespace tandem::apps

@@ -3,14 +3,19 @@
 // planner's profile JSON, the input of `tandem plan --profile`.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
 #include "apps/model_profiler.hpp"
+#include "apps/output_file.hpp"
+#include "apps/usage_error.hpp"
 #include "planner/profile.hpp"
 
 namespace tandem::apps {
@@ -24,20 +29,42 @@ struct ProfileArgs {
 };
 
 void run_profile(const ProfileArgs& args) {
+  check_output("profile: -o", args.output, {args.config});
   const Config config = load_config(args.config);
+  if (args.options.minibatch > 0) {  // the config was checked with its own minibatch
+    const Machine machine = Machine::here();
+    const double bytes =
+        4 * activation_count(models::Model::build(config.model), args.options.minibatch);
+    if (bytes > machine.memory_bytes) {
+      throw UsageError(fmt::format(
+          "profile: --minibatch {}: one minibatch's activations alone need {}, more than this "
+          "machine's {} of memory",
+          args.options.minibatch, human_bytes(bytes), human_bytes(machine.memory_bytes)));
+    }
+  }
   const auto progress = [&](int i, int n, const planner::LayerProfile& layer) {
     if (args.quiet) return;
     std::cerr << fmt::format("profile: layer {}/{} {}: forward {:.4f} ms, backward {:.4f} ms\n",
                              i + 1, n, layer.name, layer.forward_ms, layer.backward_ms);
   };
   const planner::Profile profile = profile_model(config, args.options, progress);
-  planner::save_profile(profile, args.output);
   double forward = 0, backward = 0, parameters = 0;
   for (const planner::LayerProfile& layer : profile.layers) {
     forward += layer.forward_ms;
     backward += layer.backward_ms;
     parameters += layer.parameter_bytes;
+    // A measurement that is not a finite number would make every plan from it meaningless.
+    for (const auto& [what, v] :
+         {std::pair{"forward_ms", layer.forward_ms}, std::pair{"backward_ms", layer.backward_ms},
+          std::pair{"total forward_ms", forward}, std::pair{"total backward_ms", backward},
+          std::pair{"total parameter_bytes", parameters}}) {
+      if (!std::isfinite(v)) {
+        throw std::runtime_error(
+            fmt::format("profile: layer {}: {} is {}; nothing written", layer.name, what, v));
+      }
+    }
   }
+  planner::save_profile(profile, args.output);
   std::cout << fmt::format(
       "profiled {} layers of {} on {} samples ({}): forward {:.3f} ms, backward {:.3f} ms, "
       "{:.0f} parameter bytes\nwrote {}\n",
@@ -54,10 +81,10 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("config", args->config, "config file (YAML)")->required();
   cmd->add_option("-o,--output", args->output, "profile JSON to write")->required();
   cmd->add_option("--repeats", args->options.repeats, "timed rounds per layer (median)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--warmup", args->options.warmup, "untimed rounds per layer first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--minibatch", args->options.minibatch,
                   "samples per minibatch (default: the config's train.minibatch)")

@@ -2,7 +2,10 @@
 // it with the discrete-event simulator, prints a table and an ASCII timeline (or JSON), and
 // draws an SVG timeline.
 #include <charconv>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -13,6 +16,9 @@
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "apps/config_limits.hpp"
+#include "apps/output_file.hpp"
+#include "apps/usage_error.hpp"
 #include "schedules/report.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
@@ -24,6 +30,9 @@ namespace tandem::apps {
 namespace {
 
 namespace ts = tandem::schedules;
+
+// Runs with more actions than this report their phases on stderr.
+constexpr double kLargeRun = 2e6;
 
 struct SimulateOptions {
   std::string schedule = "1f1b";
@@ -49,7 +58,7 @@ struct SimulateOptions {
 };
 
 [[noreturn]] void bad(const std::string& flag, const std::string& what) {
-  throw std::runtime_error("simulate: " + flag + ": " + what);
+  throw UsageError("simulate: " + flag + ": " + what);
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {
@@ -122,10 +131,80 @@ std::vector<std::vector<std::int64_t>> compositions(const std::string& flag,
   return out;
 }
 
-ts::ActionList build_list(const SimulateOptions& o) {
+// Bytes the simulator holds per action (the list, its dependency graph, the timeline and the
+// validator's indexes), measured on large runs with some margin; only for refusing runs that
+// cannot fit before they start.
+constexpr double kBytesPerAction = 200;
+
+// Actions the schedule will have, from its parameters alone: each slice of each minibatch visits
+// every (virtual) stage once with F and B (+ W when split, + a recomputed F), plus a STEP per
+// minibatch per device.
+double estimated_actions(const ts::ScheduleParams& p) {
+  const bool split = p.kind == ts::ScheduleKind::zb_h1;
+  const double ops = 2 + (split ? 1 : 0) + (p.rematerialize ? 1 : 0);
+  double per_minibatch = 0;
+  if (!p.forward_slices.empty() || !p.backward_slices.empty()) {
+    for (const auto& f : p.forward_slices) per_minibatch += static_cast<double>(f.size());
+    for (const auto& b : p.backward_slices) per_minibatch += static_cast<double>(b.size());
+  } else {
+    per_minibatch = ops * static_cast<double>(p.slices) * p.chunks * p.stages;
+  }
+  double devices = 0;
+  for (int s = 0; s < p.stages; ++s) {
+    devices += p.replicas.empty() ? 1 : p.replicas[static_cast<std::size_t>(s)];
+  }
+  const double minibatches = static_cast<double>(std::max<std::int64_t>(p.minibatches, 1));
+  return minibatches * (per_minibatch + 2 * devices);
+}
+
+// Generator flags given with --order, or flags the schedule does not use: the user expects
+// an effect that would silently not happen.
+void check_flags(const SimulateOptions& o, const CLI::App& cmd, ts::ScheduleKind kind) {
+  const auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   if (!o.order.empty()) {
+    for (const char* flag :
+         {"--schedule", "--stages", "--slices", "--chunks", "--minibatch", "--minibatches",
+          "--replicas", "--forward-slices", "--backward-slices", "--remat"}) {
+      if (given(flag)) {
+        bad(flag, "does not apply with --order: the action list's header and tokens give it");
+      }
+    }
+    return;
+  }
+  const std::string name(ts::to_string(kind));
+  if ((given("--forward-slices") || given("--backward-slices")) &&
+      kind != ts::ScheduleKind::umpipe) {
+    bad(given("--forward-slices") ? "--forward-slices" : "--backward-slices",
+        "per-stage slice sizes apply to schedule umpipe only, not " + name);
+  }
+  if (given("--slices") && kind == ts::ScheduleKind::umpipe && !o.forward_slices.empty()) {
+    bad("--slices", "does not apply with --forward-slices: those give the slices");
+  }
+  if (given("--slices") && given("--minibatches") &&
+      (kind == ts::ScheduleKind::pipedream || kind == ts::ScheduleKind::pipedream_vsync)) {
+    bad("--slices", "schedule " + name + " runs whole minibatches: -m counts them, as does -n");
+  }
+  if (given("--chunks") && kind != ts::ScheduleKind::interleaved) {
+    bad("--chunks", "model chunks per device apply to schedule interleaved only, not " + name);
+  }
+  if (o.remat && kind != ts::ScheduleKind::gpipe) {
+    bad("--remat", "applies to schedule gpipe only, not " + name);
+  }
+}
+
+ts::ActionList build_list(const SimulateOptions& o, const CLI::App& cmd) {
+  if (!o.order.empty()) {
+    check_flags(o, cmd, ts::ScheduleKind::custom);
+    std::error_code ec;
+    const auto status = std::filesystem::status(o.order, ec);
+    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+      bad("--order", "'" + o.order + "' is not a regular file");
+    }
+    if (!ec && std::filesystem::file_size(o.order, ec) > (std::uintmax_t{1} << 30)) {
+      bad("--order", "'" + o.order + "' is larger than 1 GiB");
+    }
     std::ifstream in(o.order);
-    if (!in) bad("--order", "cannot read '" + o.order + "'");
+    if (!in) throw std::runtime_error("simulate: --order: cannot read '" + o.order + "'");
     std::stringstream text;
     text << in.rdbuf();
     try {
@@ -135,7 +214,12 @@ ts::ActionList build_list(const SimulateOptions& o) {
     }
   }
   ts::ScheduleParams p;
-  p.kind = ts::parse_schedule_kind(o.schedule);
+  try {
+    p.kind = ts::parse_schedule_kind(o.schedule);
+  } catch (const std::exception& e) {
+    bad("--schedule", e.what());
+  }
+  check_flags(o, cmd, p.kind);
   p.stages = o.stages;
   p.slices = o.slices;
   p.chunks = o.chunks;
@@ -148,6 +232,14 @@ ts::ActionList build_list(const SimulateOptions& o) {
   }
   p.forward_slices = compositions("--forward-slices", o.forward_slices);
   p.backward_slices = compositions("--backward-slices", o.backward_slices);
+  // The compositions give the slices; -m's default would go into the text form's header as a
+  // slice count larger than the minibatch (`slices=8 minibatch=4`), which --order refuses.
+  for (const auto* lists : {&p.forward_slices, &p.backward_slices}) {
+    if (!lists->empty() && !lists->front().empty() && cmd.count("--slices") == 0) {
+      p.slices = static_cast<int>(lists->front().size());
+      break;
+    }
+  }
   // PipeDream takes whole minibatches: -m counts them unless --minibatches does.
   const bool whole =
       p.kind == ts::ScheduleKind::pipedream || p.kind == ts::ScheduleKind::pipedream_vsync;
@@ -156,7 +248,22 @@ ts::ActionList build_list(const SimulateOptions& o) {
                   : whole                                     ? o.slices
                   : p.kind == ts::ScheduleKind::pipedream_2bw ? 2
                                                               : 1;
-  return ts::Schedule(p).materialize();
+  ts::Schedule schedule(p);
+  // Refuse what cannot fit before building it (`-p 100000 -m 100000`: 2e10 actions).
+  const double actions = estimated_actions(schedule.params());
+  const double bytes = actions * kBytesPerAction;
+  const Machine machine = Machine::here();
+  if (bytes > machine.memory_bytes) {
+    throw UsageError("simulate: about " + std::to_string(static_cast<std::int64_t>(actions)) +
+                     " actions would need about " + human_bytes(bytes) + ", more than this " +
+                     "machine's " + human_bytes(machine.memory_bytes) +
+                     " of memory; use fewer stages (-p), slices (-m) or minibatches (-n)");
+  }
+  if (actions > kLargeRun) {
+    std::cerr << "simulate: building " << static_cast<std::int64_t>(actions) << " actions ("
+              << human_bytes(bytes) << ")...\n";
+  }
+  return schedule.materialize();
 }
 
 ts::SimulationCosts build_costs(const SimulateOptions& o, const ts::ScheduleParams& p) {
@@ -193,13 +300,55 @@ ts::SimulationCosts build_costs(const SimulateOptions& o, const ts::SchedulePara
   return costs;
 }
 
-void run(const SimulateOptions& o) {
+// Progress on stderr between the phases of a large run.
+class Progress {
+ public:
+  explicit Progress(bool on) : on_(on) {}
+  void operator()(const std::string& what) const {
+    if (!on_) return;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::cerr << "simulate: " << what << " (" << s << " s)\n";
+  }
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+std::size_t action_count(const ts::ActionList& list) {
+  std::size_t n = 0;
+  for (const auto& d : list.devices) n += d.size();
+  return n;
+}
+
+// A result that is not a finite number is an error naming it, not a table with "inf".
+void check_finite(const ts::SimulationResult& r) {
+  const auto check = [](const char* what, double v) {
+    if (!std::isfinite(v)) {
+      throw std::runtime_error(std::string("simulate: the ") + what + " is " + std::to_string(v) +
+                               ": the durations or sizes given (--tf, --tb, --tw, --sync, --step, "
+                               "--delay, --*-bytes) are too large to add up");
+    }
+  };
+  check("makespan", r.makespan);
+  for (const double b : r.busy) check("busy time of a device", b);
+  for (const double m : r.memory) check("memory of a device", m);
+}
+
+void run(const SimulateOptions& o, const CLI::App& cmd) {
   if (!(o.bandwidth > 0)) bad("--bandwidth", "must be positive");
   if (!(o.delay >= 0)) bad("--delay", "must be non-negative");
-  const ts::ActionList list = build_list(o);
+  if (!o.svg.empty()) check_output("simulate: --svg", o.svg, {o.order});
+  const ts::ActionList list = build_list(o, cmd);
+  const Progress progress(action_count(list) > kLargeRun);
+  progress("built " + std::to_string(action_count(list)) + " actions; validating");
   ts::validate(list);
+  progress("valid; simulating");
   const ts::SimulationCosts costs = build_costs(o, list.params);
   const ts::SimulationResult result = ts::simulate(list, costs);
+  progress("simulated");
+  check_finite(result);
   if (o.print_order) std::cout << ts::format_actions(list) << '\n';
   if (o.json) {
     std::cout << ts::format_json(list, result);
@@ -207,11 +356,7 @@ void run(const SimulateOptions& o) {
     std::cout << ts::format_report(list, result) << '\n'
               << ts::format_ascii_timeline(list, result, o.width);
   }
-  if (!o.svg.empty()) {
-    std::ofstream out(o.svg);
-    out << ts::timeline_svg(list, result);
-    if (!out) bad("--svg", "cannot write '" + o.svg + "'");
-  }
+  if (!o.svg.empty()) write_output(o.svg, ts::timeline_svg(list, result));
 }
 
 }  // namespace
@@ -224,15 +369,21 @@ void add_simulate_command(CLI::App& app) {
                   "naive, gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, "
                   "umpipe")
       ->capture_default_str();
-  sub->add_option("-p,--stages", o->stages, "Pipeline stages")->capture_default_str();
+  const auto count = CLI::Range(1, 1'000'000'000);
+  const auto big_count = CLI::Range(std::int64_t{1}, std::int64_t{1} << 40);
+  sub->add_option("-p,--stages", o->stages, "Pipeline stages")->check(count)->capture_default_str();
   sub->add_option("-m,--slices", o->slices,
                   "Slices per minibatch (PipeDream: minibatches simulated)")
+      ->check(count)
       ->capture_default_str();
   sub->add_option("-v,--chunks", o->chunks, "Model chunks per device (interleaved)")
+      ->check(count)
       ->capture_default_str();
-  sub->add_option("--minibatch", o->minibatch, "Samples per minibatch (default: one per slice)");
+  sub->add_option("--minibatch", o->minibatch, "Samples per minibatch (default: one per slice)")
+      ->check(big_count);
   sub->add_option("-n,--minibatches", o->minibatches,
-                  "Minibatches (2BW: batches) to simulate (default: 1; PipeDream: -m; 2BW: 2)");
+                  "Minibatches (2BW: batches) to simulate (default: 1; PipeDream: -m; 2BW: 2)")
+      ->check(big_count);
   sub->add_option("--replicas", o->replicas, "Replicas per stage, e.g. 2,1,1");
   sub->add_option("--forward-slices", o->forward_slices,
                   "UMPIPE forward slice sizes per stage, e.g. '1,3;1,3'");
@@ -248,21 +399,25 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--tw", o->tw, "W (weight gradient) duration")->capture_default_str();
   sub->add_option("--delay", o->delay, "Latency of every message between devices")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--bandwidth", o->bandwidth, "Bytes per time unit of every link");
+  sub->add_option("--bandwidth", o->bandwidth, "Bytes per time unit of every link")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--contention", o->contention, "Messages on one link travel one at a time");
   sub->add_option("--send-bytes", o->send_bytes,
                   "Bytes per sample a stage sends on (one value or one per stage)");
   sub->add_option("--weight-bytes", o->weight_bytes, "Bytes of one weight version per stage");
   sub->add_option("--activation-bytes", o->activation_bytes,
                   "Bytes per sample a stage keeps from F to B");
-  sub->add_option("--sync", o->sync, "SYNC (all-reduce) duration");
-  sub->add_option("--step", o->step, "STEP (optimizer) duration");
+  sub->add_option("--sync", o->sync, "SYNC (all-reduce) duration")->check(CLI::NonNegativeNumber);
+  sub->add_option("--step", o->step, "STEP (optimizer) duration")->check(CLI::NonNegativeNumber);
   sub->add_option("--svg", o->svg, "Write an SVG timeline to this file");
   sub->add_flag("--json", o->json, "Print JSON instead of the table and timeline");
   sub->add_flag("--print-order", o->print_order, "Print the action list in text form");
-  sub->add_option("--width", o->width, "Columns of the ASCII timeline")->capture_default_str();
-  sub->callback([o] { run(*o); });
+  sub->add_option("--width", o->width, "Columns of the ASCII timeline")
+      ->check(CLI::Range(20, 100000))
+      ->capture_default_str();
+  sub->callback([o, sub] { run(*o, *sub); });
 }
 
 }  // namespace tandem::apps

@@ -1,19 +1,25 @@
-// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--quiet]`: trains on one device or
-// through the pipeline runtime; without a config, the embedded default pipeline.
+// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--trace FILE] [--checkpoint DIR
+// [--checkpoint-every N]] [--resume DIR] [--dry-run] [--quiet]`: trains through the pipeline
+// runtime; without a config, the embedded default pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/default_config.hpp"
+#include "apps/dry_run.hpp"
 #include "apps/trainer_report.hpp"
+#include "apps/usage_error.hpp"
 
 namespace tandem::apps {
 
 void add_train_command(CLI::App& app) {
   struct Args {
-    std::string config, metrics_json;
+    std::string config, metrics_json, trace, checkpoint, resume;
     int64_t steps = 0;
+    int64_t checkpoint_every = 0;
     bool quiet = false;
+    bool dry_run = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -24,12 +30,39 @@ void add_train_command(CLI::App& app) {
                   "write one JSON object per logged step to FILE (JSON Lines)");
   sub->add_option("--steps", args->steps, "train this many steps instead of train.steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sub->add_option("--trace", args->trace,
+                  "write a Chrome/Perfetto trace of the pipeline run to FILE (see "
+                  "docs/observability.md)");
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "write checkpoints into DIR (safetensors per stage and a manifest; see "
+                  "docs/checkpoints.md): at the end, and every --checkpoint-every steps");
+  sub->add_option("--checkpoint-every", args->checkpoint_every,
+                  "steps between checkpoints (rounded up to the schedule's stop boundary)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sub->add_option("--resume", args->resume,
+                  "continue the run a checkpoint in DIR stopped at (same model and plan)");
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
+  sub->add_flag("--dry-run", args->dry_run,
+                "validate the config, print the plan and the simulator's predicted step time and "
+                "memory per stage, and exit without training");
   sub->callback([args, sub] {
+    if (args->dry_run) {
+      dry_run(args->config.empty() ? parse_config(std::string(default_config()), kDefaultConfigName)
+                                   : load_config(args->config),
+              std::cout);
+      return;
+    }
     TrainCommand command;
     if (!args->config.empty()) command.config = args->config;
     if (sub->count("--metrics-json") > 0) command.metrics_json = args->metrics_json;
     if (sub->count("--steps") > 0) command.steps = args->steps;
+    if (sub->count("--trace") > 0) command.trace = args->trace;
+    if (sub->count("--checkpoint-every") > 0 && sub->count("--checkpoint") == 0) {
+      throw UsageError("--checkpoint-every needs --checkpoint DIR");
+    }
+    if (sub->count("--checkpoint") > 0) command.checkpoint_dir = args->checkpoint;
+    command.checkpoint_every = args->checkpoint_every;
+    if (sub->count("--resume") > 0) command.resume = args->resume;
     command.quiet = args->quiet;
     run_train_command(command, std::cout);
   });

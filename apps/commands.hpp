@@ -4,7 +4,7 @@
 
 namespace tandem::apps {
 
-// `tandem` with no subcommand, and `tandem demo`: the runtime self-test.
+// `tandem demo`: the runtime self-test.
 void add_demo_command(CLI::App& app);
 
 // `tandem devices`: the CPU threads and CUDA devices this build can use.
@@ -13,8 +13,9 @@ void add_devices_command(CLI::App& app);
 // `tandem simulate`: time a schedule with the discrete-event simulator (table, ASCII, SVG).
 void add_simulate_command(CLI::App& app);
 
-// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--quiet]`: training on one device
-// or a pipeline; no config: the embedded default pipeline (apps/default_config.hpp).
+// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--trace FILE] [--steps N] [--quiet]`:
+// training on one device or a pipeline; no config: the embedded default pipeline
+// (apps/default_config.hpp).
 void add_train_command(CLI::App& app);
 
 // `tandem plan --profile P.json --cluster C.yaml --schedule S [-o FILE]`: stages, replicas and
@@ -24,5 +25,9 @@ void add_plan_command(CLI::App& app);
 // `tandem profile CONFIG.yaml -o P.json [--repeats N] [--warmup N] [--minibatch B]`: per-layer
 // forward / backward times and sizes of the config's model, as `tandem plan` reads them.
 void add_profile_command(CLI::App& app);
+
+// `tandem trace summarize FILE`: utilization, bubble and measured step time of a pipeline trace
+// (`tandem train --trace FILE`) beside the simulator's prediction with the measured durations.
+void add_trace_command(CLI::App& app);
 
 }  // namespace tandem::apps

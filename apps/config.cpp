@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <span>
 #include <sstream>
 
+#include "apps/config_limits.hpp"
 #include "apps/config_reader.hpp"
 #include "models/model.hpp"
 #include "schedules/schedule.hpp"
@@ -25,6 +27,13 @@ namespace data = models::data;
 constexpr std::array<std::string_view, 4> kTopLevelSections = {"model", "data", "train",
                                                                "pipeline"};
 
+// More replicas of one stage than any machine room holds: a typo, refused before a placement
+// per replica is made.
+constexpr int64_t kMaxReplicas = 65536;
+
+// Config files are small; a larger file is not one (a data file given by mistake).
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
 // Schedules a pipeline section may name (DESIGN.md section 5).
 constexpr std::array<std::string_view, 8> kSchedules = {
     "gpipe", "1f1b", "pipedream", "pipedream-vsync", "2bw", "interleaved", "zb-h1", "umpipe"};
@@ -33,6 +42,13 @@ std::string join(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
   return out;
+}
+
+// "1.23e+09": counts too large to read digit by digit.
+std::string fmt_count(double n) {
+  char text[32];
+  std::snprintf(text, sizeof text, n < 1e6 ? "%.0f" : "%.3g", n);
+  return text;
 }
 
 int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {
@@ -44,6 +60,15 @@ int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fall
 int64_t non_negative(ConfigMap& m, std::string_view key, int64_t fallback) {
   const int64_t v = m.get_or<int64_t>(key, fallback);
   if (v < 0) m.fail(key, "must be >= 0, got " + std::to_string(v));
+  return v;
+}
+
+// A model dimension: >= 1 and at most kMaxDimension, so the size estimates stay exact.
+int64_t dimension(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {
+  const int64_t v = positive(m, key, fallback);
+  if (v > kMaxDimension) {
+    m.fail(key, "must be <= " + std::to_string(kMaxDimension) + ", got " + std::to_string(v));
+  }
   return v;
 }
 
@@ -59,36 +84,71 @@ double in_range(ConfigMap& m, std::string_view key, double fallback, double lo, 
 
 // ---- model ----
 
-models::ModelSpec read_model(ConfigMap m) {
+// The key a model's size grows with, for errors about its size.
+std::string_view size_key(const models::ModelSpec& spec) {
+  if (spec.name == "mlp") return "widths";
+  if (spec.name == "vgg16") return "width_mult";
+  // GPT: the blocks or the embedding and head, whichever holds more.
+  const auto d = static_cast<double>(spec.d_model);
+  const double blocks = static_cast<double>(spec.layers) * 12 * d * d;
+  return blocks >= 2 * static_cast<double>(spec.vocab) * d ? "layers" : "vocab";
+}
+
+// Weights and their gradients, 4 bytes each: the least any run of the model holds.
+void check_parameters(ConfigMap& m, const models::ModelSpec& spec, double parameters,
+                      const Machine& machine) {
+  const double bytes = 8 * parameters;
+  if (bytes > machine.memory_bytes) {
+    m.fail(size_key(spec), "the model would have about " + fmt_count(parameters) +
+                               " parameters: " + human_bytes(bytes) +
+                               " for its weights and gradients alone, more than this machine's " +
+                               human_bytes(machine.memory_bytes) + " of memory");
+  }
+}
+
+models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parameters) {
   models::ModelSpec spec;
   spec.name = m.get<std::string>("name");
   if (spec.name == "mlp") {
     spec.widths = m.get<std::vector<int64_t>>("widths");
     if (spec.widths.size() < 2) m.fail("widths", "needs at least [in_features, classes]");
     for (size_t i = 0; i < spec.widths.size(); ++i) {
-      if (spec.widths[i] < 1) m.fail("widths", "entry " + std::to_string(i) + " must be >= 1");
+      if (spec.widths[i] < 1 || spec.widths[i] > kMaxDimension) {
+        m.fail("widths", "entry " + std::to_string(i) + " must be in [1, " +
+                             std::to_string(kMaxDimension) + "], got " +
+                             std::to_string(spec.widths[i]));
+      }
     }
   } else if (spec.name == "gpt") {
-    spec.layers = positive(m, "layers");
-    spec.d_model = positive(m, "d_model");
-    spec.heads = positive(m, "heads");
-    spec.seq_len = positive(m, "seq_len");
-    spec.vocab = positive(m, "vocab");
+    spec.layers = dimension(m, "layers");
+    spec.d_model = dimension(m, "d_model");
+    spec.heads = dimension(m, "heads");
+    spec.seq_len = dimension(m, "seq_len");
+    spec.vocab = dimension(m, "vocab");
     spec.d_ff = non_negative(m, "d_ff", 0);
+    if (spec.d_ff > kMaxDimension) {
+      m.fail("d_ff",
+             "must be <= " + std::to_string(kMaxDimension) + ", got " + std::to_string(spec.d_ff));
+    }
     if (spec.d_model % spec.heads != 0) {
       m.fail("heads", "d_model " + std::to_string(spec.d_model) + " is not divisible by " +
                           std::to_string(spec.heads) + " heads");
     }
   } else if (spec.name == "vgg16") {
     spec.width_mult = m.get_or<double>("width_mult", spec.width_mult);
-    if (!(spec.width_mult > 0)) m.fail("width_mult", "must be > 0");
-    spec.in_channels = positive(m, "in_channels", spec.in_channels);
-    spec.image_size = positive(m, "image_size", spec.image_size);
+    if (!(spec.width_mult > 0) || spec.width_mult > 1024) {
+      m.fail("width_mult", "must be in (0, 1024], got " + std::to_string(spec.width_mult));
+    }
+    spec.in_channels = dimension(m, "in_channels", spec.in_channels);
+    spec.image_size = dimension(m, "image_size", spec.image_size);
+    if (spec.image_size > 65536) {
+      m.fail("image_size", "must be <= 65536, got " + std::to_string(spec.image_size));
+    }
     if (spec.image_size % 32 != 0) {
       m.fail("image_size", "must be a multiple of 32 (five 2x2 max-pools), got " +
                                std::to_string(spec.image_size));
     }
-    spec.classes = positive(m, "classes", spec.classes);
+    spec.classes = dimension(m, "classes", spec.classes);
   } else {
     m.fail("name", "unknown model '" + spec.name + "' (expected mlp, gpt or vgg16)");
   }
@@ -96,12 +156,16 @@ models::ModelSpec read_model(ConfigMap m) {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
   }
   m.finish();
+  // A GPT's layer objects alone can exhaust memory (`layers: 100000000`): its size comes from
+  // the formula before any layer is built. The other models have a bounded number of layers.
+  if (spec.name == "gpt") check_parameters(m, spec, gpt_parameter_estimate(spec), machine);
   // The zoo checks what is left (e.g. a vgg16 too narrow to build).
   try {
-    (void)models::Model::build(spec);
+    *parameters = parameter_count(models::Model::build(spec));
   } catch (const std::invalid_argument& e) {
     m.fail_here(std::string("invalid model: ") + e.what());
   }
+  check_parameters(m, spec, *parameters, machine);
   return spec;
 }
 
@@ -130,6 +194,25 @@ void require_model(ConfigMap& m, const models::ModelSpec& model,
   m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
 }
 
+// A data file must be a regular file: a directory fails late with a confusing message, and a
+// device or pipe (/dev/zero) would be read forever. A missing file is the reader's to report.
+std::filesystem::path checked_file(ConfigMap& m, std::string_view key, const std::string& name) {
+  if (name.empty()) m.fail(key, "is empty: expected a file name");
+  std::error_code ec;
+  const auto status = std::filesystem::status(name, ec);
+  if (ec || !std::filesystem::exists(status)) return name;
+  if (std::filesystem::is_directory(status))
+    m.fail(key, "'" + name + "' is a directory, not a file");
+  if (!std::filesystem::is_regular_file(status)) {
+    m.fail(key, "'" + name + "' is not a regular file (a device, pipe or socket)");
+  }
+  return name;
+}
+
+std::filesystem::path file(ConfigMap& m, std::string_view key) {
+  return checked_file(m, key, m.get<std::string>(key));
+}
+
 std::vector<std::filesystem::path> paths(ConfigMap& m, std::string_view key) {
   std::vector<std::string> names;
   if (m.node(key).IsSequence()) {
@@ -138,7 +221,9 @@ std::vector<std::filesystem::path> paths(ConfigMap& m, std::string_view key) {
     names.push_back(m.get<std::string>(key));
   }
   if (names.empty()) m.fail(key, "needs at least one file");
-  return {names.begin(), names.end()};
+  std::vector<std::filesystem::path> out;
+  for (const std::string& name : names) out.push_back(checked_file(m, key, name));
+  return out;
 }
 
 data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
@@ -148,7 +233,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   if (kind == "teacher") {
     require_model(m, model, {"mlp"}, kind);
     data::TeacherData d;
-    d.samples = positive(m, "samples", d.samples);
+    d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
     d.spec.features = positive(m, "features", model.widths.front());
     if (d.spec.features != model.widths.front()) {
@@ -156,17 +241,17 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
                              std::to_string(model.widths.front()) + ", got " +
                              std::to_string(d.spec.features));
     }
-    d.spec.hidden = positive(m, "hidden", d.spec.hidden);
+    d.spec.hidden = dimension(m, "hidden", d.spec.hidden);
     d.spec.classes = check_classes(m, model);
     out = d;
   } else if (kind == "shapes") {
     require_model(m, model, {"vgg16", "mlp"}, kind);
     data::ProceduralImagesData d;
-    d.samples = positive(m, "samples", d.samples);
+    d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
     const bool vgg = model.name == "vgg16";
-    d.spec.channels = positive(m, "channels", vgg ? model.in_channels : d.spec.channels);
-    d.spec.image_size = positive(m, "image_size", vgg ? model.image_size : d.spec.image_size);
+    d.spec.channels = dimension(m, "channels", vgg ? model.in_channels : d.spec.channels);
+    d.spec.image_size = dimension(m, "image_size", vgg ? model.image_size : d.spec.image_size);
     if (vgg && d.spec.channels != model.in_channels) {
       m.fail("channels", "must equal the model's in_channels " + std::to_string(model.in_channels));
     }
@@ -189,7 +274,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   } else if (kind == "markov-text") {
     require_model(m, model, {"gpt"}, kind);
     data::MarkovTextData d;
-    d.samples = positive(m, "samples", d.samples);
+    d.samples = dimension(m, "samples", d.samples);
     d.seq_len = model.seq_len;
     d.spec.seed = seed;
     d.spec.vocab = positive(m, "vocab", model.vocab);
@@ -197,6 +282,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
       m.fail("vocab", "must be in [2, " + std::to_string(model.vocab) + "] (the model's vocab)");
     }
     d.spec.order = static_cast<int>(positive(m, "order", d.spec.order));
+    if (m.get_or<int64_t>("order", 1) > 64) m.fail("order", "must be <= 64");
     d.spec.sharpness = in_range(m, "sharpness", d.spec.sharpness, 0.0, 100.0);
     try {
       (void)data::MarkovChain(d.spec);  // too many states for vocab^order, ...
@@ -207,8 +293,8 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   } else if (kind == "tokens") {
     require_model(m, model, {"gpt"}, kind);
     data::TokenFileData d;
-    d.train = m.get<std::string>("path");
-    if (auto eval = m.find<std::string>("eval_path")) d.eval = *eval;
+    d.train = file(m, "path");
+    if (m.has("eval_path")) d.eval = file(m, "eval_path");
     try {
       d.format = data::parse_token_format(m.get_or<std::string>("format", "u8"));
     } catch (const std::invalid_argument& e) {
@@ -220,14 +306,14 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   } else if (kind == "mnist") {
     require_model(m, model, {"mlp", "vgg16"}, kind);
     data::MnistData d;
-    d.images = m.get<std::string>("images");
-    d.labels = m.get<std::string>("labels");
+    d.images = file(m, "images");
+    d.labels = file(m, "labels");
     const bool ei = m.has("eval_images"), el = m.has("eval_labels");
     if (ei != el)
       m.fail(ei ? "eval_images" : "eval_labels", "give eval_images and eval_labels together");
     if (ei) {
-      d.eval_images = m.get<std::string>("eval_images");
-      d.eval_labels = m.get<std::string>("eval_labels");
+      d.eval_images = file(m, "eval_images");
+      d.eval_labels = file(m, "eval_labels");
     }
     d.flatten = model.name == "mlp";
     d.classes = check_classes(m, model);
@@ -278,9 +364,22 @@ models::OptimizerSpec read_optimizer(ConfigMap m) {
   return o;
 }
 
-TrainConfig read_train(ConfigMap m) {
+// Samples of a generated dataset (0 for files, whose size is known once they are read).
+int64_t generated_samples(const data::DataSpec& spec) {
+  if (const auto* d = std::get_if<data::TeacherData>(&spec)) return d->samples;
+  if (const auto* d = std::get_if<data::ProceduralImagesData>(&spec)) return d->samples;
+  if (const auto* d = std::get_if<data::MarkovTextData>(&spec)) return d->samples;
+  return 0;
+}
+
+TrainConfig read_train(ConfigMap m, const data::DataSpec& data_spec) {
   TrainConfig t;
   t.minibatch = positive(m, "minibatch");
+  const int64_t samples = generated_samples(data_spec);
+  if (samples > 0 && t.minibatch > samples) {
+    m.fail("minibatch", std::to_string(t.minibatch) + " samples per minibatch, but data.samples " +
+                            "gives " + std::to_string(samples));
+  }
   t.steps = positive(m, "steps");
   t.optimizer = read_optimizer(m.map("optimizer"));
   if (auto ls = m.find_map("lr_schedule")) {
@@ -299,7 +398,7 @@ TrainConfig read_train(ConfigMap m) {
   if (auto e = m.find_map("eval")) {
     EvalConfig ev;
     ev.every = non_negative(*e, "every", ev.every);
-    ev.samples = positive(*e, "samples", ev.samples);
+    ev.samples = dimension(*e, "samples", ev.samples);
     e->finish();
     t.eval = ev;
   }
@@ -364,7 +463,22 @@ std::string unassigned(int64_t first, int64_t last) {
   return "layers " + std::to_string(first) + "-" + std::to_string(last) + " belong to no stage";
 }
 
-PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers) {
+// Devices this machine has: a stage on a missing GPU would fail only once its actor starts.
+void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
+  if (!device.is_cuda()) return;
+  if (!machine.cuda_built) {
+    s.fail("device", "'" + device.str() +
+                         "' does not exist: this build has no CUDA backend (devices: cpu, sim)");
+  }
+  if (device.index() >= machine.cuda_devices) {
+    s.fail("device", "'" + device.str() + "' does not exist: this machine has " +
+                         std::to_string(machine.cuda_devices) + " CUDA device" +
+                         (machine.cuda_devices == 1 ? "" : "s"));
+  }
+}
+
+PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
+                             const Machine& machine) {
   PipelineConfig p;
   p.where = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
@@ -436,12 +550,31 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
     }
     next = last + 1;
     st.replicas = positive(s, "replicas", 1);
-    if (auto device = s.find<std::string>("device")) {
+    if (st.replicas > kMaxReplicas) {
+      s.fail("replicas",
+             "must be <= " + std::to_string(kMaxReplicas) + ", got " + std::to_string(st.replicas));
+    }
+    const auto device = [&](std::string_view key, const std::string& text) {
+      Device d;
       try {
-        st.device = Device::parse(*device);
+        d = Device::parse(text);
       } catch (const std::invalid_argument& e) {
-        s.fail("device", e.what());
+        s.fail(key, e.what());
       }
+      check_device(s, d, machine);
+      return d;
+    };
+    if (auto one = s.find<std::string>("device")) st.device = device("device", *one);
+    if (auto list = s.find<std::vector<std::string>>("devices")) {
+      if (s.has("device")) s.fail("devices", "give device (all replicas) or devices, not both");
+      if (list->empty()) s.fail("devices", "needs one device per replica");
+      if (!s.has("replicas")) st.replicas = static_cast<int64_t>(list->size());
+      if (static_cast<int64_t>(list->size()) != st.replicas) {
+        s.fail("devices", "gives " + std::to_string(list->size()) + " devices for " +
+                              std::to_string(st.replicas) + " replicas");
+      }
+      for (const std::string& text : *list) st.devices.push_back(device("devices", text));
+      st.device = st.devices.front();
     }
     s.finish();
     p.stages.push_back(st);
@@ -487,9 +620,92 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
   return p;
 }
 
+// Bytes the data needs in memory: every generated token stream and epoch permutation (8 bytes
+// a sample), and the files, read whole.
+double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
+  const auto eval = static_cast<double>(eval_samples);
+  const auto file_bytes = [](const std::filesystem::path& path) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    return ec ? 0.0 : static_cast<double>(size);
+  };
+  return std::visit(
+      [&](const auto& d) -> double {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, data::TeacherData> ||
+                      std::is_same_v<T, data::ProceduralImagesData>) {
+          return 8 * static_cast<double>(d.samples);
+        } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {
+          return (8 + 2 * static_cast<double>(d.seq_len)) * (static_cast<double>(d.samples) + eval);
+        } else if constexpr (std::is_same_v<T, data::TokenFileData>) {
+          return 2 * (file_bytes(d.train) + (d.eval ? file_bytes(*d.eval) : 0.0));
+        } else if constexpr (std::is_same_v<T, data::MnistData>) {
+          return file_bytes(d.images) + (d.eval_images ? file_bytes(*d.eval_images) : 0.0);
+        } else {
+          double bytes = 0;
+          for (const auto& f : d.files) bytes += file_bytes(f);
+          for (const auto& f : d.eval_files) bytes += file_bytes(f);
+          return bytes;
+        }
+      },
+      spec);
+}
+
+// Optimizer state per parameter, in floats (AdamW: two moments; SGD: momentum, if any).
+double optimizer_floats(const models::OptimizerSpec& o) {
+  if (o.kind == "adamw") return 2;
+  return o.momentum > 0 ? 1 : 0;
+}
+
+// The whole run against the machine: weights, gradients and optimizer state of every replica
+// on a device with data, one minibatch's activations, and the data. Refused at the key whose
+// part is largest.
+void check_memory(const Config& c, const models::Model& model, double parameters,
+                  const Machine& machine) {
+  double weight_copies = 1;  // a model on one device
+  if (c.pipeline) {
+    weight_copies = 0;
+    const double per_layer = 1.0 / model.num_layers();  // stages' share, by layer count
+    for (const StageConfig& st : c.pipeline->stages) {
+      double holding = 0;  // replicas on a device with data
+      if (st.devices.empty()) {
+        holding = st.device.has_data() ? static_cast<double>(st.replicas) : 0.0;
+      } else {
+        for (const Device& d : st.devices) holding += d.has_data() ? 1 : 0;
+      }
+      const int64_t last = st.last_layer < 0 ? model.num_layers() - 1 : st.last_layer;
+      weight_copies += holding * static_cast<double>(last - st.first_layer + 1) * per_layer;
+    }
+  }
+  const double weights = 4 * parameters * weight_copies * (2 + optimizer_floats(c.train.optimizer));
+  const double activations = 4 * activation_count(model, c.train.minibatch);
+  const int64_t eval = c.train.eval ? c.train.eval->samples : 0;
+  const double data_part = data_bytes(c.data, eval);
+  const double total = weights + activations + data_part;
+  if (total <= machine.memory_bytes) return;
+  const std::string what = "the run would need at least " + human_bytes(total) + " (weights, " +
+                           "gradients and optimizer state " + human_bytes(weights) +
+                           ", activations of a minibatch " + human_bytes(activations) + ", data " +
+                           human_bytes(data_part) + "), more than this machine's " +
+                           human_bytes(machine.memory_bytes) + " of memory";
+  if (activations >= weights && activations >= data_part) {
+    throw ConfigError(c.train_where, "train.minibatch", what);
+  }
+  if (data_part >= weights) {
+    const double train_part = data_bytes(c.data, 0);
+    if (train_part >= data_part - train_part) throw ConfigError(c.data_where, "data", what);
+    throw ConfigError(c.train_where, "train.eval.samples", what);
+  }
+  throw ConfigError(c.model_where, "model", what);
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& file) {
+  return parse_config(text, file, Machine::here());
+}
+
+Config parse_config(const std::string& text, const std::string& file, const Machine& machine) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -506,13 +722,15 @@ Config parse_config(const std::string& text, const std::string& file) {
   c.model_where = top.where("model");
   c.data_where = top.where("data");
   c.train_where = top.where("train");
-  c.model = read_model(top.map("model"));
+  double parameters = 0;
+  c.model = read_model(top.map("model"), machine, &parameters);
   c.data = read_data(top.map("data"), c.model);
-  c.train = read_train(top.map("train"));
+  c.train = read_train(top.map("train"), c.data);
+  const models::Model model = models::Model::build(c.model);
   if (auto p = top.find_map("pipeline")) {
-    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps,
-                               models::Model::build(c.model).num_layers());
+    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model.num_layers(), machine);
   }
+  check_memory(c, model, parameters, machine);
   return c;
 }
 
@@ -546,6 +764,9 @@ schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch,
     sp.layers.begin = static_cast<int>(st.first_layer);
     sp.layers.end = static_cast<int>(st.last_layer < 0 ? num_layers : st.last_layer + 1);
     sp.replicas.assign(static_cast<size_t>(st.replicas), schedules::Placement{"", st.device.str()});
+    for (size_t r = 0; r < st.devices.size() && r < sp.replicas.size(); ++r) {
+      sp.replicas[r].device = st.devices[r].str();
+    }
     stages.push_back(std::move(sp));
   }
   schedules::Plan plan = schedules::Plan::make(std::move(stages), std::move(params));
@@ -554,11 +775,31 @@ schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch,
 }
 
 Config load_config(const std::filesystem::path& path) {
+  return load_config(path, Machine::here());
+}
+
+Config load_config(const std::filesystem::path& path, const Machine& machine) {
+  // A directory opens as a stream on Linux and reads as empty; a device never ends.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(status)) {
+    throw ConfigError(ConfigLocation{path.string()}, "", "is a directory, not a config file");
+  }
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw ConfigError(ConfigLocation{path.string()}, "",
+                      "is not a regular file (a device, pipe or socket)");
+  }
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes) {
+    throw ConfigError(ConfigLocation{path.string()}, "",
+                      "is " + human_bytes(static_cast<double>(size)) + ": a config is at most " +
+                          human_bytes(static_cast<double>(kMaxConfigBytes)));
+  }
   std::ifstream in(path);
   if (!in) throw ConfigError(ConfigLocation{path.string()}, "", "cannot open the config file");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path.string());
+  return parse_config(text.str(), path.string(), machine);
 }
 
 }  // namespace tandem::apps

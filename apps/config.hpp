@@ -24,7 +24,8 @@
 //             eval {every (0: at the end), samples (1024)}
 //   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
 //               {forward*: [sizes], backward*: [sizes]}), chunks (interleaved, 2),
-//               rematerialize (gpipe, false), stages* [{layers "a-b", replicas, device}]
+//               rematerialize (gpipe, false), stages* [{layers "a-b", replicas, device, or
+//               devices [one per replica]}]
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "apps/config_error.hpp"
+#include "apps/config_limits.hpp"
 #include "models/data/data_spec.hpp"
 #include "models/model_spec.hpp"
 #include "models/optimizer.hpp"
@@ -67,7 +69,8 @@ struct StageConfig {
   int64_t first_layer = 0;
   int64_t last_layer = -1;  // inclusive; -1: the model's last layer
   int64_t replicas = 1;
-  Device device = Device::cpu();
+  Device device = Device::cpu();  // every replica's, or the first replica's when `devices` is set
+  std::vector<Device> devices;    // one per replica (`devices: [...]`); empty: all on `device`
   ConfigLocation where;
 };
 
@@ -107,9 +110,14 @@ schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch,
                               int64_t minibatches);
 
 // Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
-// wrong types and invalid values.
+// wrong types and invalid values, devices the machine lacks, and runs larger than its memory
+// (apps/config_limits.hpp), all before anything is allocated. Paths that are directories or
+// devices (the config's, the data's) are refused.
 Config load_config(const std::filesystem::path& path);
 // The same from text; `file` names it in errors.
 Config parse_config(const std::string& text, const std::string& file);
+// Checked against `machine` instead of this one (tests, fuzzing, planning for another machine).
+Config load_config(const std::filesystem::path& path, const Machine& machine);
+Config parse_config(const std::string& text, const std::string& file, const Machine& machine);
 
 }  // namespace tandem::apps

@@ -1,14 +1,25 @@
 #include "apps/trainer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numbers>
 #include <stdexcept>
+#include <tuple>
 
+#include "actors/dataset_source.hpp"
+#include "actors/pipeline.hpp"
+#include "apps/checkpoint.hpp"
+#include "apps/pipeline_trace.hpp"
 #include "models/data/markov_text.hpp"
-#include "models/data/minibatch_sampler.hpp"
 #include "models/train_step.hpp"
+#include "runtime/scheduler.hpp"
+#include "schedules/pipeline_rules.hpp"
+#include "schedules/schedule_error.hpp"
+#include "schedules/schedule_kind.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -16,16 +27,8 @@ namespace {
 namespace data = models::data;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Dropout masks differ per step but repeat exactly across runs with the same seed.
-uint64_t step_seed(uint64_t seed, int64_t step) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step) + 1;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 int64_t model_outputs(const models::ModelSpec& s) {
@@ -34,14 +37,241 @@ int64_t model_outputs(const models::ModelSpec& s) {
   return s.classes;
 }
 
-Device single_device(const Config& c) {
-  return c.pipeline ? c.pipeline->stages.front().device : Device::cpu();
-}
-
 // The batch in the model's layout (an MLP takes images flattened) on the run's device.
 Tensor prepare(const Tensor& t, const Shape& shape, Device device) {
   Tensor out = t.shape() == shape ? t : t.reshape(shape);
   return device == out.device() ? out : out.to(device);
+}
+
+// Losses arrive as each minibatch's last slice completes, which with replicas or asynchronous
+// schedules need not be in minibatch order; windows are cut in step order so that a record
+// covers exactly steps (previous, step], and a record that carries an evaluation waits for it.
+class Progress {
+ public:
+  Progress(int64_t first, int64_t steps, const TrainConfig& train, bool classification,
+           std::vector<int64_t> eval_steps, std::function<void(const StepRecord&)> on_record,
+           std::function<void()> on_diverged)
+      : steps_(steps),
+        train_(train),
+        classification_(classification),
+        eval_steps_(std::move(eval_steps)),
+        on_record_(std::move(on_record)),
+        on_diverged_(std::move(on_diverged)),
+        done_(static_cast<size_t>(steps)),
+        next_(first),
+        first_(first) {}
+
+  void start(int devices) {
+    std::lock_guard lock(mu_);
+    start_ = window_start_ = Clock::now();
+    busy_ns_ = std::vector<std::atomic<int64_t>>(static_cast<size_t>(devices));
+    window_busy_.assign(static_cast<size_t>(devices), 0);
+  }
+  void set_layout(std::vector<std::pair<int, int>> stage_replica) {
+    layout_ = std::move(stage_replica);
+  }
+
+  // On the stages' threads: an action's time on its device.
+  void add_busy(int device, Clock::duration d) {
+    busy_ns_[static_cast<size_t>(device)].fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(), std::memory_order_relaxed);
+  }
+
+  void add(int64_t b, double loss, int64_t correct, int64_t rows) {
+    bool diverged = false;
+    {
+      std::lock_guard lock(mu_);
+      if (b < 0 || b >= steps_) return;
+      done_[static_cast<size_t>(b)] = Done{loss, correct, rows};
+      if (!std::isfinite(loss) && !diverged_at_) {
+        diverged_at_ = b;
+        diverged = true;
+      }
+      pump();
+    }
+    if (diverged && on_diverged_) on_diverged_();
+  }
+
+  void add_eval(int64_t step, EvalResult r) {
+    std::lock_guard lock(mu_);
+    evals_[step] = r;
+    pump();
+  }
+
+  // After the run: the last window, with the held-out results if any.
+  void finish(std::optional<EvalResult> eval) {
+    std::lock_guard lock(mu_);
+    pump();
+    if (pending_eval_) {  // stopped before the evaluation's weights were published
+      pending_eval_ = false;
+      emit(Clock::now(), std::nullopt);
+    }
+    if (window_steps_ > 0 || eval) emit(Clock::now(), std::move(eval));
+  }
+
+  std::optional<int64_t> diverged_at() const {
+    std::lock_guard lock(mu_);
+    return diverged_at_;
+  }
+  const std::optional<StepRecord>& last() const { return last_; }
+  int64_t counted() const {
+    std::lock_guard lock(mu_);
+    return next_;
+  }
+
+ private:
+  struct Done {
+    double loss = 0;
+    int64_t correct = 0, rows = 0;
+  };
+
+  bool is_eval_step(int64_t step) const {
+    return std::binary_search(eval_steps_.begin(), eval_steps_.end(), step);
+  }
+
+  void pump() {
+    if (pending_eval_) {
+      auto it = evals_.find(next_);
+      if (it == evals_.end()) return;
+      pending_eval_ = false;
+      emit(Clock::now(), it->second);
+    }
+    while (next_ < steps_ && done_[static_cast<size_t>(next_)]) {
+      const Done& d = *done_[static_cast<size_t>(next_)];
+      window_loss_ += d.loss;
+      window_correct_ += d.correct;
+      window_rows_ += d.rows;
+      ++window_steps_;
+      const int64_t step = ++next_;
+      // The last record waits for the end of the run, which may bring the held-out results.
+      if (step == steps_) break;
+      if (is_eval_step(step)) {
+        auto it = evals_.find(step);
+        if (it == evals_.end()) {
+          pending_eval_ = true;  // the record waits for its evaluation
+          return;
+        }
+        emit(Clock::now(), it->second);
+      } else if (step % train_.log_every == 0) {
+        emit(Clock::now(), std::nullopt);
+      }
+    }
+  }
+
+  void emit(Clock::time_point now, std::optional<EvalResult> eval) {
+    StepRecord r;
+    r.step = next_;
+    r.steps = steps_;
+    r.loss = window_steps_ > 0 ? window_loss_ / static_cast<double>(window_steps_) : 0;
+    if (classification_ && window_rows_ > 0) {
+      r.accuracy = static_cast<double>(window_correct_) / static_cast<double>(window_rows_);
+    }
+    const double window_s = seconds_between(window_start_, now);
+    r.samples_per_s =
+        window_s > 0 ? static_cast<double>(window_steps_ * train_.minibatch) / window_s : 0;
+    r.elapsed_s = seconds_between(start_, now);
+    const int64_t done_here = next_ - first_;
+    r.eta_s = done_here > 0 ? r.elapsed_s / static_cast<double>(done_here) *
+                                  static_cast<double>(steps_ - next_)
+                            : 0;
+    r.lr = scheduled_lr(train_.lr_schedule, train_.optimizer.lr, std::max<int64_t>(next_ - 1, 0),
+                        steps_);
+    r.eval = std::move(eval);
+    r.window_s = window_s;
+    for (size_t d = 0; d < busy_ns_.size() && d < layout_.size(); ++d) {
+      const int64_t total = busy_ns_[d].load(std::memory_order_relaxed);
+      r.stages.push_back({layout_[d].first, layout_[d].second,
+                          static_cast<double>(total - window_busy_[d]) * 1e-9});
+      window_busy_[d] = total;
+    }
+    last_ = r;
+    if (on_record_) on_record_(r);
+    window_start_ = now;
+    window_loss_ = 0;
+    window_steps_ = window_correct_ = window_rows_ = 0;
+  }
+
+  const int64_t steps_;
+  const TrainConfig& train_;
+  const bool classification_;
+  const std::vector<int64_t> eval_steps_;  // sorted
+  const std::function<void(const StepRecord&)> on_record_;
+  const std::function<void()> on_diverged_;
+  mutable std::mutex mu_;
+  std::vector<std::optional<Done>> done_;
+  std::map<int64_t, EvalResult> evals_;
+  int64_t next_;  // steps counted into windows so far
+  const int64_t first_;
+  bool pending_eval_ = false;  // the window ending at next_ waits for its evaluation
+  double window_loss_ = 0;
+  int64_t window_steps_ = 0, window_correct_ = 0, window_rows_ = 0;
+  Clock::time_point start_, window_start_;
+  std::vector<std::atomic<int64_t>> busy_ns_;
+  std::vector<int64_t> window_busy_;
+  std::vector<std::pair<int, int>> layout_;  // stage and replica of each device
+  std::optional<int64_t> diverged_at_;
+  std::optional<StepRecord> last_;
+};
+
+// Held-out evaluation in the middle of a run, without stopping it: every stage's replica 0
+// hands over the weights it published at the update round that completes step E (a copy of
+// tensor handles: updates are copy-on-write, so the copy never changes), and the stage that
+// completes the set evaluates the whole model on its own thread.
+class EvalSnapshots {
+ public:
+  EvalSnapshots(const models::Model& model, const data::Dataset& eval, const TrainConfig& train,
+                const schedules::ScheduleParams& params, int64_t first, std::vector<int64_t> steps,
+                Progress& progress)
+      : model_(model),
+        eval_(eval),
+        train_(train),
+        params_(params),
+        first_(first),
+        steps_(std::move(steps)),
+        progress_(progress) {}
+
+  void on_event(const actors::StageEvent& e) {
+    if (e.action.op != schedules::Op::STEP || e.replica != 0 || e.weights == nullptr) return;
+    for (int64_t step : steps_) {
+      if (step <= first_) continue;
+      const int64_t round = schedules::update_rounds(params_, e.stage, step - first_) - 1;
+      if (round != e.action.minibatch) continue;
+      std::optional<models::ParamSet> whole;
+      {
+        std::lock_guard lock(mu_);
+        auto& parts = parts_[step];
+        parts.emplace(e.stage, *e.weights);
+        if (static_cast<int>(parts.size()) < params_.stages) return;
+        whole.emplace();
+        for (auto& [s, w] : parts) whole->merge(w);
+        parts_.erase(step);
+      }
+      progress_.add_eval(step, evaluate_params(model_, *whole, eval_, train_.eval->samples,
+                                               train_.minibatch, Device::cpu()));
+    }
+  }
+
+ private:
+  const models::Model& model_;
+  const data::Dataset& eval_;
+  const TrainConfig& train_;
+  const schedules::ScheduleParams params_;
+  const int64_t first_;
+  const std::vector<int64_t> steps_;
+  Progress& progress_;
+  std::mutex mu_;
+  std::map<int64_t, std::map<int, models::ParamSet>> parts_;
+};
+
+actors::StageStats merged(const actors::StageStats& a, const actors::StageStats& b) {
+  actors::StageStats out = a;
+  out.actions += b.actions;
+  out.busy_s += b.busy_s;
+  out.peak_versions = std::max(a.peak_versions, b.peak_versions);
+  out.peak_activations = std::max(a.peak_activations, b.peak_activations);
+  out.peak_received = std::max(a.peak_received, b.peak_received);
+  out.finished = a.finished && b.finished;
+  return out;
 }
 
 }  // namespace
@@ -59,31 +289,6 @@ double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t
   const double final_lr = schedule.final_fraction * lr;
   if (schedule.kind == "linear") return lr + (final_lr - lr) * progress;
   return final_lr + (lr - final_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
-}
-
-void check_single_device(const Config& config, int num_layers) {
-  if (!config.pipeline) return;
-  const PipelineConfig& p = *config.pipeline;
-  if (p.stages.size() != 1) {
-    throw ConfigError(p.where, "pipeline.stages",
-                      std::to_string(p.stages.size()) +
-                          " stages: `tandem train` runs on one device; give one stage");
-  }
-  const StageConfig& s = p.stages.front();
-  if (s.replicas != 1) {
-    throw ConfigError(s.where, "pipeline.stages[0].replicas",
-                      "`tandem train` runs on one device; replicas must be 1");
-  }
-  const int64_t last = s.last_layer < 0 ? num_layers - 1 : s.last_layer;
-  if (s.first_layer != 0 || last != num_layers - 1) {
-    throw ConfigError(s.where, "pipeline.stages[0].layers",
-                      "a single stage must hold all layers 0-" + std::to_string(num_layers - 1) +
-                          ", got " + std::to_string(s.first_layer) + "-" + std::to_string(last));
-  }
-  if (!s.device.has_data()) {
-    throw ConfigError(s.where, "pipeline.stages[0].device",
-                      "device " + s.device.str() + " holds no data; training needs cpu or cuda");
-  }
 }
 
 TrainData load_train_data(const Config& config, const models::Model& model) {
@@ -155,108 +360,273 @@ EvalResult evaluate_params(const models::Model& model, const models::ParamSet& p
   return r;
 }
 
-Trainer::Trainer(Config config, TrainerOptions options)
-    : config_(std::move(config)),
-      model_(models::Model::build(config_.model)),
-      device_(single_device(config_)),
-      steps_(options.steps.value_or(config_.train.steps)) {
-  check_single_device(config_, model_.num_layers());
-  if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
-  const TrainConfig& t = config_.train;
-  TrainData sets = load_train_data(config_, model_);
-  train_ = sets.train;
-  eval_ = sets.eval;
+bool is_pipeline(const Config& config) {
+  return config.pipeline &&
+         (config.pipeline->stages.size() > 1 || config.pipeline->stages.front().replicas > 1);
+}
 
-  try {
-    optimizer_ = models::make_optimizer(t.optimizer);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(config_.train_where, "train.optimizer", e.what());
+schedules::Plan training_plan(const Config& config, int num_layers, int64_t steps) {
+  PipelineConfig one;  // no pipeline section: one stage of every layer on the CPU
+  one.where = config.train_where;
+  one.stages.push_back(StageConfig{});
+  one.stages.back().where = config.train_where;
+  const PipelineConfig& p = config.pipeline ? *config.pipeline : one;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    // Sim stages compute no values, so there would be no loss to learn from.
+    if (!p.stages[s].device.has_data()) {
+      throw ConfigError(p.stages[s].where, "pipeline.stages[" + std::to_string(s) + "].device",
+                        "device " + p.stages[s].device.str() +
+                            " holds no data; training needs cpu or cuda (`tandem simulate` "
+                            "times a schedule without data)");
+    }
   }
-  params_ = model_.init_params(t.seed);
-  if (device_ != Device::cpu()) {
-    for (int64_t i = 0; i < params_.size(); ++i) params_[i] = params_[i].to(device_);
+  try {
+    return pipeline_plan(p, config.train.minibatch, num_layers, steps);
+  } catch (const schedules::ScheduleError& e) {
+    throw ConfigError(p.where, "pipeline", e.what());
   }
 }
 
+struct Trainer::Stop {
+  std::mutex mu;
+  actors::Pipeline* running = nullptr;  // the segment that runs now
+  bool requested = false;
+
+  void request() {
+    std::lock_guard lock(mu);
+    requested = true;
+    if (running != nullptr) running->request_stop();
+  }
+  void set(actors::Pipeline* p) {
+    std::lock_guard lock(mu);
+    running = p;
+    if (p != nullptr && requested) p->request_stop();
+  }
+  bool was_requested() {
+    std::lock_guard lock(mu);
+    return requested;
+  }
+};
+
+Trainer::Trainer(Config config, TrainerOptions options)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      model_(models::Model::build(config_.model)),
+      steps_(options_.steps.value_or(config_.train.steps)),
+      stop_(std::make_unique<Stop>()) {
+  if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
+  if (options_.checkpoint_every < 0) throw std::invalid_argument("checkpoint_every must be >= 0");
+  plan_ = training_plan(config_, model_.num_layers(), steps_);
+  data_ = load_train_data(config_, model_);
+  try {
+    (void)models::make_optimizer(config_.train.optimizer);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(config_.train_where, "train.optimizer", e.what());
+  }
+  if (!options_.resume) {
+    params_ = model_.init_params(config_.train.seed);
+    return;
+  }
+  CheckpointExpectations expect;
+  expect.model = config_.model.describe();
+  expect.plan = plan_;
+  expect.optimizer = config_.train.optimizer.kind;
+  const Checkpoint ck = read_checkpoint(*options_.resume, expect);
+  if (ck.seed != config_.train.seed) {
+    throw CheckpointError(options_.resume->string() + ": written by a run with train.seed " +
+                          std::to_string(ck.seed) + ", this config has " +
+                          std::to_string(config_.train.seed));
+  }
+  if (ck.step >= steps_) {
+    throw CheckpointError(options_.resume->string() + ": the checkpoint is at step " +
+                          std::to_string(ck.step) + " of a run of " + std::to_string(steps_) +
+                          " steps: nothing left to train (give more with --steps)");
+  }
+  if (schedules::stop_boundary(plan_.schedule, ck.step) != ck.step) {
+    throw CheckpointError(options_.resume->string() + ": step " + std::to_string(ck.step) +
+                          " is not a stop boundary of this schedule");
+  }
+  first_step_ = ck.step;
+  for (const StageCheckpoint& st : ck.stages) {
+    // Replicas agree at a checkpoint (every round complete): replica 0's newest version.
+    const CheckpointWeights* newest = nullptr;
+    for (const CheckpointWeights& w : st.weights) {
+      if (w.replica == 0 && (newest == nullptr || w.version > newest->version)) newest = &w;
+    }
+    if (newest == nullptr) {
+      throw CheckpointError(options_.resume->string() + ": a stage holds no weights of replica 0");
+    }
+    params_.merge(newest->params);
+    actors::OptimizerState os;
+    for (const CheckpointOptimizer& o : st.optimizers) {
+      if (o.replica == 0) os = {o.state, o.steps};
+    }
+    optimizer_states_.push_back(std::move(os));
+  }
+  // The checkpoint must hold every weight of the model.
+  const models::ParamSet expected = model_.init_params(0, 0, model_.num_layers(), Device::sim());
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    if (!params_.contains(expected.name(i)) ||
+        params_.at(expected.name(i)).shape() != expected[i].shape()) {
+      throw CheckpointError(options_.resume->string() + ": weight '" + expected.name(i) +
+                            "' is missing or of another shape");
+    }
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::request_stop() {
+  stop_->request();
+}
+
 EvalResult Trainer::evaluate() const {
-  if (!eval_) return {};
-  return evaluate_params(model_, params_, *eval_, config_.train.eval->samples,
-                         config_.train.minibatch, device_);
+  if (!data_.eval) return {};
+  return evaluate_params(model_, params_, *data_.eval, config_.train.eval->samples,
+                         config_.train.minibatch, Device::cpu());
 }
 
 TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_record) {
   if (ran_) throw std::logic_error("Trainer::run called twice");
   ran_ = true;
   const TrainConfig& t = config_.train;
-  const bool classification = train_->task() == data::Task::classification;
-  data::MinibatchSampler sampler(train_->size(), t.minibatch, t.seed);
-  const Shape in_shape = model_.input_shape(t.minibatch);
-  const Shape target_shape = model_.target_shape(t.minibatch);
+  const schedules::ScheduleParams& sp = plan_.schedule;
+  const bool classification = data_.train->task() == data::Task::classification;
 
-  TrainSummary summary;
-  summary.model = config_.model.describe();
-  summary.train_data = train_->describe();
-  summary.losses.reserve(static_cast<size_t>(steps_));
-  if (const auto* markov = dynamic_cast<const data::MarkovText*>(train_.get())) {
-    summary.entropy_rate = markov->entropy_rate();
-    summary.optimal_loss = markov->optimal_loss();
+  std::vector<int64_t> eval_steps;
+  if (data_.eval && t.eval->every > 0) {
+    for (int64_t e = (first_step_ / t.eval->every + 1) * t.eval->every; e < steps_;
+         e += t.eval->every) {
+      eval_steps.push_back(e);
+    }
   }
+  Progress progress(first_step_, steps_, t, classification, eval_steps, on_record,
+                    [this] { stop_->request(); });
+  std::vector<std::pair<int, int>> layout;
+  for (int d = 0; d < sp.total_replicas(); ++d)
+    layout.emplace_back(sp.stage_of(d), sp.replica_of(d));
+  progress.set_layout(layout);
+  progress.start(sp.total_replicas());
 
-  double train_seconds = 0;  // excludes evaluation, so throughput is training's
-  double window_seconds = 0, window_loss = 0;
-  int64_t window_steps = 0, window_correct = 0, window_count = 0;
+  TrainSummary s;
+  s.first_step = first_step_;
+  s.model = config_.model.describe();
+  s.train_data = data_.train->describe();
+  s.stages.resize(layout.size());
+  const auto data_source = actors::dataset_source(data_.train, model_, t.minibatch, t.seed);
   const Clock::time_point start = Clock::now();
-  for (int64_t step = 0; step < steps_; ++step) {
-    const Clock::time_point step_start = Clock::now();
-    optimizer_->set_lr(scheduled_lr(t.lr_schedule, t.optimizer.lr, step, steps_));
-    const data::Batch batch = train_->get(sampler.indices(step));
-    const models::StepOutput out =
-        models::train_step(model_, params_, *optimizer_, prepare(batch.inputs, in_shape, device_),
-                           prepare(batch.targets, target_shape, device_), step_seed(t.seed, step));
-    const double dt = seconds_since(step_start);
-    if (!std::isfinite(out.loss)) {
-      throw std::runtime_error("training diverged at step " + std::to_string(step + 1) + " (loss " +
-                               std::to_string(out.loss) + "); try a smaller train.optimizer.lr");
+  int64_t at = first_step_;
+  bool first_segment = true;
+  while (at < steps_) {
+    // Checkpoints cut the run into segments, each a pipeline that starts from the weights and
+    // optimizer state the previous one ended with (exact for flush schedules; asynchronous ones
+    // drain their in-flight minibatches at each cut).
+    const int64_t begin = at;
+    int64_t end = steps_;
+    if (options_.checkpoint_dir && options_.checkpoint_every > 0) {
+      end = std::min(steps_, schedules::stop_boundary(sp, at + options_.checkpoint_every));
     }
-    summary.losses.push_back(out.loss);
-    train_seconds += dt;
-    window_seconds += dt;
-    window_loss += out.loss;
-    window_correct += out.correct;
-    window_count += out.count;
-    ++window_steps;
-
-    const int64_t done = step + 1;
-    const bool last = done == steps_;
-    const bool eval_now = eval_ && ((t.eval->every > 0 && done % t.eval->every == 0) || last);
-    if (done % t.log_every != 0 && !last && !eval_now) continue;
-
-    StepRecord r;
-    r.step = done;
-    r.steps = steps_;
-    r.loss = window_loss / static_cast<double>(window_steps);
-    if (classification && window_count > 0) {
-      r.accuracy = static_cast<double>(window_correct) / static_cast<double>(window_count);
+    actors::PipelineSpec spec;
+    spec.model = &model_;
+    spec.plan = plan_;
+    spec.plan.schedule.minibatches = end - at;
+    spec.optimizer = t.optimizer;
+    spec.seed = t.seed;
+    spec.initial_params = params_;
+    spec.first_minibatch = at;
+    spec.optimizer_states = optimizer_states_;
+    spec.data = data_source;
+    // One update round per minibatch (2BW: per batch), so round k follows step k's rate.
+    spec.lr_at = [schedule = t.lr_schedule, lr = t.optimizer.lr, steps = steps_](int64_t round) {
+      return scheduled_lr(schedule, lr, round, steps);
+    };
+    spec.on_minibatch = [&progress](int64_t b, double loss, int64_t correct, int64_t rows) {
+      progress.add(b, loss, correct, rows);
+    };
+    std::unique_ptr<EvalSnapshots> snapshots;
+    if (!eval_steps.empty()) {
+      snapshots =
+          std::make_unique<EvalSnapshots>(model_, *data_.eval, t, sp, at, eval_steps, progress);
     }
-    r.samples_per_s =
-        window_seconds > 0 ? static_cast<double>(window_steps * t.minibatch) / window_seconds : 0;
-    r.lr = optimizer_->lr();
-    if (eval_now) r.eval = evaluate();
-    r.elapsed_s = seconds_since(start);
-    r.eta_s = train_seconds / static_cast<double>(done) * static_cast<double>(steps_ - done);
-    summary.final_loss = r.loss;
-    summary.final_accuracy = r.accuracy;
-    if (r.eval && last) summary.eval = r.eval;
-    if (on_record) on_record(r);
-    window_seconds = window_loss = 0;
-    window_steps = window_correct = window_count = 0;
+    spec.observer = [&progress, snap = snapshots.get()](const actors::StageEvent& e) {
+      progress.add_busy(e.device, e.end - e.start);
+      if (snap != nullptr) snap->on_event(e);
+    };
+    PipelineTrace trace;
+    const bool tracing = options_.trace && first_segment;
+    if (tracing) trace.attach(spec);
+    actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
+    stop_->set(&pipeline);
+    actors::PipelineResult result;
+    try {
+      result = pipeline.run();
+    } catch (...) {
+      stop_->set(nullptr);
+      throw;
+    }
+    stop_->set(nullptr);
+    if (tracing) trace.write(*options_.trace);
+    if (const auto b = progress.diverged_at()) {
+      throw std::runtime_error("training diverged at step " + std::to_string(*b + 1) +
+                               " (the loss is not finite); the run stopped there; try a smaller "
+                               "train.optimizer.lr");
+    }
+    for (double l : result.losses) s.losses.push_back(static_cast<float>(l));
+    for (const actors::StageStats& st : result.stages) {
+      auto& acc = s.stages[static_cast<size_t>(st.device)];
+      acc = first_segment ? st : merged(acc, st);
+    }
+    s.pipeline_seconds += result.seconds;
+    params_ = pipeline.params();
+    optimizer_states_.clear();
+    for (int st = 0; st < sp.stages; ++st)
+      optimizer_states_.push_back(pipeline.optimizer_state(st));
+    at = begin + result.minibatches;
+    first_segment = false;
+    const bool stopped = at < end;
+    if (options_.checkpoint_dir) {
+      Checkpoint ck;
+      ck.step = at;
+      ck.model = config_.model.describe();
+      ck.plan = plan_;
+      ck.optimizer = t.optimizer.kind;
+      ck.seed = t.seed;
+      ck.data_position = at;
+      for (int st = 0; st < sp.stages; ++st) {
+        StageCheckpoint sc;
+        const auto& opt = optimizer_states_[static_cast<size_t>(st)];
+        sc.weights.push_back({0, opt.steps, pipeline.stage(st, 0).latest_params()});
+        sc.optimizers.push_back({0, opt.steps, opt.state});
+        ck.stages.push_back(std::move(sc));
+      }
+      s.checkpoints.push_back(write_checkpoint(
+          *options_.checkpoint_dir, ck, CheckpointWriteOptions{.keep = options_.checkpoint_keep}));
+    }
+    if (stopped || stop_->was_requested()) {
+      s.stopped = true;
+      break;
+    }
   }
-  summary.steps = steps_;
-  summary.seconds = seconds_since(start);
-  summary.samples_per_s =
-      train_seconds > 0 ? static_cast<double>(steps_ * t.minibatch) / train_seconds : 0;
-  summary.params_fingerprint = params_.fingerprint();
-  return summary;
+
+  std::optional<EvalResult> eval;
+  if (data_.eval) eval = evaluate();
+  progress.finish(eval);
+  s.steps = at;
+  if (const auto& last = progress.last()) {
+    s.final_loss = last->loss;
+    s.final_accuracy = last->accuracy;
+  }
+  s.eval = eval;
+  if (const auto* markov = dynamic_cast<const data::MarkovText*>(data_.train.get())) {
+    s.entropy_rate = markov->entropy_rate();
+    s.optimal_loss = markov->optimal_loss();
+  }
+  s.seconds = seconds_between(start, Clock::now());
+  s.samples_per_s = s.pipeline_seconds > 0
+                        ? static_cast<double>((at - first_step_) * t.minibatch) / s.pipeline_seconds
+                        : 0;
+  s.params_fingerprint = params_.fingerprint();
+  return s;
 }
 
 }  // namespace tandem::apps

@@ -1,21 +1,28 @@
 #pragma once
-// Single-device training from a Config: the reference loop that pipelines must reproduce.
-// Each step takes minibatch `step` of the shuffled training set (MinibatchSampler, seeded by
-// train.seed), runs models::train_step with the optimizer, and records the loss. Every
-// log_every steps it reports the window's mean loss, accuracy and throughput; with train.eval
-// it evaluates on held-out data.
+// Training from a Config, through the pipeline runtime: the config's pipeline section (none: one
+// stage on the CPU) becomes a schedules::Plan and runs through actors::Pipeline, so a
+// single-device run is a one-stage pipeline and there is one training path. Minibatch b is the
+// sampler's minibatch b (seeded by train.seed), update round k follows the learning-rate
+// schedule at step k, and every log_every steps the window's mean loss, accuracy and throughput
+// are reported; with train.eval the held-out data is evaluated every eval.every steps on the
+// weights the stages published at that step. Checkpoints every N steps and at the end; a run
+// resumes from one.
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/pipeline.hpp"
+#include "actors/stage_actor.hpp"
 #include "apps/config.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
-#include "models/optimizer.hpp"
 #include "models/param_set.hpp"
+#include "schedules/plan.hpp"
 
 namespace tandem::apps {
 
@@ -36,11 +43,20 @@ struct StepRecord {
   double eta_s = 0;
   double lr = 0;
   std::optional<EvalResult> eval;  // when the held-out data was evaluated at this step
+  // Per stage replica, stage by stage: the seconds its actions ran within this record's window
+  // (busy / window_s is its utilization; the rest is bubble and waiting for messages).
+  struct StageBusy {
+    int stage = 0, replica = 0;
+    double busy_s = 0;
+  };
+  std::vector<StageBusy> stages;
+  double window_s = 0;
 };
 
 struct TrainSummary {
-  int64_t steps = 0;
-  std::vector<float> losses;  // every step's training loss
+  int64_t steps = 0;          // steps done (fewer than asked when stopped)
+  int64_t first_step = 0;     // a resumed run: the checkpoint's step
+  std::vector<float> losses;  // every step's training loss (from first_step on)
   double final_loss = 0;      // mean over the last log window
   std::optional<double> final_accuracy;
   std::optional<EvalResult> eval;  // after the last step (with train.eval)
@@ -52,41 +68,25 @@ struct TrainSummary {
   uint64_t params_fingerprint = 0;
   std::string model;
   std::string train_data;
+  // One per stage replica, stage by stage: over all segments of the run.
+  std::vector<actors::StageStats> stages;
+  double pipeline_seconds = 0;  // the pipeline's wall time (busy + idle of a replica)
+  std::vector<std::filesystem::path> checkpoints;  // written, in order
+  bool stopped = false;                            // ended early by request_stop()
 };
 
 struct TrainerOptions {
   std::optional<int64_t> steps;  // overrides train.steps
-};
-
-class Trainer {
- public:
-  // Builds the model, the datasets and the optimizer; throws ConfigError when the config cannot
-  // run on one device or the data does not fit the model.
-  explicit Trainer(Config config, TrainerOptions options = {});
-
-  // Trains; calls on_record at every log point (and after the last step). Once per Trainer:
-  // a second call throws std::logic_error (the sampler and optimizer state would not match).
-  TrainSummary run(const std::function<void(const StepRecord&)>& on_record = {});
-
-  // Evaluates the current parameters on the held-out data (first train.eval.samples samples).
-  EvalResult evaluate() const;
-
-  const Config& config() const { return config_; }
-  const models::Model& model() const { return model_; }
-  const models::ParamSet& params() const { return params_; }
-  const models::data::Dataset& train_data() const { return *train_; }
-  const models::data::Dataset* eval_data() const { return eval_.get(); }
-  int64_t steps() const { return steps_; }
-
- private:
-  Config config_;
-  models::Model model_;
-  Device device_;
-  std::shared_ptr<const models::data::Dataset> train_, eval_;
-  models::ParamSet params_;
-  std::unique_ptr<models::Optimizer> optimizer_;
-  int64_t steps_;
-  bool ran_ = false;
+  // Write a Chrome trace of the run here (apps/pipeline_trace.hpp); with checkpoints, of the
+  // first segment (until the first checkpoint).
+  std::optional<std::filesystem::path> trace;
+  // Write checkpoints into this directory (apps/checkpoint.hpp): every checkpoint_every steps
+  // (rounded up to the schedule's stop boundary; 0: only at the end) and at the end.
+  std::optional<std::filesystem::path> checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int checkpoint_keep = 2;
+  // Continue the run a checkpoint (a directory written by checkpoint_dir) stopped at.
+  std::optional<std::filesystem::path> resume;
 };
 
 // The config's training (and, with train.eval, held-out) data, checked against the model: the
@@ -96,6 +96,55 @@ struct TrainData {
   std::shared_ptr<const models::data::Dataset> train, eval;
 };
 TrainData load_train_data(const Config& config, const models::Model& model);
+
+class Trainer {
+ public:
+  // Builds the model, the data and the plan; throws ConfigError when the data does not fit the
+  // model or a stage sits on a device without data (sim), CheckpointError when the checkpoint to
+  // resume from is unreadable or of another model or plan.
+  explicit Trainer(Config config, TrainerOptions options = {});
+  ~Trainer();
+
+  // Trains to train.steps (or the override); calls on_record (on a pipeline thread, in step
+  // order) every train.log_every steps, at every evaluation and after the last step. Once per
+  // Trainer. Throws actors::PipelineError, or std::runtime_error when the loss is not finite
+  // (the run stops at once, naming the step).
+  TrainSummary run(const std::function<void(const StepRecord&)>& on_record = {});
+
+  // From any thread (a signal handler's watcher, an embedding service): the run ends at the
+  // next stop boundary, writes its checkpoint when checkpointing, and run() returns with
+  // TrainSummary::stopped.
+  void request_stop();
+
+  // Evaluates the current weights (the initial ones before run(), the trained ones after) on
+  // the held-out data (first train.eval.samples samples).
+  EvalResult evaluate() const;
+
+  const Config& config() const { return config_; }
+  const models::Model& model() const { return model_; }
+  const schedules::Plan& plan() const { return plan_; }
+  // The whole model's weights: initial (or resumed) before run(), trained after.
+  const models::ParamSet& params() const { return params_; }
+  const models::data::Dataset& train_data() const { return *data_.train; }
+  const models::data::Dataset* eval_data() const { return data_.eval.get(); }
+  int64_t steps() const { return steps_; }
+  int64_t first_step() const { return first_step_; }
+  int64_t parameters() const { return params_.numel(); }
+
+ private:
+  struct Stop;
+  Config config_;
+  TrainerOptions options_;
+  models::Model model_;
+  TrainData data_;
+  schedules::Plan plan_;
+  int64_t steps_;
+  int64_t first_step_ = 0;
+  models::ParamSet params_;
+  std::vector<actors::OptimizerState> optimizer_states_;  // per stage, when resumed
+  std::unique_ptr<Stop> stop_;
+  bool ran_ = false;
+};
 
 // The held-out loss and accuracy of `params` on the first `samples` samples of `eval`, in
 // chunks of `minibatch`, on `device`.
@@ -108,8 +157,11 @@ EvalResult evaluate_params(const models::Model& model, const models::ParamSet& p
 // final_fraction * lr, which it would reach one step after the last.
 double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t steps);
 
-// Throws ConfigError unless the config describes one device: no pipeline section, or one
-// stage with one replica covering all `num_layers` layers on a device with data.
-void check_single_device(const Config& config, int num_layers);
+// The plan a config trains with: its pipeline section, or one stage of every layer on the CPU.
+// Throws ConfigError.
+schedules::Plan training_plan(const Config& config, int num_layers, int64_t steps);
+
+// True when the config asks for more than one device: several stages or replicas.
+bool is_pipeline(const Config& config);
 
 }  // namespace tandem::apps

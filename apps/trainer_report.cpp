@@ -2,15 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <stdexcept>
+#include <thread>
 
 #include "apps/default_config.hpp"
-#include "apps/pipeline_trainer.hpp"
+#include "schedules/schedule_kind.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -19,6 +24,10 @@ std::string duration(double s) {
   if (s < 60) return fmt::format("{:.0f}s", s);
   if (s < 3600) return fmt::format("{:.0f}m{:02.0f}s", std::floor(s / 60), std::fmod(s, 60));
   return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::fmod(s / 60, 60));
+}
+
+std::string layer_range(const schedules::LayerRange& r) {
+  return r.end - r.begin == 1 ? std::to_string(r.begin) : fmt::format("{}-{}", r.begin, r.end - 1);
 }
 
 }  // namespace
@@ -74,6 +83,18 @@ nlohmann::json to_json(const StepRecord& r) {
     j["eval_loss"] = r.eval->loss;
     if (r.accuracy) j["eval_accuracy"] = r.eval->accuracy;
   }
+  // Per stage replica: its actions' time within the window and its share of it (utilization;
+  // 1 - busy is its bubble and waiting).
+  if (!r.stages.empty()) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StepRecord::StageBusy& st : r.stages) {
+      stages.push_back({{"stage", st.stage},
+                        {"replica", st.replica},
+                        {"busy_s", st.busy_s},
+                        {"busy", r.window_s > 0 ? st.busy_s / r.window_s : 0.0}});
+    }
+    j["stages"] = std::move(stages);
+  }
   return j;
 }
 
@@ -89,6 +110,55 @@ std::ofstream open_metrics(const std::optional<std::filesystem::path>& path) {
     }
   }
   return metrics;
+}
+
+// While alive, SIGINT calls `on_interrupt` (from a watcher thread, not the handler) once and
+// restores the default action, so that a second Ctrl-C ends the process.
+class InterruptWatch {
+ public:
+  explicit InterruptWatch(std::function<void()> on_interrupt)
+      : previous_(std::signal(SIGINT, &InterruptWatch::handle)),
+        watcher_([this, cb = std::move(on_interrupt)] {
+          while (!done_.load()) {
+            if (interrupted_ != 0) {
+              std::signal(SIGINT, SIG_DFL);
+              cb();
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          }
+        }) {}
+  ~InterruptWatch() {
+    done_ = true;
+    watcher_.join();
+    std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_);
+    interrupted_ = 0;
+  }
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+
+ private:
+  static void handle(int) { interrupted_ = 1; }
+  static inline volatile std::sig_atomic_t interrupted_ = 0;
+  void (*previous_)(int);
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
+
+// The trace is written after the run: refuse before training a path that could not take it.
+void check_trace_path(const std::filesystem::path& path,
+                      const std::optional<std::filesystem::path>& config) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw std::runtime_error(path.string() + ": --trace needs a file name, not a directory");
+  }
+  if (config && std::filesystem::equivalent(path, *config, ec)) {
+    throw std::runtime_error(path.string() + ": --trace would overwrite the config it runs");
+  }
+  std::ofstream probe(path, std::ios::app);
+  if (!probe) {
+    throw std::runtime_error(path.string() + ": cannot write the trace: " + std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -107,29 +177,83 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
     }
   };
 
-  if (is_pipeline(config)) {
-    PipelineTrainer trainer(std::move(config), TrainerOptions{command.steps});
-    if (!command.quiet) {
-      out << "model " << trainer.model().spec().describe() << ", " << trainer.parameters()
-          << " parameters\n"
-          << "data " << trainer.train_data().describe() << "\n"
-          << format_plan_line(trainer.plan()) << "\n";
-    }
-    PipelineSummary summary = trainer.run(on_record);
-    check_metrics();
-    out << format_summary(summary.train) << format_stage_table(summary);
-    return summary.train;
-  }
-  Trainer trainer(std::move(config), TrainerOptions{command.steps});
+  if (command.trace) check_trace_path(*command.trace, command.config);
+  TrainerOptions options;
+  options.steps = command.steps;
+  options.trace = command.trace;
+  options.checkpoint_dir = command.checkpoint_dir;
+  options.checkpoint_every = command.checkpoint_every;
+  options.resume = command.resume;
+  Trainer trainer(std::move(config), options);
   if (!command.quiet) {
-    out << "model " << trainer.model().spec().describe() << ", " << trainer.params().numel()
+    out << "model " << trainer.model().spec().describe() << ", " << trainer.parameters()
         << " parameters\n"
-        << "data " << trainer.train_data().describe() << "\n";
+        << "data " << trainer.train_data().describe() << "\n"
+        << format_plan_line(trainer.plan()) << "\n";
+    if (trainer.first_step() > 0) {
+      out << "resumed at step " << trainer.first_step() << " from " << command.resume->string()
+          << "\n";
+    }
   }
-  TrainSummary summary = trainer.run(on_record);
+  TrainSummary summary;
+  {
+    // Ctrl-C ends the run at the next stop boundary (with its checkpoint when checkpointing);
+    // a second Ctrl-C kills the process as usual.
+    InterruptWatch watch([&trainer] { trainer.request_stop(); });
+    summary = trainer.run(on_record);
+  }
   check_metrics();
-  out << format_summary(summary);
+  out << format_summary(summary) << format_stage_table(summary);
+  if (summary.stopped) {
+    out << "stopped at step " << summary.steps << " of " << trainer.steps();
+    if (!summary.checkpoints.empty()) {
+      out << "; resume with --resume " << command.checkpoint_dir->string();
+    }
+    out << "\n";
+  }
+  for (const auto& c : summary.checkpoints) {
+    if (!command.quiet) out << "checkpoint " << c.string() << "\n";
+  }
   return summary;
+}
+
+std::string format_plan_line(const schedules::Plan& plan) {
+  const auto& p = plan.schedule;
+  std::string layers, replicas;
+  for (const auto& st : plan.stages) {
+    if (!layers.empty()) layers += " | ";
+    layers += layer_range(st.layers);
+    if (!replicas.empty()) replicas += "-";
+    replicas += std::to_string(st.replicas.size());
+  }
+  std::string line = fmt::format("pipeline: schedule {}, {} stages: layers {}, replicas {}",
+                                 schedules::to_string(p.kind), p.stages, layers, replicas);
+  if (p.chunks > 1) {
+    line += fmt::format(" ({} chunks per stage: the model split evenly into {} virtual stages)",
+                        p.chunks, p.stages * p.chunks);
+  }
+  if (p.kind == schedules::ScheduleKind::umpipe && !p.forward_slices.empty()) {
+    line += fmt::format(", umpipe slices per stage, minibatch {}", p.samples());
+  } else {
+    line += fmt::format(", {} slice{} of minibatch {}", p.slices, p.slices == 1 ? "" : "s",
+                        p.samples());
+  }
+  if (p.rematerialize) line += ", rematerialized";
+  return line;
+}
+
+std::string format_stage_table(const TrainSummary& summary) {
+  std::string out =
+      fmt::format("{:>5} {:>7}  {:<6} {:>7} {:>7} {:>5}  {:>8} {:>11}\n", "stage", "replica",
+                  "device", "busy s", "idle s", "busy", "versions", "activations");
+  for (const actors::StageStats& st : summary.stages) {
+    const double idle = std::max(0.0, summary.pipeline_seconds - st.busy_s);
+    const double share = summary.pipeline_seconds > 0 ? st.busy_s / summary.pipeline_seconds : 0;
+    out += fmt::format("{:>5} {:>7}  {:<6} {:>7.2f} {:>7.2f} {:>4.0f}%  {:>8} {:>11}\n", st.stage,
+                       st.replica, st.device_name, st.busy_s, idle, 100 * share, st.peak_versions,
+                       st.peak_activations);
+  }
+  return out;
 }
 
 }  // namespace tandem::apps

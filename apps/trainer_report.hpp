@@ -20,16 +20,29 @@ std::string format_summary(const TrainSummary& s);
 //  "eta_s":...,"lr":...,"eval_loss":...,"eval_accuracy":...}; absent values are left out.
 nlohmann::json to_json(const StepRecord& r);
 
+// "pipeline: schedule pipedream, 4 stages: layers 0-1 | 2-3 | 4-5 | 6-7, replicas 1-1-1-1, 1
+// slice of minibatch 32"
+std::string format_plan_line(const schedules::Plan& plan);
+
+// One row per stage replica: stage, replica, device, busy s, idle s (wall - busy), busy share,
+// peak weight versions, peak kept activations.
+std::string format_stage_table(const TrainSummary& summary);
+
 struct TrainCommand {
   std::optional<std::filesystem::path> config;  // none: the embedded default (default_config())
   std::optional<std::filesystem::path> metrics_json;
   std::optional<int64_t> steps;
+  std::optional<std::filesystem::path> trace;  // Chrome trace of the run
+  std::optional<std::filesystem::path> checkpoint_dir;
+  int64_t checkpoint_every = 0;  // steps; 0: a checkpoint at the end only
+  std::optional<std::filesystem::path> resume;
   bool quiet = false;
 };
 
-// `tandem train`: loads the config, trains (through the pipeline runtime when the config has
-// several stages or replicas, else on one device), prints progress (unless quiet), the summary
-// and for pipelines the per-stage table to `out`, writes the metrics file. Throws ConfigError /
+// `tandem train`: loads the config, trains through the pipeline runtime (one stage when the
+// config has no pipeline section), prints progress (unless quiet), the summary and the
+// per-stage table to `out`, writes the metrics file and checkpoints; Ctrl-C stops at the next
+// stop boundary. Throws ConfigError /
 // DataFileError / actors::PipelineError / std::runtime_error.
 TrainSummary run_train_command(const TrainCommand& command, std::ostream& out);
 

@@ -2,6 +2,7 @@
 // must run on different workers, fan-in 4 senders -> 1 actor, and the inbox's raw
 // enqueue/dequeue throughput.
 #include <benchmark/benchmark.h>
+#include <concurrentqueue/concurrentqueue.h>
 
 #include <atomic>
 #include <chrono>

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "benches/json_line_reporter.hpp"
-#include "planner/detail/rng.hpp"
 #include "planner/pipedream_dp.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 constexpr double kGBps = 1e6;  // bytes per ms
 
 std::vector<PipeDreamLayer> chain(int n) {
-  detail::Rng rng(2024);
+  auto rng = RngStream::from_seed(2024);
   std::vector<PipeDreamLayer> layers(n);
   for (PipeDreamLayer& layer : layers) {
     layer.compute_ms = 0.5 + 4.0 * rng.uniform();

@@ -2,22 +2,21 @@
 // kernels where the CPU has them, and with its portable compiler-vectorized kernels) against
 // one individual at a time, on the GA's workload: population 64, 200 generations, P = 8
 // stages, minibatch 64. One at a time means: the planner's scalar evaluator (bit scans over
-// the cuts), the schedules' UmpipeEvaluator (compositions), and the discrete-event simulator
-// on the materialized umpipe schedule. Every evaluator sees the same individuals; compare
-// their evaluations_per_s. Argument: link delay constant (0) or growing with the slice (1).
+// the cuts) and the discrete-event simulator on the materialized umpipe schedule. Every evaluator
+// sees the same individuals; compare their evaluations_per_s. Argument: link delay constant (0) or
+// growing with the slice (1).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "benches/json_line_reporter.hpp"
-#include "planner/detail/rng.hpp"
 #include "planner/umpipe_batch_evaluator.hpp"
 #include "planner/umpipe_evaluator.hpp"
 #include "planner/umpipe_ga.hpp"
+#include "runtime/counter_rng.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
-#include "schedules/umpipe_evaluator.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -42,11 +41,11 @@ double per_sample_delay(bool growing) {
 UmpipeProblem problem(bool growing) {
   UmpipeProblem p;
   p.minibatch = kMinibatch;
-  p.links = {SliceCost::affine(kLatency, per_sample_delay(growing), kMinibatch)};
+  p.links = {schedules::Cost::affine(kLatency, per_sample_delay(growing))};
   for (int s = 0; s < kStages; ++s) {
     const Costs c = stage_costs(s);
-    p.stages.push_back({SliceCost::affine(c.f_fixed, c.f_sample, kMinibatch),
-                        SliceCost::affine(c.b_fixed, c.b_sample, kMinibatch)});
+    p.stages.push_back({schedules::Cost::affine(c.f_fixed, c.f_sample),
+                        schedules::Cost::affine(c.b_fixed, c.b_sample)});
   }
   return p;
 }
@@ -74,7 +73,7 @@ std::vector<std::vector<std::int64_t>> widen(const std::vector<std::vector<int>>
 
 // kGenerations populations of random individuals whose cut density varies like a GA's.
 std::vector<std::vector<std::uint64_t>> populations() {
-  detail::Rng rng(7);
+  auto rng = RngStream::from_seed(7);
   std::vector<std::vector<std::uint64_t>> all(kGenerations);
   for (auto& genes : all) {
     for (int k = 0; k < kPopulation; ++k) {
@@ -147,39 +146,6 @@ void BM_EvaluateBatchedPortable(benchmark::State& state) {
   evaluate_batched(state, UmpipeKernels::portable);
 }
 
-// The schedules' evaluator takes compositions: converted once, outside the timing.
-void BM_EvaluateOneByOneSchedulesEvaluator(benchmark::State& state) {
-  const bool growing = state.range(0) == 1;
-  const auto all = populations();
-  const std::size_t stride = umpipe_gene_words(kStages, kMinibatch);
-  std::vector<
-      std::pair<std::vector<std::vector<std::int64_t>>, std::vector<std::vector<std::int64_t>>>>
-      individuals;
-  for (const auto& genes : all) {
-    for (int k = 0; k < kPopulation; ++k) {
-      const UmpipeSlices slices =
-          slices_of(std::span(genes.data() + k * stride, stride), kStages, kMinibatch);
-      individuals.emplace_back(widen(slices.forward), widen(slices.backward));
-    }
-  }
-  const schedules::SimulationCosts costs = simulation_costs(growing);
-  std::vector<schedules::Cost> forward, backward;
-  for (const auto& stage : costs.stages) {
-    forward.push_back(stage.forward);
-    backward.push_back(stage.backward);
-  }
-  schedules::UmpipeEvaluator evaluator(
-      kMinibatch, forward, backward,
-      {schedules::Cost::affine(kLatency, per_sample_delay(growing))});
-  double sum = 0;
-  for (auto _ : state) {
-    for (const auto& [f, b] : individuals) sum += evaluator.makespan(f, b);
-  }
-  benchmark::DoNotOptimize(static_cast<const double&>(sum));
-  state.counters["evaluations_per_s"] = benchmark::Counter(
-      static_cast<double>(individuals.size()), benchmark::Counter::kIsIterationInvariantRate);
-}
-
 // Building the umpipe action list and simulating it, per individual: one generation per
 // iteration (it is slow).
 void BM_EvaluateOneByOneSimulator(benchmark::State& state) {
@@ -229,11 +195,6 @@ BENCHMARK(BM_EvaluateBatchedPortable)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EvaluateOneByOne)
-    ->ArgName("growing_delay")
-    ->Arg(0)
-    ->Arg(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EvaluateOneByOneSchedulesEvaluator)
     ->ArgName("growing_delay")
     ->Arg(0)
     ->Arg(1)

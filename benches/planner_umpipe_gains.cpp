@@ -81,11 +81,10 @@ Pipeline cut(const std::vector<Layer>& layers, int stages) {
       sum.b_fixed += layers[l].b_fixed;
       sum.b_sample += layers[l].b_sample;
     }
-    p.problem.stages.push_back({SliceCost::affine(sum.f_fixed, sum.f_sample, kMinibatch),
-                                SliceCost::affine(sum.b_fixed, sum.b_sample, kMinibatch)});
+    p.problem.stages.push_back({schedules::Cost::affine(sum.f_fixed, sum.f_sample),
+                                schedules::Cost::affine(sum.b_fixed, sum.b_sample)});
     if (end < static_cast<int>(layers.size())) {
-      p.problem.links.push_back(
-          SliceCost::affine(kLatencyMs, sum.out_bytes / kBytesPerMs, kMinibatch));
+      p.problem.links.push_back(schedules::Cost::affine(kLatencyMs, sum.out_bytes / kBytesPerMs));
     }
     schedules::StageCosts stage;
     stage.forward = schedules::Cost::affine(sum.f_fixed, sum.f_sample);

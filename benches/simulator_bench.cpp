@@ -1,15 +1,14 @@
 // The discrete-event simulator: actions timed per second (goal: >= 5 M/s) on generated
-// schedules, timeline off (the planner's use) and on; the validator; the UMPIPE evaluator.
+// schedules, timeline off (the planner's use) and on; the validator. (The planner's UMPIPE
+// evaluators have their own benchmark, planner_umpipe_ga.cpp.)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "benches/json_line_reporter.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
-#include "schedules/umpipe_evaluator.hpp"
 #include "schedules/validator.hpp"
 
 namespace tandem::schedules {
@@ -76,44 +75,6 @@ BENCHMARK_CAPTURE(BM_Simulate, zb_h1_p8_m2048, make(ScheduleKind::zb_h1, 8, 2048
 BENCHMARK_CAPTURE(BM_Simulate, pipedream_2_1_1_n50000,
                   make(ScheduleKind::pipedream, 3, 1, 1, {2, 1, 1}, 50000), false);
 BENCHMARK_CAPTURE(BM_Validate, one_f_one_b_p16_m4096, make(ScheduleKind::one_f_one_b, 16, 4096));
-
-// The planner's inner loop: P = 8, minibatch 64, random slicings.
-void BM_UmpipeEvaluator(benchmark::State& state) {
-  constexpr int kStages = 8;
-  constexpr std::int64_t kMinibatch = 64;
-  std::vector<Cost> f, g;
-  for (int s = 0; s < kStages; ++s) {
-    f.push_back(Cost::affine(0.2 + 0.05 * s, 1.0));
-    g.push_back(Cost::affine(0.4 + 0.05 * s, 2.0));
-  }
-  UmpipeEvaluator eval(kMinibatch, f, g, {Cost(0.05)});
-  std::mt19937 rng(7);
-  auto random_slicing = [&] {
-    std::vector<std::vector<std::int64_t>> out(kStages);
-    for (auto& sizes : out) {
-      std::int64_t left = kMinibatch;
-      while (left > 0) {
-        const auto b =
-            std::uniform_int_distribution<std::int64_t>(1, std::min<std::int64_t>(left, 16))(rng);
-        sizes.push_back(b);
-        left -= b;
-      }
-    }
-    return out;
-  };
-  std::vector<std::vector<std::vector<std::int64_t>>> fwd, bwd;
-  for (int i = 0; i < 64; ++i) {
-    fwd.push_back(random_slicing());
-    bwd.push_back(random_slicing());
-  }
-  std::size_t i = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(eval.makespan(fwd[i % 64], bwd[i % 64]));
-    ++i;
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_UmpipeEvaluator);
 
 }  // namespace
 }  // namespace tandem::schedules

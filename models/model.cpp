@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include "models/detail/meta.hpp"
-#include "models/detail/random.hpp"
 #include "models/detail/sim_ops.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models {
 namespace {
@@ -134,7 +134,7 @@ ParamSet Model::init_params(std::uint64_t seed, int begin, int end, Device devic
       Tensor t = Tensor::empty(specs[j].shape, DType::f32, device);
       // The stream depends only on (layer, parameter): a stage gets the same values as the
       // whole model.
-      init_param(t, specs[j], seed, detail::hash_combine(static_cast<std::uint64_t>(i), j));
+      init_param(t, specs[j], seed, counter_hash(static_cast<std::uint64_t>(i), j));
       params.add(param_name(i, specs[j].name), t);
     }
   }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "models/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models {
 
@@ -131,7 +131,7 @@ std::uint64_t ParamSet::fingerprint() const {
   std::uint64_t h = 0x5bd1e995ull;
   for (std::int64_t i = 0; i < size(); ++i) {
     const Tensor& t = (*this)[i];
-    h = detail::hash_combine(h, std::hash<std::string>{}(name(i)));
+    h = counter_hash(h, std::hash<std::string>{}(name(i)));
     if (!t.device().has_data()) continue;
     const Tensor host = t.to(Device::cpu());
     const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
@@ -140,9 +140,9 @@ std::uint64_t ParamSet::fingerprint() const {
     for (; k + 8 <= n; k += 8) {
       std::uint64_t word = 0;
       std::memcpy(&word, bytes + k, 8);
-      h = detail::hash_combine(h, word);
+      h = counter_hash(h, word);
     }
-    for (; k < n; ++k) h = detail::hash_combine(h, bytes[k]);
+    for (; k < n; ++k) h = counter_hash(h, bytes[k]);
   }
   return h;
 }
@@ -158,7 +158,7 @@ void init_param(Tensor& tensor, const ParamSpec& spec, std::uint64_t seed, std::
                     : Tensor::empty(tensor.shape(), DType::f32);
   float* p = host.data<float>();
   const std::int64_t n = host.numel();
-  const std::uint64_t key = detail::hash_combine(seed, stream);
+  const std::uint64_t key = counter_hash(seed, stream);
   switch (spec.init) {
     case Init::zeros:
       for (std::int64_t i = 0; i < n; ++i) p[i] = 0.0f;
@@ -168,15 +168,14 @@ void init_param(Tensor& tensor, const ParamSpec& spec, std::uint64_t seed, std::
       break;
     case Init::normal:
       for (std::int64_t i = 0; i < n; ++i) {
-        p[i] =
-            static_cast<float>(spec.scale * detail::normal01(key, static_cast<std::uint64_t>(i)));
+        p[i] = static_cast<float>(spec.scale * counter_normal(key, static_cast<std::uint64_t>(i)));
       }
       break;
     case Init::uniform_fan_in: {
       const float bound =
           spec.scale / std::sqrt(static_cast<float>(std::max<std::int64_t>(1, spec.fan_in)));
       for (std::int64_t i = 0; i < n; ++i) {
-        p[i] = bound * (2.0f * detail::uniform01(key, static_cast<std::uint64_t>(i)) - 1.0f);
+        p[i] = bound * (2.0f * counter_uniform_f32(key, static_cast<std::uint64_t>(i)) - 1.0f);
       }
       break;
     }

@@ -194,9 +194,9 @@ PlannedPipeline plan_flush(const Profile& profile, const Cluster& cluster,
     sc.output_bytes = ms_per_sample;
     costs.stages.push_back(sc);
     problem.stages.push_back(
-        {SliceCost::affine(m.f_fixed, m.f_sample, minibatch),
-         SliceCost::affine(m.b_fixed + m.w_fixed, m.b_sample + m.w_sample, minibatch)});
-    if (s + 1 < stages) problem.links.push_back(SliceCost::affine(0, ms_per_sample, minibatch));
+        {schedules::Cost::affine(m.f_fixed, m.f_sample),
+         schedules::Cost::affine(m.b_fixed + m.w_fixed, m.b_sample + m.w_sample)});
+    if (s + 1 < stages) problem.links.push_back(schedules::Cost::affine(0, ms_per_sample));
     begin = end;
   }
 

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "schedules/schedule_kind.hpp"
@@ -126,11 +127,23 @@ std::string pipeline_yaml(const PlannedPipeline& planned) {
     if (stage.replicas.size() > 1) {
       out << YAML::Key << "replicas" << YAML::Value << stage.replicas.size();
     }
-    out << YAML::Key << "device" << YAML::Value << stage.replicas.front().device;
+    bool same_device = true, same_place = true;
+    for (const auto& place : stage.replicas) {
+      same_device = same_device && place.device == stage.replicas.front().device;
+      same_place = same_place && place == stage.replicas.front();
+    }
+    if (same_device) {
+      out << YAML::Key << "device" << YAML::Value << stage.replicas.front().device;
+    } else {
+      // One device per replica, in order: `device:` would put every replica on the first's.
+      out << YAML::Key << "devices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& place : stage.replicas) out << place.device;
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
-    bool uniform = true;
-    for (const auto& place : stage.replicas) uniform = uniform && place == stage.replicas.front();
-    if (!uniform) {
+    bool hosts = false;
+    for (const auto& place : stage.replicas) hosts = hosts || !place.host.empty();
+    if (!same_place && hosts) {  // hosts have no config key yet: shown for people
       std::string where;
       for (const auto& place : stage.replicas) {
         if (!where.empty()) where += ", ";
@@ -141,6 +154,49 @@ std::string pipeline_yaml(const PlannedPipeline& planned) {
   }
   out << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::string plan_json(const PlannedPipeline& planned) {
+  const schedules::Plan& plan = planned.plan;
+  const schedules::ScheduleParams& params = plan.schedule;
+  nlohmann::ordered_json j;
+  j["schedule"] = std::string(schedules::to_string(params.kind));
+  j["method"] = planned.method;
+  j["time_per_minibatch_ms"] = planned.time_per_minibatch_ms;
+  j["bubble"] = planned.bubble;
+  j["workers"] = planned.workers;
+  if (planned.noam > 0) j["noam"] = planned.noam;
+  if (planned.equal_slices_ms > 0) j["equal_slices_ms"] = planned.equal_slices_ms;
+  j["minibatch"] = params.samples();
+  if (params.kind == schedules::ScheduleKind::umpipe) {
+    auto& slices = j["slices"] = nlohmann::ordered_json::array();
+    for (int s = 0; s < params.stages; ++s) {
+      slices.push_back({{"forward", params.forward_composition(s)},
+                        {"backward", params.backward_composition(s)}});
+    }
+  } else if (!schedules::is_asynchronous(params.kind)) {
+    j["slices"] = params.slices;
+  }
+  auto& stages = j["stages"] = nlohmann::ordered_json::array();
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const auto& stage = plan.stages[s];
+    const PlannedStage& report = planned.stages[s];
+    nlohmann::ordered_json st;
+    st["layers"] = {stage.layers.begin, stage.layers.end - 1};  // inclusive, as in configs
+    auto& replicas = st["replicas"] = nlohmann::ordered_json::array();
+    for (const auto& place : stage.replicas) {
+      nlohmann::ordered_json r{{"device", place.device}};
+      if (!place.host.empty()) r["host"] = place.host;
+      replicas.push_back(r);
+    }
+    st["workers"] = report.workers;
+    st["compute_ms"] = report.compute_ms;
+    st["memory_bytes"] = report.memory_bytes;
+    st["in_flight"] = report.in_flight;
+    st["versions"] = report.versions;
+    stages.push_back(st);
+  }
+  return j.dump(2) + "\n";
 }
 
 }  // namespace tandem::planner

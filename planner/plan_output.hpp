@@ -11,7 +11,13 @@ std::string format_plan(const PlannedPipeline& planned);
 
 // The `pipeline:` section of a config (DESIGN section 9), as YAML text: schedule, slices
 // (a count, or per stage {forward: [...], backward: [...]} for umpipe) and stages with their
-// layer ranges ("0-4", inclusive), replicas and device.
+// layer ranges ("0-4", inclusive), replicas and device (`devices: [...]`, one per replica, when
+// the replicas are on different devices).
 std::string pipeline_yaml(const PlannedPipeline& planned);
+
+// The plan as JSON (`tandem plan --json`): schedule, method, predicted time per minibatch,
+// bubble, slices, and per stage its inclusive layer range, replicas' placements, workers,
+// compute time, memory per worker, minibatches in flight and weight versions.
+std::string plan_json(const PlannedPipeline& planned);
 
 }  // namespace tandem::planner

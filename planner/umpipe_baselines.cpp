@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "planner/umpipe_evaluator.hpp"
+
 namespace tandem::planner {
 namespace {
 
@@ -15,12 +17,12 @@ double both(const UmpipeStageCost& stage, int b) {
 }  // namespace
 
 UmpipeCandidate best_equal_slices(const UmpipeProblem& problem) {
-  problem.validate();
+  UmpipeEvaluator evaluator(problem);
   UmpipeCandidate best;
   best.makespan = kInf;
   for (int m = 1; m <= problem.minibatch; ++m) {
     UmpipeSlices slices = equal_slices(problem.stage_count(), problem.minibatch, m);
-    const double makespan = umpipe_makespan(problem, slices);
+    const double makespan = evaluator.makespan(cuts_of(slices, problem.minibatch));
     if (makespan < best.makespan) best = {std::move(slices), makespan};
   }
   return best;
@@ -45,7 +47,7 @@ UmpipeCandidate local_greedy_slices(const UmpipeProblem& problem) {
 }
 
 UmpipeCandidate global_greedy_slices(const UmpipeProblem& problem) {
-  problem.validate();
+  UmpipeEvaluator evaluator(problem);
   const int samples = problem.minibatch;
   std::vector<double> slowest(static_cast<std::size_t>(samples) + 1, 0);
   for (int b = 1; b <= samples; ++b) {
@@ -77,7 +79,7 @@ UmpipeCandidate global_greedy_slices(const UmpipeProblem& problem) {
     UmpipeSlices slices;
     slices.forward.assign(problem.stages.size(), forward);
     slices.backward.assign(problem.stages.size(), backward);
-    const double makespan = umpipe_makespan(problem, slices);
+    const double makespan = evaluator.makespan(cuts_of(slices, problem.minibatch));
     if (makespan < best.makespan) best = {std::move(slices), makespan};
   }
   return best;

@@ -2,10 +2,9 @@
 // Makespans of a whole population of UMPIPE chromosomes (packed cut rows, see cuts_of in
 // umpipe_problem.hpp) at once.
 #include <cstdint>
+#include <memory>
 #include <span>
-#include <vector>
 
-#include "planner/detail/umpipe_lanes.hpp"
 #include "planner/umpipe_problem.hpp"
 
 namespace tandem::planner {
@@ -24,6 +23,9 @@ class UmpipeBatchEvaluator {
  public:
   explicit UmpipeBatchEvaluator(const UmpipeProblem& problem,
                                 UmpipeKernels kernels = UmpipeKernels::best);
+  UmpipeBatchEvaluator(UmpipeBatchEvaluator&&) noexcept;
+  UmpipeBatchEvaluator& operator=(UmpipeBatchEvaluator&&) noexcept;
+  ~UmpipeBatchEvaluator();
   // `genes`: makespans.size() individuals of umpipe_gene_words(P, B) words, back to back.
   void evaluate(std::span<const std::uint64_t> genes, std::span<double> makespans);
   // Whether the AVX-512 kernels run.
@@ -32,11 +34,8 @@ class UmpipeBatchEvaluator {
  private:
   const UmpipeProblem* problem_;
   bool wide_ = false;
-  bool monotone_ = true;                   // every link delay is the same for all slice sizes
-  std::vector<detail::UmpipeLane> lanes_;  // forward of stage s at 2 s, backward at 2 s + 1
-  std::vector<std::uint64_t> lane_bits_;   // [row][word][lane]: the block's genes
-  std::vector<double> upstream_, current_, send_, device_, forward_device_, scratch_;
-  std::vector<double> no_delay_;
+  struct State;  // the kernels' cost lanes and working buffers
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace tandem::planner

@@ -16,8 +16,13 @@ UmpipeEvaluator::UmpipeEvaluator(const UmpipeProblem& problem) : problem_(&probl
   upstream_.resize(static_cast<std::size_t>(problem.minibatch));
   current_.resize(static_cast<std::size_t>(problem.minibatch));
   forward_end_.resize(static_cast<std::size_t>(problem.stage_count()));
-  for (const SliceCost& link : problem.links) {
-    const auto table = link.table().subspan(1);
+  for (const UmpipeStageCost& stage : problem.stages)
+    times_.push_back(stage.forward.table(problem.minibatch));
+  for (const UmpipeStageCost& stage : problem.stages)
+    times_.push_back(stage.backward.table(problem.minibatch));
+  for (const schedules::Cost& link : problem.links) {
+    delays_.push_back(link.table(problem.minibatch));
+    const auto table = std::span<const double>(delays_.back()).subspan(1);
     if (std::adjacent_find(table.begin(), table.end(), std::not_equal_to<>()) != table.end()) {
       constant_delays_ = false;
     }
@@ -47,10 +52,13 @@ double UmpipeEvaluator::makespan(std::span<const std::uint64_t> cuts) {
   // One direction of one stage. `neighbour`: the row whose slices it waits for (nullptr:
   // none); they reached this stage at upstream_[their last sample]. `link`: the delay of
   // sending its own slices on (nullptr: none); their arrivals go to current_[last sample].
-  const auto run = [&](std::size_t r, const SliceCost& cost_of, double device,
-                       const std::uint64_t* neighbour, const SliceCost* link) {
+  const auto link = [&](int boundary) -> const double* {
+    if (delays_.empty()) return nullptr;
+    return delays_[delays_.size() == 1 ? 0 : static_cast<std::size_t>(boundary)].data();
+  };
+  const auto run = [&](std::size_t r, const double* cost, double device,
+                       const std::uint64_t* neighbour, const double* delay) {
     const std::uint64_t* row = row_of(r);
-    const std::span<const double> cost = cost_of.table();
     int begin = 0;
     for (std::size_t w = 0; w < words; ++w) {
       std::uint64_t word = w + 1 == words ? last_word(row[w], samples) : row[w];
@@ -71,7 +79,7 @@ double UmpipeEvaluator::makespan(std::span<const std::uint64_t> cuts) {
         }
         const int b = i + 1 - begin;
         device = start + cost[b];
-        current_[i] = link == nullptr ? device : device + (*link)(b);
+        current_[i] = delay == nullptr ? device : device + delay[b];
         begin = i + 1;
       }
     }
@@ -79,19 +87,29 @@ double UmpipeEvaluator::makespan(std::span<const std::uint64_t> cuts) {
     return device;
   };
   for (int s = 0; s < stages; ++s) {
-    forward_end_[s] = run(static_cast<std::size_t>(s), problem.stages[s].forward, 0.0,
+    forward_end_[s] = run(static_cast<std::size_t>(s), times_[s].data(), 0.0,
                           s > 0 ? row_of(static_cast<std::size_t>(s) - 1) : nullptr,
-                          s + 1 < stages ? problem.link(s) : nullptr);
+                          s + 1 < stages ? link(s) : nullptr);
   }
   double makespan = 0;
   for (int s = stages - 1; s >= 0; --s) {
     const std::size_t r = static_cast<std::size_t>(stages + s);
-    const double end =
-        run(r, problem.stages[s].backward, forward_end_[s],
-            s + 1 < stages ? row_of(r + 1) : nullptr, s > 0 ? problem.link(s - 1) : nullptr);
+    const double end = run(r, times_[r].data(), forward_end_[s],
+                           s + 1 < stages ? row_of(r + 1) : nullptr, s > 0 ? link(s - 1) : nullptr);
     makespan = std::max(makespan, end);
   }
   return makespan;
+}
+
+double umpipe_makespan(const UmpipeProblem& problem, const UmpipeSlices& slices) {
+  if (static_cast<int>(slices.forward.size()) != problem.stage_count() ||
+      static_cast<int>(slices.backward.size()) != problem.stage_count()) {
+    throw std::invalid_argument(
+        "umpipe_makespan: need one forward and one backward partition "
+        "per stage");
+  }
+  UmpipeEvaluator evaluator(problem);
+  return evaluator.makespan(cuts_of(slices, problem.minibatch));
 }
 
 }  // namespace tandem::planner

@@ -18,8 +18,15 @@ class UmpipeEvaluator {
 
  private:
   const UmpipeProblem* problem_;
+  // t(0..B) per stage and direction (forward of stage s at s, backward at P + s), and the
+  // delays per boundary (empty: none; one: every boundary).
+  std::vector<std::vector<double>> times_, delays_;
   std::vector<double> upstream_, current_, forward_end_;
   bool constant_delays_ = true;  // then arrivals grow with the sample index
 };
+
+// The makespan of one slicing (UmpipeEvaluator on its cut rows). Throws std::invalid_argument
+// when a partition is not a composition of B or the stage count differs.
+double umpipe_makespan(const UmpipeProblem& problem, const UmpipeSlices& slices);
 
 }  // namespace tandem::planner

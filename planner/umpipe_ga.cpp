@@ -8,10 +8,10 @@
 #include <span>
 #include <stdexcept>
 
-#include "planner/detail/rng.hpp"
 #include "planner/umpipe_baselines.hpp"
 #include "planner/umpipe_batch_evaluator.hpp"
 #include "planner/umpipe_evaluator.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -26,7 +26,7 @@ class Ga {
   Ga(const UmpipeProblem& problem, const UmpipeGaOptions& options)
       : problem_(problem),
         options_(options),
-        rng_(options.seed),
+        rng_(RngStream::from_seed(options.seed)),
         single_(problem),
         batch_(problem) {
     stages_ = problem.stage_count();
@@ -99,7 +99,7 @@ class Ga {
         std::copy(seeds[k].begin(), seeds[k].end(), genes.begin());
       } else {
         // Mutated copies of the seeds keep their structure while adding diversity.
-        const auto& from = seeds[rng_.below(static_cast<std::uint32_t>(seeds.size()))];
+        const auto& from = seeds[rng_.below_fast(static_cast<std::uint32_t>(seeds.size()))];
         std::copy(from.begin(), from.end(), genes.begin());
         for (int round = 0; round < 3; ++round) mutate(genes);
       }
@@ -133,9 +133,9 @@ class Ga {
 
   int select(const std::vector<double>& makespan) {
     const auto size = static_cast<std::uint32_t>(options_.population);
-    int winner = static_cast<int>(rng_.below(size));
+    int winner = static_cast<int>(rng_.below_fast(size));
     for (int t = 1; t < options_.tournament; ++t) {
-      const int rival = static_cast<int>(rng_.below(size));
+      const int rival = static_cast<int>(rng_.below_fast(size));
       if (makespan[rival] < makespan[winner] ||
           (makespan[rival] == makespan[winner] && rival < winner)) {
         winner = rival;
@@ -153,10 +153,10 @@ class Ga {
       Word* out = child.data() + offset;
       if (gaps_ == 0 || rng_.uniform() >= options_.crossover_rate) {
         std::copy_n(x, chromosome_, out);
-      } else if (rng_.below(2) == 0) {
+      } else if (rng_.below_fast(2) == 0) {
         // One point on the flattened matrix: stages before it from x, after it from y, and
         // the row it falls in split at a sample.
-        const auto point = rng_.below(static_cast<std::uint32_t>(stages_ * gaps_ + 1));
+        const auto point = rng_.below_fast(static_cast<std::uint32_t>(stages_ * gaps_ + 1));
         const std::size_t row = point / gaps_;
         const std::size_t at = point % gaps_;
         std::copy_n(x, row * words_, out);
@@ -173,7 +173,7 @@ class Ga {
       } else {
         // Row-uniform: each stage's partition from either parent.
         for (int s = 0; s < stages_; ++s) {
-          const Word* from = rng_.below(2) == 0 ? x : y;
+          const Word* from = rng_.below_fast(2) == 0 ? x : y;
           std::copy_n(from + s * words_, words_, out + s * words_);
         }
       }
@@ -206,7 +206,7 @@ class Ga {
 
   // Moves one cut of a random stage by 1..3 samples, when the target is free.
   void move_cut(Word* rows) {
-    const auto s = rng_.below(static_cast<std::uint32_t>(stages_));
+    const auto s = rng_.below_fast(static_cast<std::uint32_t>(stages_));
     Word* row = rows + s * words_;
     // Movable cuts are bits 0 .. B-2; bit B-1 (the end) stays.
     const auto movable = [&](std::size_t w) {
@@ -217,7 +217,7 @@ class Ga {
     std::uint32_t cuts = 0;
     for (std::size_t w = 0; w < words_; ++w) cuts += std::popcount(movable(w));
     if (cuts == 0) return;
-    std::uint32_t pick = rng_.below(cuts);
+    std::uint32_t pick = rng_.below_fast(cuts);
     std::size_t from = 0;
     for (std::size_t w = 0; w < words_; ++w) {
       Word word = movable(w);
@@ -230,8 +230,9 @@ class Ga {
       from = w * 64 + std::countr_zero(word);
       break;
     }
-    const int distance = 1 + static_cast<int>(rng_.below(3));
-    const long long to = static_cast<long long>(from) + (rng_.below(2) == 0 ? -distance : distance);
+    const int distance = 1 + static_cast<int>(rng_.below_fast(3));
+    const long long to =
+        static_cast<long long>(from) + (rng_.below_fast(2) == 0 ? -distance : distance);
     if (to < 0 || to >= static_cast<long long>(gaps_) || bit(row, static_cast<std::size_t>(to))) {
       return;
     }
@@ -246,7 +247,7 @@ class Ga {
 
   const UmpipeProblem& problem_;
   UmpipeGaOptions options_;
-  detail::Rng rng_;
+  RngStream rng_;
   UmpipeEvaluator single_;
   UmpipeBatchEvaluator batch_;
   int stages_ = 0;

@@ -20,15 +20,9 @@ void check_composition(const std::vector<int>& sizes, int minibatch, const std::
   }
 }
 
-struct Span {
-  int begin;
-  int end;
-  double arrival;  // at the neighbour: the end plus the link's delay
-};
-
 }  // namespace
 
-const SliceCost* UmpipeProblem::link(int boundary) const {
+const schedules::Cost* UmpipeProblem::link(int boundary) const {
   if (links.empty()) return nullptr;
   return &links[links.size() == 1 ? 0 : static_cast<std::size_t>(boundary)];
 }
@@ -41,17 +35,23 @@ void UmpipeProblem::validate() const {
                                 std::to_string(stages.size() - 1) + "), got " +
                                 std::to_string(links.size()));
   }
-  for (const SliceCost& delay : links) {
-    if (delay.max_samples() < minibatch) {
-      throw std::invalid_argument("UMPIPE: link delay table shorter than the minibatch");
+  // Every slice size up to B is looked up (evaluators tabulate them once).
+  const auto check = [&](const schedules::Cost& cost, const std::string& what) {
+    if (cost.max_samples() < minibatch) {
+      throw std::invalid_argument("UMPIPE: " + what + ": cost table shorter than the minibatch");
     }
-  }
+    for (int b = 1; b <= minibatch; ++b) {
+      const double t = cost(b);
+      if (!(t >= 0) || !std::isfinite(t)) {
+        throw std::invalid_argument("UMPIPE: " + what + ": t(" + std::to_string(b) + ") = " +
+                                    std::to_string(t) + " must be finite and non-negative");
+      }
+    }
+  };
+  for (std::size_t l = 0; l < links.size(); ++l) check(links[l], "link " + std::to_string(l));
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    if (stages[s].forward.max_samples() < minibatch ||
-        stages[s].backward.max_samples() < minibatch) {
-      throw std::invalid_argument("UMPIPE: stage " + std::to_string(s) +
-                                  ": cost table shorter than the minibatch");
-    }
+    check(stages[s].forward, "stage " + std::to_string(s) + " forward");
+    check(stages[s].backward, "stage " + std::to_string(s) + " backward");
   }
 }
 
@@ -114,65 +114,6 @@ UmpipeSlices slices_of(std::span<const std::uint64_t> cuts, int stages, int mini
     }
   }
   return slices;
-}
-
-double umpipe_makespan(const UmpipeProblem& problem, const UmpipeSlices& slices) {
-  problem.validate();
-  const int stages = problem.stage_count();
-  if (static_cast<int>(slices.forward.size()) != stages ||
-      static_cast<int>(slices.backward.size()) != stages) {
-    throw std::invalid_argument(
-        "umpipe_makespan: need one forward and one backward partition "
-        "per stage");
-  }
-  for (int s = 0; s < stages; ++s) {
-    check_composition(slices.forward[s], problem.minibatch,
-                      "stage " + std::to_string(s) + " forward");
-    check_composition(slices.backward[s], problem.minibatch,
-                      "stage " + std::to_string(s) + " backward");
-  }
-  // Latest arrival among the spans of `done` that share a sample with [begin, end).
-  const auto ready = [](const std::vector<Span>& done, int begin, int end) {
-    double latest = 0;
-    for (const Span& span : done) {
-      if (span.begin < end && begin < span.end) latest = std::max(latest, span.arrival);
-    }
-    return latest;
-  };
-  const auto delay = [&](int boundary, int b) {
-    const SliceCost* link = problem.link(boundary);
-    return link == nullptr ? 0.0 : (*link)(b);
-  };
-  std::vector<double> device(static_cast<std::size_t>(stages), 0.0);
-  std::vector<Span> upstream;
-  for (int s = 0; s < stages; ++s) {
-    std::vector<Span> done;
-    int begin = 0;
-    for (const int b : slices.forward[s]) {
-      double start = device[s];
-      if (s > 0) start = std::max(start, ready(upstream, begin, begin + b));
-      const double finish = start + problem.stages[s].forward(b);
-      if (s + 1 < stages) done.push_back({begin, begin + b, finish + delay(s, b)});
-      device[s] = finish;
-      begin += b;
-    }
-    upstream = std::move(done);
-  }
-  std::vector<Span> downstream;
-  for (int s = stages - 1; s >= 0; --s) {
-    std::vector<Span> done;
-    int begin = 0;
-    for (const int b : slices.backward[s]) {
-      double start = device[s];
-      if (s < stages - 1) start = std::max(start, ready(downstream, begin, begin + b));
-      const double finish = start + problem.stages[s].backward(b);
-      if (s > 0) done.push_back({begin, begin + b, finish + delay(s - 1, b)});
-      device[s] = finish;
-      begin += b;
-    }
-    downstream = std::move(done);
-  }
-  return *std::max_element(device.begin(), device.end());
 }
 
 }  // namespace tandem::planner

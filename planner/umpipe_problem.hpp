@@ -10,13 +10,15 @@
 #include <span>
 #include <vector>
 
-#include "planner/slice_cost.hpp"
+#include "schedules/cost.hpp"
 
 namespace tandem::planner {
 
+// Durations of a stage's forward and backward slices by size (the backward also computes the
+// weight gradient: UMPIPE does not split it).
 struct UmpipeStageCost {
-  SliceCost forward;
-  SliceCost backward;
+  schedules::Cost forward;
+  schedules::Cost backward;
 };
 
 struct UmpipeProblem {
@@ -24,13 +26,13 @@ struct UmpipeProblem {
   std::vector<UmpipeStageCost> stages;
   // Delay of a message carrying b samples between stage s and s + 1 (either way): none when
   // empty, links[0] for every boundary when it has one entry, else one per boundary (P - 1).
-  std::vector<SliceCost> links;
+  std::vector<schedules::Cost> links;
 
   int stage_count() const { return static_cast<int>(stages.size()); }
-  // The delay table of boundary s, or nullptr when messages are instantaneous.
-  const SliceCost* link(int boundary) const;
-  // Throws std::invalid_argument: no stages, minibatch < 1, cost tables shorter than B, a
-  // wrong number of links.
+  // The delay of boundary s, or nullptr when messages are instantaneous.
+  const schedules::Cost* link(int boundary) const;
+  // Throws std::invalid_argument: no stages, minibatch < 1, measured costs shorter than B,
+  // a negative or non-finite cost for some slice size up to B, a wrong number of links.
   void validate() const;
 };
 
@@ -57,9 +59,5 @@ constexpr std::size_t umpipe_gene_words(int stages, int minibatch) {
 }
 std::vector<std::uint64_t> cuts_of(const UmpipeSlices& slices, int minibatch);
 UmpipeSlices slices_of(std::span<const std::uint64_t> cuts, int stages, int minibatch);
-
-// Reference makespan, written for clarity: each slice waits for every upstream slice that
-// overlaps it. Throws std::invalid_argument when a partition is not a composition of B.
-double umpipe_makespan(const UmpipeProblem& problem, const UmpipeSlices& slices);
 
 }  // namespace tandem::planner

@@ -4,28 +4,12 @@
 
 #include "runtime/actor_system.hpp"
 #include "runtime/message_registry.hpp"
+#include "runtime/scheduler.hpp"
 #include "runtime/trace_recorder.hpp"
 
 namespace tandem {
 namespace {
 constexpr std::size_t kBulk = 16;
-
-// Output iterator for moodycamel's bulk dequeue: messages go straight into their lanes, with
-// no staging buffer to construct and destroy on every resume.
-class LaneInserter {
- public:
-  explicit LaneInserter(Lanes* lanes) : lanes_(lanes) {}
-  LaneInserter& operator*() { return *this; }
-  LaneInserter& operator=(Message&& m) {
-    if (lanes_ != nullptr) lanes_->push(std::move(m));
-    return *this;
-  }
-  LaneInserter& operator++() { return *this; }
-  LaneInserter operator++(int) { return *this; }
-
- private:
-  Lanes* lanes_;  // nullptr: discard (messages to a stopped actor)
-};
 }  // namespace
 
 // Dekker-style hand-off between senders and the actor going idle: a sender publishes its
@@ -66,7 +50,7 @@ bool Actor::resume(std::size_t budget) {
       ++handled;
       continue;
     }
-    if (inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(&lanes_), kBulk) != 0) continue;
+    if (inbox_.pop_into(&lanes_, kBulk) != 0) continue;
     if (!stopped_.load(std::memory_order_seq_cst) || quiesced_) break;
     // Stopped: what is in the inbox was accepted (its senders were told ok) and is still
     // handled, but a sender may be between its check of stopped_ and its publish. Once none
@@ -82,12 +66,16 @@ bool Actor::resume(std::size_t budget) {
   return !scheduled_.exchange(true, std::memory_order_acq_rel);
 }
 
+bool Scheduler::resume(Actor& actor, std::size_t budget) {
+  return actor.resume(budget);
+}
+
 // The actor is done: what is left was accepted but will never be handled (dead letters).
 void Actor::finish() {
   std::size_t dropped = lanes_.size();
   lanes_.clear();
   std::size_t n;
-  while ((n = inbox_.try_dequeue_bulk(inbox_token_, LaneInserter(nullptr), kBulk)) != 0) {
+  while ((n = inbox_.pop_into(nullptr, kBulk)) != 0) {
     dropped += n;
   }
   if (dropped != 0) system_->count_dead_letters(dropped);

@@ -1,20 +1,20 @@
 #pragma once
-// An actor owns its state and is touched by one thread at a time. The scheduler sees it only
-// as something to resume(budget): it is scheduled when its inbox goes from empty to
-// non-empty, handles up to `budget` messages, then yields.
-#include <concurrentqueue/concurrentqueue.h>
-
+// An actor owns its state and is touched by one thread at a time. A scheduler sees it only
+// as something to resume(budget) (Scheduler::resume): it is scheduled when its inbox goes
+// from empty to non-empty, handles up to `budget` messages, then yields.
 #include <atomic>
 #include <cstdint>
 #include <string>
 
 #include "runtime/lanes.hpp"
+#include "runtime/mailbox.hpp"
 #include "runtime/message.hpp"
 #include "runtime/send_result.hpp"
 
 namespace tandem {
 
 class ActorSystem;
+class Scheduler;
 using ActorId = std::uint32_t;
 
 class Actor {
@@ -27,11 +27,6 @@ class Actor {
   const std::string& name() const { return name_; }
   ActorId id() const { return id_; }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
-
-  // Handles at most `budget` messages. Returns true when the actor must be resumed again
-  // (budget exhausted, or messages arrived meanwhile); false when it went idle, after which
-  // the next message to arrive schedules it.
-  bool resume(std::size_t budget);
 
  protected:
   // Handles one message. An exception stops this actor and reaches the system's error
@@ -65,6 +60,12 @@ class Actor {
 
  private:
   friend class ActorSystem;
+  friend class Scheduler;  // resume(), through Scheduler::resume for every scheduler
+
+  // Handles at most `budget` messages. Returns true when the actor must be resumed again
+  // (budget exhausted, or messages arrived meanwhile); false when it went idle, after which
+  // the next message to arrive schedules it.
+  bool resume(std::size_t budget);
 
   // After a sender published into the inbox: true when it must schedule this actor.
   bool claim();
@@ -75,8 +76,7 @@ class Actor {
   std::string name_;
   ActorId id_ = 0;
   ActorSystem* system_ = nullptr;
-  moodycamel::ConcurrentQueue<Message> inbox_;
-  moodycamel::ConsumerToken inbox_token_{inbox_};  // only the running actor dequeues
+  Mailbox inbox_;
   // True while the actor is queued or running: set by the sender that finds it idle, cleared
   // by resume() when it runs out of work, so it never runs on two threads at once.
   alignas(64) std::atomic<bool> scheduled_{false};

@@ -165,7 +165,7 @@ SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
     options_.trace->flow_start(msg.trace_flow, from, message_type_name(msg.type()),
                                options_.trace->now_ns());
   }
-  to->inbox_.enqueue(std::move(msg));
+  to->inbox_.push(std::move(msg));
   announced.withdraw();
   if (to->claim()) schedule(to);
   return {};
@@ -180,7 +180,7 @@ SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, Actor
     msgs[i].env.source = from;
     msgs[i].env.target = to->id_;
   }
-  to->inbox_.enqueue_bulk(std::make_move_iterator(msgs), n);
+  to->inbox_.push_bulk(msgs, n);
   announced.withdraw();
   if (to->claim()) schedule(to);
   return {};

@@ -128,7 +128,14 @@ class ActorSystem {
   std::function<void(const ActorError&)> error_handler_;
 };
 
-}  // namespace tandem
+// Actor::send's definitions need the complete ActorSystem.
+template <MessageType T>
+SendResult Actor::send(Actor* to, const T& body, std::vector<Tensor> tensors, Tag tag) {
+  return system_->send(to, make_message(body, std::move(tensors), tag), id_);
+}
 
-// Actor::send templates need the complete ActorSystem.
-#include "runtime/detail/actor_send.hpp"
+inline SendResult Actor::send(Actor* to, Message msg) {
+  return system_->send(to, std::move(msg), id_);
+}
+
+}  // namespace tandem

@@ -37,7 +37,7 @@ bool ManualScheduler::run_one() {
     actor = ready_.front();
     ready_.pop_front();
   }
-  if (actor->resume(1)) {
+  if (resume(*actor, 1)) {
     std::lock_guard lock(mu_);
     ready_.push_back(actor);
   } else {

@@ -26,6 +26,11 @@ class Scheduler {
   // Messages an actor handles per resume before it yields; the single source of the budget
   // unless ActorSystemOptions::budget overrides it.
   virtual std::size_t budget() const = 0;
+
+ protected:
+  // Runs `actor` for at most `budget` messages (see Actor): true when it must be resumed
+  // again, false when it went idle. Only schedulers resume actors.
+  static bool resume(Actor& actor, std::size_t budget);
 };
 
 struct WorkSharingOptions {

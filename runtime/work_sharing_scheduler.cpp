@@ -214,7 +214,7 @@ void WorkSharingScheduler::run(std::size_t index) {
       }
     }
     if (actor == nullptr) break;
-    if (actor->resume(budget)) {
+    if (resume(*actor, budget)) {
       // Yielded with work left: behind everyone else, for fairness.
       push_shared(actor);
     } else {

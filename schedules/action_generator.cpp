@@ -3,54 +3,66 @@
 #include <algorithm>
 #include <utility>
 
+#include "schedules/detail/generator_state.hpp"
+
 namespace tandem::schedules {
 
-ActionGenerator::ActionGenerator(detail::PatternFactory factory, std::int64_t rounds)
-    : factory_(std::move(factory)), rounds_(rounds) {
+ActionGenerator::ActionGenerator(std::unique_ptr<State> state) : state_(std::move(state)) {
   // The first round tells whether the stream ends.
-  pattern_ = factory_(round_++);
-  in_round_ = true;
-  finite_ = rounds_ != 0 && pattern_.backwards != detail::Pattern::kUnbounded;
+  State& s = *state_;
+  s.pattern = s.factory(s.round++);
+  s.in_round = true;
+  s.finite = s.rounds != 0 && s.pattern.backwards != detail::Pattern::kUnbounded;
+}
+
+ActionGenerator::ActionGenerator(ActionGenerator&&) noexcept = default;
+ActionGenerator& ActionGenerator::operator=(ActionGenerator&&) noexcept = default;
+ActionGenerator::~ActionGenerator() = default;
+
+bool ActionGenerator::finite() const {
+  return state_->finite;
 }
 
 std::optional<Action> ActionGenerator::next() {
-  while (read_ == buffer_.size()) {
-    buffer_.clear();
-    read_ = 0;
+  State& s = *state_;
+  while (s.read == s.buffer.size()) {
+    s.buffer.clear();
+    s.read = 0;
     if (!refill()) return std::nullopt;
   }
-  return buffer_[read_++];
+  return s.buffer[s.read++];
 }
 
 bool ActionGenerator::refill() {
   using detail::Pattern;
-  if (!in_round_) {
-    if (rounds_ != 0 && round_ >= rounds_) return false;
-    pattern_ = factory_(round_++);
-    in_round_ = true;
-    forwards_done_ = backwards_done_ = 0;
+  State& s = *state_;
+  if (!s.in_round) {
+    if (s.rounds != 0 && s.round >= s.rounds) return false;
+    s.pattern = s.factory(s.round++);
+    s.in_round = true;
+    s.forwards_done = s.backwards_done = 0;
   }
-  const bool endless = pattern_.backwards == Pattern::kUnbounded;
-  const auto forwards_left = [&] { return endless || forwards_done_ < pattern_.forwards; };
-  const std::int64_t warmup =
-      endless ? pattern_.warmup : std::min(pattern_.warmup, pattern_.forwards);
-  if (forwards_done_ < warmup) {
-    buffer_.push_back(pattern_.forward(forwards_done_++));
+  const Pattern& pattern = s.pattern;
+  const bool endless = pattern.backwards == Pattern::kUnbounded;
+  const auto forwards_left = [&] { return endless || s.forwards_done < pattern.forwards; };
+  const std::int64_t warmup = endless ? pattern.warmup : std::min(pattern.warmup, pattern.forwards);
+  if (s.forwards_done < warmup) {
+    s.buffer.push_back(pattern.forward(s.forwards_done++));
     return true;
   }
-  if (endless || backwards_done_ < pattern_.backwards) {
-    if (forwards_left()) buffer_.push_back(pattern_.forward(forwards_done_++));
-    buffer_.push_back(pattern_.backward(backwards_done_));
-    if (pattern_.after_backward) pattern_.after_backward(backwards_done_, buffer_);
-    ++backwards_done_;
+  if (endless || s.backwards_done < pattern.backwards) {
+    if (forwards_left()) s.buffer.push_back(pattern.forward(s.forwards_done++));
+    s.buffer.push_back(pattern.backward(s.backwards_done));
+    if (pattern.after_backward) pattern.after_backward(s.backwards_done, s.buffer);
+    ++s.backwards_done;
     return true;
   }
   if (forwards_left()) {
-    buffer_.push_back(pattern_.forward(forwards_done_++));
+    s.buffer.push_back(pattern.forward(s.forwards_done++));
     return true;
   }
-  buffer_ = pattern_.epilogue;
-  in_round_ = false;
+  s.buffer = pattern.epilogue;
+  s.in_round = false;
   return true;
 }
 

@@ -1,38 +1,38 @@
 #pragma once
 #include <cstddef>
-#include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "schedules/action.hpp"
-#include "schedules/detail/pattern.hpp"
 
 namespace tandem::schedules {
 
+class Schedule;
+
 // The actions of one replica, produced lazily: the runtime pulls the next one when it is ready
 // for more work. Finite for flush schedules; endless for asynchronous ones unless bounded.
+// Made by Schedule::generator().
 class ActionGenerator {
  public:
-  // `rounds` patterns from `factory`; rounds == 0: unbounded.
-  ActionGenerator(detail::PatternFactory factory, std::int64_t rounds);
+  ActionGenerator(ActionGenerator&&) noexcept;
+  ActionGenerator& operator=(ActionGenerator&&) noexcept;
+  ~ActionGenerator();
 
   // The next action, or nothing once the schedule is over.
   std::optional<Action> next();
-  bool finite() const { return finite_; }
+  bool finite() const;
 
  private:
+  friend class Schedule;
+  // The round patterns and the position in them, defined beside the patterns: those are the
+  // schedules' private vocabulary, not part of the interface.
+  struct State;
+  explicit ActionGenerator(std::unique_ptr<State> state);
+
   bool refill();
 
-  detail::PatternFactory factory_;
-  std::int64_t rounds_;
-  bool finite_ = false;
-  std::int64_t round_ = 0;
-  detail::Pattern pattern_;
-  bool in_round_ = false;
-  std::int64_t forwards_done_ = 0;
-  std::int64_t backwards_done_ = 0;
-  std::vector<Action> buffer_;
-  std::size_t read_ = 0;
+  std::unique_ptr<State> state_;
 };
 
 // The first `n` actions (fewer if the generator ends first).

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "schedules/detail/generator_state.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/weight_versions.hpp"
 
@@ -206,25 +208,28 @@ ActionGenerator Schedule::generator(int device) const {
   const int stage = p.stage_of(device);
   const int replica = p.replica_of(device);
   const std::int64_t flush_rounds = p.minibatches;
+  const auto make_generator = [](PatternFactory factory, std::int64_t rounds) {
+    return ActionGenerator(std::make_unique<ActionGenerator::State>(std::move(factory), rounds));
+  };
   switch (p.kind) {
     case ScheduleKind::naive:
-      return {equal_slices(p, stage, replica, 0), flush_rounds};
+      return make_generator(equal_slices(p, stage, replica, 0), flush_rounds);
     case ScheduleKind::gpipe:
-      return {equal_slices(p, stage, replica, std::numeric_limits<std::int64_t>::max()),
-              flush_rounds};
+      return make_generator(
+          equal_slices(p, stage, replica, std::numeric_limits<std::int64_t>::max()), flush_rounds);
     case ScheduleKind::one_f_one_b:
-      return {equal_slices(p, stage, replica, warmup(p, stage)), flush_rounds};
+      return make_generator(equal_slices(p, stage, replica, warmup(p, stage)), flush_rounds);
     case ScheduleKind::zb_h1:
-      return {zero_bubble(p, stage), flush_rounds};
+      return make_generator(zero_bubble(p, stage), flush_rounds);
     case ScheduleKind::interleaved:
-      return {interleaved(p, stage), flush_rounds};
+      return make_generator(interleaved(p, stage), flush_rounds);
     case ScheduleKind::umpipe:
-      return {umpipe(p, stage), flush_rounds};
+      return make_generator(umpipe(p, stage), flush_rounds);
     case ScheduleKind::pipedream:
     case ScheduleKind::pipedream_vsync:
-      return {pipedream(p, stage, replica), 1};
+      return make_generator(pipedream(p, stage, replica), 1);
     case ScheduleKind::pipedream_2bw:
-      return {two_bw(p, stage), 1};
+      return make_generator(two_bw(p, stage), 1);
     case ScheduleKind::custom:
       break;
   }

@@ -110,13 +110,17 @@ int ScheduleParams::total_replicas() const {
   return replicas.empty() ? stages : std::accumulate(replicas.begin(), replicas.end(), 0);
 }
 
+// One replica per stage is the common case and must stay O(1): the simulator and the text form
+// ask for every device of pipelines with tens of thousands of stages.
 int ScheduleParams::device_of(int stage, int replica) const {
+  if (replicas.empty()) return stage + replica;
   int device = 0;
   for (int s = 0; s < stage; ++s) device += replicas_of(s);
   return device + replica;
 }
 
 int ScheduleParams::stage_of(int device) const {
+  if (replicas.empty() && device >= 0 && device < stages) return device;
   for (int s = 0; s < stages; ++s) {
     if (device < replicas_of(s)) return s;
     device -= replicas_of(s);
@@ -125,6 +129,7 @@ int ScheduleParams::stage_of(int device) const {
 }
 
 int ScheduleParams::replica_of(int device) const {
+  if (replicas.empty() && device >= 0 && device < stages) return 0;
   for (int s = 0; s < stages; ++s) {
     if (device < replicas_of(s)) return device;
     device -= replicas_of(s);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "schedules/detail/graph.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/weight_versions.hpp"
 
@@ -17,6 +18,28 @@ enum : std::uint8_t { kNew = 0, kActive = 1, kDone = 2 };
 }
 
 }  // namespace
+
+struct Simulator::State {
+  void time_actions(const SimulationCosts& costs);
+  void summarize(bool timeline);
+
+  struct Frame {
+    std::uint32_t id;
+    std::uint32_t cursor;
+    double ready;
+  };
+  detail::Graph graph_;
+  std::vector<StageCosts> per_vstage_;
+  std::vector<double> duration_, transfer_, start_, end_, arrival_, link_free_;
+  std::vector<std::uint8_t> visit_;  // kNew, kActive, kDone per action
+  std::vector<Frame> stack_;
+  SimulationResult result_;
+};
+
+Simulator::Simulator() : state_(std::make_unique<State>()) {}
+Simulator::Simulator(Simulator&&) noexcept = default;
+Simulator& Simulator::operator=(Simulator&&) noexcept = default;
+Simulator::~Simulator() = default;
 
 SimulationCosts SimulationCosts::uniform(int stages, double forward, double backward, double weight,
                                          double latency) {
@@ -32,6 +55,10 @@ SimulationCosts SimulationCosts::uniform(int stages, double forward, double back
 
 const SimulationResult& Simulator::run(const ActionList& list, const SimulationCosts& costs,
                                        bool timeline) {
+  if (!state_) state_ = std::make_unique<State>();  // moved from
+  State& st = *state_;
+  auto& graph_ = st.graph_;
+  auto& per_vstage_ = st.per_vstage_;
   detail::build_graph(list, graph_);
   const auto& p = list.params;
   const int V = graph_.virtual_stages;
@@ -60,12 +87,12 @@ const SimulationResult& Simulator::run(const ActionList& list, const SimulationC
   if (!(costs.latency >= 0) || !(costs.sync >= 0) || !(costs.step >= 0)) {
     fail("latency, sync and step must be non-negative");
   }
-  time_actions(costs);
-  summarize(timeline);
-  return result_;
+  st.time_actions(costs);
+  st.summarize(timeline);
+  return st.result_;
 }
 
-void Simulator::time_actions(const SimulationCosts& costs) {
+void Simulator::State::time_actions(const SimulationCosts& costs) {
   const detail::Graph& g = graph_;
   const std::uint32_t n = g.size();
   const bool remat = g.list->params.rematerialize;
@@ -107,14 +134,14 @@ void Simulator::time_actions(const SimulationCosts& costs) {
   start_.resize(n);
   end_.resize(n);
   arrival_.resize(n);
-  state_.assign(n, kNew);
+  visit_.assign(n, kNew);
   if (costs.contention) link_free_.assign(static_cast<std::size_t>(g.devices) * g.devices, 0.0);
   stack_.clear();
   // Depth-first over the dependencies, each action once: linear in actions + edges, and a
   // dependency found on the stack is a cycle, i.e. a deadlock.
   for (std::uint32_t root = 0; root < n; ++root) {
-    if (state_[root] == kDone) continue;
-    state_[root] = kActive;
+    if (visit_[root] == kDone) continue;
+    visit_[root] = kActive;
     stack_.push_back({root, 0, 0.0});
     while (!stack_.empty()) {
       Frame& f = stack_.back();
@@ -134,15 +161,15 @@ void Simulator::time_actions(const SimulationCosts& costs) {
           src = raw & detail::kIdMask;
           no_delay = (raw & detail::kNoDelay) != 0;
         }
-        if (state_[src] == kDone) {
+        if (visit_[src] == kDone) {
           f.ready = std::max(f.ready, no_delay ? end_[src] : arrival_[src]);
           ++f.cursor;
           continue;
         }
-        if (state_[src] == kActive) {
+        if (visit_[src] == kActive) {
           throw ScheduleError("simulator: action list: " + detail::find_deadlock(g));
         }
-        state_[src] = kActive;
+        visit_[src] = kActive;
         stack_.push_back({src, 0, 0.0});  // invalidates f
         descended = true;
         break;
@@ -152,7 +179,7 @@ void Simulator::time_actions(const SimulationCosts& costs) {
       const double end = start + duration_[id];
       start_[id] = start;
       end_[id] = end;
-      state_[id] = kDone;
+      visit_[id] = kDone;
       double arrival = end + transfer_[id];
       if (costs.contention && transfer_[id] > 0) {
         const int dest = g.dest[id];
@@ -172,7 +199,7 @@ void Simulator::time_actions(const SimulationCosts& costs) {
   }
 }
 
-void Simulator::summarize(bool timeline) {
+void Simulator::State::summarize(bool timeline) {
   const detail::Graph& g = graph_;
   const auto& p = g.list->params;
   SimulationResult& r = result_;

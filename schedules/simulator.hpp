@@ -1,11 +1,11 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "schedules/action_list.hpp"
 #include "schedules/cost.hpp"
-#include "schedules/detail/graph.hpp"
 
 namespace tandem::schedules {
 
@@ -66,24 +66,17 @@ struct SimulationResult {
 // Simulator for repeated evaluation.
 class Simulator {
  public:
+  Simulator();
+  Simulator(Simulator&&) noexcept;
+  Simulator& operator=(Simulator&&) noexcept;
+  ~Simulator();
+
   const SimulationResult& run(const ActionList& list, const SimulationCosts& costs,
                               bool timeline = true);
 
  private:
-  void time_actions(const SimulationCosts& costs);
-  void summarize(bool timeline);
-
-  struct Frame {
-    std::uint32_t id;
-    std::uint32_t cursor;
-    double ready;
-  };
-  detail::Graph graph_;
-  std::vector<StageCosts> per_vstage_;
-  std::vector<double> duration_, transfer_, start_, end_, arrival_, link_free_;
-  std::vector<std::uint8_t> state_;
-  std::vector<Frame> stack_;
-  SimulationResult result_;
+  struct State;  // the compiled graph and the per-action buffers, reused between runs
+  std::unique_ptr<State> state_;
 };
 
 SimulationResult simulate(const ActionList& list, const SimulationCosts& costs,

@@ -5,8 +5,7 @@
 namespace tandem::schedules {
 
 int warmup(const ScheduleParams& params, int stage) {
-  int before = 0;
-  for (int s = 0; s < stage; ++s) before += params.replicas_of(s);
+  const int before = params.device_of(stage, 0);
   return (params.total_replicas() - 1 - before) / params.replicas_of(stage);
 }
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/data/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::data {
 namespace {
@@ -41,7 +41,7 @@ MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec) {
   const auto v = static_cast<size_t>(spec.vocab);
   const auto s_count = static_cast<size_t>(states_);
 
-  detail::Rng rng(detail::stream_key(spec.seed, kChainStream, 0));
+  auto rng = RngStream::from_key(stream_key(spec.seed, kChainStream, 0));
   transitions_.resize(s_count * v);
   for (size_t s = 0; s < s_count; ++s) {
     double* row = &transitions_[s * v];
@@ -116,7 +116,7 @@ std::vector<uint16_t> MarkovChain::generate(int64_t length, uint64_t stream_seed
   if (length < 0) throw std::invalid_argument("markov chain: negative length");
   const auto v = static_cast<size_t>(spec_.vocab);
   const auto s_count = static_cast<size_t>(states_);
-  detail::Rng rng(detail::stream_key(spec_.seed, stream_seed, 1));
+  auto rng = RngStream::from_key(stream_key(spec_.seed, stream_seed, 1));
   auto draw = [&rng](const double* p, size_t n) {
     double u = rng.uniform();
     for (size_t i = 0; i + 1 < n; ++i) {

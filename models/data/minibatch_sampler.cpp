@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "models/data/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::data {
 namespace {
@@ -26,7 +26,7 @@ std::vector<int64_t> MinibatchSampler::permutation(int64_t epoch) const {
   std::vector<int64_t> p(static_cast<size_t>(size_));
   std::iota(p.begin(), p.end(), int64_t{0});
   if (!shuffle_) return p;
-  detail::Rng rng(detail::stream_key(seed_, kSamplerStream, static_cast<uint64_t>(epoch)));
+  auto rng = RngStream::from_key(stream_key(seed_, kSamplerStream, static_cast<uint64_t>(epoch)));
   for (size_t i = p.size(); i > 1; --i) {  // Fisher-Yates
     const auto j = static_cast<size_t>(rng.below(i));
     std::swap(p[i - 1], p[j]);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "models/data/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::data {
 namespace {
@@ -45,12 +45,12 @@ ProceduralImages::ProceduralImages(const ProceduralImagesSpec& spec, int64_t sam
 
 int32_t ProceduralImages::label(int64_t index) const {
   // The label comes first in the sample's stream, so labels are balanced and cheap.
-  detail::Rng rng(detail::stream_key(spec_.seed, split_, static_cast<uint64_t>(index)));
+  auto rng = RngStream::from_key(stream_key(spec_.seed, split_, static_cast<uint64_t>(index)));
   return static_cast<int32_t>(rng.below(static_cast<uint64_t>(spec_.classes)));
 }
 
 void ProceduralImages::render(int64_t index, float* image) const {
-  detail::Rng rng(detail::stream_key(spec_.seed, split_, static_cast<uint64_t>(index)));
+  auto rng = RngStream::from_key(stream_key(spec_.seed, split_, static_cast<uint64_t>(index)));
   const auto kind = static_cast<int32_t>(rng.below(static_cast<uint64_t>(spec_.classes)));
   const int64_t n = spec_.image_size;
   const auto size = static_cast<double>(n);

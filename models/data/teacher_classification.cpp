@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "models/data/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::data {
 namespace {
@@ -13,7 +13,7 @@ constexpr uint64_t kCalibrationSplit = ~uint64_t{0};
 constexpr int64_t kCalibrationSamples = 4096;
 
 void fill_normal(uint64_t seed, uint64_t split, int64_t index, int64_t n, float* x) {
-  detail::Rng rng(detail::stream_key(seed, split, static_cast<uint64_t>(index)));
+  auto rng = RngStream::from_key(stream_key(seed, split, static_cast<uint64_t>(index)));
   for (int64_t k = 0; k < n; ++k) x[k] = static_cast<float>(rng.normal());
 }
 
@@ -26,7 +26,7 @@ TeacherClassification::TeacherClassification(const TeacherSpec& spec, int64_t sa
     throw std::invalid_argument(
         "teacher dataset: needs features >= 1, hidden >= 1, classes >= 2, samples >= 0");
   }
-  detail::Rng rng(detail::stream_key(spec.seed, kTeacherStream, 0));
+  auto rng = RngStream::from_key(stream_key(spec.seed, kTeacherStream, 0));
   const auto f = static_cast<size_t>(spec.features);
   const auto h = static_cast<size_t>(spec.hidden);
   const auto c = static_cast<size_t>(spec.classes);

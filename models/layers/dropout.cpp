@@ -4,8 +4,8 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
-#include "models/detail/random.hpp"
 #include "models/kernels/cpu/dropout.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models {
 
@@ -20,7 +20,7 @@ std::string Dropout::describe() const {
 }
 
 std::uint64_t Dropout::key(std::uint64_t seed, std::uint64_t salt) {
-  return detail::hash_combine(detail::mix64(seed), salt);
+  return counter_hash(splitmix64(seed), salt);
 }
 
 ForwardResult Dropout::forward(const Context& ctx, ParamView params, const Tensor& x) const {

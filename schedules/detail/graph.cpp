@@ -81,9 +81,11 @@ void check_flags(const Graph& g, const ScheduleParams& p, std::uint32_t id, cons
 void check_fields(Graph& g, const ScheduleParams& p) {
   const auto& devices = g.list->devices;
   std::uint32_t id = 0;
+  int replica = 0;
   for (int d = 0; d < g.devices; ++d) {
     const int stage = g.device_stage[d];
-    const int replica = p.replica_of(d);
+    // Devices are numbered stage by stage: a stage's replicas are consecutive.
+    replica = d > 0 && g.device_stage[d - 1] == stage ? replica + 1 : 0;
     for (const Action& a : devices[d]) {
       g.device[id] = d;
       g.op[id] = a.op;
@@ -432,9 +434,11 @@ void build_graph(const ActionList& list, Graph& g) {
   }
   g.device_stage.resize(g.devices);
   g.device_begin.resize(g.devices + 1);
+  for (int s = 0, d = 0; s < p.stages; ++s) {
+    for (int r = p.replicas_of(s); r > 0; --r) g.device_stage[d++] = s;
+  }
   std::uint64_t total = 0;
   for (int d = 0; d < g.devices; ++d) {
-    g.device_stage[d] = p.stage_of(d);
     g.device_begin[d] = static_cast<std::uint32_t>(total);
     total += list.devices[d].size();
     if (total > kIdMask) throw ScheduleError("action list: more than 2^31 actions");
@@ -472,13 +476,33 @@ std::string find_deadlock(const Graph& g) {
     }
     return -1;
   };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int d = 0; d < g.devices; ++d) {
-      while (next[d] < g.device_begin[d + 1] && first_missing(next[d]) < 0) {
-        done[next[d]++] = 1;
-        progress = true;
+  // Runs every device as far as it can, a device blocked on an action going to sleep on that
+  // action until it is done: linear in actions + edges (sweeping every device until nothing
+  // moves is quadratic in the stages of a pipeline, whose devices unblock one by one).
+  std::vector<std::uint32_t> edge(g.devices);         // next unchecked dependency of next[d]
+  std::vector<std::int32_t> sleeper(n, -1);           // first device waiting for an action
+  std::vector<std::int32_t> next_sleeper(g.devices);  // the next device waiting for the same
+  std::vector<int> ready(g.devices);
+  for (int d = 0; d < g.devices; ++d) {
+    edge[d] = g.pred_begin[next[d]];
+    ready[d] = g.devices - 1 - d;
+  }
+  while (!ready.empty()) {
+    const int d = ready.back();
+    ready.pop_back();
+    while (next[d] < g.device_begin[d + 1]) {
+      const std::uint32_t id = next[d];
+      while (edge[d] < g.pred_begin[id + 1] && done[g.preds[edge[d]] & kIdMask]) ++edge[d];
+      if (edge[d] < g.pred_begin[id + 1]) {
+        const std::uint32_t src = g.preds[edge[d]] & kIdMask;
+        next_sleeper[d] = sleeper[src];
+        sleeper[src] = d;
+        break;
       }
+      done[id] = 1;
+      edge[d] = g.pred_begin[++next[d]];
+      for (std::int32_t w = sleeper[id]; w >= 0; w = next_sleeper[w]) ready.push_back(w);
+      sleeper[id] = -1;
     }
   }
   std::string out;

@@ -1,5 +1,3 @@
-#include "apps/pipeline_trainer.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,7 +34,7 @@ std::string read_file(const fs::path& path) {
 }
 
 // Every (stage, replica) of the plan appears once in the table's stats, in order.
-void expect_every_replica(const schedules::Plan& plan, const PipelineSummary& s) {
+void expect_every_replica(const schedules::Plan& plan, const TrainSummary& s) {
   std::vector<std::pair<int, int>> expected, got;
   for (size_t st = 0; st < plan.stages.size(); ++st) {
     for (size_t r = 0; r < plan.stages[st].replicas.size(); ++r) {
@@ -62,22 +60,22 @@ TEST(DefaultConfigTest, EmbeddedTextIsTheShippedFile) {
   EXPECT_EQ(c.model.name, "gpt");
 }
 
-TEST(PipelineTrainerTest, ShippedPipelineConfigsRun) {
+TEST(TrainerTest, ShippedPipelineConfigsRun) {
   for (const char* name : {"configs/default.yaml", "configs/gpt-pipeline-1f1b.yaml",
                            "configs/mlp-pipeline-pipedream.yaml"}) {
     SCOPED_TRACE(name);
     const Config config = load_config(source_path(name));
     ASSERT_TRUE(is_pipeline(config));
-    PipelineTrainer trainer(config, TrainerOptions{.steps = 3});
+    Trainer trainer(config, TrainerOptions{.steps = 3});
     std::vector<StepRecord> records;
-    const PipelineSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
-    ASSERT_EQ(s.train.losses.size(), 3u);
-    for (float l : s.train.losses) EXPECT_TRUE(std::isfinite(l)) << l;
-    EXPECT_TRUE(std::isfinite(s.train.final_loss));
+    const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+    ASSERT_EQ(s.losses.size(), 3u);
+    for (float l : s.losses) EXPECT_TRUE(std::isfinite(l)) << l;
+    EXPECT_TRUE(std::isfinite(s.final_loss));
     ASSERT_FALSE(records.empty());
     EXPECT_EQ(records.back().step, 3);
     EXPECT_EQ(records.back().steps, 3);
-    EXPECT_EQ(s.train.eval.has_value(), config.train.eval.has_value());
+    EXPECT_EQ(s.eval.has_value(), config.train.eval.has_value());
     expect_every_replica(trainer.plan(), s);
     for (const auto& st : s.stages) {
       EXPECT_TRUE(st.finished);
@@ -100,7 +98,7 @@ train:
 
 // A flush schedule runs the single-device trainer's steps: same initial weights, minibatches
 // and learning rates, so the same losses up to rounding (slices sum in another order).
-TEST(PipelineTrainerTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
+TEST(TrainerTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
   const Config single = parse_config(kMlp, "test.yaml");
   const Config piped = parse_config(std::string(kMlp) +
                                         "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
@@ -108,48 +106,49 @@ TEST(PipelineTrainerTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
                                     "test.yaml");
   Trainer reference(single);
   const std::vector<float> expected = reference.run().losses;
-  PipelineTrainer trainer(piped);
-  const PipelineSummary s = trainer.run();
-  ASSERT_EQ(s.train.losses.size(), expected.size());
+  ASSERT_EQ(reference.plan().stages.size(), 1u);  // no pipeline section: one stage
+  Trainer trainer(piped);
+  const TrainSummary s = trainer.run();
+  ASSERT_EQ(s.losses.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_NEAR(s.train.losses[i], expected[i], 1e-4 * std::abs(expected[i])) << "step " << i;
+    EXPECT_NEAR(s.losses[i], expected[i], 1e-4 * std::abs(expected[i])) << "step " << i;
   }
 }
 
-TEST(PipelineTrainerTest, RecordsEveryLogWindowInOrder) {
+TEST(TrainerTest, RecordsEveryLogWindowInOrder) {
   const Config c =
       parse_config(std::string(kMlp) +
                        "pipeline:\n  schedule: pipedream\n  stages:\n"
                        "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n",
                    "test.yaml");
-  PipelineTrainer trainer(c, TrainerOptions{.steps = 9});
+  Trainer trainer(c, TrainerOptions{.steps = 9});
   std::vector<StepRecord> records;
-  const PipelineSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+  const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
   ASSERT_EQ(records.size(), 3u);  // 4, 8 and the last, 9
   EXPECT_EQ(records[0].step, 4);
   EXPECT_EQ(records[1].step, 8);
   EXPECT_EQ(records[2].step, 9);
   // Each record's loss is its window's mean over the minibatch losses.
   double first = 0;
-  for (size_t i = 0; i < 4; ++i) first += s.train.losses[i];
+  for (size_t i = 0; i < 4; ++i) first += s.losses[i];
   EXPECT_NEAR(records[0].loss, first / 4, 1e-5);
-  EXPECT_NEAR(records[2].loss, s.train.losses[8], 1e-5);
+  EXPECT_NEAR(records[2].loss, s.losses[8], 1e-5);
   for (const StepRecord& r : records) {
     ASSERT_TRUE(r.accuracy.has_value());
     EXPECT_GE(*r.accuracy, 0.0);
     EXPECT_LE(*r.accuracy, 1.0);
   }
-  EXPECT_DOUBLE_EQ(s.train.final_loss, records.back().loss);
+  EXPECT_DOUBLE_EQ(s.final_loss, records.back().loss);
   expect_every_replica(trainer.plan(), s);
 }
 
-TEST(PipelineTrainerTest, SimStagesAreAConfigError) {
+TEST(TrainerTest, SimStagesAreAConfigError) {
   const Config c = parse_config(std::string(kMlp) +
                                     "pipeline:\n  stages:\n    - {layers: \"0-1\"}\n"
                                     "    - {layers: \"2-3\", device: sim}\n",
                                 "test.yaml");
   try {
-    PipelineTrainer trainer(c);
+    Trainer trainer(c);
     ADD_FAILURE() << "no error for a sim stage";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();

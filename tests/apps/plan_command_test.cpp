@@ -4,12 +4,17 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
+#include "planner/cluster.hpp"
+#include "planner/pipeline_planner.hpp"
+#include "planner/plan_output.hpp"
+#include "planner/profile.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -63,7 +68,9 @@ TEST_F(PlanCommand, PipeDreamWritesAPipelineTheConfigLoaderReads) {
       "data: {kind: markov-text, samples: 64}\n"
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       read(output_);
-  const Config parsed = parse_config(config, "planned.yaml");
+  // The cluster's eight GPUs: checked against a machine that has them.
+  const Config parsed = parse_config(
+      config, "planned.yaml", Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
   ASSERT_TRUE(parsed.pipeline.has_value());
   EXPECT_EQ(parsed.pipeline->schedule, "pipedream");
   ASSERT_FALSE(parsed.pipeline->stages.empty());
@@ -106,6 +113,102 @@ TEST_F(PlanCommand, ErrorsNameTheProblem) {
   }
   EXPECT_ANY_THROW(run({"--profile", (kExamples / "profile-gpt14.json").string(), "--cluster",
                         (kExamples / "cluster-cpu4.yaml").string(), "--schedule", "fast"}));
+}
+
+// `tandem plan` writes a config that `tandem train` runs unchanged: read back, the pipeline
+// section gives the same plan, every replica's device included.
+TEST_F(PlanCommand, WrittenPipelineGivesBackThePlanWithEveryReplicasDevice) {
+  const auto profile = planner::load_profile(kExamples / "profile-gpt14.json");
+  const auto cluster = planner::load_cluster(kExamples / "cluster-2x4.yaml");
+  const planner::PlannedPipeline planned = planner::plan_pipeline(profile, cluster, {});
+  int replicated = 0;
+  for (const auto& stage : planned.plan.stages) replicated += stage.replicas.size() > 1 ? 1 : 0;
+  ASSERT_GT(replicated, 0) << planner::format_plan(planned);  // else the test shows nothing
+  const std::string config =
+      "model: {name: gpt, layers: 13, d_model: 8, heads: 2, seq_len: 4, vocab: 8}\n"
+      "data: {kind: markov-text, samples: 64}\n"
+      "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
+      planner::pipeline_yaml(planned);
+  // Checked against a machine with the cluster's eight GPUs.
+  const Config parsed = parse_config(
+      config, "planned.yaml", Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
+  const schedules::Plan back = pipeline_plan(*parsed.pipeline, 32, 16, 1);
+  ASSERT_EQ(back.stages.size(), planned.plan.stages.size());
+  int replicas = 0;
+  for (std::size_t s = 0; s < back.stages.size(); ++s) {
+    EXPECT_EQ(back.stages[s].layers, planned.plan.stages[s].layers) << s;
+    ASSERT_EQ(back.stages[s].replicas.size(), planned.plan.stages[s].replicas.size()) << s;
+    for (std::size_t r = 0; r < back.stages[s].replicas.size(); ++r) {
+      EXPECT_EQ(back.stages[s].replicas[r].device, planned.plan.stages[s].replicas[r].device)
+          << "stage " << s << " replica " << r;
+      ++replicas;
+    }
+  }
+  EXPECT_EQ(back.schedule.kind, planned.plan.schedule.kind);
+  EXPECT_GT(replicas, static_cast<int>(back.stages.size()));
+}
+
+TEST_F(PlanCommand, JsonOutput) {
+  const std::string printed =
+      run({"--profile", (kExamples / "profile-gpt14.json").string(), "--cluster",
+           (kExamples / "cluster-cpu4.yaml").string(), "--schedule", "1f1b", "--json"});
+  const nlohmann::json j = nlohmann::json::parse(printed);
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_GT(j["time_per_minibatch_ms"].get<double>(), 0);
+  ASSERT_EQ(j["stages"].size(), 4u);
+  EXPECT_EQ(j["stages"][0]["layers"][0], 0);
+  EXPECT_EQ(j["stages"][3]["layers"][1], 15);
+  EXPECT_EQ(j["stages"][0]["replicas"][0]["device"], "cpu");
+}
+
+// Flags the schedule ignores, out-of-range values, outputs over inputs or directories, and
+// profiles whose sums overflow are refused.
+TEST_F(PlanCommand, RefusesWhatWouldBeIgnoredOrDestroyed) {
+  const std::string profile = (kExamples / "profile-gpt14.json").string();
+  const std::string cluster = (kExamples / "cluster-cpu4.yaml").string();
+  const auto error = [&](std::vector<std::string> args) -> std::string {
+    try {
+      run(std::move(args));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error({"--profile", profile, "--cluster", cluster, "-s", "pipedream", "--slices", "4"})
+                .find("--slices does not apply to schedule pipedream"),
+            std::string::npos);
+  EXPECT_NE(error({"--profile", profile, "--cluster", cluster, "-s", "1f1b", "--seed", "3"})
+                .find("--seed does not apply"),
+            std::string::npos);
+  EXPECT_THROW(run({"--profile", profile, "--cluster", cluster, "-s", "umpipe", "--seed", "-1"}),
+               CLI::ParseError);
+  EXPECT_THROW(run({"--profile", profile, "--cluster", cluster, "--minibatch", "0"}),
+               CLI::ParseError);
+  const std::string before = read(profile);
+  EXPECT_NE(error({"--profile", profile, "--cluster", cluster, "-o", profile})
+                .find("is an input of this command"),
+            std::string::npos);
+  EXPECT_EQ(read(profile), before);
+  EXPECT_NE(error({"--profile", profile, "--cluster", cluster, "-o",
+                   std::filesystem::temp_directory_path().string()})
+                .find("is a directory"),
+            std::string::npos);
+  // Values finite one by one whose sum is not.
+  const auto big = output_.string() + ".json";
+  {
+    std::ofstream out(big);
+    out << R"({"minibatch": 8, "layers": [)";
+    for (int i = 0; i < 4; ++i) {
+      out << (i ? "," : "") << R"({"forward_ms": 6e299, "backward_ms": 1, "backward_weight_ms": 0,
+          "activation_bytes": 1, "parameter_bytes": 1, "memory_bytes": 1})";
+    }
+    out << "]}";
+  }
+  const std::string overflow = error({"--profile", big, "--cluster", cluster, "-s", "1f1b"});
+  std::filesystem::remove(big);
+  EXPECT_NE(overflow.find("layers[1].forward_ms: 6e+299: the sum over layers overflows"),
+            std::string::npos)
+      << overflow;
 }
 
 }  // namespace

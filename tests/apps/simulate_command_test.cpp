@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "apps/commands.hpp"
 
@@ -107,6 +108,86 @@ TEST(SimulateCommand, BadInputIsNamed) {
   EXPECT_NE(error_of("simulate --replicas 2,0").find("--replicas: '0'"), std::string::npos);
   EXPECT_NE(error_of("simulate --order /nonexistent/x").find("cannot read"), std::string::npos);
   EXPECT_NE(error_of("simulate --bandwidth 0").find("--bandwidth"), std::string::npos);
+}
+
+// What --print-order prints, --order reads back to the same schedule, for every kind: the same
+// actions (printed again identically) and the same makespan.
+TEST(SimulateCommand, PrintOrderRoundTripsForEverySchedule) {
+  const auto path = temp_file(".txt");
+  const std::vector<std::string> cases = {
+      "--schedule naive -p 3 -m 4",
+      "--schedule gpipe -p 4 -m 8 --minibatch 32 --remat",
+      "--schedule 1f1b -p 3 -m 4 --replicas 2,1,1",
+      "--schedule pipedream -p 3 -m 6 --replicas 2,1,1",
+      "--schedule pipedream-vsync -p 4 -m 8",
+      "--schedule 2bw -p 4 -m 4 -n 3",
+      "--schedule interleaved -p 4 -m 8 -v 2",
+      "--schedule zb-h1 -p 4 -m 8 --minibatch 12",
+      "--schedule umpipe -p 2 -m 4 --minibatch 10",
+      "--schedule umpipe -p 2 --forward-slices 1,3;2,2 --backward-slices 3,1;1,1,1,1"};
+  int checked = 0;
+  for (const std::string& flags : cases) {
+    const std::string costs = " --tf 1+0.5b --tb 2+b --tw 0.5";
+    const std::string out = run("simulate " + flags + costs + " --print-order");
+    const std::string order = out.substr(0, out.find("\n\n") + 1);
+    ASSERT_EQ(order.rfind("schedule ", 0), 0u) << flags << ":\n" << out;
+    {
+      std::ofstream f(path);
+      f << order;
+    }
+    const std::string again = run("simulate --order " + path.string() + costs + " --print-order");
+    EXPECT_EQ(again.substr(again.find('\n')), out.substr(out.find('\n'))) << flags;
+    const auto makespan = [](const std::string& text) {
+      const auto at = text.find("makespan ");
+      return text.substr(at, text.find(' ', at + 9) - at);
+    };
+    EXPECT_EQ(makespan(again), makespan(out)) << flags;
+    ++checked;
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(checked, static_cast<int>(cases.size()));
+}
+
+// Flags out of range or ignored by the schedule are refused, not clamped or dropped.
+TEST(SimulateCommand, RefusesFlagsOutOfRangeOrIgnored) {
+  for (const char* args :
+       {"simulate --minibatch 0", "simulate -p 0", "simulate -p -3", "simulate -m 0",
+        "simulate -n 0", "simulate --delay -1", "simulate --width 0"}) {
+    EXPECT_THROW(run(args), CLI::ParseError) << args;
+  }
+  EXPECT_NE(error_of("simulate --schedule gpipe -v 2").find("--chunks"), std::string::npos);
+  EXPECT_NE(error_of("simulate --schedule 1f1b --remat").find("gpipe only"), std::string::npos);
+  EXPECT_NE(error_of("simulate --schedule 1f1b --forward-slices 1,3").find("umpipe only"),
+            std::string::npos);
+  EXPECT_NE(error_of("simulate --schedule pipedream -m 4 -n 8").find("--slices"),
+            std::string::npos);
+  const auto path = temp_file(".txt");
+  {
+    std::ofstream f(path);
+    f << "d0: F0 B0 STEP\n";
+  }
+  EXPECT_NE(error_of("simulate --order " + path.string() + " --schedule gpipe")
+                .find("--schedule: does not apply with --order"),
+            std::string::npos);
+  EXPECT_NE(error_of("simulate --order " + path.string() + " -p 2").find("--stages"),
+            std::string::npos);
+  // --svg never overwrites the order it reads, nor writes into a directory.
+  EXPECT_NE(error_of("simulate --order " + path.string() + " --svg " + path.string())
+                .find("is an input of this command"),
+            std::string::npos);
+  EXPECT_NE(error_of("simulate --svg " + std::filesystem::temp_directory_path().string())
+                .find("is a directory"),
+            std::string::npos);
+  std::filesystem::remove(path);
+}
+
+// Results that are not finite numbers are errors naming them; sizes that cannot fit are
+// refused before anything is built.
+TEST(SimulateCommand, NonFiniteResultsAndHugeRunsAreErrors) {
+  EXPECT_NE(error_of("simulate -p 4 -m 8 --tf 1e308").find("makespan is inf"), std::string::npos);
+  const std::string huge = error_of("simulate -p 100000 -m 100000");
+  EXPECT_NE(huge.find("actions would need about"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("of memory"), std::string::npos) << huge;
 }
 
 }  // namespace

@@ -179,26 +179,28 @@ void expect_config_error(const std::string& yaml, int line, const std::string& k
   }
 }
 
-// The Trainer itself is the single-device loop; run_train_command sends the rest to
-// PipelineTrainer.
-TEST(TrainerTest, OnlyOneDeviceIsAccepted) {
-  const std::string two = std::string(kMlp) +
-                          "pipeline:\n  schedule: 1f1b\n  stages:\n    - {layers: \"0-0\"}\n"
-                          "    - {layers: \"1-1\"}\n";
-  expect_config_error(two, 9, "pipeline.stages");
-  expect_config_error(std::string(kMlp) + "pipeline:\n  stages:\n    - {replicas: 2}\n", 11,
-                      "pipeline.stages[0].replicas");
-  // The MLP [8, 32, 3] has two layers (Linear+ReLU, Linear).
-  expect_config_error(std::string(kMlp) + "pipeline:\n  stages:\n    - {layers: \"0-0\"}\n", 11,
-                      "pipeline.stages[0].layers");
+// One training path: a config without a pipeline section is a one-stage pipeline on the CPU,
+// and a one-stage pipeline section must still hold every layer on a device with data.
+TEST(TrainerTest, OneDeviceIsAOneStagePipeline) {
+  Trainer plain(parse_config(kMlp, "test.yaml"), TrainerOptions{.steps = 1});
+  ASSERT_EQ(plain.plan().stages.size(), 1u);
+  EXPECT_EQ(plain.plan().stages[0].layers.begin, 0);
+  EXPECT_EQ(plain.plan().stages[0].layers.end, plain.model().num_layers());
+  EXPECT_EQ(plain.plan().stages[0].replicas.size(), 1u);
+  EXPECT_EQ(plain.plan().stages[0].replicas[0].device, "cpu");
+  const TrainSummary s = plain.run();
+  EXPECT_EQ(s.steps, 1);
+  ASSERT_EQ(s.stages.size(), 1u);
+  EXPECT_GT(s.stages[0].actions, 0);
   expect_config_error(std::string(kMlp) + "pipeline:\n  stages:\n    - {device: sim}\n", 11,
                       "pipeline.stages[0].device");
-  // One stage holding every layer is one device.
-  Trainer ok(parse_config(
-                 std::string(kMlp) + "pipeline:\n  stages:\n    - {layers: \"0-1\", device: cpu}\n",
-                 "test.yaml"),
-             TrainerOptions{.steps = 1});
-  EXPECT_EQ(ok.run().steps, 1);
+  // One stage holding every layer is the same run.
+  Trainer one(parse_config(std::string(kMlp) +
+                               "pipeline:\n  stages:\n    - {layers: \"0-1\", device: cpu}\n",
+                           "test.yaml"),
+              TrainerOptions{.steps = 3});
+  Trainer none(parse_config(kMlp, "test.yaml"), TrainerOptions{.steps = 3});
+  EXPECT_TRUE(bit_identical(one.run().losses, none.run().losses));
 }
 
 TEST(TrainerTest, DataThatDoesNotFitTheModelIsAConfigError) {

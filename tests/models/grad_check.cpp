@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "models/detail/random.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::testing {
 namespace {
@@ -27,8 +27,8 @@ std::vector<std::int64_t> pick_coordinates(std::int64_t n, int max, std::uint64_
     return idx;
   }
   for (int k = 0; k < max; ++k) {
-    idx.push_back(static_cast<std::int64_t>(
-        detail::hash_combine(seed, static_cast<std::uint64_t>(k)) % static_cast<std::uint64_t>(n)));
+    idx.push_back(static_cast<std::int64_t>(counter_hash(seed, static_cast<std::uint64_t>(k)) %
+                                            static_cast<std::uint64_t>(n)));
   }
   std::sort(idx.begin(), idx.end());
   idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
@@ -74,7 +74,7 @@ TensorCheck check_tensor(const std::string& name, Tensor t, const Tensor& analyt
     double norm = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       v[static_cast<std::size_t>(i)] = static_cast<float>(
-          detail::normal01(seed ^ 0xd1ec7u, static_cast<std::uint64_t>(d * n + i)));
+          counter_normal(seed ^ 0xd1ec7u, static_cast<std::uint64_t>(d * n + i)));
       norm += static_cast<double>(v[static_cast<std::size_t>(i)]) * v[static_cast<std::size_t>(i)];
     }
     // Unit direction so a directional error is comparable with a coordinate error.
@@ -150,7 +150,7 @@ Tensor random_tensor(const Shape& shape, std::uint64_t seed, float scale) {
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
   for (std::int64_t i = 0; i < t.numel(); ++i) {
-    p[i] = scale * static_cast<float>(detail::normal01(seed, static_cast<std::uint64_t>(i)));
+    p[i] = scale * static_cast<float>(counter_normal(seed, static_cast<std::uint64_t>(i)));
   }
   return t;
 }
@@ -159,7 +159,7 @@ std::vector<Tensor> random_params(const Layer& layer, std::uint64_t seed, float 
   std::vector<Tensor> params;
   std::uint64_t k = 0;
   for (const ParamSpec& spec : layer.param_specs()) {
-    params.push_back(random_tensor(spec.shape, detail::hash_combine(seed, k++), scale));
+    params.push_back(random_tensor(spec.shape, counter_hash(seed, k++), scale));
   }
   return params;
 }

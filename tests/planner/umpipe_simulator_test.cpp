@@ -11,9 +11,12 @@
 #include "planner/umpipe_problem.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
+#include "umpipe_reference.hpp"
 
 namespace tandem::planner {
 namespace {
+
+using schedules::Cost;
 
 std::vector<std::vector<std::int64_t>> widen(const std::vector<std::vector<int>>& rows) {
   std::vector<std::vector<std::int64_t>> out;
@@ -45,20 +48,25 @@ TEST(UmpipeVersusSimulator, RandomInstancesAgree) {
     schedules::SimulationCosts costs;
     costs.latency = latency;
     costs.bandwidth = 2.0;
+    // STEP ends the minibatch after the last backward; the evaluators stop at that backward.
+    costs.step = trial % 4 == 1 ? value(rng) : 0.0;
     UmpipeProblem problem;
     problem.minibatch = samples;
     for (int s = 0; s < stages; ++s) {
       const double f0 = value(rng), f1 = value(rng), b0 = value(rng), b1 = value(rng);
       const double bytes = trial % 2 == 0 ? 0.0 : value(rng);
-      problem.stages.push_back(
-          {SliceCost::affine(f0, f1, samples), SliceCost::affine(b0, b1, samples)});
+      // UMPIPE does not split B: the simulator's B takes backward + weight.
+      const double w0 = trial % 3 == 2 ? value(rng) : 0.0;
+      const double w1 = trial % 3 == 2 ? value(rng) : 0.0;
+      problem.stages.push_back({Cost::affine(f0, f1), Cost::affine(b0 + w0, b1 + w1)});
       schedules::StageCosts stage;
-      stage.forward = schedules::Cost::affine(f0, f1);
-      stage.backward = schedules::Cost::affine(b0, b1);
+      stage.forward = Cost::affine(f0, f1);
+      stage.backward = Cost::affine(b0, b1);
+      stage.weight = Cost::affine(w0, w1);
       stage.output_bytes = bytes;
       costs.stages.push_back(stage);
       if (s + 1 < stages) {
-        problem.links.push_back(SliceCost::affine(latency, bytes / costs.bandwidth, samples));
+        problem.links.push_back(Cost::affine(latency, bytes / costs.bandwidth));
       }
     }
     const double density = 0.05 + 0.9 * rng() / static_cast<double>(rng.max());
@@ -75,10 +83,12 @@ TEST(UmpipeVersusSimulator, RandomInstancesAgree) {
     params.forward_slices = widen(slices.forward);
     params.backward_slices = widen(slices.backward);
     const double simulated =
-        schedules::simulate(schedules::Schedule(params).materialize(), costs, false).makespan;
+        schedules::simulate(schedules::Schedule(params).materialize(), costs, false).makespan -
+        costs.step;
 
     SCOPED_TRACE("trial " + std::to_string(trial));
     EXPECT_NEAR(umpipe_makespan(problem, slices), simulated, 1e-9 * simulated);
+    EXPECT_NEAR(testing::reference_makespan(problem, slices), simulated, 1e-9 * simulated);
     UmpipeEvaluator evaluator(problem);
     EXPECT_NEAR(evaluator.makespan(cuts_of(slices, samples)), simulated, 1e-9 * simulated);
     std::vector<double> batched(1);

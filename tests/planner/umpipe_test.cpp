@@ -8,14 +8,18 @@
 #include <stdexcept>
 #include <vector>
 
+#include "planner/detail/umpipe_lanes.hpp"
 #include "planner/umpipe_baselines.hpp"
 #include "planner/umpipe_batch_evaluator.hpp"
 #include "planner/umpipe_evaluator.hpp"
 #include "planner/umpipe_ga.hpp"
 #include "planner/umpipe_problem.hpp"
+#include "umpipe_reference.hpp"
 
 namespace tandem::planner {
 namespace {
+
+using schedules::Cost;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -23,8 +27,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 UmpipeProblem golden() {
   UmpipeProblem problem;
   problem.minibatch = 4;
-  problem.stages.push_back({SliceCost::affine(0, 1, 4), SliceCost::affine(0, 2, 4)});
-  problem.stages.push_back({SliceCost::affine(2, 0.5, 4), SliceCost::affine(4, 1, 4)});
+  problem.stages.push_back({Cost::affine(0, 1), Cost::affine(0, 2)});
+  problem.stages.push_back({Cost::affine(2, 0.5), Cost::affine(4, 1)});
   return problem;
 }
 
@@ -95,8 +99,8 @@ TEST(UmpipeMakespan, LinkDelayAndStraggler) {
   // One sample per slice, two stages of unit cost, c = 1: F1 waits c after F0 for each slice.
   UmpipeProblem problem;
   problem.minibatch = 2;
-  problem.links = {SliceCost::affine(1, 0, 2)};
-  problem.stages.assign(2, {SliceCost::affine(0, 1, 2), SliceCost::affine(0, 1, 2)});
+  problem.links = {Cost::affine(1, 0)};
+  problem.stages.assign(2, {Cost::affine(0, 1), Cost::affine(0, 1)});
   // F0: 0-1, 1-2. F1: 2-3, 3-4. B1: 4-5, 5-6. B0: 6-7, 7-8.
   EXPECT_DOUBLE_EQ(umpipe_makespan(problem, equal_slices(2, 2, 2)), 8);
   // Stage 1 waits for a whole 2-sample slice: F0 0-2, F1 3-5, B1 5-7, B0 8-10.
@@ -113,7 +117,7 @@ TEST(UmpipeMakespan, RejectsBadPartitions) {
   slices.backward[1] = {0, 4};
   EXPECT_THROW(umpipe_makespan(golden(), slices), std::invalid_argument);
   UmpipeProblem short_table = golden();
-  short_table.stages[1].forward = SliceCost::affine(0, 1, 3);
+  short_table.stages[1].forward = Cost::measured({1, 2, 3});
   EXPECT_THROW(umpipe_makespan(short_table, equal_slices(2, 4, 2)), std::invalid_argument);
 }
 
@@ -145,17 +149,17 @@ UmpipeProblem random_problem(std::mt19937& rng, int stages, int samples, bool ta
     case 0:
       break;  // no delay
     case 1:
-      problem.links = {SliceCost::affine(value(rng) * 0.5, 0, samples)};  // constant c
+      problem.links = {Cost::affine(value(rng) * 0.5, 0)};  // constant c
       break;
     case 2:  // per boundary, growing with the slice
       for (int s = 0; s + 1 < stages; ++s) {
-        problem.links.push_back(SliceCost::affine(value(rng) * 0.5, value(rng) * 0.3, samples));
+        problem.links.push_back(Cost::affine(value(rng) * 0.5, value(rng) * 0.3));
       }
       break;
     default: {  // measured, not monotone
       std::vector<double> d(samples);
       for (double& x : d) x = value(rng);
-      problem.links = {SliceCost::measured(d)};
+      problem.links = {Cost::measured(d)};
     }
   }
   for (int s = 0; s < stages; ++s) {
@@ -165,15 +169,17 @@ UmpipeProblem random_problem(std::mt19937& rng, int stages, int samples, bool ta
         f[b] = value(rng) + b * 0.3;
         g[b] = value(rng) + b * 0.5;
       }
-      problem.stages.push_back({SliceCost::measured(f), SliceCost::measured(g)});
+      problem.stages.push_back({Cost::measured(f), Cost::measured(g)});
     } else {
-      problem.stages.push_back({SliceCost::affine(value(rng), value(rng), samples),
-                                SliceCost::affine(value(rng), value(rng), samples)});
+      problem.stages.push_back(
+          {Cost::affine(value(rng), value(rng)), Cost::affine(value(rng), value(rng))});
     }
   }
   return problem;
 }
 
+// Measured and per-boundary link delays, which the simulator cannot express: against the
+// clarity-first oracle.
 TEST(UmpipeEvaluators, AgreeWithTheReference) {
   std::mt19937 rng(99);
   for (int trial = 0; trial < 60; ++trial) {
@@ -211,7 +217,8 @@ TEST(UmpipeEvaluators, AgreeWithTheReference) {
     UmpipeEvaluator single(problem);
     for (int k = 0; k < count; ++k) {
       const std::span<const std::uint64_t> one(genes.data() + k * stride, stride);
-      const double reference = umpipe_makespan(problem, slices_of(one, stages, samples));
+      const double reference =
+          testing::reference_makespan(problem, slices_of(one, stages, samples));
       SCOPED_TRACE("trial " + std::to_string(trial) + " individual " + std::to_string(k));
       EXPECT_NEAR(single.makespan(one), reference, 1e-9 * reference);
       EXPECT_EQ(batched[k], single.makespan(one));  // same arithmetic, same order
@@ -299,7 +306,7 @@ TEST(UmpipeGa, NeverWorseThanItsSeeds) {
 TEST(UmpipeGa, OneSampleMinibatch) {
   UmpipeProblem problem;
   problem.minibatch = 1;
-  problem.stages.assign(3, {SliceCost::affine(1, 1, 1), SliceCost::affine(1, 2, 1)});
+  problem.stages.assign(3, {Cost::affine(1, 1), Cost::affine(1, 2)});
   const UmpipeGaResult result = run_umpipe_ga(problem, {});
   EXPECT_DOUBLE_EQ(result.makespan, 3 * 2 + 3 * 3);
 }

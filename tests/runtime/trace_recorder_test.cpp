@@ -111,5 +111,40 @@ TEST(TraceRecorder, ActorSystemRecordsHandlersAndFlowsAndWritesAFile) {
   EXPECT_THROW(trace.write("/nonexistent-dir/x.json"), std::runtime_error);
 }
 
+// Tools read a slice's arguments back (tandem trace summarize); viewers order tracks by the
+// sort index and title the process.
+TEST(TraceRecorder, SlicesCarryArgumentsAndTracksAnOrder) {
+  TraceRecorder trace;
+  trace.set_process_name("pipeline");
+  trace.set_track_name(7, "loader");
+  trace.set_track_sort_index(7, 0);
+  trace.complete("F3", "action", 7, 1000, 500,
+                 {{"minibatch", std::int64_t{3}}, {"op", std::string("F")}, {"share", 0.5}});
+  trace.complete("B3", "action", 7, 2000, 500);
+  const nlohmann::json j = trace.to_json();
+  bool process = false, order = false;
+  int slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      process = e["args"]["name"] == "pipeline";
+    } else if (e["ph"] == "M" && e["name"] == "thread_sort_index") {
+      order = e["tid"] == 7 && e["args"]["sort_index"] == 0;
+    } else if (e["ph"] == "X" && e["name"] == "F3") {
+      ++slices;
+      EXPECT_EQ(e["args"]["minibatch"], 3);
+      EXPECT_EQ(e["args"]["op"], "F");
+      EXPECT_EQ(e["args"]["share"], 0.5);
+      EXPECT_EQ(e["ts"], 1.0);  // microseconds
+      EXPECT_EQ(e["dur"], 0.5);
+    } else if (e["ph"] == "X") {
+      ++slices;
+      EXPECT_FALSE(e.contains("args")) << e.dump();
+    }
+  }
+  EXPECT_TRUE(process);
+  EXPECT_TRUE(order);
+  EXPECT_EQ(slices, 2);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -12,7 +12,6 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/simulator.hpp"
-#include "schedules/umpipe_evaluator.hpp"
 #include "schedules/validator.hpp"
 
 namespace tandem::schedules {
@@ -259,7 +258,9 @@ TEST(ScheduleProperty, SimulatorEqualsLongestPath) {
 
 TEST(ScheduleProperty, BrokenOrdersAreRejected) {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 200; ++trial) {
+  constexpr int kTrials = 200;
+  int broken = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
     const Instance in = random_instance(rng);
     ActionList list = Schedule(in.params).materialize();
     // Move one B to the front of its device: it now precedes its own F there.
@@ -270,6 +271,7 @@ TEST(ScheduleProperty, BrokenOrdersAreRejected) {
       }
     }
     if (backwards.empty()) continue;
+    ++broken;
     const auto [d, i] =
         backwards[std::uniform_int_distribution<std::size_t>(0, backwards.size() - 1)(rng)];
     auto& order = list.devices[d];
@@ -286,32 +288,8 @@ TEST(ScheduleProperty, BrokenOrdersAreRejected) {
     }
     EXPECT_THROW(simulate(list, in.costs()), ScheduleError);
   }
-}
-
-TEST(ScheduleProperty, UmpipeEvaluatorEqualsTheSimulator) {
-  std::mt19937 rng(99);
-  for (int trial = 0; trial < 300; ++trial) {
-    Instance in;
-    while (in.params.kind != ScheduleKind::umpipe) in = random_instance(rng);
-    in.params.minibatches = 1;
-    const ActionList list = Schedule(in.params).materialize();
-    const double want = simulate(list, in.costs()).makespan;
-    std::vector<Cost> f, g, delay;
-    for (int s = 0; s < in.params.stages; ++s) {
-      f.push_back(Cost::affine(in.forward[s].fixed, in.forward[s].per_sample));
-      // UMPIPE does not split B: it also computes the weight gradient.
-      g.push_back(Cost::affine(in.backward[s].fixed + in.weight[s].fixed,
-                               in.backward[s].per_sample + in.weight[s].per_sample));
-      if (s + 1 < in.params.stages) {
-        delay.push_back(Cost::affine(in.latency, in.output_bytes[s] / in.bandwidth));
-      }
-    }
-    if (delay.empty()) delay.push_back(Cost{});
-    // STEP ends the minibatch after the last backward; the evaluator stops at that backward.
-    UmpipeEvaluator eval(in.params.samples(), f, g, delay);
-    const double got = eval.makespan(in.params.forward_slices, in.params.backward_slices);
-    EXPECT_NEAR(got + in.step, want, 1e-9) << "trial " << trial;
-  }
+  // Every schedule has backwards: each trial broke an order.
+  EXPECT_EQ(broken, kTrials);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include "models/kernels/cpu/dropout.hpp"
 
-#include "models/detail/random.hpp"
 #include "models/kernels/cpu/threading.hpp"
+#include "runtime/counter_rng.hpp"
 
 namespace tandem::models::cpu {
 
@@ -12,7 +12,7 @@ void dropout_apply(const float* x, float* y, std::int64_t samples, std::int64_t 
   const auto base = static_cast<std::uint64_t>(first_sample * per_sample);
   parallel_for(n, kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
-      const float u = models::detail::uniform01(key, base + static_cast<std::uint64_t>(i));
+      const float u = counter_uniform_f32(key, base + static_cast<std::uint64_t>(i));
       y[i] = u >= p ? x[i] * keep_scale : 0.0f;
     }
   });

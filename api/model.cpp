@@ -1,0 +1,99 @@
+#include "models/model.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "models/model_spec.hpp"
+#include "tandem/tandem.hpp"
+
+namespace tandem {
+
+Model::Model(std::shared_ptr<const models::Model> impl, std::string title)
+    : impl_(std::move(impl)), title_(std::move(title)) {}
+
+Model Model::mlp(std::vector<std::int64_t> widths) {
+  auto impl = std::make_shared<const models::Model>(
+      models::Model::build(models::mlp_spec(std::move(widths))));
+  std::string title = impl->spec().describe();
+  return Model(std::move(impl), std::move(title));
+}
+
+Model Model::gpt(const GptOptions& o) {
+  models::ModelSpec spec = models::gpt_spec(o.layers, o.d_model, o.heads, o.seq_len, o.vocab);
+  spec.d_ff = o.d_ff;
+  spec.dropout = o.dropout;
+  auto impl = std::make_shared<const models::Model>(models::Model::build(spec));
+  std::string title = impl->spec().describe();
+  return Model(std::move(impl), std::move(title));
+}
+
+Model Model::classifier(std::int64_t in_features, std::vector<LayerPtr> layers) {
+  if (in_features < 1) {
+    throw std::invalid_argument("Model::classifier: in_features must be >= 1, got " +
+                                std::to_string(in_features));
+  }
+  if (layers.empty()) throw std::invalid_argument("Model::classifier: no layers");
+  // Walks a one-sample input through every layer so that a layer that does not fit its input
+  // is named here, not on a stage's thread in the middle of a run.
+  Shape shape{1, in_features};
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] == nullptr) {
+      throw std::invalid_argument("Model::classifier: layer " + std::to_string(i) + " is null");
+    }
+    try {
+      shape = layers[i]->output_shape(shape);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("Model::classifier: layer " + std::to_string(i) + " (" +
+                                  layers[i]->describe() + ") refuses input " + shape_str(shape) +
+                                  ": " + e.what());
+    }
+  }
+  if (shape.size() != 2 || shape[0] != 1 || shape[1] < 1) {
+    throw std::invalid_argument("Model::classifier: the last layer's output for one sample is " +
+                                shape_str(shape) + ", not [1, classes]");
+  }
+  // The zoo's mlp shape conventions (inputs [batch, widths[0]], targets [batch]) are a
+  // classifier's; the spec only carries them, the layers are the caller's.
+  models::ModelSpec spec = models::mlp_spec({in_features, shape[1]});
+  auto impl = std::make_shared<const models::Model>(std::move(spec), std::move(layers));
+  return Model(std::move(impl), "classifier(in_features=" + std::to_string(in_features) +
+                                    ", classes=" + std::to_string(shape[1]) + ")");
+}
+
+int Model::num_layers() const {
+  return impl_->num_layers();
+}
+
+const Layer& Model::layer(int i) const {
+  return impl_->layer(i);
+}
+
+std::string Model::describe() const {
+  std::string out = title_ + "\n";
+  for (int i = 0; i < num_layers(); ++i) {
+    out += "  " + std::to_string(i) + ": " + layer(i).describe() + "  (" +
+           std::to_string(layer(i).param_numel()) + " parameters)\n";
+  }
+  return out;
+}
+
+std::int64_t Model::parameters() const {
+  std::int64_t n = 0;
+  for (int i = 0; i < num_layers(); ++i) n += layer(i).param_numel();
+  return n;
+}
+
+Shape Model::input_shape(std::int64_t batch) const {
+  return impl_->input_shape(batch);
+}
+
+DType Model::input_dtype() const {
+  return impl_->input_dtype();
+}
+
+Shape Model::target_shape(std::int64_t batch) const {
+  return impl_->target_shape(batch);
+}
+
+}  // namespace tandem

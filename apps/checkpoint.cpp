@@ -1,0 +1,841 @@
+#include "apps/checkpoint.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+#include <system_error>
+#include <utility>
+
+#include "models/safetensors.hpp"
+#include "runtime/atomic_file.hpp"
+#include "runtime/sha256.hpp"
+#include "schedules/schedule_kind.hpp"
+
+namespace tandem::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kLatest = "latest";
+constexpr const char* kFormat = "tandem-checkpoint";
+constexpr const char* kWeightsPrefix = "weights/r";
+constexpr const char* kOptimizerPrefix = "optimizer/r";
+// Bounds on what is read before it is parsed: a manifest names a few entries per stage, and
+// `latest` one name and a digest.
+constexpr std::uint64_t kMaxManifestBytes = 64u << 20;
+constexpr std::uint64_t kMaxLatestBytes = 4096;
+
+[[noreturn]] void refuse(const fs::path& file, const std::string& what) {
+  throw CheckpointError(file.string() + ": " + what);
+}
+
+std::string stage_file_name(std::size_t stage) {
+  return "stage-" + std::to_string(stage) + ".safetensors";
+}
+
+std::string step_dir_name(std::int64_t step) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "step-%08lld", static_cast<long long>(step));
+  return buffer;
+}
+
+// "step-<digits>" or "step-<digits>.<digits>": a checkpoint's directory.
+std::optional<std::pair<std::int64_t, std::int64_t>> parse_step_dir_name(std::string_view name) {
+  if (!name.starts_with("step-")) return std::nullopt;
+  name.remove_prefix(5);
+  std::int64_t step = 0;
+  std::int64_t suffix = 0;
+  const char* end = name.data() + name.size();
+  auto [p, ec] = std::from_chars(name.data(), end, step);
+  if (ec != std::errc() || p == name.data()) return std::nullopt;
+  if (p != end) {
+    if (*p != '.') return std::nullopt;
+    const char* q = p + 1;
+    auto [p2, ec2] = std::from_chars(q, end, suffix);
+    if (ec2 != std::errc() || p2 == q || p2 != end) return std::nullopt;
+  }
+  return std::pair{step, suffix};
+}
+
+// A name `latest` may hold: one plain entry of DIR, never a path out of it.
+bool is_plain_name(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
+  });
+}
+
+std::vector<std::byte> read_file(const fs::path& file, std::uint64_t size) {
+  std::vector<std::byte> bytes(size);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) refuse(file, std::string("cannot open: ") + std::strerror(errno));
+  if (size > 0) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+  if (static_cast<std::uint64_t>(in.gcount()) != size) {
+    refuse(file, "short read: the file changed while it was read");
+  }
+  return bytes;
+}
+
+std::uint64_t regular_file_size(const fs::path& file, const std::string& missing) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(file, ec);
+  if (!fs::exists(status)) refuse(file, missing);
+  if (!fs::is_regular_file(status)) refuse(file, "not a regular file");
+  const std::uint64_t size = fs::file_size(file, ec);
+  if (ec) refuse(file, "cannot read: " + ec.message());
+  return size;
+}
+
+std::string read_small_file(const fs::path& file, std::uint64_t limit, const std::string& missing) {
+  const std::uint64_t size = regular_file_size(file, missing);
+  if (size > limit) {
+    refuse(file, std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                     " a checkpoint's " + file.filename().string() + " can hold");
+  }
+  const std::vector<std::byte> bytes = read_file(file, size);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::string hex_of(std::string_view text) {
+  return sha256_hex(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+// Copying, comparing and printing a JSON value recurse once per level: a manifest nesting
+// deeper than this is refused rather than allowed to overflow the stack.
+constexpr int kMaxJsonDepth = 64;
+
+json parse_json(std::string_view text, const fs::path& file) {
+  struct TooDeep {};
+  int depth = 0;
+  const json::parser_callback_t limit = [&](int, json::parse_event_t event, json&) {
+    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
+      if (++depth > kMaxJsonDepth) throw TooDeep{};
+    } else if (event == json::parse_event_t::object_end ||
+               event == json::parse_event_t::array_end) {
+      --depth;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), limit);
+  } catch (const json::exception& e) {
+    refuse(file, std::string("not valid JSON: ") + e.what());
+  } catch (const TooDeep&) {
+    refuse(file, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+}
+
+// ---- manifest fields, read with errors that name the field ----
+
+class Fields {
+ public:
+  explicit Fields(fs::path file) : file_(std::move(file)) {}
+
+  const json& member(const json& object, const std::string& at, const std::string& key) const {
+    if (!object.is_object()) refuse(file_, name(at, "") + " must be an object");
+    const auto it = object.find(key);
+    if (it == object.end()) refuse(file_, "missing field '" + name(at, key) + "'");
+    return *it;
+  }
+  std::int64_t int64(const json& object, const std::string& at, const std::string& key,
+                     std::int64_t min = 0) const {
+    return int64_value(member(object, at, key), name(at, key), min);
+  }
+  std::int64_t int64_value(const json& v, const std::string& field, std::int64_t min = 0) const {
+    constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const bool fits =
+        v.is_number_integer() && (!v.is_number_unsigned() || v.get<std::uint64_t>() <= kMax);
+    if (!fits || v.get<std::int64_t>() < min) {
+      refuse(file_, "field '" + field + "' must be an integer >= " + std::to_string(min) +
+                        ", not " + v.dump());
+    }
+    return v.get<std::int64_t>();
+  }
+  int int32(const json& object, const std::string& at, const std::string& key, int min = 0) const {
+    const std::int64_t v = int64(object, at, key, min);
+    if (v > std::numeric_limits<int>::max()) {
+      refuse(file_, "field '" + name(at, key) + "' is out of range: " + std::to_string(v));
+    }
+    return static_cast<int>(v);
+  }
+  std::uint64_t uint64(const json& object, const std::string& at, const std::string& key) const {
+    const json& v = member(object, at, key);
+    if (!v.is_number_unsigned()) {
+      refuse(file_,
+             "field '" + name(at, key) + "' must be a non-negative integer, not " + v.dump());
+    }
+    return v.get<std::uint64_t>();
+  }
+  bool boolean(const json& object, const std::string& at, const std::string& key) const {
+    const json& v = member(object, at, key);
+    if (!v.is_boolean()) refuse(file_, "field '" + name(at, key) + "' must be true or false");
+    return v.get<bool>();
+  }
+  std::string string(const json& object, const std::string& at, const std::string& key) const {
+    const json& v = member(object, at, key);
+    if (!v.is_string()) refuse(file_, "field '" + name(at, key) + "' must be a string");
+    return v.get<std::string>();
+  }
+  const json& array(const json& object, const std::string& at, const std::string& key) const {
+    const json& v = member(object, at, key);
+    if (!v.is_array()) refuse(file_, "field '" + name(at, key) + "' must be an array");
+    return v;
+  }
+  const json& object(const json& object, const std::string& at, const std::string& key) const {
+    const json& v = member(object, at, key);
+    if (!v.is_object()) refuse(file_, "field '" + name(at, key) + "' must be an object");
+    return v;
+  }
+  std::vector<std::int64_t> int64s(const json& values, const std::string& at) const {
+    std::vector<std::int64_t> out;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      out.push_back(int64_value(values[i], at + "[" + std::to_string(i) + "]"));
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& what) const { refuse(file_, what); }
+  const fs::path& file() const { return file_; }
+
+  static std::string name(const std::string& at, const std::string& key) {
+    if (key.empty()) return at.empty() ? "the manifest" : at;
+    return at.empty() ? key : at + "." + key;
+  }
+
+ private:
+  fs::path file_;
+};
+
+// ---- the plan ----
+
+json plan_to_json(const schedules::Plan& plan) {
+  json stages = json::array();
+  for (const schedules::StagePlan& stage : plan.stages) {
+    json replicas = json::array();
+    for (const schedules::Placement& r : stage.replicas) {
+      replicas.push_back(json{{"host", r.host}, {"device", r.device}});
+    }
+    stages.push_back(json{{"layers", json::array({stage.layers.begin, stage.layers.end})},
+                          {"replicas", replicas}});
+  }
+  const schedules::ScheduleParams& p = plan.schedule;
+  const json schedule = {{"kind", std::string(schedules::to_string(p.kind))},
+                         {"stages", p.stages},
+                         {"slices", p.slices},
+                         {"minibatch_size", p.minibatch_size},
+                         {"replicas", p.replicas},
+                         {"chunks", p.chunks},
+                         {"rematerialize", p.rematerialize},
+                         {"minibatches", p.minibatches},
+                         {"forward_slices", p.forward_slices},
+                         {"backward_slices", p.backward_slices}};
+  return json{{"stages", stages}, {"schedule", schedule}};
+}
+
+std::vector<std::vector<std::int64_t>> compositions(const Fields& f, const json& values,
+                                                    const std::string& at) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::string here = at + "[" + std::to_string(i) + "]";
+    if (!values[i].is_array()) f.fail("field '" + here + "' must be an array");
+    out.push_back(f.int64s(values[i], here));
+  }
+  return out;
+}
+
+schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
+  const json& plan_json = f.object(manifest, "", "plan");
+  schedules::Plan plan;
+  const json& stages = f.array(plan_json, "plan", "stages");
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const std::string at = "plan.stages[" + std::to_string(s) + "]";
+    schedules::StagePlan stage;
+    const json& layers = f.array(stages[s], at, "layers");
+    if (layers.size() != 2) f.fail("field '" + at + ".layers' must be [begin, end]");
+    const std::vector<std::int64_t> range = f.int64s(layers, at + ".layers");
+    if (range[1] > std::numeric_limits<int>::max())
+      f.fail("field '" + at + ".layers' out of range");
+    stage.layers = {static_cast<int>(range[0]), static_cast<int>(range[1])};
+    stage.replicas.clear();
+    const json& replicas = f.array(stages[s], at, "replicas");
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      const std::string rat = at + ".replicas[" + std::to_string(r) + "]";
+      stage.replicas.push_back(
+          {f.string(replicas[r], rat, "host"), f.string(replicas[r], rat, "device")});
+    }
+    plan.stages.push_back(std::move(stage));
+  }
+  const json& sj = f.object(plan_json, "plan", "schedule");
+  const std::string at = "plan.schedule";
+  schedules::ScheduleParams& p = plan.schedule;
+  const std::string kind = f.string(sj, at, "kind");
+  try {
+    p.kind = schedules::parse_schedule_kind(kind);
+  } catch (const std::exception& e) {
+    f.fail("field 'plan.schedule.kind': " + std::string(e.what()));
+  }
+  p.stages = f.int32(sj, at, "stages");
+  p.slices = f.int32(sj, at, "slices");
+  p.minibatch_size = f.int64(sj, at, "minibatch_size");
+  const std::vector<std::int64_t> replicas =
+      f.int64s(f.array(sj, at, "replicas"), at + ".replicas");
+  for (const std::int64_t r : replicas) {
+    if (r > std::numeric_limits<int>::max()) f.fail("field 'plan.schedule.replicas' out of range");
+    p.replicas.push_back(static_cast<int>(r));
+  }
+  p.chunks = f.int32(sj, at, "chunks");
+  p.rematerialize = f.boolean(sj, at, "rematerialize");
+  p.minibatches = f.int64(sj, at, "minibatches");
+  p.forward_slices = compositions(f, f.array(sj, at, "forward_slices"), at + ".forward_slices");
+  p.backward_slices = compositions(f, f.array(sj, at, "backward_slices"), at + ".backward_slices");
+  return plan;
+}
+
+std::string range_str(const schedules::LayerRange& r) {
+  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
+}
+
+// The first difference that makes the saved state meaningless for the running plan.
+std::optional<std::string> plan_difference(const schedules::Plan& saved,
+                                           const schedules::Plan& now) {
+  auto differs = [](const std::string& what, const auto& a, const auto& b) {
+    return what + " is " + a + " in the checkpoint, " + b + " in this run";
+  };
+  if (saved.stages.size() != now.stages.size()) {
+    return differs("the stage count", std::to_string(saved.stages.size()),
+                   std::to_string(now.stages.size()));
+  }
+  for (std::size_t s = 0; s < saved.stages.size(); ++s) {
+    const std::string stage = "stage " + std::to_string(s);
+    if (saved.stages[s].layers != now.stages[s].layers) {
+      return differs(stage + "'s layer range", range_str(saved.stages[s].layers),
+                     range_str(now.stages[s].layers));
+    }
+    if (saved.stages[s].replicas.size() != now.stages[s].replicas.size()) {
+      return differs(stage + "'s replica count", std::to_string(saved.stages[s].replicas.size()),
+                     std::to_string(now.stages[s].replicas.size()));
+    }
+  }
+  const schedules::ScheduleParams& a = saved.schedule;
+  const schedules::ScheduleParams& b = now.schedule;
+  if (a.kind != b.kind) {
+    return differs("the schedule", std::string(schedules::to_string(a.kind)),
+                   std::string(schedules::to_string(b.kind)));
+  }
+  if (a.slices != b.slices) {
+    return differs("slices", std::to_string(a.slices), std::to_string(b.slices));
+  }
+  if (a.minibatch_size != b.minibatch_size) {
+    return differs("the minibatch size", std::to_string(a.minibatch_size),
+                   std::to_string(b.minibatch_size));
+  }
+  if (a.chunks != b.chunks) {
+    return differs("chunks", std::to_string(a.chunks), std::to_string(b.chunks));
+  }
+  if (a.forward_slices != b.forward_slices || a.backward_slices != b.backward_slices) {
+    return differs("the slice compositions",
+                   json(a.forward_slices).dump() + "/" + json(a.backward_slices).dump(),
+                   json(b.forward_slices).dump() + "/" + json(b.backward_slices).dump());
+  }
+  return std::nullopt;
+}
+
+// ---- writing ----
+
+void check_writable(const Checkpoint& c) {
+  auto fail = [](const std::string& what) { throw CheckpointError("write_checkpoint: " + what); };
+  if (c.step < 0) fail("step " + std::to_string(c.step) + " is negative");
+  if (c.data_position < 0)
+    fail("data position " + std::to_string(c.data_position) + " is negative");
+  if (c.stages.size() != c.plan.stages.size()) {
+    fail(std::to_string(c.stages.size()) + " stages of state for a plan of " +
+         std::to_string(c.plan.stages.size()) + " stages");
+  }
+  for (std::size_t s = 0; s < c.stages.size(); ++s) {
+    const int replicas = static_cast<int>(c.plan.stages[s].replicas.size());
+    const std::string stage = "stage " + std::to_string(s);
+    std::set<std::pair<int, std::int64_t>> versions;
+    for (const CheckpointWeights& w : c.stages[s].weights) {
+      const std::string which =
+          stage + " replica " + std::to_string(w.replica) + " version " + std::to_string(w.version);
+      if (w.replica < 0 || w.replica >= replicas) {
+        fail(which + ": the plan gives the stage " + std::to_string(replicas) + " replicas");
+      }
+      if (w.version < 0) fail(which + ": negative version");
+      if (!versions.emplace(w.replica, w.version).second) fail(which + ": stored twice");
+    }
+    std::set<int> optimizers;
+    for (const CheckpointOptimizer& o : c.stages[s].optimizers) {
+      const std::string which = stage + " optimizer of replica " + std::to_string(o.replica);
+      if (o.replica < 0 || o.replica >= replicas) {
+        fail(which + ": the plan gives the stage " + std::to_string(replicas) + " replicas");
+      }
+      if (o.steps < 0) fail(which + ": negative step count");
+      if (!optimizers.insert(o.replica).second) fail(which + ": stored twice");
+    }
+  }
+}
+
+std::string weights_prefix(int replica, std::int64_t version) {
+  return kWeightsPrefix + std::to_string(replica) + "/v" + std::to_string(version) + "/";
+}
+
+std::string optimizer_prefix(int replica) {
+  return kOptimizerPrefix + std::to_string(replica) + "/";
+}
+
+// The stage file's contents and its manifest entry (without size and checksum).
+std::pair<models::ParamSet, json> stage_contents(const StageCheckpoint& stage) {
+  models::ParamSet tensors;
+  json weights = json::array();
+  for (const CheckpointWeights& w : stage.weights) {
+    const std::string prefix = weights_prefix(w.replica, w.version);
+    for (std::int64_t i = 0; i < w.params.size(); ++i)
+      tensors.add(prefix + w.params.name(i), w.params[i]);
+    weights.push_back(
+        json{{"replica", w.replica}, {"version", w.version}, {"tensors", w.params.size()}});
+  }
+  json optimizers = json::array();
+  for (const CheckpointOptimizer& o : stage.optimizers) {
+    const std::string prefix = optimizer_prefix(o.replica);
+    for (std::int64_t i = 0; i < o.state.size(); ++i)
+      tensors.add(prefix + o.state.name(i), o.state[i]);
+    optimizers.push_back(
+        json{{"replica", o.replica}, {"steps", o.steps}, {"tensors", o.state.size()}});
+  }
+  return {std::move(tensors),
+          json{{"weights", weights}, {"optimizer", optimizers}, {"extras", stage.extras}}};
+}
+
+// The name `latest` holds, or nullopt when there is none or it cannot be read (a writer never
+// trusts it beyond not overwriting what it names).
+std::optional<std::string> latest_name_or_none(const fs::path& dir) {
+  try {
+    const std::optional<fs::path> latest = latest_checkpoint(dir);
+    if (latest) return latest->filename().string();
+  } catch (const CheckpointError&) {
+  }
+  return std::nullopt;
+}
+
+// A directory name for the new checkpoint that does not touch the one `latest` names.
+std::string choose_step_dir(const fs::path& dir, std::int64_t step,
+                            const std::optional<std::string>& latest) {
+  const std::string base = step_dir_name(step);
+  for (int k = 0;; ++k) {
+    const std::string name = k == 0 ? base : base + "." + std::to_string(k);
+    if (latest && name == *latest) continue;
+    std::error_code ec;
+    // A directory of this name that `latest` does not name is a leftover of a killed writer,
+    // or an older run's checkpoint the current one superseded.
+    fs::remove_all(dir / name, ec);
+    if (ec) throw FileError("cannot remove '" + (dir / name).string() + "': " + ec.message());
+    return name;
+  }
+}
+
+// Removes leftovers of killed writers and checkpoints beyond `keep`. Best effort: a checkpoint
+// that is in place never fails because an old one could not be removed.
+void prune(const fs::path& dir, const std::string& current, int keep) {
+  std::error_code ec;
+  std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, fs::path>> complete;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ignored;
+    if (name.starts_with(std::string(".") + kLatest + ".tmp-")) {
+      fs::remove(entry.path(), ignored);
+      continue;
+    }
+    const auto step = parse_step_dir_name(name);
+    if (!step || name == current || !entry.is_directory(ignored)) continue;
+    if (!fs::exists(entry.path() / kManifest, ignored)) {
+      fs::remove_all(entry.path(), ignored);
+    } else {
+      complete.emplace_back(*step, entry.path());
+    }
+  }
+  if (keep <= 0) return;
+  std::sort(complete.begin(), complete.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = static_cast<std::size_t>(keep - 1); i < complete.size(); ++i) {
+    std::error_code ignored;
+    fs::remove_all(complete[i].second, ignored);
+  }
+}
+
+// ---- reading ----
+
+struct LatestPointer {
+  std::string name;
+  std::string manifest_sha256;
+};
+
+LatestPointer read_latest(const fs::path& file) {
+  const json j = parse_json(read_small_file(file, kMaxLatestBytes, "missing"), file);
+  const Fields f(file);
+  LatestPointer out{f.string(j, "", "checkpoint"), f.string(j, "", "manifest_sha256")};
+  if (!is_plain_name(out.name)) {
+    refuse(file, "names '" + out.name + "', which is not a directory name inside " +
+                     file.parent_path().string());
+  }
+  return out;
+}
+
+// Tensor name -> (replica, version or -1 for optimizer state, the name within its set).
+struct TensorKey {
+  bool weights = true;
+  int replica = 0;
+  std::int64_t version = 0;
+  std::string name;
+};
+
+// Parses a non-negative decimal number ending at '/', advancing `text` past the '/'.
+std::optional<std::int64_t> take_number(std::string_view& text) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+  std::int64_t value = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + slash, value);
+  if (ec != std::errc() || p != text.data() + slash || value < 0) return std::nullopt;
+  if (std::to_string(value).size() != slash) return std::nullopt;  // no leading zeros
+  text.remove_prefix(slash + 1);
+  return value;
+}
+
+std::optional<TensorKey> parse_tensor_name(std::string_view name) {
+  TensorKey key;
+  if (name.starts_with(kWeightsPrefix)) {
+    name.remove_prefix(std::strlen(kWeightsPrefix));
+    const auto replica = take_number(name);
+    if (!replica || *replica > std::numeric_limits<int>::max() || !name.starts_with("v")) {
+      return std::nullopt;
+    }
+    name.remove_prefix(1);
+    const auto version = take_number(name);
+    if (!version) return std::nullopt;
+    key.replica = static_cast<int>(*replica);
+    key.version = *version;
+  } else if (name.starts_with(kOptimizerPrefix)) {
+    name.remove_prefix(std::strlen(kOptimizerPrefix));
+    const auto replica = take_number(name);
+    if (!replica || *replica > std::numeric_limits<int>::max()) return std::nullopt;
+    key.weights = false;
+    key.replica = static_cast<int>(*replica);
+  } else {
+    return std::nullopt;
+  }
+  key.name = std::string(name);
+  return key;
+}
+
+void check_size(const fs::path& file, std::uint64_t size, std::uint64_t expected) {
+  if (size < expected) {
+    refuse(file, "truncated: " + std::to_string(size) + " bytes, the manifest says " +
+                     std::to_string(expected));
+  }
+  if (size > expected) {
+    refuse(file, std::to_string(size) + " bytes, the manifest says " + std::to_string(expected) +
+                     ": the file was changed after the checkpoint was written");
+  }
+}
+
+// A stage file's bytes, once its size is checked against the manifest's (so nothing larger
+// than the manifest claims and the file holds is ever allocated).
+using StageSource =
+    std::function<std::vector<std::byte>(const fs::path& file, std::uint64_t expected)>;
+
+StageSource files_on_disk() {
+  return [](const fs::path& file, std::uint64_t expected) {
+    check_size(file, regular_file_size(file, "missing (the manifest lists it)"), expected);
+    return read_file(file, expected);
+  };
+}
+
+StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json& entry,
+                           std::size_t s, const StageSource& source, bool verify_checksums) {
+  const std::string at = "stages[" + std::to_string(s) + "]";
+  const std::string file_name = f.string(entry, at, "file");
+  if (!is_plain_name(file_name)) {
+    f.fail("field '" + at + ".file' names '" + file_name + "', not a file in " + step_dir.string());
+  }
+  const fs::path file = step_dir / file_name;
+  const std::uint64_t expected = f.uint64(entry, at, "bytes");
+  const std::string sha = f.string(entry, at, "sha256");
+  const std::vector<std::byte> bytes = source(file, expected);
+  if (verify_checksums) {
+    const std::string actual = sha256_hex(bytes);
+    if (actual != sha) {
+      refuse(file, "checksum mismatch (sha256 " + actual + ", the manifest says " + sha +
+                       "): the file is corrupted");
+    }
+  }
+  models::SafetensorsContent content;
+  try {
+    content = models::read_safetensors_bytes(bytes, file.string());
+  } catch (const models::SafetensorsError& e) {
+    throw CheckpointError(e.what());
+  }
+
+  std::map<std::pair<int, std::int64_t>, models::ParamSet> weights;
+  std::map<int, models::ParamSet> optimizers;
+  for (std::int64_t i = 0; i < content.tensors.size(); ++i) {
+    const std::string& name = content.tensors.name(i);
+    const auto key = parse_tensor_name(name);
+    if (!key) {
+      refuse(file, "tensor '" + name + "' is neither weights/r<replica>/v<version>/<name> nor " +
+                       "optimizer/r<replica>/<name>");
+    }
+    models::ParamSet& set =
+        key->weights ? weights[{key->replica, key->version}] : optimizers[key->replica];
+    set.add(key->name, content.tensors[i]);
+  }
+
+  StageCheckpoint stage;
+  const json& weight_list = f.array(entry, at, "weights");
+  for (std::size_t i = 0; i < weight_list.size(); ++i) {
+    const std::string wat = at + ".weights[" + std::to_string(i) + "]";
+    CheckpointWeights w;
+    w.replica = f.int32(weight_list[i], wat, "replica");
+    w.version = f.int64(weight_list[i], wat, "version");
+    const std::int64_t count = f.int64(weight_list[i], wat, "tensors");
+    const auto it = weights.find({w.replica, w.version});
+    const std::string which =
+        "weights of replica " + std::to_string(w.replica) + " version " + std::to_string(w.version);
+    if (it == weights.end() && count > 0)
+      refuse(file, "holds no " + which + " (the manifest lists them)");
+    if (it != weights.end()) {
+      if (it->second.size() != count) {
+        refuse(file, "holds " + std::to_string(it->second.size()) + " tensors of " + which +
+                         ", the manifest says " + std::to_string(count));
+      }
+      w.params = std::move(it->second);
+      weights.erase(it);
+    }
+    stage.weights.push_back(std::move(w));
+  }
+  if (!weights.empty()) {
+    const auto& [key, unused] = *weights.begin();
+    refuse(file, "holds weights of replica " + std::to_string(key.first) + " version " +
+                     std::to_string(key.second) + " that the manifest does not list");
+  }
+  const json& optimizer_list = f.array(entry, at, "optimizer");
+  for (std::size_t i = 0; i < optimizer_list.size(); ++i) {
+    const std::string oat = at + ".optimizer[" + std::to_string(i) + "]";
+    CheckpointOptimizer o;
+    o.replica = f.int32(optimizer_list[i], oat, "replica");
+    o.steps = f.int64(optimizer_list[i], oat, "steps");
+    const std::int64_t count = f.int64(optimizer_list[i], oat, "tensors");
+    const auto it = optimizers.find(o.replica);
+    const std::string which = "optimizer state of replica " + std::to_string(o.replica);
+    if (it == optimizers.end() && count > 0)
+      refuse(file, "holds no " + which + " (the manifest lists it)");
+    if (it != optimizers.end()) {
+      if (it->second.size() != count) {
+        refuse(file, "holds " + std::to_string(it->second.size()) + " tensors of " + which +
+                         ", the manifest says " + std::to_string(count));
+      }
+      o.state = std::move(it->second);
+      optimizers.erase(it);
+    }
+    stage.optimizers.push_back(std::move(o));
+  }
+  if (!optimizers.empty()) {
+    refuse(file, "holds optimizer state of replica " + std::to_string(optimizers.begin()->first) +
+                     " that the manifest does not list");
+  }
+  stage.extras = f.member(entry, at, "extras");
+  return stage;
+}
+
+Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file,
+                            const fs::path& step_dir, const CheckpointExpectations& expect,
+                            const StageSource& source, bool verify_checksums) {
+  const json manifest = parse_json(text, manifest_file);
+  const Fields f(manifest_file);
+  if (!manifest.is_object() || f.string(manifest, "", "format") != kFormat) {
+    refuse(manifest_file,
+           std::string("not a Tandem checkpoint manifest (no \"format\": \"") + kFormat + "\")");
+  }
+  const std::int64_t version = f.int64(manifest, "", "format_version");
+  if (version != kCheckpointFormatVersion) {
+    refuse(manifest_file, "format_version " + std::to_string(version) +
+                              " is not supported (this build reads version " +
+                              std::to_string(kCheckpointFormatVersion) + ")");
+  }
+
+  Checkpoint c;
+  c.step = f.int64(manifest, "", "step");
+  c.model = f.string(manifest, "", "model");
+  c.optimizer = f.string(manifest, "", "optimizer");
+  c.plan = plan_from_json(f, manifest);
+  c.seed = f.uint64(manifest, "", "seed");
+  c.rng = f.member(manifest, "", "rng");
+  c.data_position = f.int64(manifest, "", "data_position");
+  c.extras = f.member(manifest, "", "extras");
+
+  if (expect.model && *expect.model != c.model) {
+    refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
+                              *expect.model + "'");
+  }
+  if (expect.plan) {
+    if (const auto difference = plan_difference(c.plan, *expect.plan)) {
+      refuse(manifest_file, "checkpoint of another plan: " + *difference);
+    }
+  }
+  if (expect.optimizer && *expect.optimizer != c.optimizer) {
+    refuse(manifest_file, "checkpoint of another optimizer: '" + c.optimizer +
+                              "', this run uses '" + *expect.optimizer + "'");
+  }
+
+  const json& stages = f.array(manifest, "", "stages");
+  if (stages.size() != c.plan.stages.size()) {
+    refuse(manifest_file, std::to_string(stages.size()) + " stage entries for a plan of " +
+                              std::to_string(c.plan.stages.size()) + " stages");
+  }
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    c.stages.push_back(read_stage(step_dir, f, stages[s], s, source, verify_checksums));
+    const int replicas = static_cast<int>(c.plan.stages[s].replicas.size());
+    for (const CheckpointWeights& w : c.stages[s].weights) {
+      if (w.replica >= replicas) {
+        refuse(manifest_file, "stage " + std::to_string(s) + " holds weights of replica " +
+                                  std::to_string(w.replica) + " of " + std::to_string(replicas));
+      }
+    }
+    for (const CheckpointOptimizer& o : c.stages[s].optimizers) {
+      if (o.replica >= replicas) {
+        refuse(manifest_file, "stage " + std::to_string(s) + " holds optimizer state of replica " +
+                                  std::to_string(o.replica) + " of " + std::to_string(replicas));
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
+                          const CheckpointWriteOptions& options) {
+  check_writable(checkpoint);
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) throw FileError("cannot create directory '" + dir.string() + "': " + ec.message());
+  if (!existed) {
+    const fs::path parent = dir.parent_path();
+    fsync_directory(parent.empty() ? fs::path(".") : parent);
+  }
+  const std::optional<std::string> latest = latest_name_or_none(dir);
+  const std::string name = choose_step_dir(dir, checkpoint.step, latest);
+  const fs::path step_dir = dir / name;
+  try {
+    fs::create_directory(step_dir, ec);
+    if (ec) throw FileError("cannot create directory '" + step_dir.string() + "': " + ec.message());
+    fsync_directory(dir);
+
+    json stages = json::array();
+    for (std::size_t s = 0; s < checkpoint.stages.size(); ++s) {
+      auto [tensors, entry] = stage_contents(checkpoint.stages[s]);
+      const std::string file_name = stage_file_name(s);
+      AtomicFile file(step_dir / file_name);
+      Sha256 hash;
+      std::uint64_t bytes = 0;
+      try {
+        bytes = models::write_safetensors(tensors,
+                                          {{"format", "tandem-checkpoint-stage"},
+                                           {"stage", std::to_string(s)},
+                                           {"step", std::to_string(checkpoint.step)}},
+                                          [&](std::span<const std::byte> chunk) {
+                                            hash.update(chunk);
+                                            file.write(chunk);
+                                          });
+      } catch (const models::SafetensorsError& e) {
+        throw CheckpointError(file.target().string() + ": " + e.what());
+      }
+      file.commit();
+      entry["file"] = file_name;
+      entry["bytes"] = bytes;
+      entry["sha256"] = hash.hex_digest();
+      stages.push_back(std::move(entry));
+    }
+
+    const json manifest = {{"format", kFormat},
+                           {"format_version", kCheckpointFormatVersion},
+                           {"step", checkpoint.step},
+                           {"model", checkpoint.model},
+                           {"optimizer", checkpoint.optimizer},
+                           {"plan", plan_to_json(checkpoint.plan)},
+                           {"seed", checkpoint.seed},
+                           {"rng", checkpoint.rng},
+                           {"data_position", checkpoint.data_position},
+                           {"stages", stages},
+                           {"extras", checkpoint.extras}};
+    const std::string text = manifest.dump(2) + "\n";
+    write_file_atomically(step_dir / kManifest, text);
+    const json pointer = {{"checkpoint", name}, {"manifest_sha256", hex_of(text)}};
+    write_file_atomically(dir / kLatest, pointer.dump() + "\n");
+  } catch (...) {
+    fs::remove_all(step_dir, ec);
+    throw;
+  }
+  prune(dir, name, options.keep);
+  return step_dir;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / kLatest, ec)) return std::nullopt;
+  return dir / read_latest(dir / kLatest).name;
+}
+
+Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& expect) {
+  std::error_code ec;
+  fs::path step_dir;
+  std::optional<std::string> manifest_sha;
+  if (fs::exists(dir / kLatest, ec)) {
+    const LatestPointer latest = read_latest(dir / kLatest);
+    step_dir = dir / latest.name;
+    manifest_sha = latest.manifest_sha256;
+  } else if (fs::exists(dir / kManifest, ec)) {
+    step_dir = dir;
+  } else if (!fs::is_directory(dir, ec)) {
+    refuse(dir, "no such checkpoint directory");
+  } else {
+    refuse(dir, "no checkpoint here (neither 'latest' nor 'manifest.json')");
+  }
+
+  const fs::path manifest_file = step_dir / kManifest;
+  const std::string text = read_small_file(
+      manifest_file, kMaxManifestBytes,
+      manifest_sha ? "missing, though " + (dir / kLatest).string() + " names this checkpoint"
+                   : std::string("missing"));
+  if (manifest_sha && hex_of(text) != *manifest_sha) {
+    refuse(manifest_file, "checksum mismatch (sha256 " + hex_of(text) + ", " +
+                              (dir / kLatest).string() + " says " + *manifest_sha +
+                              "): the file is corrupted");
+  }
+  return parse_checkpoint(text, manifest_file, step_dir, expect, files_on_disk(), true);
+}
+
+Checkpoint read_checkpoint_bytes(std::string_view manifest,
+                                 const std::map<std::string, std::span<const std::byte>>& files,
+                                 const fs::path& name_for_errors, bool verify_checksums) {
+  const StageSource source = [&](const fs::path& file, std::uint64_t expected) {
+    const auto it = files.find(file.filename().string());
+    if (it == files.end()) refuse(file, "missing (the manifest lists it)");
+    check_size(file, it->second.size(), expected);
+    return std::vector<std::byte>(it->second.begin(), it->second.end());
+  };
+  return parse_checkpoint(manifest, name_for_errors / kManifest, name_for_errors, {}, source,
+                          verify_checksums);
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,122 @@
+#pragma once
+// Checkpoints of a pipeline run: what a run needs to continue exactly where it stopped.
+//
+// On disk (docs/checkpoints.md has the details):
+//   DIR/latest                      {"checkpoint": "step-00000100", "manifest_sha256": "..."}
+//   DIR/step-00000100/stage-0.safetensors ... stage-<p-1>.safetensors
+//   DIR/step-00000100/manifest.json
+// Stage files hold tensors named "weights/r<replica>/v<version>/<param>" and
+// "optimizer/r<replica>/<state>" (safetensors layout: other tools read them). The manifest holds
+// the step, model, plan and schedule, seed, RNG and data position, and each stage file's size
+// and SHA-256. Every file is written atomically (runtime/atomic_file.hpp): stage files first,
+// then the manifest, then `latest`, so a checkpoint exists once `latest` names it, and a writer
+// killed at any point leaves the previous checkpoint as it was.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/param_set.hpp"
+#include "schedules/plan.hpp"
+
+namespace tandem::apps {
+
+// Names the file and what is wrong with it: "run/step-00000100/stage-1.safetensors: checksum
+// mismatch (sha256 ab12..., the manifest says 9f3c...): the file is corrupted".
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// One weight version of one replica of a stage.
+struct CheckpointWeights {
+  int replica = 0;
+  std::int64_t version = 0;  // the version's number in the run (updates applied to it)
+  models::ParamSet params;
+};
+
+// One replica's optimizer (models::Optimizer::state(), steps()).
+struct CheckpointOptimizer {
+  int replica = 0;
+  std::int64_t steps = 0;
+  models::ParamSet state;
+};
+
+struct StageCheckpoint {
+  // The weights each replica trains (its newest version) and the older versions that
+  // minibatches in flight still need (weight stashing). Replicas that hold equal weights may
+  // store them once (replica 0): the format keeps whatever entries it is given, in order.
+  std::vector<CheckpointWeights> weights;
+  std::vector<CheckpointOptimizer> optimizers;       // at most one per replica
+  nlohmann::json extras = nlohmann::json::object();  // per-stage state the format does not know
+};
+
+struct Checkpoint {
+  std::int64_t step = 0;  // minibatches done
+  std::string model;      // models::ModelSpec::describe(): a resume refuses another model
+  schedules::Plan plan;   // stages (layer ranges, replicas, devices) and schedule parameters
+  std::string optimizer;  // models::OptimizerSpec::kind
+  std::uint64_t seed = 0;
+  nlohmann::json rng = nlohmann::json::object();  // RNG state beyond the seed (stream counters)
+  std::int64_t data_position = 0;                 // the sampler's next minibatch
+  std::vector<StageCheckpoint> stages;            // one per plan stage
+  nlohmann::json extras = nlohmann::json::object();
+};
+
+struct CheckpointWriteOptions {
+  // Complete checkpoints kept in DIR, the new one included (older ones and leftovers of killed
+  // writers are removed after the new one is in place); 0 keeps all.
+  int keep = 2;
+};
+
+// Writes DIR/step-<step>/ and then points DIR/latest at it; returns the step directory. Creates
+// DIR when missing. Writing a step again that `latest` already names goes to
+// step-<step>.1 (then .2, ...), so the checkpoint in place is never overwritten. One writer per
+// DIR at a time. Throws CheckpointError (stages or replicas disagree with the plan, duplicate
+// versions) or FileError (I/O, with the path and errno text).
+std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
+                                       const Checkpoint& checkpoint,
+                                       const CheckpointWriteOptions& options = {});
+
+// What the run that resumes is: a checkpoint that differs is refused. Devices and hosts may
+// differ (a run can move), and so may the schedule's minibatch count (a resumed run may train
+// longer); stage layer ranges, replica counts, schedule kind, slices, minibatch size, chunks
+// and slice compositions may not.
+struct CheckpointExpectations {
+  std::optional<std::string> model;  // ModelSpec::describe()
+  std::optional<schedules::Plan> plan;
+  std::optional<std::string> optimizer;  // OptimizerSpec::kind
+};
+
+// Reads the checkpoint `latest` names in `dir`, or `dir` itself when it is a step directory
+// (holds manifest.json). Tensors come back on the CPU. Throws CheckpointError naming the file
+// and the problem: no checkpoint, unknown format version, malformed manifest, truncated or
+// corrupted (checksum) stage file, a stage file whose tensors disagree with the manifest, or a
+// mismatch with `expect`.
+Checkpoint read_checkpoint(const std::filesystem::path& dir,
+                           const CheckpointExpectations& expect = {});
+
+// read_checkpoint's checks on a checkpoint held in memory: `manifest` is manifest.json's text
+// and `files` the stage files' bytes by file name; errors name `name_for_errors`/<file>. For the
+// fuzzer, which passes verify_checksums = false to reach the stage files' parsing (it cannot
+// forge SHA-256 digests).
+Checkpoint read_checkpoint_bytes(std::string_view manifest,
+                                 const std::map<std::string, std::span<const std::byte>>& files,
+                                 const std::filesystem::path& name_for_errors,
+                                 bool verify_checksums = true);
+
+// The step directory DIR/latest names, or nullopt when DIR has no `latest` (no checkpoint was
+// completed there). Throws CheckpointError when `latest` is unreadable or malformed.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+// The format version written, and the only one read.
+inline constexpr int kCheckpointFormatVersion = 1;
+
+}  // namespace tandem::apps

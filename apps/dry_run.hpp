@@ -1,0 +1,29 @@
+#pragma once
+// `tandem train --dry-run CONFIG`: the config is loaded and validated as for training (nothing
+// is allocated), then the plan it describes is printed with the simulator's prediction of the
+// time per minibatch and each stage's memory, and nothing runs.
+#include <ostream>
+
+#include "apps/config.hpp"
+
+namespace tandem::apps {
+
+// Durations of the prediction come from each layer's FLOP count at this rate per device (a
+// nominal CPU core: OpenBLAS sgemm runs at ~100 GFLOP/s on one core here, and small layers
+// reach far less).
+inline constexpr double kDryRunFlopsPerSecond = 50e9;
+
+struct DryRunPrediction {
+  double step_ms = 0;                // per minibatch, in the steady state for PipeDream-like
+  double bubble = 0;                 // idle share of the devices
+  std::vector<double> busy_ms;       // per device, over the simulated minibatches
+  std::vector<double> memory_bytes;  // per device: weights, gradients, optimizer state, stashes
+};
+
+// The prediction for `config`'s pipeline (a config without one: one stage on cpu).
+DryRunPrediction predict(const Config& config);
+
+// Prints the plan and the prediction to `out`.
+void dry_run(const Config& config, std::ostream& out);
+
+}  // namespace tandem::apps

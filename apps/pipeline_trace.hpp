@@ -1,0 +1,67 @@
+#pragma once
+// A Chrome trace (the JSON that ui.perfetto.dev and chrome://tracing open) of one pipeline run:
+// one track per stage replica with every action as a slice named by its schedule token ("F3",
+// "B0[2:5)c1", "STEP2"), a loader track (one slice per minibatch it builds and sends), a
+// coordinator track (one slice per loss report), and flow arrows from every action that sends a
+// tensor to the action that receives it. The pairs come from schedules::Routing after the run,
+// so the actors only report what ran and when. Beside "traceEvents" the file holds a "tandem"
+// object with the plan, so `tandem trace summarize` can simulate the same schedule.
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "actors/pipeline_event.hpp"
+#include "actors/stage_event.hpp"
+#include "schedules/action_list.hpp"
+#include "schedules/plan.hpp"
+
+namespace tandem::apps {
+
+class PipelineTrace {
+ public:
+  PipelineTrace() = default;
+  PipelineTrace(const PipelineTrace&) = delete;
+  PipelineTrace& operator=(const PipelineTrace&) = delete;
+
+  // Records the run that `spec` describes: sets spec.observer (calling the one already there
+  // first) and spec.on_event. Call once spec.plan and spec.order are final; the trace must
+  // outlive the run.
+  void attach(actors::PipelineSpec& spec);
+
+  // {"traceEvents": [...], "displayTimeUnit": "ns", "tandem": {...}}. Times count from the
+  // run's first event.
+  nlohmann::json to_json() const;
+  // Throws std::runtime_error naming the path.
+  void write(const std::filesystem::path& path) const;
+
+  std::size_t actions() const;
+
+ private:
+  struct Action {
+    int device;
+    schedules::Action action;
+    std::int64_t version;
+    std::chrono::steady_clock::time_point start, end;
+  };
+
+  mutable std::mutex mu_;
+  std::optional<schedules::Plan> plan_;
+  std::optional<schedules::ActionList> order_;
+  std::vector<Action> actions_;
+  std::vector<actors::PipelineEvent> events_;
+};
+
+// The schedule's parameters as the "tandem" object writes them, and back (throws
+// std::runtime_error naming the field).
+nlohmann::json schedule_to_json(const schedules::ScheduleParams& params);
+schedules::ScheduleParams schedule_from_json(const nlohmann::json& json);
+
+// A slice's name: the action's token in the schedule's text form, with the round written out
+// for STEP and SYNC ("STEP3"), so that every name parses back as a token.
+std::string trace_action_name(const schedules::ScheduleParams& params,
+                              const schedules::Action& action);
+
+}  // namespace tandem::apps

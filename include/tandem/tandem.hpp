@@ -1,0 +1,252 @@
+#pragma once
+// Tandem's embedding API: the one header an application includes, and the only interface
+// Tandem promises to keep (within a minor version; see docs/embedding.md). Everything else the
+// installed package holds (the headers under include/tandem/internal/ that this one includes
+// for the Layer and Tensor types) may change in any release.
+//
+// A run: build a Model (a zoo model, or a classifier from layers of your own), describe the
+// pipeline as a Plan (stages of layers, devices per replica, schedule), give it data through a
+// DataFn, and run a Session; metrics arrive through a callback, and Session::stop() ends the
+// run early from any thread.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/layer.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tandem {
+
+namespace models {
+class Model;
+}
+
+// "0.1.0": the version of the library the application runs against.
+std::string_view version();
+
+// ---------------------------------------------------------------------------------------------
+// Layers. A custom layer derives from tandem::Layer and implements kind, describe,
+// output_shape, forward and backward_input (and param_specs plus backward_weight_into when it
+// has parameters). Layers hold no weights: parameters come in with every call, in the order of
+// param_specs(). A layer must be immutable and safe to call from several threads at once.
+// The full contract of each member is documented on the class itself.
+
+using Layer = models::Layer;
+using LayerPtr = std::shared_ptr<const Layer>;
+using LayerContext = models::Context;
+using LayerCost = models::LayerCost;
+using ForwardResult = models::ForwardResult;
+using Saved = models::Saved;
+using SavedLayout = models::SavedLayout;
+using GradSink = models::GradSink;
+using ParamSpec = models::ParamSpec;
+using ParamInit = models::Init;
+using ParamView = models::ParamView;
+// Tensor, Shape, DType and Device are tandem::Tensor, tandem::Shape, ... already.
+
+// Built-in layers, for models that mix them with custom ones.
+namespace layers {
+
+enum class Activation { none, relu, gelu };
+
+// y = act(x W^T + b) over the last dimension ([..., in] -> [..., out]).
+LayerPtr linear(std::int64_t in, std::int64_t out, Activation act = Activation::none,
+                bool bias = true);
+LayerPtr relu();
+LayerPtr gelu();
+// Over the last dimension, with a learned scale and shift.
+LayerPtr layer_norm(std::int64_t features);
+// Inverted dropout with probability p; `salt` tells apart the masks of different dropout layers.
+LayerPtr dropout(float p, std::uint64_t salt);
+
+}  // namespace layers
+
+// ---------------------------------------------------------------------------------------------
+// Models: a flat list of layers followed by softmax cross-entropy on the last layer's logits.
+// The plan's stages cut the list. Copies share the layers.
+
+struct GptOptions {
+  std::int64_t layers = 2;  // transformer blocks
+  std::int64_t d_model = 64;
+  std::int64_t heads = 4;
+  std::int64_t seq_len = 32;
+  std::int64_t vocab = 64;
+  std::int64_t d_ff = 0;  // 0: 4 * d_model
+  float dropout = 0.0f;
+};
+
+class Model {
+ public:
+  // Linear+ReLU hidden layers between widths.front() input features and widths.back() classes.
+  // Inputs f32 [batch, widths.front()], targets i32 [batch] (class ids).
+  static Model mlp(std::vector<std::int64_t> widths);
+  // Decoder-only transformer: embedding, `layers` blocks, final LayerNorm, linear head (layers
+  // + 3 entries in the list). Inputs and targets i32 [batch, seq_len] (token ids).
+  static Model gpt(const GptOptions& options);
+  // Any layers, custom ones included, classifying feature vectors: inputs f32 [batch,
+  // in_features], targets i32 [batch] (class ids), the last layer's output [batch, classes].
+  // Throws std::invalid_argument naming the layer whose output_shape refuses its input, or a
+  // null layer, or an output that is not [batch, classes].
+  static Model classifier(std::int64_t in_features, std::vector<LayerPtr> layers);
+
+  int num_layers() const;
+  const Layer& layer(int i) const;  // throws std::out_of_range
+  std::string describe() const;     // one line per layer
+  std::int64_t parameters() const;  // number of trainable values
+  Shape input_shape(std::int64_t batch) const;
+  DType input_dtype() const;
+  Shape target_shape(std::int64_t batch) const;
+
+ private:
+  friend class Session;
+  Model(std::shared_ptr<const models::Model> impl, std::string title);
+  std::shared_ptr<const models::Model> impl_;
+  std::string title_;  // describe()'s first line
+};
+
+// ---------------------------------------------------------------------------------------------
+// Plans: which layers each stage runs, on which devices its replicas run, and the schedule.
+
+enum class Schedule {
+  naive,            // one slice at a time through the whole pipeline
+  gpipe,            // all forwards, then all backwards, then one update per minibatch
+  one_f_one_b,      // 1F1B with a flush per minibatch (PipeDream-Flush)
+  pipedream,        // asynchronous 1F1B with weight stashing (whole minibatches, no flush)
+  pipedream_vsync,  // asynchronous 1F1B with vertical sync
+  pipedream_2bw,    // double-buffered weights, no flush
+  interleaved,      // 1F1B over `chunks` model chunks per device
+  zb_h1,            // zero bubble H1: backward split into input and weight gradients
+  umpipe,           // UMPIPE with equal slices
+};
+
+// Names as in Tandem's configs: "gpipe", "1f1b", "pipedream", "2bw", ...
+std::string_view to_string(Schedule schedule);
+
+struct Stage {
+  int begin = 0;  // layers [begin, end) of the model
+  int end = 0;
+  // One device per replica: "cpu", "cuda:N" (a CUDA build), or "sim" (timing only, no data).
+  std::vector<std::string> devices{"cpu"};
+};
+
+struct Plan {
+  std::vector<Stage> stages;
+  Schedule schedule = Schedule::one_f_one_b;
+  std::int64_t minibatch = 0;  // samples per minibatch (>= 1)
+  // Slices (micro-batches) per minibatch; PipeDream and vertical sync take whole minibatches.
+  int slices = 1;
+  int chunks = 1;              // interleaved: model chunks per device
+  bool rematerialize = false;  // gpipe: recompute a stage's forward before its backward
+
+  // `stages` stages of as equal layer counts as can be (the first ones take the remainder),
+  // one cpu replica each.
+  static Plan split_evenly(const Model& model, int stages, Schedule schedule,
+                           std::int64_t minibatch, int slices = 1);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Data: minibatch b's inputs and targets, on the CPU, in the model's input_shape(minibatch) and
+// input_dtype() (targets: target_shape, i32). Called on Tandem's loader thread, once per
+// minibatch in increasing order, ahead of the stages; it must not block on the run's progress.
+struct Batch {
+  Tensor inputs;
+  Tensor targets;
+};
+using DataFn = std::function<Batch(std::int64_t minibatch)>;
+
+// ---------------------------------------------------------------------------------------------
+// Training.
+
+struct Optimizer {
+  std::string kind = "sgd";  // "sgd" | "adamw"
+  double lr = 0.01;
+  double momentum = 0.0;      // sgd
+  double weight_decay = 0.0;  // sgd: L2 added to the gradient; adamw: decoupled
+  bool nesterov = false;      // sgd, with momentum > 0
+  double beta1 = 0.9;         // adamw
+  double beta2 = 0.999;       // adamw
+  double eps = 1e-8;          // adamw
+};
+
+// One minibatch, as soon as its loss is complete.
+struct Metrics {
+  std::int64_t minibatch = 0;
+  double loss = 0;           // mean over the minibatch
+  std::int64_t correct = 0;  // classification: correct predictions (argmax == target)
+  std::int64_t rows = 0;     // predictions the loss averages over
+  double elapsed_s = 0;      // since run() started
+};
+
+struct TrainOptions {
+  Plan plan;
+  std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
+  Optimizer optimizer;
+  // The learning rate of update round k (one round per minibatch); empty: optimizer.lr.
+  std::function<double(std::int64_t round)> lr_at;
+  std::uint64_t seed = 0;  // initial weights and dropout masks
+  DataFn data;
+  // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
+  // asynchronous schedules not necessarily in minibatch order. Keep it short; it may call
+  // Session::stop().
+  std::function<void(const Metrics&)> on_metrics;
+  std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
+};
+
+struct StageReport {
+  int stage = 0;
+  int replica = 0;
+  std::string device;
+  std::int64_t actions = 0;           // forwards, backwards, updates, ... it ran
+  double busy_s = 0;                  // time its device computed
+  std::int64_t peak_versions = 0;     // weight versions kept at once
+  std::int64_t peak_activations = 0;  // forward slices kept for backward at once
+};
+
+struct TrainResult {
+  std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop()
+  bool stopped = false;          // stop() ended the run before its planned length
+  std::vector<double> losses;    // mean loss of every minibatch that ran, in order
+  double seconds = 0;
+  std::vector<StageReport> stages;  // by stage, then replica
+};
+
+struct NamedTensor {
+  std::string name;  // "<layer index>.<parameter>", e.g. "3.weight"
+  Tensor value;
+};
+
+// One training run. Not copyable or movable: stop() may be called on it from other threads.
+class Session {
+ public:
+  // Checks everything before anything runs and throws std::invalid_argument naming what is
+  // wrong: stages that overlap, leave gaps or run past the model; an unknown device; a schedule
+  // that cannot run the plan; a missing DataFn; an unknown optimizer.
+  Session(Model model, TrainOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Trains; blocks until the run ends. Throws std::runtime_error naming the stage and action
+  // that failed (a layer's or the DataFn's exception among them); std::logic_error when called
+  // a second time.
+  TrainResult run();
+
+  // From any thread, before or during run(): the run ends cleanly at the first point after the
+  // minibatches already in flight where every stage has applied the same updates (flush
+  // schedules: any minibatch; asynchronous ones: a multiple of the least common multiple of the
+  // stages' replica counts). Those complete, none after starts; stopped before run(), the run
+  // runs none. Idempotent; no effect after the run. Must not race with the destructor.
+  void stop();
+
+  // After run(): the trained weights of the whole model (replica 0 of each stage).
+  std::vector<NamedTensor> weights() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem

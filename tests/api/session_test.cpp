@@ -1,0 +1,340 @@
+// The embedding API as an application uses it: a model with a custom layer, a plan written in
+// code, data and metrics through callbacks, and stopping from other threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tandem/tandem.hpp"
+
+namespace {
+
+constexpr std::int64_t kFeatures = 8;
+constexpr std::int64_t kClasses = 3;
+constexpr std::int64_t kMinibatch = 16;
+
+// y = 2 * max(x, 0): a custom layer without parameters that counts its calls.
+class ScaledRelu final : public tandem::Layer {
+ public:
+  std::string kind() const override { return "scaled_relu"; }
+  std::string describe() const override { return "scaled_relu(2)"; }
+  tandem::Shape output_shape(const tandem::Shape& input) const override { return input; }
+  tandem::ForwardResult forward(const tandem::LayerContext& ctx, tandem::ParamView,
+                                const tandem::Tensor& x) const override {
+    forwards.fetch_add(1, std::memory_order_relaxed);
+    tandem::Tensor y = tandem::Tensor::empty(x.shape());
+    const float* xs = x.data<float>();
+    float* ys = y.data<float>();
+    for (std::int64_t i = 0; i < x.numel(); ++i) ys[i] = 2.0f * std::max(xs[i], 0.0f);
+    tandem::ForwardResult out{y, {}};
+    if (ctx.keep_saved) out.saved = {y};
+    return out;
+  }
+  tandem::Tensor backward_input(const tandem::LayerContext&, tandem::ParamView,
+                                tandem::Saved& saved, const tandem::Tensor& dy) const override {
+    backwards.fetch_add(1, std::memory_order_relaxed);
+    tandem::Tensor dx = tandem::Tensor::empty(dy.shape());
+    const float* ys = saved.at(0).data<float>();
+    const float* g = dy.data<float>();
+    float* d = dx.data<float>();
+    for (std::int64_t i = 0; i < dy.numel(); ++i) d[i] = ys[i] > 0 ? 2.0f * g[i] : 0.0f;
+    return dx;
+  }
+  mutable std::atomic<std::int64_t> forwards{0}, backwards{0};
+};
+
+// A learnable task: the class is the index of the largest of the first kClasses features.
+tandem::Batch make_batch(std::int64_t b) {
+  std::vector<float> x(static_cast<std::size_t>(kMinibatch * kFeatures));
+  std::vector<std::int32_t> y(static_cast<std::size_t>(kMinibatch));
+  std::uint64_t s = 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(b + 1);
+  for (float& v : x) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    v = static_cast<float>(s % 2001) / 1000.0f - 1.0f;
+  }
+  for (std::int64_t r = 0; r < kMinibatch; ++r) {
+    const float* row = &x[static_cast<std::size_t>(r * kFeatures)];
+    y[static_cast<std::size_t>(r)] =
+        static_cast<std::int32_t>(std::max_element(row, row + kClasses) - row);
+  }
+  return {tandem::Tensor::from_vector(x, {kMinibatch, kFeatures}),
+          tandem::Tensor::from_vector(y, {kMinibatch})};
+}
+
+struct Fixture {
+  std::shared_ptr<ScaledRelu> custom = std::make_shared<ScaledRelu>();
+  tandem::Model model = tandem::Model::classifier(
+      kFeatures, {tandem::layers::linear(kFeatures, 16), custom, tandem::layers::linear(16, 16),
+                  tandem::layers::relu(), tandem::layers::linear(16, kClasses)});
+};
+
+tandem::TrainOptions options_for(tandem::Plan plan, std::int64_t minibatches) {
+  tandem::TrainOptions o;
+  o.plan = std::move(plan);
+  o.minibatches = minibatches;
+  o.optimizer.lr = 0.05;
+  o.optimizer.momentum = 0.9;
+  o.seed = 3;
+  o.data = make_batch;
+  o.threads = 2;
+  return o;
+}
+
+double mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
+  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                         v.begin() + static_cast<std::ptrdiff_t>(end), 0.0) /
+         static_cast<double>(end - begin);
+}
+
+TEST(EmbeddingApi, CustomLayerModelLearnsThroughTwoStages) {
+  Fixture f;
+  ASSERT_EQ(f.model.num_layers(), 5);
+  tandem::Plan plan;
+  plan.stages = {{0, 2, {"cpu"}}, {2, 5, {"cpu"}}};
+  plan.schedule = tandem::Schedule::one_f_one_b;
+  plan.minibatch = kMinibatch;
+  plan.slices = 2;
+  const std::int64_t n = 80;
+  tandem::TrainOptions o = options_for(plan, n);
+  std::mutex mu;
+  std::multiset<std::int64_t> reported;
+  o.on_metrics = [&](const tandem::Metrics& m) {
+    std::lock_guard lock(mu);
+    reported.insert(m.minibatch);
+    EXPECT_EQ(m.rows, kMinibatch);
+    EXPECT_GE(m.correct, 0);
+    EXPECT_LE(m.correct, kMinibatch);
+  };
+  tandem::Session session(f.model, std::move(o));
+  const tandem::TrainResult r = session.run();
+
+  EXPECT_EQ(r.minibatches, n);
+  EXPECT_FALSE(r.stopped);
+  ASSERT_EQ(r.losses.size(), static_cast<std::size_t>(n));
+  std::multiset<std::int64_t> expected;
+  for (std::int64_t b = 0; b < n; ++b) expected.insert(b);
+  EXPECT_EQ(reported, expected);  // every minibatch once
+  // The custom layer ran on stage 0 for every slice of every minibatch.
+  EXPECT_EQ(f.custom->forwards.load(), n * plan.slices);
+  EXPECT_EQ(f.custom->backwards.load(), n * plan.slices);
+  EXPECT_LT(mean(r.losses, n - 10, n), 0.7 * mean(r.losses, 0, 10));
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[0].stage, 0);
+  EXPECT_EQ(r.stages[1].stage, 1);
+  EXPECT_GT(r.stages[1].actions, 0);
+  // Three linear layers, a weight and a bias each.
+  const std::vector<tandem::NamedTensor> w = session.weights();
+  ASSERT_EQ(w.size(), 6u);
+  EXPECT_EQ(w[0].name, "0.weight");
+  EXPECT_EQ(w[0].value.shape(), (tandem::Shape{16, kFeatures}));
+}
+
+// Every minibatch that ran was reported, and none after the stop.
+void expect_stopped_cleanly(const tandem::TrainResult& r, std::int64_t planned,
+                            std::int64_t asked_after, std::int64_t reported) {
+  EXPECT_TRUE(r.stopped);
+  EXPECT_GT(r.minibatches, asked_after);
+  EXPECT_LT(r.minibatches, planned);
+  EXPECT_EQ(r.losses.size(), static_cast<std::size_t>(r.minibatches));
+  EXPECT_EQ(reported, r.minibatches);
+}
+
+TEST(EmbeddingApi, StopFromTheMetricsCallbackEndsTheRunEarly) {
+  Fixture f;
+  tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  const std::int64_t planned = 5000;
+  tandem::TrainOptions o = options_for(plan, planned);
+  tandem::Session* session = nullptr;
+  std::atomic<std::int64_t> reported{0};
+  o.on_metrics = [&](const tandem::Metrics& m) {
+    ++reported;
+    if (m.minibatch == 5) session->stop();
+  };
+  tandem::Session s(f.model, std::move(o));
+  session = &s;
+  const tandem::TrainResult r = s.run();
+  expect_stopped_cleanly(r, planned, 5, reported.load());
+}
+
+TEST(EmbeddingApi, StopFromAnotherThreadEndsAnAsynchronousRun) {
+  Fixture f;
+  tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::pipedream, kMinibatch);
+  plan.stages[1].devices = {"cpu", "cpu"};  // PipeDream stops at a multiple of the replicas
+  const std::int64_t planned = 5000;
+  tandem::TrainOptions o = options_for(plan, planned);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::int64_t reported = 0;
+  bool done = false;
+  o.on_metrics = [&](const tandem::Metrics&) {
+    std::lock_guard lock(mu);
+    if (++reported == 8) cv.notify_all();
+  };
+  tandem::Session session(f.model, std::move(o));
+  std::thread watcher([&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return reported >= 8 || done; });
+    lock.unlock();
+    session.stop();
+    session.stop();  // idempotent
+  });
+  tandem::TrainResult r;
+  try {
+    r = session.run();
+  } catch (...) {
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    watcher.join();
+    throw;
+  }
+  watcher.join();
+  expect_stopped_cleanly(r, planned, 7, reported);
+  EXPECT_EQ(r.minibatches % 2, 0);  // whole update rounds of the replicated stage
+  ASSERT_EQ(r.stages.size(), 4u);
+  EXPECT_EQ(r.stages[2].stage, 1);
+  EXPECT_EQ(r.stages[2].replica, 1);
+}
+
+TEST(EmbeddingApi, StopBeforeTheRunRunsNothing) {
+  Fixture f;
+  tandem::TrainOptions o = options_for(
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::pipedream, kMinibatch), 1000);
+  std::atomic<int> data_calls{0};
+  o.data = [&](std::int64_t b) {
+    ++data_calls;
+    return make_batch(b);
+  };
+  tandem::Session s(f.model, std::move(o));
+  s.stop();
+  const tandem::TrainResult r = s.run();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.minibatches, 0);
+  EXPECT_TRUE(r.losses.empty());
+  EXPECT_EQ(data_calls.load(), 0);
+  EXPECT_EQ(s.weights().size(), 6u);  // the initial weights
+}
+
+TEST(EmbeddingApi, StopAfterTheRunChangesNothing) {
+  Fixture f;
+  tandem::Session s(f.model, options_for(tandem::Plan::split_evenly(
+                                             f.model, 2, tandem::Schedule::gpipe, kMinibatch, 2),
+                                         4));
+  const tandem::TrainResult r = s.run();
+  s.stop();
+  EXPECT_EQ(r.minibatches, 4);
+  EXPECT_FALSE(r.stopped);
+  EXPECT_THROW(s.run(), std::logic_error);
+}
+
+TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
+  Fixture f;
+  std::atomic<int> data_calls{0};
+  const auto refused = [&](tandem::TrainOptions o, const std::string& needle) {
+    o.data = [&](std::int64_t b) {
+      ++data_calls;
+      return make_batch(b);
+    };
+    try {
+      tandem::Session s(f.model, std::move(o));
+      ADD_FAILURE() << "accepted; wanted an error naming '" << needle << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  tandem::Plan gap;
+  gap.stages = {{0, 2, {"cpu"}}, {3, 5, {"cpu"}}};
+  gap.minibatch = kMinibatch;
+  refused(options_for(gap, 4), "stage 1");
+
+  tandem::Plan past = gap;
+  past.stages[1] = {2, 6, {"cpu"}};
+  refused(options_for(past, 4), "end at layer 6");
+
+  tandem::Plan device = tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch);
+  device.stages[0].devices = {"tpu"};
+  refused(options_for(device, 4), "plan.stages[0].devices[0]");
+  device.stages[0].devices = {"cuda:1000"};
+  refused(options_for(device, 4), "cuda:1000 does not exist");
+
+  tandem::Plan no_replicas = device;
+  no_replicas.stages[0].devices.clear();
+  refused(options_for(no_replicas, 4), "plan.stages[0].devices");
+
+  tandem::Plan no_minibatch = tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, 0);
+  refused(options_for(no_minibatch, 4), "plan.minibatch");
+
+  tandem::TrainOptions optimizer =
+      options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
+  optimizer.optimizer.kind = "lion";
+  refused(optimizer, "optimizer");
+  EXPECT_EQ(data_calls.load(), 0);
+
+  tandem::TrainOptions no_data =
+      options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
+  no_data.data = nullptr;
+  EXPECT_THROW(tandem::Session(f.model, std::move(no_data)), std::invalid_argument);
+}
+
+TEST(EmbeddingApi, DataOfTheWrongShapeIsNamedWithItsMinibatch) {
+  Fixture f;
+  tandem::TrainOptions o =
+      options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
+  o.data = [](std::int64_t b) {
+    tandem::Batch batch = make_batch(b);
+    if (b == 2) batch.inputs = tandem::Tensor::zeros({kMinibatch, kFeatures + 1});
+    return batch;
+  };
+  tandem::Session s(f.model, std::move(o));
+  try {
+    (void)s.run();
+    FAIL() << "a batch of the wrong shape was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("DataFn(2)"), std::string::npos) << what;
+    EXPECT_NE(what.find("[16, 9]"), std::string::npos) << what;
+  }
+}
+
+TEST(EmbeddingApi, ClassifierNamesTheLayerThatDoesNotFit) {
+  try {
+    (void)tandem::Model::classifier(
+        kFeatures, {tandem::layers::linear(kFeatures, 16), tandem::layers::linear(12, kClasses)});
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tandem::Model::classifier(kFeatures, {nullptr}), std::invalid_argument);
+  EXPECT_THROW((void)tandem::Model::classifier(kFeatures, {}), std::invalid_argument);
+}
+
+TEST(EmbeddingApi, SplitEvenlyGivesTheRemainderToTheFirstStages) {
+  Fixture f;
+  const tandem::Plan p = tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::gpipe, 8, 2);
+  ASSERT_EQ(p.stages.size(), 3u);
+  EXPECT_EQ(p.stages[0].begin, 0);
+  EXPECT_EQ(p.stages[0].end, 2);
+  EXPECT_EQ(p.stages[1].end, 4);
+  EXPECT_EQ(p.stages[2].end, 5);
+  EXPECT_EQ(p.slices, 2);
+  EXPECT_THROW(tandem::Plan::split_evenly(f.model, 6, tandem::Schedule::gpipe, 8),
+               std::invalid_argument);
+  EXPECT_EQ(tandem::to_string(tandem::Schedule::one_f_one_b), "1f1b");
+  EXPECT_FALSE(tandem::version().empty());
+}
+
+}  // namespace

@@ -1,0 +1,524 @@
+// Checkpoint directories: round trips, refusals naming the file, and writers killed mid-write.
+#include "apps/checkpoint.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/safetensors.hpp"
+#include "runtime/atomic_file.hpp"
+#include "runtime/sha256.hpp"
+
+namespace tandem::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Bit patterns from a seed (NaNs included: the checkpoint must keep bits, not values).
+Tensor filled(Shape shape, DType dtype, std::uint64_t seed) {
+  Tensor t = Tensor::empty(std::move(shape), dtype);
+  auto* bytes = static_cast<unsigned char*>(t.raw_data());
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (std::size_t i = 0; i < t.nbytes(); ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    bytes[i] = static_cast<unsigned char>(x);
+  }
+  return t;
+}
+
+models::ParamSet params(std::uint64_t seed, std::int64_t width) {
+  models::ParamSet p;
+  p.add("0.weight", filled({width, 8}, DType::f32, seed));
+  p.add("0.bias", filled({8}, DType::bf16, seed + 1));
+  p.add("1.embedding", filled({3, 2}, DType::i32, seed + 2));
+  return p;
+}
+
+schedules::Plan test_plan() {
+  schedules::ScheduleParams schedule;
+  schedule.kind = schedules::ScheduleKind::pipedream;
+  schedule.minibatch_size = 32;
+  schedule.minibatches = 0;
+  return schedules::Plan::make(
+      {schedules::StagePlan{{0, 2}, {{"", "cpu"}, {"", "cpu"}}}, schedules::StagePlan{{2, 4}}},
+      schedule);
+}
+
+// A PipeDream-like state at `step`: stage 0 has two replicas and a stashed older version.
+Checkpoint make_checkpoint(std::int64_t step, std::int64_t width = 4) {
+  Checkpoint c;
+  c.step = step;
+  c.model = "mlp(widths=[4, 8, 8, 2])";
+  c.plan = test_plan();
+  c.optimizer = "adamw";
+  c.seed = 0xfedcba9876543210ull;  // above INT64_MAX
+  c.rng = {{"dropout", {{"counter", step * 3}}}};
+  c.data_position = step * 32;
+  c.extras = {{"in_flight", {step, step + 1}}};
+  const auto u = static_cast<std::uint64_t>(step) * 100;
+  c.stages.resize(2);
+  c.stages[0].weights.push_back({0, step, params(u + 1, width)});
+  c.stages[0].weights.push_back({0, step - 1, params(u + 2, width)});
+  c.stages[0].weights.push_back({1, step, params(u + 3, width)});
+  c.stages[0].optimizers.push_back({0, step, params(u + 4, width)});
+  c.stages[0].optimizers.push_back({1, step, params(u + 5, width)});
+  c.stages[0].extras = {{"stashed_for", {step}}};
+  c.stages[1].weights.push_back({0, step, params(u + 6, width)});
+  c.stages[1].optimizers.push_back({0, step, models::ParamSet{}});  // a stateless SGD
+  return c;
+}
+
+void expect_same_params(const models::ParamSet& a, const models::ParamSet& b) {
+  ASSERT_EQ(a.names(), b.names());
+  for (std::int64_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), b[i].shape()) << a.name(i);
+    ASSERT_EQ(a[i].dtype(), b[i].dtype()) << a.name(i);
+    EXPECT_EQ(std::memcmp(a[i].raw_data(), b[i].raw_data(), a[i].nbytes()), 0) << a.name(i);
+  }
+}
+
+void expect_same(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.optimizer, b.optimizer);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.rng, b.rng);
+  EXPECT_EQ(a.data_position, b.data_position);
+  EXPECT_EQ(a.extras, b.extras);
+  EXPECT_EQ(a.plan.stages, b.plan.stages);
+  const schedules::ScheduleParams& x = a.plan.schedule;
+  const schedules::ScheduleParams& y = b.plan.schedule;
+  EXPECT_EQ(x.kind, y.kind);
+  EXPECT_EQ(x.stages, y.stages);
+  EXPECT_EQ(x.slices, y.slices);
+  EXPECT_EQ(x.minibatch_size, y.minibatch_size);
+  EXPECT_EQ(x.replicas, y.replicas);
+  EXPECT_EQ(x.chunks, y.chunks);
+  EXPECT_EQ(x.rematerialize, y.rematerialize);
+  EXPECT_EQ(x.minibatches, y.minibatches);
+  EXPECT_EQ(x.forward_slices, y.forward_slices);
+  EXPECT_EQ(x.backward_slices, y.backward_slices);
+  ASSERT_EQ(a.stages.size(), b.stages.size());
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    ASSERT_EQ(a.stages[s].weights.size(), b.stages[s].weights.size());
+    for (std::size_t i = 0; i < a.stages[s].weights.size(); ++i) {
+      EXPECT_EQ(a.stages[s].weights[i].replica, b.stages[s].weights[i].replica);
+      EXPECT_EQ(a.stages[s].weights[i].version, b.stages[s].weights[i].version);
+      expect_same_params(a.stages[s].weights[i].params, b.stages[s].weights[i].params);
+    }
+    ASSERT_EQ(a.stages[s].optimizers.size(), b.stages[s].optimizers.size());
+    for (std::size_t i = 0; i < a.stages[s].optimizers.size(); ++i) {
+      EXPECT_EQ(a.stages[s].optimizers[i].replica, b.stages[s].optimizers[i].replica);
+      EXPECT_EQ(a.stages[s].optimizers[i].steps, b.stages[s].optimizers[i].steps);
+      expect_same_params(a.stages[s].optimizers[i].state, b.stages[s].optimizers[i].state);
+    }
+    EXPECT_EQ(a.stages[s].extras, b.stages[s].extras);
+  }
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("tandem_checkpoint_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The error read_checkpoint gives, checked to name `file`.
+  std::string refusal(const fs::path& from, const fs::path& file,
+                      const CheckpointExpectations& expect = {}) {
+    try {
+      read_checkpoint(from, expect);
+    } catch (const CheckpointError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(file.string() + ": "), std::string::npos) << what;
+      return what;
+    }
+    ADD_FAILURE() << "read_checkpoint(" << from << ") accepted a bad checkpoint";
+    return "";
+  }
+
+  // Every file and directory under dir_, relative.
+  std::set<std::string> tree() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      out.insert(fs::relative(e.path(), dir_).string());
+    }
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CheckpointTest, RoundTripIsBitIdentical) {
+  const Checkpoint c = make_checkpoint(7);
+  const fs::path step_dir = write_checkpoint(dir_, c);
+  EXPECT_EQ(step_dir, dir_ / "step-00000007");
+  expect_same(read_checkpoint(dir_), c);
+  expect_same(read_checkpoint(step_dir), c);  // a step directory reads on its own
+  EXPECT_EQ(latest_checkpoint(dir_), step_dir);
+  EXPECT_EQ(latest_checkpoint(dir_ / "nothing"), std::nullopt);
+}
+
+TEST_F(CheckpointTest, FilesAreSafetensorsAndTheManifestChecksumsThem) {
+  const Checkpoint c = make_checkpoint(3);
+  const fs::path step_dir = write_checkpoint(dir_, c);
+  EXPECT_EQ(tree(), (std::set<std::string>{"latest", "step-00000003", "step-00000003/manifest.json",
+                                           "step-00000003/stage-0.safetensors",
+                                           "step-00000003/stage-1.safetensors"}));
+  const json latest = json::parse(slurp(dir_ / "latest"));
+  EXPECT_EQ(latest.at("checkpoint"), "step-00000003");
+  const std::string manifest_text = slurp(step_dir / "manifest.json");
+  EXPECT_EQ(latest.at("manifest_sha256"),
+            sha256_hex(std::as_bytes(std::span(manifest_text.data(), manifest_text.size()))));
+  const json manifest = json::parse(manifest_text);
+  EXPECT_EQ(manifest.at("format_version"), kCheckpointFormatVersion);
+  EXPECT_EQ(manifest.at("step"), 3);
+  EXPECT_EQ(manifest.at("model"), c.model);
+  EXPECT_EQ(manifest.at("plan").at("schedule").at("kind"), "pipedream");
+  EXPECT_EQ(manifest.at("stages").at(0).at("weights").size(), 3u);
+  for (int s = 0; s < 2; ++s) {
+    const json& entry = manifest.at("stages").at(s);
+    const fs::path file = step_dir / entry.at("file").get<std::string>();
+    const std::string bytes = slurp(file);
+    EXPECT_EQ(entry.at("bytes"), bytes.size());
+    EXPECT_EQ(entry.at("sha256"), sha256_hex(std::as_bytes(std::span(bytes.data(), bytes.size()))));
+    // Any safetensors reader sees the weights under their prefixed names.
+    const models::SafetensorsContent content = models::read_safetensors(file);
+    EXPECT_EQ(content.metadata.at("stage"), std::to_string(s));
+    EXPECT_EQ(content.metadata.at("step"), "3");
+  }
+  const models::SafetensorsContent stage0 =
+      models::read_safetensors(step_dir / "stage-0.safetensors");
+  EXPECT_TRUE(stage0.tensors.contains("weights/r0/v3/0.weight"));
+  EXPECT_TRUE(stage0.tensors.contains("weights/r0/v2/0.bias"));
+  EXPECT_TRUE(stage0.tensors.contains("weights/r1/v3/1.embedding"));
+  EXPECT_TRUE(stage0.tensors.contains("optimizer/r1/0.weight"));
+}
+
+TEST_F(CheckpointTest, KeepsTheNewestAndNeverOverwritesTheLatest) {
+  for (int step = 1; step <= 3; ++step) write_checkpoint(dir_, make_checkpoint(step));
+  EXPECT_EQ(read_checkpoint(dir_).step, 3);
+  EXPECT_FALSE(fs::exists(dir_ / "step-00000001"));
+  EXPECT_TRUE(fs::exists(dir_ / "step-00000002" / "manifest.json"));
+  // The same step again (the end of a run that also checkpointed at its last step).
+  Checkpoint again = make_checkpoint(3);
+  again.extras = {{"final", true}};
+  EXPECT_EQ(write_checkpoint(dir_, again), dir_ / "step-00000003.1");
+  expect_same(read_checkpoint(dir_), again);
+  EXPECT_FALSE(fs::exists(dir_ / "step-00000002"));
+  write_checkpoint(dir_, make_checkpoint(4), {.keep = 0});
+  write_checkpoint(dir_, make_checkpoint(5), {.keep = 0});
+  EXPECT_EQ(tree().count("step-00000003.1"), 1u);
+  EXPECT_EQ(tree().count("step-00000004"), 1u);
+}
+
+TEST_F(CheckpointTest, RefusesTruncatedCorruptedAndMissingFiles) {
+  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path stage1 = step_dir / "stage-1.safetensors";
+  const std::string original = slurp(stage1);
+
+  spit(stage1, original.substr(0, original.size() - 5));
+  EXPECT_NE(refusal(dir_, stage1).find("truncated"), std::string::npos);
+
+  std::string corrupted = original;
+  corrupted[corrupted.size() - 3] ^= 0x10;
+  spit(stage1, corrupted);
+  EXPECT_NE(refusal(dir_, stage1).find("checksum mismatch"), std::string::npos);
+
+  spit(stage1, original + "x");
+  EXPECT_NE(refusal(dir_, stage1).find("the manifest says"), std::string::npos);
+
+  fs::remove(stage1);
+  EXPECT_NE(refusal(dir_, stage1).find("missing"), std::string::npos);
+  spit(stage1, original);
+  expect_same(read_checkpoint(dir_), make_checkpoint(2));
+
+  const fs::path manifest = step_dir / "manifest.json";
+  const std::string manifest_text = slurp(manifest);
+  spit(manifest, manifest_text.substr(0, manifest_text.size() / 2));
+  EXPECT_NE(refusal(dir_, manifest).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(refusal(step_dir, manifest).find("not valid JSON"), std::string::npos);
+  fs::remove(manifest);
+  EXPECT_NE(refusal(dir_, manifest).find("missing"), std::string::npos);
+
+  spit(dir_ / "latest", "{\"checkpoint\": \"../elsewhere\", \"manifest_sha256\": \"\"}");
+  EXPECT_NE(refusal(dir_, dir_ / "latest").find("not a directory name"), std::string::npos);
+  spit(dir_ / "latest", "step-00000002");
+  EXPECT_NE(refusal(dir_, dir_ / "latest").find("not valid JSON"), std::string::npos);
+
+  fs::remove(dir_ / "latest");
+  fs::remove_all(step_dir);
+  EXPECT_NE(refusal(dir_, dir_).find("no checkpoint here"), std::string::npos);
+  EXPECT_NE(refusal(dir_ / "absent", dir_ / "absent").find("no such"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
+  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest_file = step_dir / "manifest.json";
+  const json manifest = json::parse(slurp(manifest_file));
+  // Read directly: through `latest` the edit would fail the manifest's checksum first.
+  auto refusal_with = [&](const std::function<void(json&)>& edit,
+                          const fs::path& named = fs::path()) {
+    json m = manifest;
+    edit(m);
+    spit(manifest_file, m.dump(2));
+    return refusal(step_dir, named.empty() ? manifest_file : named);
+  };
+  EXPECT_NE(refusal_with([](json& m) {
+              m["format_version"] = 2;
+            }).find("format_version 2 is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["format"] = "other"; }).find("not a Tandem checkpoint"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m.erase("seed"); }).find("missing field 'seed'"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["step"] = -1; }).find("field 'step'"), std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["schedule"]["kind"] = "nope";
+            }).find("plan.schedule.kind"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["stages"][1]["file"] = "../stage-1.safetensors";
+            }).find("not a file in"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["stages"].erase(1); }).find("1 stage entries"),
+            std::string::npos);
+  // The manifest and the stage file must agree on what the file holds.
+  const fs::path stage0 = step_dir / "stage-0.safetensors";
+  EXPECT_NE(refusal_with([](json& m) { m["stages"][0]["weights"][1]["tensors"] = 99; }, stage0)
+                .find("the manifest says 99"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["stages"][0]["weights"].erase(2); }, stage0)
+                .find("that the manifest does not list"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["stages"][0]["weights"][0]["version"] = 5; }, stage0)
+                .find("holds no weights of replica 0 version 5"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["stages"][0]["optimizer"][0]["replica"] = 3; }, stage0)
+                .find("optimizer state of replica"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["replicas"].erase(1);
+            }).find("holds weights of replica 1 of 1"),
+            std::string::npos);
+  spit(manifest_file, manifest.dump());
+  expect_same(read_checkpoint(step_dir), make_checkpoint(2));
+}
+
+TEST_F(CheckpointTest, RefusesAnotherModelPlanOrOptimizer) {
+  write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
+  EXPECT_NE(refusal(dir_, manifest, {.model = "mlp(widths=[4, 9, 8, 2])"}).find("another model"),
+            std::string::npos);
+  EXPECT_NE(refusal(dir_, manifest, {.optimizer = "sgd"}).find("another optimizer"),
+            std::string::npos);
+
+  schedules::Plan plan = test_plan();
+  plan.stages[1].layers = {2, 5};
+  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage 1's layer range"),
+            std::string::npos);
+  plan = test_plan();
+  plan.stages[0].replicas.pop_back();
+  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage 0's replica count"),
+            std::string::npos);
+  plan = test_plan();
+  plan.stages.pop_back();
+  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage count"), std::string::npos);
+  plan = test_plan();
+  plan.schedule.kind = schedules::ScheduleKind::gpipe;
+  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("pipedream in the checkpoint, gpipe"),
+            std::string::npos);
+  plan = test_plan();
+  plan.schedule.minibatch_size = 64;
+  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("minibatch size"), std::string::npos);
+
+  // A run may move to other devices and train longer.
+  plan = test_plan();
+  plan.stages[0].replicas[1].device = "cuda:1";
+  plan.schedule.minibatches = 500;
+  const Checkpoint c = read_checkpoint(
+      dir_, {.model = "mlp(widths=[4, 8, 8, 2])", .plan = plan, .optimizer = "adamw"});
+  expect_same(c, make_checkpoint(2));
+}
+
+TEST_F(CheckpointTest, RefusesToWriteStateThePlanCannotHold) {
+  write_checkpoint(dir_, make_checkpoint(1));
+  const std::set<std::string> before = tree();
+  auto expect_refused = [&](Checkpoint c, const std::string& message) {
+    try {
+      write_checkpoint(dir_, c);
+      ADD_FAILURE() << "written: " << message;
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(tree(), before);  // nothing left behind, the previous checkpoint untouched
+  };
+  Checkpoint c = make_checkpoint(2);
+  c.stages.pop_back();
+  expect_refused(c, "1 stages of state for a plan of 2 stages");
+  c = make_checkpoint(2);
+  c.stages[1].weights[0].replica = 1;
+  expect_refused(c, "stage 1 replica 1 version 2: the plan gives the stage 1 replicas");
+  c = make_checkpoint(2);
+  c.stages[0].weights.push_back(c.stages[0].weights[0]);
+  expect_refused(c, "stored twice");
+  c = make_checkpoint(2);
+  c.stages[0].optimizers.push_back(c.stages[0].optimizers[0]);
+  expect_refused(c, "stored twice");
+  // Found while writing: a tensor without data, in the second stage's file.
+  c = make_checkpoint(2);
+  c.stages[1].weights[0].params.add("sim", Tensor::empty({2}, DType::f32, Device::sim()));
+  expect_refused(c, "stage-1.safetensors");
+  expect_same(read_checkpoint(dir_), make_checkpoint(1));
+}
+
+// Runs write_checkpoint(dir, c) in a child process that stops the first time `file` reaches
+// `point`, and kills it there with SIGKILL (no destructor, no handler runs).
+void kill_writer_at(const fs::path& dir, const Checkpoint& c, const std::string& file,
+                    AtomicWritePoint point) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::alarm(20);  // never outlive a parent that failed before killing us
+    set_atomic_write_hook_for_testing([&](const fs::path& target, AtomicWritePoint at) {
+      if (at != point || target.filename() != file) return;
+      const char byte = 'x';
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    });
+    try {
+      write_checkpoint(dir, c);
+    } catch (...) {
+      ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  const ssize_t got = ::read(ready[0], &byte, 1);
+  ::close(ready[0]);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(got, 1) << "the writer did not reach " << file;
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+TEST_F(CheckpointTest, WriterKilledAtAnyPointLeavesThePreviousCheckpoint) {
+  const Checkpoint first = make_checkpoint(1);
+  const Checkpoint second = make_checkpoint(2);
+  write_checkpoint(dir_, first);
+  struct Stop {
+    const char* file;
+    AtomicWritePoint point;
+    bool second_complete;  // the step directory is whole (only `latest` is missing)
+  };
+  const std::vector<Stop> stops = {
+      {"stage-0.safetensors", AtomicWritePoint::wrote_bytes, false},
+      {"stage-1.safetensors", AtomicWritePoint::before_rename, false},
+      {"stage-1.safetensors", AtomicWritePoint::after_rename, false},
+      {"manifest.json", AtomicWritePoint::wrote_bytes, false},
+      {"manifest.json", AtomicWritePoint::after_rename, true},
+      {"latest", AtomicWritePoint::before_rename, true},
+  };
+  for (const Stop& stop : stops) {
+    SCOPED_TRACE(stop.file + std::string(" at point ") + std::to_string(int(stop.point)));
+    kill_writer_at(dir_, second, stop.file, stop.point);
+    expect_same(read_checkpoint(dir_), first);
+    const fs::path partial = dir_ / "step-00000002";
+    ASSERT_TRUE(fs::exists(partial));
+    if (stop.second_complete) {
+      expect_same(read_checkpoint(partial), second);
+    } else {
+      EXPECT_THROW(read_checkpoint(partial), CheckpointError);
+    }
+  }
+  // The next write succeeds and clears what the killed writers left.
+  write_checkpoint(dir_, make_checkpoint(3));
+  expect_same(read_checkpoint(dir_), make_checkpoint(3));
+  for (const std::string& entry : tree()) {
+    EXPECT_EQ(entry.find(".tmp-"), std::string::npos) << entry;
+    EXPECT_FALSE(entry.starts_with("step-00000001")) << entry;
+  }
+}
+
+// Kills a writer that rewrites a large checkpoint in a loop at arbitrary moments (after 0, 1 or
+// 2 completed writes, then a delay): whatever `latest` names then reads back whole and
+// bit-identical.
+TEST_F(CheckpointTest, RandomlyKilledWriterNeverLeavesACorruptCheckpoint) {
+  constexpr std::int64_t kWidth = 16384;  // about 4 MB per checkpoint
+  const std::vector<Checkpoint> versions = {make_checkpoint(1, kWidth), make_checkpoint(2, kWidth),
+                                            make_checkpoint(3, kWidth)};
+  write_checkpoint(dir_, versions[0]);
+  int kills = 0;
+  const int delays_us[] = {300, 1700, 4100, 9000, 15000, 700};
+  for (int round = 0; round < 6; ++round) {
+    int written[2];
+    ASSERT_EQ(::pipe(written), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(written[0]);
+      ::alarm(20);
+      try {
+        for (std::size_t i = 1;; i = i % 2 + 1) {
+          write_checkpoint(dir_, versions[i]);
+          const char byte = 'w';
+          if (::write(written[1], &byte, 1) != 1) ::_exit(3);
+        }
+      } catch (...) {
+        ::_exit(2);
+      }
+    }
+    ::close(written[1]);
+    for (int done = 0; done < round % 3; ++done) {
+      char byte = 0;
+      ASSERT_EQ(::read(written[0], &byte, 1), 1) << "the writer stopped";
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(delays_us[round]));
+    ::kill(child, SIGKILL);
+    ::close(written[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer failed";
+    ++kills;
+    const Checkpoint back = read_checkpoint(dir_);
+    ASSERT_TRUE(back.step >= 1 && back.step <= 3);
+    expect_same(back, versions[static_cast<std::size_t>(back.step - 1)]);
+  }
+  EXPECT_EQ(kills, 6);
+}
+
+}  // namespace
+}  // namespace tandem::apps
