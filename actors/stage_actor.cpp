@@ -66,6 +66,8 @@ StageActor::StageActor(std::string name, StageSetup setup)
   stats_.replica = replica_;
   stats_.device_name = s_.executor->device().str();
   stats_.peak_versions = 1;
+  const models::ParamSet& w = versions_.get(versions_.latest());
+  for (const Tensor& t : w.range(0, w.size())) stats_.weight_bytes += t.nbytes();
 }
 
 int StageActor::vstage(int chunk) const {
@@ -74,6 +76,11 @@ int StageActor::vstage(int chunk) const {
 
 bool StageActor::last_vstage(int chunk) const {
   return vstage(chunk) == params_.stages * params_.chunks - 1;
+}
+
+void StageActor::note_memory() {
+  stats_.peak_bytes =
+      std::max(stats_.peak_bytes, versions_.held() * stats_.weight_bytes + activation_bytes_);
 }
 
 std::string StageActor::where(const Action& a) const {
@@ -397,8 +404,15 @@ void StageActor::run_forward(const Action& a) {
       sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
     }
   }
+  for (const models::Saved& layer : fwd.saved) {
+    for (const Tensor& t : layer) fwd.bytes += t.defined() ? t.nbytes() : 0;
+  }
+  fwd.bytes += (fwd.input.defined() ? fwd.input.nbytes() : 0) +
+               (fwd.dlogits.defined() ? fwd.dlogits.nbytes() : 0);
+  activation_bytes_ += fwd.bytes;
   forwards_[{a.chunk, a.minibatch, a.slice.begin}] = std::move(fwd);
   stats_.peak_activations = std::max(stats_.peak_activations, forwards_.size());
+  note_memory();
   charge(device_time);
   emit(a, v, &weights, nullptr, started_);
 }
@@ -463,6 +477,7 @@ void StageActor::run_backward(const Action& a) {
     f.consumed += std::min(f.slice.end, a.slice.end) - std::max(f.slice.begin, a.slice.begin);
     if (f.consumed >= f.slice.size()) {
       versions_.unpin(f.version);
+      activation_bytes_ -= f.bytes;
       forwards_.erase(it);
     }
   }
@@ -548,6 +563,7 @@ void StageActor::run_step(const Action& a) {
   versions_.publish(std::move(next));
   versions_.collect(min_needed);
   stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
+  note_memory();
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
   for (std::int64_t i = 0; i < g.size(); ++i) g[i].set_zero();
   contributed_ = false;

@@ -68,6 +68,11 @@ struct StageStats {
   std::size_t peak_versions = 0;
   std::size_t peak_activations = 0;  // forward slices kept for backward at once
   std::size_t peak_received = 0;     // tensors received and not yet consumed, at once
+  // Bytes of one weight version, and the peak of the weight versions held plus what forwards
+  // keep for their backwards (activations, masks, re-materialization inputs): the replica's
+  // peak memory but for gradients, optimizer state and transient buffers.
+  std::size_t weight_bytes = 0;
+  std::size_t peak_bytes = 0;
   bool finished = false;
 };
 
@@ -109,6 +114,7 @@ class StageActor final : public Actor {
     std::int64_t version = 0;
     std::int64_t consumed = 0;  // samples whose backward ran
     bool recompute = false;
+    std::size_t bytes = 0;  // what it keeps
   };
   // What a split backward keeps for its W.
   struct PendingWeight {
@@ -145,6 +151,7 @@ class StageActor final : public Actor {
   void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
             const models::ParamSet* grads, std::chrono::steady_clock::time_point start);
   std::string where(const Action& a) const;
+  void note_memory();
   bool last_vstage(int chunk) const;
   int vstage(int chunk) const;
 
@@ -160,6 +167,7 @@ class StageActor final : public Actor {
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
+  std::size_t activation_bytes_ = 0;                                 // kept by forwards_ now
   std::int64_t stop_at_ = std::numeric_limits<std::int64_t>::max();  // StopAt: run's new end
   bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
   bool finished_ = false;

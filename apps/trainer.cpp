@@ -270,6 +270,7 @@ actors::StageStats merged(const actors::StageStats& a, const actors::StageStats&
   out.peak_versions = std::max(a.peak_versions, b.peak_versions);
   out.peak_activations = std::max(a.peak_activations, b.peak_activations);
   out.peak_received = std::max(a.peak_received, b.peak_received);
+  out.peak_bytes = std::max(a.peak_bytes, b.peak_bytes);
   out.finished = a.finished && b.finished;
   return out;
 }

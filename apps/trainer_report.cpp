@@ -243,15 +243,20 @@ std::string format_plan_line(const schedules::Plan& plan) {
 }
 
 std::string format_stage_table(const TrainSummary& summary) {
-  std::string out =
-      fmt::format("{:>5} {:>7}  {:<6} {:>7} {:>7} {:>5}  {:>8} {:>11}\n", "stage", "replica",
-                  "device", "busy s", "idle s", "busy", "versions", "activations");
+  // bubble: the share of the wall time the replica's device sat idle (waiting for inputs, for
+  // the flush, or for a core); peak MiB: weight versions held plus what forwards kept for their
+  // backwards, at their peak.
+  std::string out = fmt::format("{:>5} {:>7}  {:<6} {:>7} {:>7} {:>6} {:>6}  {:>8} {:>8} {:>11}\n",
+                                "stage", "replica", "device", "busy s", "idle s", "busy", "bubble",
+                                "peak MiB", "versions", "activations");
   for (const actors::StageStats& st : summary.stages) {
     const double idle = std::max(0.0, summary.pipeline_seconds - st.busy_s);
-    const double share = summary.pipeline_seconds > 0 ? st.busy_s / summary.pipeline_seconds : 0;
-    out += fmt::format("{:>5} {:>7}  {:<6} {:>7.2f} {:>7.2f} {:>4.0f}%  {:>8} {:>11}\n", st.stage,
-                       st.replica, st.device_name, st.busy_s, idle, 100 * share, st.peak_versions,
-                       st.peak_activations);
+    const double share =
+        summary.pipeline_seconds > 0 ? std::min(1.0, st.busy_s / summary.pipeline_seconds) : 0;
+    out += fmt::format(
+        "{:>5} {:>7}  {:<6} {:>7.2f} {:>7.2f} {:>5.0f}% {:>5.0f}%  {:>8.2f} {:>8} {:>11}\n",
+        st.stage, st.replica, st.device_name, st.busy_s, idle, 100 * share, 100 * (1 - share),
+        static_cast<double>(st.peak_bytes) / (1 << 20), st.peak_versions, st.peak_activations);
   }
   return out;
 }
