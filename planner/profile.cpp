@@ -127,7 +127,7 @@ Profile parse_profile_text(std::string_view text, std::string_view source) {
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for number overflow
     fail(source, "", std::string("invalid JSON: ") + e.what());
   }
   return parse_profile(root, source);

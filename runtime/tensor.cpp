@@ -103,7 +103,7 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = std::make_shared<detail::Storage>(t.nbytes(), device);
+  t.storage_ = std::make_shared<TensorStorage>(t.nbytes(), device);
   return t;
 }
 

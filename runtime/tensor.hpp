@@ -17,9 +17,7 @@ using Shape = std::vector<std::int64_t>;
 std::int64_t shape_numel(const Shape& shape);  // 1 for rank 0
 std::string shape_str(const Shape& shape);     // "[2, 3]"
 
-namespace detail {
-struct Storage;
-}
+struct TensorStorage;  // opaque: one allocation shared by handles and views
 
 // A dense, contiguous (row-major) n-dimensional array on a device.
 //
@@ -101,7 +99,7 @@ class Tensor {
   void check_access(DType want, const char* op) const;
   void* address() const;
 
-  std::shared_ptr<detail::Storage> storage_;
+  std::shared_ptr<TensorStorage> storage_;
   std::size_t offset_ = 0;  // bytes from the start of the storage
   Shape shape_;
   std::int64_t numel_ = 0;

@@ -5,16 +5,16 @@
 #include "runtime/detail/cpu_allocator.hpp"
 #include "runtime/detail/device_backend.hpp"
 
-namespace tandem::detail {
+namespace tandem {
 
-Storage::Storage(std::size_t size, Device where) : bytes(size), device(where) {
+TensorStorage::TensorStorage(std::size_t size, Device where) : bytes(size), device(where) {
   switch (device.kind()) {
     case DeviceKind::cpu: {
-      ptr = cpu_allocate(bytes);
+      ptr = detail::cpu_allocate(bytes);
       break;
     }
     case DeviceKind::cuda: {
-      DeviceBackend* backend = cuda_backend();
+      detail::DeviceBackend* backend = detail::cuda_backend();
       if (backend == nullptr) {
         throw std::runtime_error("Tensor on " + device.str() + ": CUDA backend not built");
       }
@@ -27,13 +27,13 @@ Storage::Storage(std::size_t size, Device where) : bytes(size), device(where) {
   }
 }
 
-Storage::~Storage() {
+TensorStorage::~TensorStorage() {
   if (ptr == nullptr) return;
   if (device.is_cpu()) {
-    cpu_deallocate(ptr, bytes);
+    detail::cpu_deallocate(ptr, bytes);
   } else if (device.is_cuda()) {
-    cuda_backend()->deallocate(ptr, device.index());
+    detail::cuda_backend()->deallocate(ptr, device.index());
   }
 }
 
-}  // namespace tandem::detail
+}  // namespace tandem

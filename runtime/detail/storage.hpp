@@ -4,20 +4,25 @@
 
 #include "runtime/device.hpp"
 
-namespace tandem::detail {
+namespace tandem {
 
 // One allocation shared by every Tensor handle and view on it; freed with the last handle.
-// Sim storage has no memory (ptr == nullptr, bytes == 0).
-struct Storage {
-  Storage(std::size_t bytes, Device device);
-  ~Storage();
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
+// Sim storage has no memory (ptr == nullptr, bytes == 0). runtime/tensor.hpp names it only as
+// an opaque type; its definition stays here, private to the runtime.
+struct TensorStorage {
+  TensorStorage(std::size_t bytes, Device device);
+  ~TensorStorage();
+  TensorStorage(const TensorStorage&) = delete;
+  TensorStorage& operator=(const TensorStorage&) = delete;
 
   void* ptr = nullptr;
   std::size_t bytes = 0;
   Device device;
 };
+
+}  // namespace tandem
+
+namespace tandem::detail {
 
 inline constexpr std::size_t kCpuAlignment = 64;
 

@@ -140,6 +140,7 @@ void fill_buckets(Graph& g) {
     g.entries[g.cursor[o * g.virtual_stages + g.vstage[id]]++] =
         Entry{a.minibatch, a.slice.begin, a.slice.end, id};
   }
+  if (g.entries.empty()) return;  // no F, B or W (e.g. "d0:"): data() may be null
   for (int b = 0; b < nb; ++b) {
     Entry* first = g.entries.data() + g.bucket_begin[b];
     Entry* last = g.entries.data() + g.bucket_begin[b + 1];
