@@ -14,6 +14,9 @@
 #include "apps/config_limits.hpp"
 #include "apps/config_reader.hpp"
 #include "models/model.hpp"
+#include "planner/cluster.hpp"
+#include "planner/pipeline_planner.hpp"
+#include "planner/profile.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -477,46 +480,8 @@ void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
   }
 }
 
-PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
-                             const Machine& machine) {
-  PipelineConfig p;
-  p.where = m.where();
-  p.schedule = m.get_or<std::string>("schedule", p.schedule);
-  if (std::find(kSchedules.begin(), kSchedules.end(), p.schedule) == kSchedules.end()) {
-    m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(kSchedules) + ")");
-  }
-  if (m.has("slices")) {
-    const YAML::Node& slices = m.node("slices");
-    if (slices.IsSequence() && slices.size() > 0 && slices[0].IsMap()) {
-      if (p.schedule != "umpipe") {
-        m.fail("slices", "per-stage {forward, backward} slice sizes apply to schedule umpipe only");
-      }
-      for (size_t i = 0; i < slices.size(); ++i) {
-        p.compositions.push_back(read_composition(
-            ConfigMap(slices[i], m.file(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
-            minibatch));
-      }
-    } else {
-      p.slices = slices.IsSequence() ? m.get<std::vector<int64_t>>("slices")
-                                     : std::vector<int64_t>{m.get<int64_t>("slices")};
-      for (int64_t s : p.slices) {
-        if (s < 1) m.fail("slices", "must be >= 1");
-        if (s > minibatch) {
-          m.fail("slices", std::to_string(s) + " slices of a minibatch of " +
-                               std::to_string(minibatch) + " samples: a slice would be empty");
-        }
-      }
-    }
-  }
-  const bool interleaved = p.schedule == "interleaved";
-  p.chunks = positive(m, "chunks", interleaved ? 2 : 1);
-  if (p.chunks != 1 && !interleaved) {
-    m.fail("chunks", "model chunks per device apply to schedule interleaved only");
-  }
-  p.rematerialize = m.get_or<bool>("rematerialize", false);
-  if (p.rematerialize && p.schedule != "gpipe") {
-    m.fail("rematerialize", "applies to schedule gpipe only");
-  }
+// The stages a config lists, each checked against the model and the machine.
+void read_stages(ConfigMap& m, PipelineConfig& p, int num_layers, const Machine& machine) {
   const YAML::Node& stages = m.node("stages");
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
   int64_t next = 0;  // the first layer the next stage must start at
@@ -578,6 +543,135 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
     }
     s.finish();
     p.stages.push_back(st);
+  }
+}
+
+// `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
+// takes them, slices) from a profile of the model and a cluster file, both named relative to
+// the config; the result is checked like stages written by hand.
+void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_layers,
+                    const Machine& machine) {
+  if (m.get<std::string>("partition") != "auto") {
+    m.fail("partition", "expected auto (or give stages instead)");
+  }
+  if (m.has("stages")) m.fail("stages", "give stages or partition: auto, not both");
+  const auto path = [&](std::string_view key) {
+    const std::filesystem::path given = m.get<std::string>(key);
+    return given.is_absolute() ? given : std::filesystem::path(m.file()).parent_path() / given;
+  };
+  if (!m.has("profile")) {
+    m.fail("partition", "partition: auto needs profile: (a file `tandem profile` writes)");
+  }
+  if (!m.has("cluster")) m.fail("partition", "partition: auto needs cluster: (a cluster file)");
+  planner::Profile profile;
+  planner::Cluster cluster;
+  try {
+    profile = planner::load_profile(path("profile"));
+  } catch (const std::exception& e) {
+    m.fail("profile", e.what());
+  }
+  try {
+    cluster = planner::load_cluster(path("cluster"));
+  } catch (const std::exception& e) {
+    m.fail("cluster", e.what());
+  }
+  if (static_cast<int64_t>(profile.layers.size()) != num_layers) {
+    m.fail("profile", "profiles " + std::to_string(profile.layers.size()) +
+                          " layers; the model has " + std::to_string(num_layers) +
+                          " (profile this config's model: tandem profile CONFIG -o FILE)");
+  }
+  planner::PlanRequest request;
+  request.schedule = schedules::parse_schedule_kind(p.schedule);
+  request.minibatch = static_cast<int>(minibatch);
+  if (!p.slices.empty()) request.slices = static_cast<int>(p.slices.front());
+  planner::PlannedPipeline planned;
+  try {
+    planned = planner::plan_pipeline(profile, cluster, request);
+  } catch (const std::exception& e) {
+    m.fail("partition", std::string("the planner found no plan: ") + e.what());
+  }
+  const schedules::Plan& plan = planned.plan;
+  for (const schedules::StagePlan& sp : plan.stages) {
+    StageConfig st;
+    st.where = m.where("partition");
+    st.first_layer = sp.layers.begin;
+    st.last_layer = sp.layers.end - 1;
+    st.replicas = static_cast<int64_t>(sp.replicas.size());
+    for (const schedules::Placement& pl : sp.replicas) {
+      if (!pl.host.empty()) {
+        m.fail("cluster", "the plan places replicas on host '" + pl.host +
+                              "'; this build runs a pipeline in one process: give a cluster of "
+                              "one host");
+      }
+      Device d;
+      try {
+        d = Device::parse(pl.device);
+      } catch (const std::invalid_argument& e) {
+        m.fail("cluster", e.what());
+      }
+      check_device(m, d, machine);
+      st.devices.push_back(d);
+    }
+    st.device = st.devices.front();
+    if (st.replicas == 1) st.devices.clear();
+    p.stages.push_back(st);
+  }
+  if (p.slices.empty() && p.compositions.empty()) {
+    if (!plan.schedule.forward_slices.empty()) {
+      for (size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
+        p.compositions.push_back(
+            {plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
+      }
+    } else if (plan.schedule.slices > 1) {
+      p.slices = {plan.schedule.slices};
+    }
+  }
+}
+
+PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
+                             const Machine& machine) {
+  PipelineConfig p;
+  p.where = m.where();
+  p.schedule = m.get_or<std::string>("schedule", p.schedule);
+  if (std::find(kSchedules.begin(), kSchedules.end(), p.schedule) == kSchedules.end()) {
+    m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(kSchedules) + ")");
+  }
+  if (m.has("slices")) {
+    const YAML::Node& slices = m.node("slices");
+    if (slices.IsSequence() && slices.size() > 0 && slices[0].IsMap()) {
+      if (p.schedule != "umpipe") {
+        m.fail("slices", "per-stage {forward, backward} slice sizes apply to schedule umpipe only");
+      }
+      for (size_t i = 0; i < slices.size(); ++i) {
+        p.compositions.push_back(read_composition(
+            ConfigMap(slices[i], m.file(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
+            minibatch));
+      }
+    } else {
+      p.slices = slices.IsSequence() ? m.get<std::vector<int64_t>>("slices")
+                                     : std::vector<int64_t>{m.get<int64_t>("slices")};
+      for (int64_t s : p.slices) {
+        if (s < 1) m.fail("slices", "must be >= 1");
+        if (s > minibatch) {
+          m.fail("slices", std::to_string(s) + " slices of a minibatch of " +
+                               std::to_string(minibatch) + " samples: a slice would be empty");
+        }
+      }
+    }
+  }
+  const bool interleaved = p.schedule == "interleaved";
+  p.chunks = positive(m, "chunks", interleaved ? 2 : 1);
+  if (p.chunks != 1 && !interleaved) {
+    m.fail("chunks", "model chunks per device apply to schedule interleaved only");
+  }
+  p.rematerialize = m.get_or<bool>("rematerialize", false);
+  if (p.rematerialize && p.schedule != "gpipe") {
+    m.fail("rematerialize", "applies to schedule gpipe only");
+  }
+  if (m.has("partition")) {
+    planned_stages(m, p, minibatch, num_layers, machine);
+  } else {
+    read_stages(m, p, num_layers, machine);
   }
   const auto stage_count = static_cast<int64_t>(p.stages.size());
   if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {

@@ -4,16 +4,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/checkpoint.hpp"
 #include "apps/config.hpp"
 #include "apps/trainer.hpp"
+#include "apps/trainer_report.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -158,6 +163,40 @@ TEST(Divergence, StopsTheRunEarly) {
     EXPECT_NE(std::string(e.what()).find("diverged at step"), std::string::npos) << e.what();
   }
   EXPECT_LT(last, 100) << "the run went on after the loss diverged";
+}
+
+// Ctrl-C during `tandem train` ends the run at the next stop boundary with a checkpoint to
+// resume from, instead of killing the process.
+TEST(TrainCommandInterrupt, CtrlCStopsTheRunAndCheckpoints) {
+  TempDir dir;
+  std::string yaml = with_pipeline("1f1b");
+  yaml.replace(yaml.find("steps: 8"), 8, "steps: 1000000");
+  const fs::path config = dir.path() / "run.yaml";
+  std::ofstream(config) << yaml;
+  const fs::path metrics = dir.path() / "metrics.jsonl";
+  std::thread interrupter([&metrics] {
+    for (;;) {
+      std::ifstream in(metrics);
+      int lines = 0;
+      for (std::string line; std::getline(in, line);) ++lines;
+      if (lines >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::raise(SIGINT);
+  });
+  std::ostringstream out;
+  const TrainSummary s = run_train_command(TrainCommand{.config = config,
+                                                        .metrics_json = metrics,
+                                                        .checkpoint_dir = dir.path() / "ckpt",
+                                                        .quiet = true},
+                                           out);
+  interrupter.join();
+  EXPECT_TRUE(s.stopped);
+  EXPECT_GE(s.steps, 3);
+  EXPECT_LT(s.steps, 1000000);
+  ASSERT_EQ(s.checkpoints.size(), 1u);
+  EXPECT_EQ(read_checkpoint(dir.path() / "ckpt").step, s.steps);
+  EXPECT_NE(out.str().find("resume with --resume"), std::string::npos) << out.str();
 }
 
 }  // namespace
