@@ -30,4 +30,9 @@ void add_profile_command(CLI::App& app);
 // (`tandem train --trace FILE`) beside the simulator's prediction with the measured durations.
 void add_trace_command(CLI::App& app);
 
+// `tandem bench CONFIG [--steps N] [--profile P.json] [--json]`: runs the config's plan for N
+// steps; samples/s, per-replica utilization, bubble and step time beside the simulator's
+// prediction (apps/bench_run.hpp).
+void add_bench_command(CLI::App& app);
+
 }  // namespace tandem::apps

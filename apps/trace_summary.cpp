@@ -329,6 +329,9 @@ TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& sou
   out.predicted_makespan_s = sim.makespan;
   out.predicted_per_minibatch_s = sim.makespan / minibatches;
   out.predicted_bubble = sim.bubble;
+  for (const double busy : sim.busy) {
+    out.predicted_utilization.push_back(sim.makespan > 0 ? busy / sim.makespan : 0.0);
+  }
   const auto real_step = steady_step(step_ends);
   const auto sim_step = steady_step(sim_step_ends);
   out.steady = real_step && sim_step;

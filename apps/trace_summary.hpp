@@ -57,6 +57,7 @@ struct TraceSummary {
   double predicted_per_minibatch_s = 0;
   double predicted_makespan_s = 0;
   double predicted_bubble = 0;
+  std::vector<double> predicted_utilization;  // per device: simulated busy / makespan
   double ratio = 0;  // step_s / predicted_step_s
   // The same without message delays: every replica on a processor of its own, messages
   // instant; the gap to it is what waiting (for messages or, oversubscribed, for a core) costs.

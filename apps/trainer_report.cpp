@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -91,7 +92,8 @@ nlohmann::json to_json(const StepRecord& r) {
       stages.push_back({{"stage", st.stage},
                         {"replica", st.replica},
                         {"busy_s", st.busy_s},
-                        {"busy", r.window_s > 0 ? st.busy_s / r.window_s : 0.0}});
+                        // An action is counted in the window it ends in: clamp the share.
+                        {"busy", r.window_s > 0 ? std::min(1.0, st.busy_s / r.window_s) : 0.0}});
     }
     j["stages"] = std::move(stages);
   }

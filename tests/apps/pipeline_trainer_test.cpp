@@ -198,6 +198,18 @@ TEST(PipelineTrainCommandTest, PrintsPlanProgressSummaryTableAndJsonLines) {
     EXPECT_TRUE(lines[0].contains(key)) << key << " in " << lines[0].dump();
   }
   EXPECT_EQ(lines[0]["step"], 5);
+  // Per stage replica: the window's busy time and its share of the window.
+  ASSERT_TRUE(lines[0].contains("stages")) << lines[0].dump();
+  const auto& stages = lines[0]["stages"];
+  ASSERT_EQ(stages.size(), 4u);  // replicas 2-1-1
+  std::vector<std::pair<int, int>> ids;
+  for (const auto& st : stages) {
+    ids.emplace_back(st["stage"].get<int>(), st["replica"].get<int>());
+    EXPECT_GT(st["busy_s"].get<double>(), 0.0) << st.dump();
+    EXPECT_GE(st["busy"].get<double>(), 0.0) << st.dump();
+    EXPECT_LE(st["busy"].get<double>(), 1.0) << st.dump();
+  }
+  EXPECT_EQ(ids, (std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {2, 0}}));
 }
 
 TEST(PipelineTrainCommandTest, NoConfigRunsTheEmbeddedDefault) {

@@ -1,0 +1,376 @@
+#include "apps/bench_run.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <system_error>
+
+#include "actors/dataset_source.hpp"
+#include "apps/dry_run.hpp"
+#include "apps/trace_summary.hpp"
+#include "apps/trainer.hpp"
+#include "apps/trainer_report.hpp"
+#include "apps/usage_error.hpp"
+#include "runtime/scheduler.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/schedule_error.hpp"
+
+namespace tandem::apps {
+namespace {
+
+namespace ts = tandem::schedules;
+
+// A temporary trace file, removed when the bench is done with it (or fails).
+class TempFile {
+ public:
+  TempFile() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            fmt::format("tandem-bench-{}-{}.json", ::getpid(), counter++);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Samples per slice on average: what the sim device's per-op durations are taken at.
+double mean_slice_samples(const ts::ScheduleParams& p) {
+  return static_cast<double>(p.samples()) / std::max(1, p.slices);
+}
+
+std::int64_t action_count(const ts::ActionList& list) {
+  std::int64_t n = 0;
+  for (const auto& d : list.devices) n += static_cast<std::int64_t>(d.size());
+  return n;
+}
+
+double per_action_us(double measured_ms, double predicted_ms, std::int64_t actions, int devices) {
+  if (actions <= 0 || devices <= 0) return 0;
+  return 1e3 * (measured_ms - predicted_ms) /
+         (static_cast<double>(actions) / static_cast<double>(devices));
+}
+
+// Every replica on sim, or none (cpu, cuda): the two ways a bench runs.
+bool on_sim(const ts::Plan& plan, const Config& config) {
+  bool sim = false, data = false;
+  for (const auto& st : plan.stages) {
+    for (const auto& r : st.replicas) {
+      (Device::parse(r.device).is_sim() ? sim : data) = true;
+    }
+  }
+  if (sim && data) {
+    throw ConfigError(config.pipeline ? config.pipeline->where : config.train_where,
+                      "pipeline.stages",
+                      "tandem bench runs stages all on sim (timed, no data) or all on devices "
+                      "with data, not both");
+  }
+  return sim;
+}
+
+BenchReport bench_sim(const Config& config, const BenchOptions& options) {
+  const models::Model model = models::Model::build(config.model);
+  const std::int64_t steps = options.steps.value_or(config.train.steps);
+  const ts::Plan plan =
+      pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps);
+  const double slice = mean_slice_samples(plan.schedule);
+  models::SimCosts sim;
+  BenchReport out;
+  if (options.profile) {
+    const planner::Profile profile = planner::load_profile(*options.profile);
+    if (static_cast<int>(profile.layers.size()) != model.num_layers()) {
+      throw std::runtime_error(fmt::format(
+          "{}: the profile has {} layers, the config's model {} has {}", options.profile->string(),
+          profile.layers.size(), config.model.describe(), model.num_layers()));
+    }
+    sim = sim_costs_from_profile(profile, slice);
+    out.durations = fmt::format("sim durations from the profile {} at {:.4g} samples per slice",
+                                options.profile->string(), slice);
+  } else {
+    sim = sim_costs_from_flops(model, slice);
+    out.durations = fmt::format(
+        "sim durations from FLOP counts at {:.0f} GFLOP/s, {:.4g} samples per slice (no "
+        "--profile)",
+        kDryRunFlopsPerSecond / 1e9, slice);
+  }
+  const auto vstages = virtual_stage_layers(plan, model.num_layers());
+  const ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
+  const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
+  const ts::SimulationResult predicted = ts::simulate(list, costs);
+
+  const TrainData data = load_train_data(config, model);
+  actors::PipelineSpec spec =
+      sim_pipeline_spec(model, plan, sim,
+                        actors::dataset_source(data.train, model, config.train.minibatch,
+                                               config.train.seed, Device::sim()));
+  actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
+  const actors::PipelineResult result = pipeline.run();
+
+  out.mode = "sim";
+  out.plan_line = format_plan_line(plan);
+  out.steps = result.minibatches;
+  out.minibatch = config.train.minibatch;
+  out.actions = action_count(list);
+  out.devices = plan.schedule.total_replicas();
+  out.seconds = result.seconds;
+  out.makespan_ms = 1e3 * result.seconds;
+  out.predicted_makespan_ms = predicted.makespan;
+  const double samples = static_cast<double>(out.steps * out.minibatch);
+  out.samples_per_s = result.seconds > 0 ? samples / result.seconds : 0;
+  out.predicted_samples_per_s = predicted.makespan > 0 ? 1e3 * samples / predicted.makespan : 0;
+  double busy = 0;
+  for (const actors::StageStats& st : result.stages) {
+    const auto d = static_cast<std::size_t>(st.device);
+    BenchReplica r{st.device, st.stage, st.replica, st.device_name, st.actions, st.busy_s, 0, 0};
+    r.utilization = result.seconds > 0 ? std::clamp(st.busy_s / result.seconds, 0.0, 1.0) : 0;
+    r.predicted_utilization = d < predicted.busy.size() && predicted.makespan > 0
+                                  ? predicted.busy[d] / predicted.makespan
+                                  : 0;
+    busy += st.busy_s;
+    out.replicas.push_back(r);
+  }
+  out.bubble = result.seconds > 0 && out.devices > 0
+                   ? std::clamp(1 - busy / (out.devices * result.seconds), 0.0, 1.0)
+                   : 0;
+  out.predicted_bubble = predicted.bubble;
+  out.steady = false;
+  const double n = static_cast<double>(std::max<std::int64_t>(1, out.steps));
+  out.step_ms = out.makespan_ms / n;
+  out.predicted_step_ms = predicted.makespan / n;
+  out.ratio = predicted.makespan > 0 ? out.makespan_ms / predicted.makespan
+                                     : std::numeric_limits<double>::infinity();
+  out.overhead_us_per_action =
+      per_action_us(out.makespan_ms, out.predicted_makespan_ms, out.actions, out.devices);
+  return out;
+}
+
+BenchReport bench_trained(Config config, const BenchOptions& options) {
+  // Evaluation would run beside training and take its cores: the bench times training alone.
+  config.train.eval.reset();
+  TempFile temp;
+  TrainerOptions to;
+  to.steps = options.steps;
+  to.trace = options.trace.value_or(temp.path());
+  Trainer trainer(config, to);
+  const TrainSummary s = trainer.run();
+  const TraceSummary t = summarize_trace_file(*to.trace);
+
+  BenchReport out;
+  out.mode = trainer.plan().stages.front().replicas.front().device;
+  out.plan_line = format_plan_line(trainer.plan());
+  out.durations =
+      "durations measured in this run (per virtual stage, F/B/W means; STEP, SYNC "
+      "and the median message delay), as `tandem trace summarize` does";
+  out.steps = s.steps;
+  out.minibatch = config.train.minibatch;
+  out.devices = trainer.plan().schedule.total_replicas();
+  out.seconds = s.pipeline_seconds;
+  out.samples_per_s = s.samples_per_s;
+  out.makespan_ms = 1e3 * t.span_s;
+  out.predicted_makespan_ms = 1e3 * t.predicted_makespan_s;
+  out.predicted_samples_per_s =
+      t.predicted_makespan_s > 0
+          ? static_cast<double>(s.steps * out.minibatch) / t.predicted_makespan_s
+          : 0;
+  double busy = 0;
+  for (const actors::StageStats& st : s.stages) {
+    const auto d = static_cast<std::size_t>(st.device);
+    BenchReplica r{st.device, st.stage, st.replica, st.device_name, st.actions, st.busy_s, 0, 0};
+    r.utilization =
+        s.pipeline_seconds > 0 ? std::clamp(st.busy_s / s.pipeline_seconds, 0.0, 1.0) : 0;
+    r.predicted_utilization = d < t.predicted_utilization.size() ? t.predicted_utilization[d] : 0.0;
+    out.actions += st.actions;
+    busy += st.busy_s;
+    out.replicas.push_back(r);
+  }
+  out.bubble = s.pipeline_seconds > 0 && out.devices > 0
+                   ? std::clamp(1 - busy / (out.devices * s.pipeline_seconds), 0.0, 1.0)
+                   : 0;
+  out.predicted_bubble = t.predicted_bubble;
+  out.steady = t.steady;
+  out.step_ms = 1e3 * t.step_s;
+  out.predicted_step_ms = 1e3 * t.predicted_step_s;
+  out.ratio = t.ratio;
+  out.overhead_us_per_action =
+      per_action_us(out.makespan_ms, out.predicted_makespan_ms, out.actions, out.devices);
+  return out;
+}
+
+}  // namespace
+
+models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double slice_samples,
+                                        double optimizer_step_ms) {
+  if (!(slice_samples > 0) || profile.minibatch <= 0) {
+    throw std::invalid_argument(fmt::format(
+        "sim_costs_from_profile: slice of {} samples, profile minibatch {}: both must be positive",
+        slice_samples, profile.minibatch));
+  }
+  const double scale = slice_samples / profile.minibatch;
+  models::SimCosts c;
+  for (const planner::LayerProfile& l : profile.layers) {
+    c.forward_ms.push_back(l.forward_fixed_ms + (l.forward_ms - l.forward_fixed_ms) * scale);
+    const double input_ms = l.backward_ms - l.backward_weight_ms;
+    const double fixed = std::min(l.backward_fixed_ms, input_ms);
+    const double weight_fixed = l.backward_fixed_ms - fixed;
+    c.backward_input_ms.push_back(fixed + (input_ms - fixed) * scale);
+    c.backward_weight_ms.push_back(weight_fixed + (l.backward_weight_ms - weight_fixed) * scale);
+  }
+  c.optimizer_step_ms = optimizer_step_ms;
+  return c;
+}
+
+models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples) {
+  const std::vector<Shape> outputs = model.activation_shapes(1);
+  const double ms = slice_samples * 1e3 / kDryRunFlopsPerSecond;
+  models::SimCosts c;
+  for (int l = 0; l < model.num_layers(); ++l) {
+    const Shape input = l == 0 ? model.input_shape(1) : outputs[static_cast<std::size_t>(l - 1)];
+    const models::LayerCost cost = model.layer(l).cost(input);
+    c.forward_ms.push_back(cost.forward_flops * ms);
+    c.backward_input_ms.push_back(cost.backward_input_flops * ms);
+    c.backward_weight_ms.push_back(cost.backward_weight_flops * ms);
+  }
+  return c;
+}
+
+std::vector<ts::LayerRange> virtual_stage_layers(const ts::Plan& plan, int num_layers) {
+  const auto& p = plan.schedule;
+  std::vector<ts::LayerRange> out;
+  if (p.chunks == 1) {
+    for (const auto& s : plan.stages) out.push_back(s.layers);
+    return out;
+  }
+  const int v = p.stages * p.chunks;
+  for (int i = 0; i < v; ++i) out.push_back({i * num_layers / v, (i + 1) * num_layers / v});
+  return out;
+}
+
+ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
+                                         const std::vector<ts::LayerRange>& vstages) {
+  ts::SimulationCosts c;
+  for (const auto& r : vstages) {
+    double f = 0, b = 0, w = 0;
+    for (int i = r.begin; i < r.end; ++i) {
+      f += sim.forward(i);
+      if (i > 0) b += sim.backward_input(i);
+      w += sim.backward_weight(i);
+    }
+    c.stages.push_back({.forward = f, .backward = b, .weight = w});
+  }
+  c.step = sim.optimizer_step_ms;
+  c.sync = 0;
+  c.latency = 0;
+  return c;
+}
+
+actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const ts::Plan& plan,
+                                       const models::SimCosts& sim, actors::DataSource data) {
+  actors::PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = plan;
+  spec.sim_costs = sim;
+  spec.data = std::move(data);
+  return spec;
+}
+
+BenchReport run_bench(const Config& config, const BenchOptions& options) {
+  const models::Model model = models::Model::build(config.model);
+  const std::int64_t steps = options.steps.value_or(config.train.steps);
+  bool sim = false;
+  if (config.pipeline) {
+    try {
+      sim =
+          on_sim(pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps),
+                 config);
+    } catch (const ts::ScheduleError& e) {
+      throw ConfigError(config.pipeline->where, "pipeline", e.what());
+    }
+  }
+  if (!sim && options.profile) {
+    throw UsageError(
+        "bench: --profile gives the durations of sim stages; this config's stages compute "
+        "(their durations are measured)");
+  }
+  BenchReport out = sim ? bench_sim(config, options) : bench_trained(config, options);
+  out.config = config.file;
+  return out;
+}
+
+std::string format_bench(const BenchReport& r) {
+  std::string out = fmt::format("bench {}: {} steps of minibatch {} on {}\n{}\n", r.config, r.steps,
+                                r.minibatch, r.mode, r.plan_line);
+  out += fmt::format("prediction: schedules::Simulator, {}\n\n", r.durations);
+  out += fmt::format("{:<24} {:>8} {:>10} {:>12} {:>12}\n", "replica", "actions", "busy s",
+                     "utilization", "predicted");
+  for (const BenchReplica& x : r.replicas) {
+    const std::string name = fmt::format("stage {} replica {} ({})", x.stage, x.replica,
+                                         x.placement.empty() ? "-" : x.placement);
+    out += fmt::format("{:<24} {:>8} {:>10.4f} {:>11.1f}% {:>11.1f}%\n", name, x.actions, x.busy_s,
+                       100 * x.utilization, 100 * x.predicted_utilization);
+  }
+  out += "\n";
+  out += fmt::format("{:<28} {:>12} {:>12} {:>8}\n", "", "measured", "predicted", "ratio");
+  const auto row = [&](const std::string& name, double m, double p, const char* unit) {
+    out += fmt::format("{:<28} {:>12.4g} {:>12.4g} {:>8.3f}{}\n", name, m, p,
+                       p > 0 ? m / p : std::numeric_limits<double>::infinity(), unit);
+  };
+  row("samples/s", r.samples_per_s, r.predicted_samples_per_s, "");
+  row(r.steady ? "step ms (steady state)" : "step ms (makespan / steps)", r.step_ms,
+      r.predicted_step_ms, "");
+  row("makespan ms", r.makespan_ms, r.predicted_makespan_ms, "");
+  out += fmt::format("{:<28} {:>11.1f}% {:>11.1f}%\n", "bubble", 100 * r.bubble,
+                     100 * r.predicted_bubble);
+  out += fmt::format(
+      "ratio (step time, measured / predicted): {:.4f}; overhead {:.1f} us per action ({} "
+      "actions on {} replicas)\n",
+      r.ratio, r.overhead_us_per_action, r.actions, r.devices);
+  return out;
+}
+
+nlohmann::json bench_to_json(const BenchReport& r) {
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const BenchReplica& x : r.replicas) {
+    replicas.push_back({{"device", x.device},
+                        {"stage", x.stage},
+                        {"replica", x.replica},
+                        {"placement", x.placement},
+                        {"actions", x.actions},
+                        {"busy_s", x.busy_s},
+                        {"utilization", x.utilization},
+                        {"predicted_utilization", x.predicted_utilization}});
+  }
+  return {{"config", r.config},
+          {"mode", r.mode},
+          {"plan", r.plan_line},
+          {"durations", r.durations},
+          {"steps", r.steps},
+          {"minibatch", r.minibatch},
+          {"actions", r.actions},
+          {"replicas", replicas},
+          {"seconds", r.seconds},
+          {"samples_per_s", r.samples_per_s},
+          {"predicted_samples_per_s", r.predicted_samples_per_s},
+          {"bubble", r.bubble},
+          {"predicted_bubble", r.predicted_bubble},
+          {"steady", r.steady},
+          {"step_ms", r.step_ms},
+          {"predicted_step_ms", r.predicted_step_ms},
+          {"makespan_ms", r.makespan_ms},
+          {"predicted_makespan_ms", r.predicted_makespan_ms},
+          {"ratio", r.ratio},
+          {"overhead_us_per_action", r.overhead_us_per_action}};
+}
+
+}  // namespace tandem::apps

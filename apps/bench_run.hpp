@@ -1,0 +1,110 @@
+#pragma once
+// `tandem bench CONFIG`: runs a config's plan for N steps and sets what the run measured
+// (samples/s, per-replica utilization, bubble, step time) beside the simulator's prediction for
+// the same plan. Stages on cpu train through apps::Trainer, and the prediction takes the
+// durations that run itself measured (its trace, apps/trace_summary.hpp), so the ratio is the
+// runtime's own overhead beyond compute and message delays. Stages on sim compute nothing: each
+// op ends by a timer after its duration (from a profile, or from FLOP counts), and the
+// prediction uses exactly those durations.
+//
+// The sim pieces are public so that benches/pipeline_sim_bench.cpp times the same thing with
+// the same conversion from a profile.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/minibatch_data.hpp"
+#include "actors/pipeline.hpp"
+#include "apps/config.hpp"
+#include "models/model.hpp"
+#include "models/sim_costs.hpp"
+#include "planner/profile.hpp"
+#include "schedules/plan.hpp"
+#include "schedules/simulator.hpp"
+
+namespace tandem::apps {
+
+// Per-layer durations of one op on a slice of `slice_samples` samples, from a profile's
+// per-minibatch times, split as the planner splits them (its stage costs): a fixed part plus
+// the rest scaled by slice_samples / profile.minibatch; the backward's fixed part is charged to
+// the input gradient, the weight gradient gets what remains of it. The sim device charges per
+// op, not per sample, so slices of unequal sizes all take the mean size's durations.
+// Throws std::invalid_argument when the slice or the profile's minibatch is not positive.
+models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double slice_samples,
+                                        double optimizer_step_ms = 0);
+
+// The same from each layer's FLOP count at the dry run's rate (kDryRunFlopsPerSecond): for sim
+// configs run without a profile.
+models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples);
+
+// The layers of every virtual stage (chunk c of stage s at c * p + s), as actors::Pipeline
+// splits them: the plan's stages, or an even split of the model with several chunks.
+std::vector<schedules::LayerRange> virtual_stage_layers(const schedules::Plan& plan,
+                                                        int num_layers);
+
+// Exactly what the sim device charges, per virtual stage, as the simulator's costs: F the
+// layers' forwards; B their input gradients (none for the model's first layer, whose input
+// needs none) and W their weight gradients (added to B where the schedule does not split it);
+// STEP optimizer_step_ms; SYNC and message latency 0 (in-process, messages only).
+schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
+                                                const std::vector<schedules::LayerRange>& vstages);
+
+// A spec that runs `plan` with the sim device's durations `sim`; the replicas' placements are
+// the plan's (they should be on sim).
+actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const schedules::Plan& plan,
+                                       const models::SimCosts& sim, actors::DataSource data);
+
+struct BenchOptions {
+  std::optional<std::int64_t> steps;  // overrides train.steps
+  // Sim stages: per-layer durations from this profile (`tandem profile`); none: FLOP counts.
+  std::optional<std::filesystem::path> profile;
+  // Stages on cpu: keep the run's trace here (otherwise a temporary file, removed).
+  std::optional<std::filesystem::path> trace;
+};
+
+struct BenchReplica {
+  int device = 0, stage = 0, replica = 0;
+  std::string placement;
+  std::int64_t actions = 0;
+  double busy_s = 0;
+  double utilization = 0;            // busy over the pipeline's wall time, in [0, 1]
+  double predicted_utilization = 0;  // simulated busy over the simulated makespan
+};
+
+struct BenchReport {
+  std::string config;
+  std::string mode;       // "cpu" (trained through the Trainer) or "sim"
+  std::string plan_line;  // format_plan_line
+  std::string durations;  // where the prediction's durations came from, for people
+  std::int64_t steps = 0;
+  std::int64_t minibatch = 0;
+  std::int64_t actions = 0;  // of the whole run, every replica
+  int devices = 0;           // stage replicas
+  double seconds = 0;        // the pipeline's wall time
+  double samples_per_s = 0;
+  double predicted_samples_per_s = 0;
+  std::vector<BenchReplica> replicas;  // by device
+  double bubble = 0, predicted_bubble = 0;
+  // Time per step: sim, makespan / steps; cpu, per update round in the steady state (the
+  // trace summary's), or span / steps for runs too short to have one.
+  bool steady = false;
+  double step_ms = 0, predicted_step_ms = 0;
+  double makespan_ms = 0, predicted_makespan_ms = 0;
+  double ratio = 0;  // step_ms / predicted_step_ms
+  // (makespan - predicted makespan) / (actions / devices): the runtime's cost per action.
+  double overhead_us_per_action = 0;
+};
+
+// Loads nothing: `config` is loaded and checked. Throws ConfigError (stages on both sim and
+// data devices, or a config the Trainer refuses), std::runtime_error (an unreadable profile, or
+// one whose layers are not the model's), actors::PipelineError.
+BenchReport run_bench(const Config& config, const BenchOptions& options);
+
+// A table for people; the JSON object (what --json prints and the BENCH_JSON line carries).
+std::string format_bench(const BenchReport& report);
+nlohmann::json bench_to_json(const BenchReport& report);
+
+}  // namespace tandem::apps

@@ -1,0 +1,69 @@
+// `tandem bench CONFIG [--steps N] [--profile P.json] [--trace FILE] [--json]`: runs the config's
+// plan for N steps and prints samples/s, per-replica utilization, bubble and step time beside
+// the simulator's prediction, with the ratio (apps/bench_run.hpp), then one BENCH_JSON line.
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "apps/bench_run.hpp"
+#include "apps/commands.hpp"
+#include "apps/output_file.hpp"
+
+namespace tandem::apps {
+
+void add_bench_command(CLI::App& app) {
+  struct Args {
+    std::string config, profile, trace;
+    std::int64_t steps = 0;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "run a config's plan for N steps; measured throughput, utilization, bubble and "
+      "step time beside the simulator's prediction");
+  sub->add_option("config", args->config, "config file (YAML)")->required();
+  sub->add_option("--steps", args->steps, "run this many steps instead of train.steps")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  sub->add_option("--profile", args->profile,
+                  "stages on sim: per-layer durations from this profile (`tandem profile`); "
+                  "default: FLOP counts at the dry run's rate");
+  sub->add_option("--trace", args->trace,
+                  "stages that compute: keep the run's Chrome trace in FILE (the prediction is "
+                  "made from it)");
+  sub->add_flag("--json", args->json, "print one JSON object instead of the table");
+  sub->callback([args, sub] {
+    BenchOptions options;
+    if (sub->count("--steps") > 0) options.steps = args->steps;
+    if (sub->count("--profile") > 0) options.profile = args->profile;
+    if (sub->count("--trace") > 0) {
+      check_output("bench: --trace", args->trace, {args->config, args->profile});
+      options.trace = args->trace;
+    }
+    const BenchReport report = run_bench(load_config(args->config), options);
+    const nlohmann::json json = bench_to_json(report);
+    if (args->json) {
+      std::cout << json.dump(2) << '\n';
+      return;
+    }
+    // The benches' line (benches/json_line_reporter.hpp): numbers only, per replica flattened.
+    nlohmann::json counters = nlohmann::json::object();
+    for (const auto& [key, value] : json.items()) {
+      if (value.is_number()) counters[key] = value;
+    }
+    for (const BenchReplica& r : report.replicas) {
+      counters["utilization_d" + std::to_string(r.device)] = r.utilization;
+      counters["predicted_utilization_d" + std::to_string(r.device)] = r.predicted_utilization;
+    }
+    const nlohmann::json line = {{"suite", "tandem_bench"},
+                                 {"results",
+                                  {{report.config,
+                                    {{"real_ns", report.step_ms * 1e6},
+                                     {"iterations", report.steps},
+                                     {"counters", counters}}}}}};
+    std::cout << format_bench(report) << "BENCH_JSON " << line.dump() << '\n';
+  });
+}
+
+}  // namespace tandem::apps
