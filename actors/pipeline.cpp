@@ -1,6 +1,8 @@
 #include "actors/pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "actors/coordinator.hpp"
 #include "actors/loader_actor.hpp"
@@ -127,6 +129,16 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
                                             : models::ParamSet{};
   std::optional<schedules::Schedule> schedule;
   if (!spec_.order) schedule.emplace(params);
+  // Stages on the CPU that compute at once split its cores rather than each spreading its
+  // kernels over all of them (oversubscribed threads preempt each other mid-GEMM).
+  int cpu_replicas = 0;
+  for (const auto& st : spec_.plan.stages) {
+    for (const auto& pl : st.replicas) cpu_replicas += Device::parse(pl.device).is_cpu() ? 1 : 0;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cpu_share = spec_.cpu_threads_per_replica > 0 ? spec_.cpu_threads_per_replica
+                        : cpu_replicas > 1                ? std::max(1, cores / cpu_replicas)
+                                                          : 0;
   for (int d = 0; d < R; ++d) {
     const int s = rparams.stage_of(d);
     const int r = rparams.replica_of(d);
@@ -172,7 +184,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     }
     setup.first_minibatch = spec_.first_minibatch;
     setup.first_round = schedules::update_rounds(rparams, s, spec_.first_minibatch);
-    setup.executor = models::make_executor(device, spec_.sim_costs);
+    setup.executor = models::make_executor(device, spec_.sim_costs, cpu_share);
     setup.channel = impl_->channel.get();
     setup.collectives = &impl_->collectives;
     setup.loader = loader_ep;

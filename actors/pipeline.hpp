@@ -62,6 +62,9 @@ struct PipelineSpec {
   std::int64_t first_minibatch = 0;
   // Per stage, the optimizer state to start from (empty: fresh optimizers).
   std::vector<OptimizerState> optimizer_states;
+  // Threads each cpu replica's kernels use; 0: the machine's cores split among the cpu
+  // replicas (all of them for a one-replica pipeline).
+  int cpu_threads_per_replica = 0;
 };
 
 struct PipelineResult {

@@ -41,6 +41,7 @@ struct PlanOptions {
   std::string output;
   bool json = false;
   bool quiet = false;
+  std::string cost_model = "overlapped";
 };
 
 // Flags the chosen schedule would ignore are refused: a user who gives them expects an effect.
@@ -57,6 +58,9 @@ void check_flags(const PlanOptions& o, const CLI::App& cmd, ts::ScheduleKind kin
   if (asynchronous) refuse("--slices", "it runs whole minibatches, one slice each");
   if (umpipe) refuse("--slices", "the GA chooses UMPIPE's unequal slices");
   if (pipedream) refuse("--stages", "the PipeDream DP chooses stages and replicas");
+  if (!pipedream && kind != ts::ScheduleKind::pipedream_vsync) {
+    refuse("--cost-model", "it chooses the PipeDream DP's objective");
+  }
   if (!umpipe) {
     const std::string why = "it tunes the UMPIPE GA only";
     refuse("--seed", why);
@@ -119,6 +123,8 @@ void run_plan(const PlanOptions& options, const CLI::App& cmd) {
   request.minibatch = options.minibatch;
   request.slices = options.slices;
   request.stages = options.stages;
+  request.cost_model = options.cost_model == "pipedream" ? planner::CostModel::pipedream
+                                                         : planner::CostModel::overlapped;
   request.ga.seed = static_cast<std::uint64_t>(options.seed);
   request.ga.population = options.population;
   request.ga.generations = options.generations;
@@ -184,6 +190,11 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--output", options->output, "Write the config's pipeline: section here");
   cmd->add_flag("--json", options->json, "Print the plan as JSON instead of a table");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  cmd->add_option("--cost-model", options->cost_model,
+                  "PipeDream DP objective: overlapped (sync overlaps compute; DESIGN section 7) "
+                  "or pipedream (PipeDream's own optimizer: sync added, every worker used)")
+      ->check(CLI::IsMember({"overlapped", "pipedream"}))
+      ->capture_default_str();
   cmd->callback([options, cmd] { run_plan(*options, *cmd); });
 }
 

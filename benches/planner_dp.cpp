@@ -1,6 +1,7 @@
 // PipeDream's partitioning DP on a 256-layer chain: two levels (8 workers x 16 hosts, as in
 // PipeDream's own hierarchical optimizer, which takes 89.5 s on this machine for the same
-// shape) and three levels (4 x 8 x 4).
+// shape; goal <= 50 ms) and three levels (4 x 8 x 4; 1024 layers: goal < 5 s). The same
+// shapes with CostModel::pipedream (PipeDream's optimizer's objective, unpruned) for scale.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -26,9 +27,11 @@ std::vector<PipeDreamLayer> chain(int n) {
   return layers;
 }
 
-void run(benchmark::State& state, const std::vector<PipeDreamLevel>& levels, bool bounded) {
+void run(benchmark::State& state, const std::vector<PipeDreamLevel>& levels, bool bounded,
+         CostModel model = CostModel::overlapped) {
   const auto layers = chain(static_cast<int>(state.range(0)));
   PipeDreamOptions options;
+  options.cost_model = model;
   if (bounded) options.memory_per_worker = 16e9;
   PipeDreamPlan plan;
   for (auto _ : state) {
@@ -53,6 +56,10 @@ void BM_Flat(benchmark::State& state) {
   run(state, {{16, 12.5 * kGBps}}, state.range(1) == 1);
 }
 
+void BM_TwoLevelsPipeDreamModel(benchmark::State& state) {
+  run(state, {{8, 150 * kGBps}, {16, 12.5 * kGBps}}, false, CostModel::pipedream);
+}
+
 BENCHMARK(BM_TwoLevels)
     ->ArgNames({"layers", "memory_bound"})
     ->Args({256, 0})
@@ -62,10 +69,15 @@ BENCHMARK(BM_ThreeLevels)
     ->ArgNames({"layers", "memory_bound"})
     ->Args({256, 0})
     ->Args({256, 1})
+    ->Args({1024, 0})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Flat)
     ->ArgNames({"layers", "memory_bound"})
     ->Args({256, 0})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TwoLevelsPipeDreamModel)
+    ->ArgNames({"layers"})
+    ->Args({256})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

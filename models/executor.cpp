@@ -1,7 +1,10 @@
 #include "models/executor.hpp"
 
+#include <oneapi/tbb/task_arena.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "models/sim_clock.hpp"
@@ -11,11 +14,20 @@ namespace {
 
 class CpuExecutor final : public Executor {
  public:
+  explicit CpuExecutor(int threads) {
+    if (threads > 0) arena_.emplace(threads);
+  }
   Device device() const override { return Device::cpu(); }
   Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     ctx.sim_clock = nullptr;
     const auto start = std::chrono::steady_clock::now();
-    work(ctx);
+    // Kernels split their loops over the arena's threads: with several stages computing at
+    // once, each keeps to its share instead of all contending for every core.
+    if (arena_) {
+      arena_->execute([&] { work(ctx); });
+    } else {
+      work(ctx);
+    }
     return {std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(0)};
   }
   LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
@@ -26,6 +38,9 @@ class CpuExecutor final : public Executor {
             const ParamSet& grads) const override {
     optimizer.step(params, grads);
   }
+
+ private:
+  std::optional<tbb::task_arena> arena_;
 };
 
 class SimExecutor final : public Executor {
@@ -67,8 +82,8 @@ class SimExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs) {
-  if (device.is_cpu()) return std::make_unique<CpuExecutor>();
+std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs, int cpu_threads) {
+  if (device.is_cpu()) return std::make_unique<CpuExecutor>(cpu_threads);
   if (device.is_sim()) return std::make_unique<SimExecutor>(sim_costs);
   throw std::invalid_argument("make_executor: no kernels for device " + device.str() +
                               " in this build (cpu and sim run pipelines today)");

@@ -43,7 +43,10 @@ class Executor {
 };
 
 // cpu (and, with the CUDA backend, cuda:N once its kernels exist) or sim with its costs.
-// Throws std::invalid_argument for a device this build cannot run kernels on.
-std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs = {});
+// `cpu_threads` > 0 runs a cpu executor's kernels in a oneTBB arena of that many threads (its
+// share of the cores when several stages compute at once; 0: the whole machine). Throws
+// std::invalid_argument for a device this build cannot run kernels on.
+std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs = {},
+                                        int cpu_threads = 0);
 
 }  // namespace tandem::models

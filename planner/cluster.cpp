@@ -147,6 +147,7 @@ Cluster parse_cluster(std::string_view yaml_text, std::string_view source) {
   }
   if (const YAML::Node factor = root["sync_factor"]) {
     cluster.sync_factor = reader.number(factor, "sync_factor");
+    cluster.sync_factor_given = true;
     if (cluster.sync_factor < 0) reader.fail(factor, "sync_factor", "must not be negative");
   }
   if (const YAML::Node device = root["device"]) {

@@ -25,6 +25,7 @@ struct Cluster {
   std::vector<TopologyLevel> levels;  // innermost first
   double memory_per_worker_bytes = std::numeric_limits<double>::infinity();
   double sync_factor = 2.0;
+  bool sync_factor_given = false;  // PipeDream's cost model defaults to its own factor, 4
   std::string device = "cpu";
 
   int workers() const;

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "planner/detail/pipedream_optimizer_model.hpp"
+
 namespace tandem::planner {
 namespace {
 
@@ -17,20 +19,41 @@ bool better(double candidate, double best) {
   return candidate < best - 1e-12 * best;
 }
 
-struct Entry {
-  double value = kInf;
-  std::int32_t split = -1;  // last layer of the first stage; -1: a single (replicated) stage
-  std::int32_t first = 0;   // units given to the first stage when split
+// Per stage: compute, in-flight minibatches, versions and memory, from prefix sums over the
+// layers; and the plan's NOAM.
+void finish_plan(PipeDreamPlan& plan, const std::vector<double>& compute,
+                 const std::vector<double>& weights, const std::vector<double>& memory,
+                 WeightVersions versions) {
+  long long downstream = 0;
+  for (auto it = plan.stages.rbegin(); it != plan.stages.rend(); ++it) {
+    PipeDreamStage& stage = *it;
+    downstream += stage.replicas();
+    stage.compute_ms = compute[stage.end] - compute[stage.begin];
+    stage.in_flight = static_cast<int>((downstream + stage.replicas() - 1) / stage.replicas());
+    stage.versions = versions == WeightVersions::stashing ? stage.in_flight
+                                                          : static_cast<int>(plan.stages.size());
+    stage.memory_bytes = stage.versions * (weights[stage.end] - weights[stage.begin]) +
+                         stage.in_flight * (memory[stage.end] - memory[stage.begin]);
+  }
+  plan.noam = plan.stages.front().in_flight;
+}
+
+// How A^k(i..j, m) was reached: the last layer of the first stage and the units given to it, or
+// split -1 for a single (replicated) stage.
+struct Choice {
+  std::int32_t split = -1;
+  std::int32_t first = 0;
 };
 
 // One level's table A^k(i..j, m) over units of level k-1. Inner levels need every (i, j);
-// the outermost only j = N-1.
+// the outermost only j = N-1. Values and choices live apart so the scans read only values.
 struct LevelTable {
   int units = 1;               // m_k
   long long unit_workers = 1;  // workers in one unit of level k-1
   double bandwidth = 1;
   int j_low = 0;                     // j ranges over [j_low, N)
-  std::vector<Entry> entries;        // [(j - j_low) * N + i] * units + (m - 1)
+  std::vector<double> values;        // [(j - j_low) * N + i] * units + (m - 1)
+  std::vector<Choice> choices;       // same index
   std::vector<double> best_any;      // [i * N + j]: min over m of A^k(i..j, m)
   std::vector<std::int32_t> best_m;  // its argmin
 };
@@ -107,7 +130,7 @@ class Solver {
     } else {
       plan.time_per_minibatch = kInf;
       for (int m = 1; m <= top.units; ++m) {
-        const double value = entry(depth, 0, n_ - 1, m).value;
+        const double value = value_of(depth, 0, n_ - 1, m);
         if (!better(value, plan.time_per_minibatch)) continue;
         std::vector<PipeDreamStage> stages = expand(depth, 0, n_ - 1, m, 0);
         if (static_cast<long long>(stages.size()) > depth_) continue;
@@ -159,51 +182,239 @@ class Solver {
     return std::max(inner, sync(k, m, i, j)) / m;
   }
 
-  Entry& entry(int k, int i, int j, int m) {
-    LevelTable& t = tables_[k - 1];
-    return t.entries[(static_cast<std::size_t>(j - t.j_low) * n_ + i) * t.units + (m - 1)];
-  }
-  const Entry& entry(int k, int i, int j, int m) const {
+  std::size_t index(int k, int i, int j, int m) const {
     const LevelTable& t = tables_[k - 1];
-    return t.entries[(static_cast<std::size_t>(j - t.j_low) * n_ + i) * t.units + (m - 1)];
+    return (static_cast<std::size_t>(j - t.j_low) * n_ + i) * t.units + (m - 1);
+  }
+  double value_of(int k, int i, int j, int m) const {
+    return tables_[k - 1].values[index(k, i, j, m)];
+  }
+  const Choice& choice_of(int k, int i, int j, int m) const {
+    return tables_[k - 1].choices[index(k, i, j, m)];
   }
 
+  // Vertical sync: whether layers i..s on one worker fit the memory bound with `downstream`
+  // workers from this stage on (level 1 only); the same arithmetic as replicated().
+  bool fits(int i, int s, long long downstream) const {
+    const double memory =
+        static_cast<double>(depth_) * (weights_[s + 1] - weights_[i]) +
+        static_cast<double>(std::min(downstream, depth_)) * (memory_[s + 1] - memory_[i]);
+    return memory <= options_.memory_per_worker;
+  }
+
+  // The largest q with q * footprint(i..s) <= the bound, capped far above any worker count.
+  double largest_in_flight(int i, int s) const {
+    constexpr double kCap = 1e15;
+    const double footprint = footprint_[s + 1] - footprint_[i];
+    if (!(footprint > 0)) return kCap;
+    double q = std::floor(std::min(kCap, options_.memory_per_worker / footprint));
+    while (q > 0 && q * footprint > options_.memory_per_worker) q -= 1;
+    while (q < kCap && (q + 1) * footprint <= options_.memory_per_worker) q += 1;
+    return q;
+  }
+
+  // Per first layer i: T^k(i..s, m') and what bounds it, shared by the cells (i, j, m).
+  struct HeadRows {
+    int i = 0;
+    std::vector<double> heads;            // [(s - i) * units + m' - 1], without the memory bound
+    std::vector<double> floor;            // min over s' >= s, m'' <= m' of heads
+    std::vector<double> in_flight_limit;  // [s - i]: largest in-flight count that fits (stashing)
+  };
+
+  void heads_from(int k, int i, HeadRows& rows) const {
+    const LevelTable& t = tables_[k - 1];
+    const int units = t.units;
+    rows.i = i;
+    rows.heads.resize(static_cast<std::size_t>(n_ - i) * units);
+    rows.floor.resize(rows.heads.size());
+    for (int s = n_ - 1; s >= i; --s) {
+      const double inner = k == 1 ? compute_[s + 1] - compute_[i]
+                                  : tables_[k - 2].best_any[static_cast<std::size_t>(i) * n_ + s];
+      const std::size_t row = static_cast<std::size_t>(s - i) * units;
+      double so_far = kInf;
+      for (int m = 1; m <= units; ++m) {
+        double& head = rows.heads[row + m - 1];
+        if ((m > 1 && !options_.replicate) || !std::isfinite(inner)) {
+          head = kInf;
+        } else {
+          head = std::max(inner, sync(k, m, i, s)) / m;
+        }
+        double floor = head;
+        if (s + 1 < n_) floor = std::min(floor, rows.floor[row + units + m - 1]);
+        so_far = std::min(so_far, floor);
+        rows.floor[row + m - 1] = so_far;
+      }
+    }
+    if (k == 1 && bounded_ && depth_ == 0) {
+      rows.in_flight_limit.resize(n_ - i);
+      for (int s = i; s < n_; ++s) rows.in_flight_limit[s - i] = largest_in_flight(i, s);
+    }
+  }
+
+  // The smallest m' whose first stage on layers i..s fits the memory bound with `downstream`
+  // workers from it on (level 1 only; the same arithmetic as replicated()), or `none` if no
+  // m' does. Grows with s.
+  int fitting_units(const HeadRows& rows, int s, long long downstream, int none) const {
+    if (depth_ > 0) return fits(rows.i, s, downstream) ? 1 : none;
+    // ceil(D / m') <= q exactly when m' >= ceil(D / q).
+    const double q = rows.in_flight_limit[s - rows.i];
+    if (q < 1) return none;
+    if (q >= static_cast<double>(downstream)) return 1;
+    const long long whole = static_cast<long long>(q);
+    return static_cast<int>(std::min<long long>(none, (downstream + whole - 1) / whole));
+  }
+
+  // The cost of the candidate (s, m') of cell (i, j, m): as the plain recursion computes it.
+  double candidate(int k, const HeadRows& rows, int j, int m, int s, int mp,
+                   long long downstream) const {
+    const LevelTable& t = tables_[k - 1];
+    double head = rows.heads[static_cast<std::size_t>(s - rows.i) * t.units + mp - 1];
+    if (k == 1 && bounded_ && fitting_units(rows, s, downstream, m) > mp) head = kInf;
+    const double rest = t.values[index(k, s + 1, j, m - mp)];
+    return std::max({head, 2.0 / t.bandwidth * activation_[s], rest});
+  }
+
+  // Scans the splits of cell (i, j, m) in the recursion's order (s ascending, then m'
+  // ascending), keeping the first candidate better than the best so far. Candidates that
+  // cannot be better are skipped, which changes nothing since the best only falls: a stage on
+  // layers a..b with r units of w workers costs at least C(a..b) / (r w) (no stage of a plan
+  // is faster than their average), which for each s leaves only the few m' near the balance
+  // C(i..s) / m' ~ C(s+1..j) / (m - m'), and the heads' floor ends the scan.
+  //
+  // `gate` (infinite for the plain scan) lets a scan start from a known candidate's cost U
+  // instead of the replicated stage's, which narrows it: with gate G just above U, every
+  // candidate costs either under G(1 - 1e-12) ("low", U among them) or at least G ("high"),
+  // unless one lands in between. Then the plain scan accepts the first low candidate
+  // whatever high best precedes it, and never a high one after it: skipping high ones gives
+  // the same result. Returns false, for a plain rescan, when a candidate lands in between.
+  bool scan(int k, const HeadRows& rows, int j, int m, long long downstream, double gate,
+            double replicated_cost, double& best, Choice& chosen) const {
+    const LevelTable& t = tables_[k - 1];
+    const int units = t.units;
+    const int i = rows.i;
+    const double link = 2.0 / t.bandwidth;
+    const bool check_memory = k == 1 && bounded_;
+    // The bound C / (r w) holds for the computed costs up to one rounding per level and a few
+    // more (under 30 ulps, 3e-15 relative, with at most 20 levels of 2 units or more); this
+    // slack covers that and stays below better()'s 1e-12, so a replicated stage that meets
+    // the bound leaves nothing to scan.
+    constexpr double kSlack = 1 - 1e-13;
+    const double per_unit = kSlack / static_cast<double>(t.unit_workers);
+    // A candidate is accepted under `accept` and skipped at or above `below`; they differ only
+    // before the first low candidate of a gated scan.
+    double below = gate;
+    double accept = gate == kInf ? kInf : gate - 1e-12 * gate;
+    best = kInf;
+    chosen = {-1, m};
+    if (replicated_cost < accept) {
+      best = replicated_cost;
+      below = accept = best == kInf ? kInf : best - 1e-12 * best;
+    } else if (replicated_cost < below) {
+      return false;
+    }
+    if (m == 1 || !(below > 0)) return true;
+    // A stage on a..b with r units costs at least C(a..b) * scale / r * below.
+    double scale = below == kInf ? 0 : per_unit / below;
+    // m' > head_units and m - m' > rest_units, which sum to C(i..j) * scale: nothing to scan
+    // when that reaches m (the replicated stage is as good as the bound allows).
+    if ((compute_[j + 1] - compute_[i]) * scale >= m) return true;
+    // The first s whose rest could be better: rest_units < m - 1, and rest_units only shrinks
+    // as s grows.
+    int s = i;
+    if (scale > 0) {
+      int high = j;
+      while (s < high) {
+        const int mid = s + (high - s) / 2;
+        if ((compute_[j + 1] - compute_[mid + 1]) * scale < m - 1) {
+          high = mid;
+        } else {
+          s = mid + 1;
+        }
+      }
+    }
+    for (; s < j && below > 0; ++s) {
+      const std::size_t row = static_cast<std::size_t>(s - i) * units;
+      const double head_units = (compute_[s + 1] - compute_[i]) * scale;
+      // Both only grow with s (and as the best falls): no later split can be better.
+      if (head_units >= m - 1) break;
+      if (!(rows.floor[row + m - 2] < below)) break;
+      const double rest_units = (compute_[j + 1] - compute_[s + 1]) * scale;
+      if (rest_units >= m - 1) continue;
+      const double comm = link * activation_[s];
+      if (!(comm < below)) continue;
+      int first_mp = std::max(1, static_cast<int>(head_units) + 1);
+      const int last_mp = options_.replicate ? m - 1 - static_cast<int>(rest_units) : 1;
+      if (check_memory) {
+        // The first stage's memory only grows with s: once no m' fits, none ever will.
+        const int fitting = fitting_units(rows, s, downstream, m);
+        if (fitting >= m) break;
+        first_mp = std::max(first_mp, fitting);
+      }
+      const double* head_row = &rows.heads[row];
+      const double* rest_row = &t.values[index(k, s + 1, j, 1)];
+      for (int mp = first_mp; mp <= last_mp; ++mp) {
+        const double rest = rest_row[m - mp - 1];
+        if (!(rest < below)) continue;
+        const double value = std::max({head_row[mp - 1], comm, rest});
+        if (value < accept) {
+          best = value;
+          chosen = {s, mp};
+          below = accept = best - 1e-12 * best;
+          scale = per_unit / below;
+        } else if (value < below) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Fills A^k. Cells are visited by decreasing i (a cell reads cells of larger i in its
+  // column); each cell's result is the plain recursion's, bit for bit (see scan()).
   void fill(int k) {
     LevelTable& t = tables_[k - 1];
     const int units = t.units;
-    t.entries.assign(static_cast<std::size_t>(n_ - t.j_low) * n_ * units, Entry{});
+    const std::size_t cells = static_cast<std::size_t>(n_ - t.j_low) * n_ * units;
+    t.values.assign(cells, kInf);
+    t.choices.assign(cells, Choice{});
     t.best_any.assign(static_cast<std::size_t>(n_) * n_, kInf);
     t.best_m.assign(static_cast<std::size_t>(n_) * n_, 0);
-    const double link = 2.0 / t.bandwidth;
-    std::vector<double> first_stage(static_cast<std::size_t>(units) + 1);
-    for (int j = t.j_low; j < n_; ++j) {
-      const long long out = outside(k, j);
-      for (int i = j; i >= 0; --i) {
+    HeadRows rows;
+    for (int i = n_ - 1; i >= 0; --i) {
+      heads_from(k, i, rows);
+      for (int j = std::max(i, t.j_low); j < n_; ++j) {
+        const long long out = outside(k, j);
+        const std::size_t cell = index(k, i, j, 1);
         for (int m = 1; m <= units; ++m) {
           // Every worker from the first stage on: m units here plus whatever lies outside.
           const long long downstream = m * t.unit_workers + out;
-          Entry best;
-          best.value = replicated(k, i, j, m, downstream);
-          best.first = m;
-          for (int s = i; s < j; ++s) {
-            const double comm = link * activation_[s];
-            if (!better(comm, best.value)) continue;
-            for (int mp = 1; mp < m; ++mp) {
-              const double rest = entry(k, s + 1, j, m - mp).value;
-              if (!better(rest, best.value)) continue;
-              const double head = replicated(k, i, s, mp, downstream);
-              const double value = std::max({head, comm, rest});
-              if (better(value, best.value)) {
-                best.value = value;
-                best.split = s;
-                best.first = mp;
-              }
+          const double replicated_cost = replicated(k, i, j, m, downstream);
+          // The splits the neighbouring cells chose usually land near this cell's best: their
+          // cost here, when lower than the replicated stage's, gates the scan.
+          double known = replicated_cost;
+          if (m > 1) {
+            for (const std::size_t near : {index(k, i + 1 < n_ ? i + 1 : i, j, m),
+                                           index(k, i, j > i && j > t.j_low ? j - 1 : j, m)}) {
+              const Choice hint = t.choices[near];
+              if (hint.split < i || hint.split >= j || hint.first >= m) continue;
+              known = std::min(known, candidate(k, rows, j, m, hint.split, hint.first, downstream));
             }
           }
-          entry(k, i, j, m) = best;
+          double best;
+          Choice chosen;
+          bool done = false;
+          if (known < replicated_cost && known > 0) {
+            // Just above `known`, so that `known` itself is low.
+            double gate = known * (1 + 4e-12);
+            while (!(gate - 1e-12 * gate > known)) gate *= 1 + 1e-12;
+            done = scan(k, rows, j, m, downstream, gate, replicated_cost, best, chosen);
+          }
+          if (!done) scan(k, rows, j, m, downstream, kInf, replicated_cost, best, chosen);
+          t.values[cell + (m - 1)] = best;
+          t.choices[cell + (m - 1)] = chosen;
           double& any = t.best_any[static_cast<std::size_t>(i) * n_ + j];
-          if (better(best.value, any)) {
-            any = best.value;
+          if (better(best, any)) {
+            any = best;
             t.best_m[static_cast<std::size_t>(i) * n_ + j] = m;
           }
         }
@@ -213,7 +424,7 @@ class Solver {
 
   // Stages of A^k(i..j, m) placed on consecutive units from worker `base`.
   std::vector<PipeDreamStage> expand(int k, int i, int j, int m, long long base) const {
-    const Entry& e = entry(k, i, j, m);
+    const Choice& e = choice_of(k, i, j, m);
     if (e.split < 0) return expand_replicated(k, i, j, m, base);
     std::vector<PipeDreamStage> stages = expand_replicated(k, i, e.split, e.first, base);
     std::vector<PipeDreamStage> rest =
@@ -249,19 +460,7 @@ class Solver {
   }
 
   void finish(PipeDreamPlan& plan) const {
-    long long downstream = 0;
-    for (auto it = plan.stages.rbegin(); it != plan.stages.rend(); ++it) {
-      PipeDreamStage& stage = *it;
-      downstream += stage.replicas();
-      stage.compute_ms = compute_[stage.end] - compute_[stage.begin];
-      stage.in_flight = static_cast<int>((downstream + stage.replicas() - 1) / stage.replicas());
-      stage.versions = options_.versions == WeightVersions::stashing
-                           ? stage.in_flight
-                           : static_cast<int>(plan.stages.size());
-      stage.memory_bytes = stage.versions * (weights_[stage.end] - weights_[stage.begin]) +
-                           stage.in_flight * (memory_[stage.end] - memory_[stage.begin]);
-    }
-    plan.noam = plan.stages.front().in_flight;
+    finish_plan(plan, compute_, weights_, memory_, options_.versions);
   }
 
   [[noreturn]] void fail_memory() const {
@@ -334,6 +533,18 @@ PipeDreamPlan plan_pipedream(std::span<const PipeDreamLayer> layers,
                              std::span<const PipeDreamLevel> levels,
                              const PipeDreamOptions& options) {
   validate(layers, levels, options);
+  if (options.cost_model == CostModel::pipedream) {
+    PipeDreamPlan plan = detail::plan_as_pipedream_optimizer(layers, levels, options);
+    std::vector<double> compute(layers.size() + 1, 0), weights(layers.size() + 1, 0),
+        memory(layers.size() + 1, 0);
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      compute[l + 1] = compute[l] + layers[l].compute_ms;
+      weights[l + 1] = weights[l] + layers[l].parameter_bytes;
+      memory[l + 1] = memory[l] + layers[l].memory_bytes;
+    }
+    finish_plan(plan, compute, weights, memory, options.versions);
+    return plan;
+  }
   return Solver(layers, levels, options).solve();
 }
 

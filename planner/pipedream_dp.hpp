@@ -28,6 +28,18 @@ enum class WeightVersions {
   vertical_sync,  // p (the pipeline's depth) on every stage; needs replicate = false
 };
 
+// What the objective charges a stage (docs/planner.md compares the two on VGG16).
+enum class CostModel {
+  // DESIGN section 7: a replicated stage costs max(compute, sync) / r (sync overlaps
+  // compute), a cut 2 a / B once, and workers may stay idle when they do not help.
+  overlapped,
+  // PipeDream's own optimizer (optimizer_graph_hierarchical.py), to compare with its
+  // published predictions: sync added to compute, activations divided by the replicas on
+  // both cuts of a stage, every worker used (detail/pipedream_optimizer_model.hpp has the
+  // rules). PipeDream's sync factor is 4.
+  pipedream,
+};
+
 struct PipeDreamOptions {
   // sync_k(m, W) = sync_factor (m-1) W / (m B_k): 2 for a ring all-reduce of the gradients.
   double sync_factor = 2.0;
@@ -38,6 +50,7 @@ struct PipeDreamOptions {
   // false: one worker per stage, at every level (schedules that cannot replicate).
   bool replicate = true;
   WeightVersions versions = WeightVersions::stashing;
+  CostModel cost_model = CostModel::overlapped;
 };
 
 struct PipeDreamStage {
@@ -63,9 +76,12 @@ struct PipeDreamPlan {
 // std::invalid_argument on malformed input and std::runtime_error when no plan fits the
 // memory bound. Exact for one level; with several levels the memory bound is applied
 // conservatively inside a unit (every worker outside it is assumed downstream), so a plan
-// never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level,
-// O(N^2 M_K^2) for the outermost; vertical sync under a finite bound solves once per depth
-// bound P = 1..min(N, workers) (exact for one level, conservative for several).
+// never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level and
+// O(N^2 M_K^2) for the outermost at worst, much less in practice (splits that cannot beat the
+// best so far are skipped: 256 layers on 8 x 16 workers take about 10 ms, see
+// docs/benchmarks.md); vertical sync under a finite bound solves once per depth bound
+// P = 1..min(N, workers) (exact for one level, conservative for several). With
+// CostModel::pipedream: PipeDream's optimizer's plan and prediction, O(N^3 M_k^2) per level.
 PipeDreamPlan plan_pipedream(std::span<const PipeDreamLayer> layers,
                              std::span<const PipeDreamLevel> levels,
                              const PipeDreamOptions& options = {});

@@ -52,65 +52,6 @@ double bandwidth_between(const Cluster& cluster, int a, int b) {
   return cluster.levels.back().bytes_per_second / 1000.0;
 }
 
-PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
-                             const PlanRequest& request, int minibatch) {
-  // The profile's times are for its own minibatch; scale to the one asked for.
-  const double scale = static_cast<double>(minibatch) / profile.minibatch;
-  std::vector<PipeDreamLayer> layers;
-  for (const LayerProfile& l : profile.layers) {
-    layers.push_back({(l.forward_ms + l.backward_ms) * scale, l.parameter_bytes,
-                      l.activation_bytes * scale, l.memory_bytes * scale});
-  }
-  std::vector<PipeDreamLevel> levels;
-  for (const TopologyLevel& level : cluster.levels) {
-    levels.push_back({level.units, level.bytes_per_second / 1000.0});
-  }
-  PipeDreamOptions options;
-  options.sync_factor = cluster.sync_factor;
-  options.memory_per_worker = cluster.memory_per_worker_bytes;
-  const bool vsync = request.schedule == ScheduleKind::pipedream_vsync;
-  if (vsync) {
-    // The schedules replicate no stage under vertical sync, and it keeps p versions per stage.
-    options.replicate = false;
-    options.versions = WeightVersions::vertical_sync;
-  }
-  PipeDreamPlan dp;
-  try {
-    dp = plan_pipedream(layers, levels, options);
-  } catch (const std::runtime_error& e) {
-    fail(std::string(e.what()) + " (" + bytes_text(cluster.memory_per_worker_bytes) +
-         " per worker)");
-  }
-
-  PlannedPipeline out;
-  out.method = "PipeDream DP over " + std::to_string(cluster.levels.size()) + " level(s)" +
-               (vsync ? ", no replication, p versions per stage" : "");
-  out.time_per_minibatch_ms = dp.time_per_minibatch;
-  out.workers = cluster.workers();
-  out.noam = dp.noam;
-  std::vector<schedules::StagePlan> stages;
-  double busy = 0;
-  for (const PipeDreamStage& stage : dp.stages) {
-    schedules::StagePlan sp;
-    sp.layers = {stage.begin, stage.end};
-    sp.replicas.clear();
-    for (const int w : stage.workers) sp.replicas.push_back(placement(cluster, w));
-    stages.push_back(sp);
-    out.stages.push_back(
-        {stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.versions, stage.workers});
-    busy += stage.compute_ms;  // each replica works compute / r per minibatch, r replicas
-  }
-  out.bubble =
-      dp.time_per_minibatch > 0 ? 1.0 - busy / (dp.workers_used() * dp.time_per_minibatch) : 0.0;
-  schedules::ScheduleParams params;
-  params.kind = request.schedule;
-  params.slices = 1;
-  params.minibatch_size = minibatch;
-  params.minibatches = 0;  // asynchronous: unbounded
-  out.plan = schedules::Plan::make(std::move(stages), params);
-  return out;
-}
-
 // Per stage: costs for the simulator (and the GA) from the profile, layers [begin, end).
 struct StageModel {
   double f_fixed = 0, f_sample = 0, b_fixed = 0, b_sample = 0, w_fixed = 0, w_sample = 0;
@@ -136,6 +77,113 @@ StageModel stage_model(const Profile& profile, int begin, int end) {
   }
   m.output_per_sample = profile.layers[end - 1].activation_bytes / samples;
   return m;
+}
+
+// The simulator's steady-state time per minibatch of a PipeDream plan: the makespan's growth
+// from n to 2n minibatches over n, which leaves out the fill and the drain. The simulator has
+// one bandwidth and one SYNC duration: each cut's own bandwidth is folded into its message
+// size, and SYNC takes the longest all-reduce of a replicated stage.
+double simulate_asynchronous(const Profile& profile, const Cluster& cluster,
+                             const PipeDreamPlan& dp, const schedules::ScheduleParams& plan,
+                             double sync_factor) {
+  schedules::SimulationCosts costs;
+  costs.bandwidth = 1.0;
+  for (std::size_t s = 0; s < dp.stages.size(); ++s) {
+    const PipeDreamStage& stage = dp.stages[s];
+    const StageModel m = stage_model(profile, stage.begin, stage.end);
+    schedules::StageCosts sc;
+    sc.forward = schedules::Cost::affine(m.f_fixed, m.f_sample);
+    sc.backward = schedules::Cost::affine(m.b_fixed, m.b_sample);
+    sc.weight = schedules::Cost::affine(m.w_fixed, m.w_sample);
+    sc.weight_bytes = m.weight_bytes;
+    sc.activation_bytes = m.activation_per_sample;
+    if (s + 1 < dp.stages.size()) {
+      sc.output_bytes = m.output_per_sample / bandwidth_between(cluster, stage.workers.front(),
+                                                                dp.stages[s + 1].workers.front());
+    }
+    costs.stages.push_back(sc);
+    const int r = stage.replicas();
+    if (r > 1) {
+      const double bandwidth =
+          bandwidth_between(cluster, stage.workers.front(), stage.workers.back());
+      costs.sync = std::max(costs.sync, sync_factor * (r - 1) * m.weight_bytes / (r * bandwidth));
+    }
+  }
+  int workers = 0;
+  for (const PipeDreamStage& stage : dp.stages) workers += stage.replicas();
+  const int n = 2 * (workers + static_cast<int>(dp.stages.size()));
+  const auto makespan = [&](int minibatches) {
+    schedules::ScheduleParams params = plan;
+    params.minibatches = minibatches;
+    return schedules::simulate(schedules::Schedule(params).materialize(), costs, false).makespan;
+  };
+  return (makespan(2 * n) - makespan(n)) / n;
+}
+
+PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
+                             const PlanRequest& request, int minibatch) {
+  // The profile's times are for its own minibatch; scale to the one asked for.
+  const double scale = static_cast<double>(minibatch) / profile.minibatch;
+  std::vector<PipeDreamLayer> layers;
+  for (const LayerProfile& l : profile.layers) {
+    layers.push_back({(l.forward_ms + l.backward_ms) * scale, l.parameter_bytes,
+                      l.activation_bytes * scale, l.memory_bytes * scale});
+  }
+  std::vector<PipeDreamLevel> levels;
+  for (const TopologyLevel& level : cluster.levels) {
+    levels.push_back({level.units, level.bytes_per_second / 1000.0});
+  }
+  PipeDreamOptions options;
+  options.cost_model = request.cost_model;
+  options.sync_factor = cluster.sync_factor;
+  if (request.cost_model == CostModel::pipedream && !cluster.sync_factor_given) {
+    options.sync_factor = 4;  // PipeDream's constant
+  }
+  options.memory_per_worker = cluster.memory_per_worker_bytes;
+  const bool vsync = request.schedule == ScheduleKind::pipedream_vsync;
+  if (vsync) {
+    // The schedules replicate no stage under vertical sync, and it keeps p versions per stage.
+    options.replicate = false;
+    options.versions = WeightVersions::vertical_sync;
+  }
+  PipeDreamPlan dp;
+  try {
+    dp = plan_pipedream(layers, levels, options);
+  } catch (const std::runtime_error& e) {
+    fail(std::string(e.what()) + " (" + bytes_text(cluster.memory_per_worker_bytes) +
+         " per worker)");
+  }
+
+  PlannedPipeline out;
+  out.method = "PipeDream DP over " + std::to_string(cluster.levels.size()) + " level(s)" +
+               (vsync ? ", no replication, p versions per stage" : "") +
+               (request.cost_model == CostModel::pipedream ? ", PipeDream's cost model" : "");
+  out.time_per_minibatch_ms = dp.time_per_minibatch;
+  out.workers = cluster.workers();
+  out.noam = dp.noam;
+  std::vector<schedules::StagePlan> stages;
+  double busy = 0;
+  for (const PipeDreamStage& stage : dp.stages) {
+    schedules::StagePlan sp;
+    sp.layers = {stage.begin, stage.end};
+    sp.replicas.clear();
+    for (const int w : stage.workers) sp.replicas.push_back(placement(cluster, w));
+    stages.push_back(sp);
+    out.stages.push_back(
+        {stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.versions, stage.workers});
+    busy += stage.compute_ms;  // each replica works compute / r per minibatch, r replicas
+  }
+  out.bubble =
+      dp.time_per_minibatch > 0 ? 1.0 - busy / (dp.workers_used() * dp.time_per_minibatch) : 0.0;
+  schedules::ScheduleParams params;
+  params.kind = request.schedule;
+  params.slices = 1;
+  params.minibatch_size = minibatch;
+  params.minibatches = 0;  // asynchronous: unbounded
+  out.plan = schedules::Plan::make(std::move(stages), params);
+  out.simulated_ms =
+      simulate_asynchronous(profile, cluster, dp, out.plan.schedule, options.sync_factor);
+  return out;
 }
 
 PlannedPipeline plan_flush(const Profile& profile, const Cluster& cluster,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/cluster.hpp"
+#include "planner/pipedream_dp.hpp"
 #include "planner/profile.hpp"
 #include "planner/umpipe_ga.hpp"
 #include "schedules/plan.hpp"
@@ -19,6 +20,9 @@ struct PlanRequest {
   int slices = 0;      // equal-slice schedules: 0 picks the fastest count in 1..minibatch
   int stages = 0;      // schedules without replication: 0 uses every worker
   UmpipeGaOptions ga;  // umpipe only
+  // pipedream and pipedream-vsync: the DP's objective. CostModel::pipedream uses the
+  // cluster's sync_factor if it gives one, else PipeDream's 4.
+  CostModel cost_model = CostModel::overlapped;
 };
 
 struct PlannedStage {
@@ -41,6 +45,9 @@ struct PlannedPipeline {
   int noam = 0;     // PipeDream: minibatches admitted at once
   // UMPIPE: the best equal-slice GPipe makespan, for comparison.
   double equal_slices_ms = 0;
+  // PipeDream: the simulator's steady-state time per minibatch for the chosen plan (0: not
+  // simulated), beside the DP's estimate in time_per_minibatch_ms.
+  double simulated_ms = 0;
 };
 
 // Supported schedules: pipedream (the DP, replication allowed), pipedream-vsync (the DP, one

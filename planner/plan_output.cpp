@@ -66,6 +66,12 @@ std::string format_plan(const PlannedPipeline& planned) {
   os << line;
   if (planned.noam > 0) os << "   NOAM: " << planned.noam;
   os << '\n';
+  if (planned.simulated_ms > 0) {
+    std::snprintf(line, sizeof line,
+                  "simulated time per minibatch: %.4g ms (%.3gx the DP's estimate above)\n",
+                  planned.simulated_ms, planned.simulated_ms / planned.time_per_minibatch_ms);
+    os << line;
+  }
   if (planned.equal_slices_ms > 0) {
     std::snprintf(line, sizeof line, "best equal slices: %.4g ms (UMPIPE gains %.3gx)\n",
                   planned.equal_slices_ms, planned.equal_slices_ms / planned.time_per_minibatch_ms);
@@ -167,6 +173,7 @@ std::string plan_json(const PlannedPipeline& planned) {
   j["workers"] = planned.workers;
   if (planned.noam > 0) j["noam"] = planned.noam;
   if (planned.equal_slices_ms > 0) j["equal_slices_ms"] = planned.equal_slices_ms;
+  if (planned.simulated_ms > 0) j["simulated_time_per_minibatch_ms"] = planned.simulated_ms;
   j["minibatch"] = params.samples();
   if (params.kind == schedules::ScheduleKind::umpipe) {
     auto& slices = j["slices"] = nlohmann::ordered_json::array();

@@ -38,6 +38,7 @@ TEST(Cluster, ParsesLevelsAndOptions) {
   EXPECT_DOUBLE_EQ(cluster.levels[1].bytes_per_second, 12.5e9);
   EXPECT_DOUBLE_EQ(cluster.memory_per_worker_bytes, 80.0 * 1024 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(cluster.sync_factor, 4);
+  EXPECT_TRUE(cluster.sync_factor_given);
   EXPECT_EQ(cluster.device, "cuda");
   EXPECT_EQ(cluster.workers(), 128);
 }
@@ -47,6 +48,7 @@ TEST(Cluster, DefaultsAndBareNumbers) {
   EXPECT_DOUBLE_EQ(cluster.levels[0].bytes_per_second, 2.5e9);  // a bare number is GB/s
   EXPECT_FALSE(std::isfinite(cluster.memory_per_worker_bytes));
   EXPECT_DOUBLE_EQ(cluster.sync_factor, 2);
+  EXPECT_FALSE(cluster.sync_factor_given);
   EXPECT_EQ(cluster.device, "cpu");
   EXPECT_DOUBLE_EQ(
       parse_cluster("levels: [{units: 1, bandwidth: 1}]\nmemory_per_worker: 4096", "c.yaml")

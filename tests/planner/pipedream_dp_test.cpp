@@ -444,5 +444,164 @@ TEST(PipeDreamDp, NoReplicationUsesOneWorkerPerStageOnEveryLevel) {
   EXPECT_THROW(plan_pipedream(layers, levels, replicating_vsync), std::invalid_argument);
 }
 
+// The recursion of DESIGN section 7 without any pruning (no memory bound): every cell
+// scans every split s ascending, then every m' ascending, and keeps the first candidate better
+// by the planner's 1e-12 relative margin. The planner skips most candidates; its plans must be
+// these, bit for bit.
+struct PlainDp {
+  std::vector<PipeDreamLayer> layers;
+  std::vector<PipeDreamLevel> levels;
+  PipeDreamOptions options;
+  int n = 0;
+  std::vector<double> compute, weights;
+  // Per level: value and (split, first) of A^k(i..j, m); best over m and its argmin.
+  std::vector<std::vector<double>> value, any;
+  std::vector<std::vector<int>> split, first, any_m;
+
+  static bool better(double candidate, double best) {
+    if (best == kInf) return candidate < kInf;
+    return candidate < best - 1e-12 * best;
+  }
+  std::size_t at(int k, int i, int j, int m) const {
+    return (static_cast<std::size_t>(i) * n + j) * levels[k - 1].units + (m - 1);
+  }
+  double replicated(int k, int i, int j, int m) const {
+    if (m > 1 && !options.replicate) return kInf;
+    const double inner = k == 1 ? compute[j + 1] - compute[i] : any[k - 2][i * n + j];
+    if (!std::isfinite(inner)) return kInf;
+    const double sync = m == 1 ? 0
+                               : options.sync_factor * (m - 1) * (weights[j + 1] - weights[i]) /
+                                     (m * levels[k - 1].bandwidth);
+    return std::max(inner, sync) / m;
+  }
+
+  PipeDreamPlan solve() {
+    n = static_cast<int>(layers.size());
+    compute.assign(n + 1, 0);
+    weights.assign(n + 1, 0);
+    for (int l = 0; l < n; ++l) {
+      compute[l + 1] = compute[l] + layers[l].compute_ms;
+      weights[l + 1] = weights[l] + layers[l].parameter_bytes;
+    }
+    const int depth = static_cast<int>(levels.size());
+    for (int k = 1; k <= depth; ++k) {
+      const int units = levels[k - 1].units;
+      const double link = 2.0 / levels[k - 1].bandwidth;
+      value.emplace_back(static_cast<std::size_t>(n) * n * units, kInf);
+      split.emplace_back(value.back().size(), -1);
+      first.emplace_back(value.back().size(), 0);
+      any.emplace_back(static_cast<std::size_t>(n) * n, kInf);
+      any_m.emplace_back(any.back().size(), 0);
+      for (int j = 0; j < n; ++j) {
+        for (int i = j; i >= 0; --i) {
+          for (int m = 1; m <= units; ++m) {
+            double best = replicated(k, i, j, m);
+            int best_split = -1, best_first = m;
+            for (int s = i; s < j; ++s) {
+              for (int mp = 1; mp < m; ++mp) {
+                const double v =
+                    std::max({replicated(k, i, s, mp), link * layers[s].activation_bytes,
+                              value[k - 1][at(k, s + 1, j, m - mp)]});
+                if (better(v, best)) {
+                  best = v;
+                  best_split = s;
+                  best_first = mp;
+                }
+              }
+            }
+            value[k - 1][at(k, i, j, m)] = best;
+            split[k - 1][at(k, i, j, m)] = best_split;
+            first[k - 1][at(k, i, j, m)] = best_first;
+            if (better(best, any[k - 1][i * n + j])) {
+              any[k - 1][i * n + j] = best;
+              any_m[k - 1][i * n + j] = m;
+            }
+          }
+        }
+      }
+    }
+    PipeDreamPlan plan;
+    plan.time_per_minibatch = any[depth - 1][n - 1];
+    if (std::isfinite(plan.time_per_minibatch)) {
+      plan.stages = expand(depth, 0, n - 1, any_m[depth - 1][n - 1], 0);
+    }
+    return plan;
+  }
+
+  long long unit_workers(int k) const {
+    long long w = 1;
+    for (int l = 0; l < k - 1; ++l) w *= levels[l].units;
+    return w;
+  }
+
+  std::vector<PipeDreamStage> expand(int k, int i, int j, int m, long long base) const {
+    const int s = split[k - 1][at(k, i, j, m)];
+    const int mp = first[k - 1][at(k, i, j, m)];
+    if (s < 0) return expand_replicated(k, i, j, m, base);
+    std::vector<PipeDreamStage> stages = expand_replicated(k, i, s, mp, base);
+    for (PipeDreamStage& stage : expand(k, s + 1, j, m - mp, base + mp * unit_workers(k))) {
+      stages.push_back(stage);
+    }
+    return stages;
+  }
+
+  std::vector<PipeDreamStage> expand_replicated(int k, int i, int j, int m, long long base) const {
+    if (k == 1) {
+      PipeDreamStage stage;
+      stage.begin = i;
+      stage.end = j + 1;
+      for (int w = 0; w < m; ++w) stage.workers.push_back(static_cast<int>(base + w));
+      return {stage};
+    }
+    std::vector<PipeDreamStage> merged;
+    for (int u = 0; u < m; ++u) {
+      auto copy = expand(k - 1, i, j, any_m[k - 2][i * n + j], base + u * unit_workers(k));
+      if (u == 0) {
+        merged = copy;
+        continue;
+      }
+      for (std::size_t t = 0; t < merged.size(); ++t) {
+        merged[t].workers.insert(merged[t].workers.end(), copy[t].workers.begin(),
+                                 copy[t].workers.end());
+      }
+    }
+    return merged;
+  }
+};
+
+TEST(PipeDreamDp, PrunedScanEqualsThePlainRecursionOnRandomHierarchies) {
+  std::mt19937 rng(20261122);
+  std::uniform_int_distribution<int> small(0, 9);
+  std::uniform_real_distribution<double> real(0, 5);
+  for (int trial = 0; trial < 400; ++trial) {
+    PlainDp plain;
+    const int n = 1 + trial % 14;
+    const int depth = 1 + trial % 3;
+    for (int k = 0; k < depth; ++k) {
+      plain.levels.push_back({1 + small(rng) % (depth == 1 ? 8 : 4), 0.5 + small(rng) / (k + 1.0)});
+    }
+    const bool integer = trial % 2 == 0;  // integers make exact ties, reals near ones
+    for (int l = 0; l < n; ++l) {
+      PipeDreamLayer layer;
+      layer.compute_ms = integer ? small(rng) : real(rng);
+      layer.parameter_bytes = integer ? small(rng) * small(rng) : real(rng) * real(rng);
+      layer.activation_bytes = integer ? small(rng) * 0.5 : real(rng) * 0.3;
+      plain.layers.push_back(layer);
+    }
+    plain.options.sync_factor = trial % 5 == 0 ? 4.0 : 2.0;
+    plain.options.replicate = trial % 4 != 3;
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const PipeDreamPlan expected = plain.solve();
+    const PipeDreamPlan plan = plan_pipedream(plain.layers, plain.levels, plain.options);
+    EXPECT_EQ(plan.time_per_minibatch, expected.time_per_minibatch);  // bit for bit
+    ASSERT_EQ(plan.stages.size(), expected.stages.size());
+    for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+      EXPECT_EQ(plan.stages[s].begin, expected.stages[s].begin);
+      EXPECT_EQ(plan.stages[s].end, expected.stages[s].end);
+      EXPECT_EQ(plan.stages[s].workers, expected.stages[s].workers);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::planner

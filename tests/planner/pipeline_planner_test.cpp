@@ -77,6 +77,63 @@ TEST(PipelinePlanner, PipeDreamOnTwoHosts) {
   EXPECT_EQ(planned.noam, planned.stages.front().in_flight);
 }
 
+TEST(PipelinePlanner, PipeDreamPlansAreSimulated) {
+  // A straight pipeline (vertical sync: one worker per stage, no SYNC) in the steady state
+  // takes at least its slowest stage's compute per minibatch, and the DP's estimate is that
+  // or a link; the simulator's figure sits next to it.
+  PlanRequest request;
+  request.schedule = ScheduleKind::pipedream_vsync;
+  const PlannedPipeline planned = plan_pipeline(example_profile(), four_cpus(), request);
+  ASSERT_GT(planned.simulated_ms, 0);
+  double slowest = 0;
+  for (const PlannedStage& stage : planned.stages) slowest = std::max(slowest, stage.compute_ms);
+  EXPECT_GE(planned.simulated_ms, slowest * (1 - 1e-9));
+  EXPECT_LT(planned.simulated_ms, 2 * planned.time_per_minibatch_ms);
+  EXPECT_NE(format_plan(planned).find("simulated time per minibatch"), std::string::npos);
+  // Replicated stages too (SYNC actions).
+  request.schedule = ScheduleKind::pipedream;
+  const PlannedPipeline replicated = plan_pipeline(example_profile(), two_hosts(), request);
+  EXPECT_GT(replicated.simulated_ms, 0);
+  // Flush plans are the simulator's own makespan already.
+  request.schedule = ScheduleKind::one_f_one_b;
+  EXPECT_EQ(plan_pipeline(example_profile(), four_cpus(), request).simulated_ms, 0);
+}
+
+TEST(PipelinePlanner, PipeDreamCostModelUsesEveryWorkerAndItsOwnSyncFactor) {
+  // Without sync_factor in the cluster, PipeDream's model uses PipeDream's 4: the same plan as
+  // a cluster that says 4, a different time from one that says 2 when replicas sync.
+  const auto cluster_with = [](const std::string& factor) {
+    return parse_cluster("levels:\n  - {name: gpu, units: 4, bandwidth: 1 GB/s}\n" + factor,
+                         "test.yaml");
+  };
+  PlanRequest request;
+  request.cost_model = CostModel::pipedream;
+  // Two layers on four workers: some stage must be replicated.
+  Profile profile;
+  profile.minibatch = 8;
+  for (int l = 0; l < 2; ++l) {
+    LayerProfile layer;
+    layer.forward_ms = 10;
+    layer.backward_ms = 20;
+    layer.parameter_bytes = 1e8;
+    layer.activation_bytes = 1e6;
+    profile.layers.push_back(layer);
+  }
+  const PlannedPipeline unset = plan_pipeline(profile, cluster_with(""), request);
+  const PlannedPipeline four = plan_pipeline(profile, cluster_with("sync_factor: 4\n"), request);
+  const PlannedPipeline two = plan_pipeline(profile, cluster_with("sync_factor: 2\n"), request);
+  EXPECT_EQ(unset.time_per_minibatch_ms, four.time_per_minibatch_ms);
+  EXPECT_NE(unset.time_per_minibatch_ms, two.time_per_minibatch_ms);
+  int used = 0;
+  for (const PlannedStage& stage : unset.stages) used += static_cast<int>(stage.workers.size());
+  EXPECT_EQ(used, 4);
+  EXPECT_NE(unset.method.find("PipeDream's cost model"), std::string::npos);
+  // The default model on the same cluster is another objective.
+  request.cost_model = CostModel::overlapped;
+  EXPECT_EQ(plan_pipeline(profile, cluster_with(""), request).method.find("cost model"),
+            std::string::npos);
+}
+
 // Builds the plan's schedule for a finite run and proves it with the schedules' validator.
 void validate_schedule(const schedules::Plan& plan, int minibatches) {
   schedules::ScheduleParams params = plan.schedule;
