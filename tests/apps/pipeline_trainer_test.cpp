@@ -16,6 +16,7 @@
 #include "apps/default_config.hpp"
 #include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
+#include "temp_dir.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -157,21 +158,7 @@ TEST(TrainerTest, SimStagesAreAConfigError) {
   }
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("tandem-pipeline-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 TEST(PipelineTrainCommandTest, PrintsPlanProgressSummaryTableAndJsonLines) {
   TempDir dir;

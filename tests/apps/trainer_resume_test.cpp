@@ -19,27 +19,14 @@
 #include "apps/config.hpp"
 #include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
+#include "temp_dir.hpp"
 
 namespace tandem::apps {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("tandem-resume-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 // Dropout and momentum: every piece of state a resume must carry.
 const char* kGpt =

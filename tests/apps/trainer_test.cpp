@@ -17,6 +17,7 @@
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
 #include "apps/trainer_report.hpp"
+#include "temp_dir.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -57,25 +58,7 @@ std::string replace(std::string text, const std::string& from, const std::string
   return text.replace(at, from.size(), to);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("tandem-trainer-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name, std::ios::binary) << text;
-    return path_ / name;
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 std::vector<float> run_losses(const std::string& yaml) {
   Trainer trainer(parse_config(yaml, "test.yaml"));
