@@ -371,3 +371,25 @@ TEST(ConfigTest, ShippedConfigsLoad) {
 
 }  // namespace
 }  // namespace tandem::apps
+
+namespace tandem::apps {
+namespace {
+
+// Every config the repository ships (benchmarks' and examples' included) loads and plans.
+TEST(ConfigTest, EveryShippedConfigLoads) {
+  int loaded = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::filesystem::path(TANDEM_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".yaml" || e.path().parent_path().filename() == "examples") {
+      continue;  // examples/ holds cluster files, not configs
+    }
+    SCOPED_TRACE(e.path().string());
+    const Config c = load_config(e.path());
+    EXPECT_GE(c.train.steps, 1);
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 14);
+}
+
+}  // namespace
+}  // namespace tandem::apps
