@@ -1,5 +1,6 @@
 #include "schedules/schedule_params.hpp"
 
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -59,9 +60,15 @@ void ScheduleParams::validate() const {
                     std::to_string(stages));
   }
   bool replicated = false;
+  std::int64_t devices = 0;  // summed wide: total_replicas() must not overflow
   for (std::size_t s = 0; s < replicas.size(); ++s) {
     if (replicas[s] < 1) fail(*this, "replicas[" + std::to_string(s) + "] must be at least 1");
     replicated = replicated || replicas[s] > 1;
+    devices += replicas[s];
+  }
+  if (devices > std::numeric_limits<int>::max()) {
+    fail(*this, "replicas add up to " + std::to_string(devices) + " devices, more than " +
+                    std::to_string(std::numeric_limits<int>::max()));
   }
   const bool async = is_asynchronous(kind);
   if (minibatches == 0 && !async) fail(*this, "a flush schedule needs minibatches >= 1");

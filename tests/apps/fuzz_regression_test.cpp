@@ -54,3 +54,22 @@ TEST(FuzzRegression, DeviceWithoutActionsValidates) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem::apps {
+namespace {
+
+// fuzz_schedule_text (found by CI's bounded run): replica counts that each fit an int but whose
+// sum does not overflowed total_replicas() (signed overflow, caught by UBSan). The header is
+// refused instead.
+TEST(FuzzRegression, ReplicaCountsWhoseSumOverflowsAreRefused) {
+  const std::string text = corpus_file("schedule_text/regression-replica-sum-overflow.txt");
+  try {
+    (void)schedules::parse_actions(text);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const schedules::ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("replicas"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::apps
