@@ -9,6 +9,8 @@
 namespace tandem::schedules {
 namespace {
 
+constexpr std::int64_t kMaxVirtualStages = std::int64_t{1} << 20;
+
 [[noreturn]] void fail(const ScheduleParams& p, const std::string& what) {
   throw ScheduleError("schedule " + std::string(to_string(p.kind)) + ": " + what);
 }
@@ -53,6 +55,12 @@ void ScheduleParams::validate() const {
   if (stages < 1) fail(*this, "stages must be at least 1, got " + std::to_string(stages));
   if (slices < 1) fail(*this, "slices must be at least 1, got " + std::to_string(slices));
   if (chunks < 1) fail(*this, "chunks must be at least 1, got " + std::to_string(chunks));
+  // Every device keeps per-chunk state: bound the virtual stages before anything allocates them
+  // (a text-form header with chunks=33333332 asked for gigabytes).
+  if (chunks > 1 && static_cast<std::int64_t>(stages) * chunks > kMaxVirtualStages) {
+    fail(*this, std::to_string(stages) + " stages x " + std::to_string(chunks) +
+                    " chunks: more than " + std::to_string(kMaxVirtualStages) + " virtual stages");
+  }
   if (minibatch_size < 0) fail(*this, "minibatch_size is negative");
   if (minibatches < 0) fail(*this, "minibatches is negative");
   if (!replicas.empty() && static_cast<int>(replicas.size()) != stages) {

@@ -73,3 +73,21 @@ TEST(FuzzRegression, ReplicaCountsWhoseSumOverflowsAreRefused) {
 
 }  // namespace
 }  // namespace tandem::apps
+
+namespace tandem::apps {
+namespace {
+
+// fuzz_schedule_text (CI's bounded run): chunks=33333332 in a header made every device allocate
+// per-chunk state for 33 million chunks (out of memory). Virtual stages are bounded first.
+TEST(FuzzRegression, HugeChunkCountsAreRefusedBeforeAllocating) {
+  const std::string text = corpus_file("schedule_text/regression-chunks-oom.txt");
+  try {
+    (void)schedules::parse_actions(text);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const schedules::ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("virtual stages"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::apps
