@@ -12,6 +12,7 @@
 #include "schedules/routing.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/validator.hpp"
+#include "schedules/weight_versions.hpp"
 #include "transport/local_channel.hpp"
 #include "transport/local_collectives.hpp"
 
@@ -82,6 +83,11 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   if (!spec_.optimizer_states.empty() &&
       static_cast<int>(spec_.optimizer_states.size()) != params.stages) {
     fail(std::to_string(spec_.optimizer_states.size()) + " optimizer states for " +
+         std::to_string(params.stages) + " stages");
+  }
+  if (!spec_.older_versions.empty() &&
+      static_cast<int>(spec_.older_versions.size()) != params.stages) {
+    fail(std::to_string(spec_.older_versions.size()) + " stages of older weight versions for " +
          std::to_string(params.stages) + " stages");
   }
   if (spec_.first_minibatch > 0) {
@@ -177,13 +183,49 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
       }
     }
     setup.params = std::move(own);
+    // The versions the minibatches in flight at the stop use (numbered as in the training).
+    const std::int64_t first_round = schedules::update_rounds(rparams, s, spec_.first_minibatch);
+    const std::int64_t oldest = schedules::weight_version(rparams, s, spec_.first_minibatch);
+    for (std::int64_t v = oldest; v < first_round; ++v) {
+      if (!device.has_data()) {
+        setup.older_versions[v] = setup.params;  // shapes only
+        continue;
+      }
+      const models::ParamSet* given = nullptr;
+      if (!spec_.older_versions.empty()) {
+        const auto& versions = spec_.older_versions[static_cast<std::size_t>(s)];
+        if (auto it = versions.find(v); it != versions.end()) given = &it->second;
+      }
+      if (given == nullptr) {
+        fail("resuming at minibatch " + std::to_string(spec_.first_minibatch) +
+             " needs weight version " + std::to_string(v) + " of stage " + std::to_string(s) +
+             " (minibatches in flight at the stop use it in forward; the run that stopped "
+             "hands it over as Pipeline::older_versions, a checkpoint stores it)");
+      }
+      models::ParamSet version;
+      for (std::int64_t i = 0; i < setup.params.size(); ++i) {
+        const std::string& name = setup.params.name(i);
+        if (!given->contains(name)) {
+          fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) +
+               " lacks '" + name + "'");
+        }
+        const Tensor& t = given->at(name);
+        if (t.shape() != setup.params[i].shape()) {
+          fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) + ": '" +
+               name + "' has another shape than the model's");
+        }
+        version.add(name, t.device() == device ? t.clone() : t.to(device));
+      }
+      setup.older_versions[v] = std::move(version);
+    }
     setup.optimizer = models::make_optimizer(spec_.optimizer);
     if (!spec_.optimizer_states.empty()) {
       const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
       setup.optimizer->load_state(os.state, os.steps);
     }
     setup.first_minibatch = spec_.first_minibatch;
-    setup.first_round = schedules::update_rounds(rparams, s, spec_.first_minibatch);
+    setup.first_round = first_round;
+    setup.minibatches = rparams.minibatches;
     setup.executor = models::make_executor(device, spec_.sim_costs, cpu_share);
     setup.channel = impl_->channel.get();
     setup.collectives = &impl_->collectives;
@@ -270,6 +312,12 @@ void Pipeline::request_stop() {
 OptimizerState Pipeline::optimizer_state(int s) const {
   const models::Optimizer& o = stage(s, 0).optimizer();
   return {o.state(), o.steps()};
+}
+
+std::map<std::int64_t, models::ParamSet> Pipeline::older_versions(int s) const {
+  std::map<std::int64_t, models::ParamSet> out;
+  for (const auto& [v, params] : stage(s, 0).older_versions()) out.emplace(v, *params);
+  return out;
 }
 
 const StageActor& Pipeline::stage(int stage, int replica) const {

@@ -4,6 +4,7 @@
 // bounded number of minibatches and reports. The single-device case is a one-stage plan.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,12 @@ struct PipelineSpec {
   std::int64_t first_minibatch = 0;
   // Per stage, the optimizer state to start from (empty: fresh optimizers).
   std::vector<OptimizerState> optimizer_states;
+  // Per stage, the older weight versions a resumed run's first forwards use (PipeDream, vertical
+  // sync and 2BW keep minibatches in flight across a stop: their forwards are replayed at the
+  // versions they had): Pipeline::older_versions of the run that stopped, by version number,
+  // each holding at least that stage's weights (on the CPU). Required when resuming those
+  // schedules; empty for flush schedules.
+  std::vector<std::map<std::int64_t, models::ParamSet>> older_versions;
   // Threads each cpu replica's kernels use; 0: the machine's cores split among the cpu
   // replicas (all of them for a one-replica pipeline).
   int cpu_threads_per_replica = 0;
@@ -105,6 +112,9 @@ class Pipeline {
   const StageActor& stage(int stage, int replica = 0) const;
   // After run(): the optimizer state of a stage (from its replica 0), to resume from.
   OptimizerState optimizer_state(int stage) const;
+  // After run(): the weight versions of a stage (from its replica 0) older than its latest that
+  // the minibatches after the run's end use in forward, for PipelineSpec::older_versions.
+  std::map<std::int64_t, models::ParamSet> older_versions(int stage) const;
   ActorSystem& system() { return *system_; }
 
  private:

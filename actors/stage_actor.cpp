@@ -58,14 +58,15 @@ StageActor::StageActor(std::string name, StageSetup setup)
     : Actor(std::move(name)),
       s_(std::move(setup)),
       params_(s_.routing->params()),
-      versions_(std::move(s_.params)) {
+      versions_(std::move(s_.params), s_.first_round, std::move(s_.older_versions)),
+      end_(s_.minibatches) {
   stage_ = params_.stage_of(s_.device);
   replica_ = params_.replica_of(s_.device);
   stats_.device = s_.device;
   stats_.stage = stage_;
   stats_.replica = replica_;
   stats_.device_name = s_.executor->device().str();
-  stats_.peak_versions = 1;
+  stats_.peak_versions = versions_.held();
   const models::ParamSet& w = versions_.get(versions_.latest());
   for (const Tensor& t : w.range(0, w.size())) stats_.weight_bytes += t.nbytes();
 }
@@ -156,6 +157,7 @@ std::optional<schedules::Action> StageActor::pull() {
 
 void StageActor::stop_at(std::int64_t minibatches) {
   stop_at_ = minibatches;
+  end_ = std::min(end_, minibatches);
   // What was pulled ahead and is not running goes; the action taken as current only waits for
   // inputs (a running one completes first: SYNC holds running_, and a device op is already
   // submitted and was of an earlier minibatch).
@@ -322,6 +324,20 @@ Tensor StageActor::take_inputs(const Action& a, Port port, std::uint32_t* rows_t
   return parts.size() == 1 ? parts.front() : concat_rows(parts);
 }
 
+std::int64_t StageActor::version_of(std::int64_t b) const {
+  return schedules::weight_version(params_, stage_, s_.first_minibatch + b);
+}
+
+std::int64_t StageActor::kept_from() const {
+  return version_of(end_);
+}
+
+std::map<std::int64_t, const models::ParamSet*> StageActor::older_versions() const {
+  auto out = versions_.held_from(kept_from());
+  out.erase(versions_.latest());
+  return out;
+}
+
 std::int64_t StageActor::next_forward_version() {
   // The lookahead after the current action; pull from the schedule until a forward shows.
   for (std::size_t i = 1;; ++i) {
@@ -330,9 +346,7 @@ std::int64_t StageActor::next_forward_version() {
       if (!a) return std::numeric_limits<std::int64_t>::max();
       ahead_.push_back(*a);
     }
-    if (ahead_[i].op == Op::F) {
-      return schedules::weight_version(params_, stage_, ahead_[i].minibatch);
-    }
+    if (ahead_[i].op == Op::F) return version_of(ahead_[i].minibatch);
   }
 }
 
@@ -363,7 +377,7 @@ void StageActor::run_forward(const Action& a) {
   std::uint32_t rows_total = 0;
   Tensor x = take_inputs(a, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr);
   Tensor targets = last ? take_inputs(a, Port::target, &rows_total) : Tensor();
-  const std::int64_t v = schedules::weight_version(params_, stage_, a.minibatch);
+  const std::int64_t v = version_of(a.minibatch);
   versions_.pin(v);
   const models::ParamSet& weights = versions_.get(v);
 
@@ -552,7 +566,8 @@ void StageActor::run_sync(const Action& a) {
 }
 
 void StageActor::run_step(const Action& a) {
-  const std::int64_t min_needed = next_forward_version();
+  // The versions that forwards after the run's end use stay: a resume there replays them.
+  const std::int64_t min_needed = std::min(next_forward_version(), kept_from());
   versions_.collect(min_needed);
   models::ParamSet& g = grads();
   models::ParamSet next = versions_.begin_update(min_needed);

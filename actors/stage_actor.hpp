@@ -43,6 +43,10 @@ struct StageSetup {
   std::shared_ptr<const schedules::Routing> routing;
   ActionSource actions;
   models::ParamSet params;  // initial weights of its layers, on its device, its own copy
+  // A resumed run: the older weight versions (numbered as in the whole training, below
+  // schedules::update_rounds at first_minibatch) that its first minibatches' forwards use,
+  // because they were in flight when the run that wrote them stopped (weight stashing).
+  std::map<std::int64_t, models::ParamSet> older_versions;
   std::unique_ptr<models::Optimizer> optimizer;
   std::unique_ptr<models::Executor> executor;
   transport::Channel* channel = nullptr;
@@ -58,6 +62,8 @@ struct StageSetup {
   // seeds and learning rates count from there).
   std::int64_t first_minibatch = 0;
   std::int64_t first_round = 0;
+  // The run's minibatches (StopAt may end it earlier): what it keeps at the end follows.
+  std::int64_t minibatches = 0;
 };
 
 struct StageStats {
@@ -83,6 +89,9 @@ class StageActor final : public Actor {
   const StageStats& stats() const { return stats_; }
   const models::ParamSet& latest_params() const { return versions_.get(versions_.latest()); }
   const models::Optimizer& optimizer() const { return *s_.optimizer; }
+  // After the run: the versions older than the latest that the minibatches after its end use
+  // in forward (a run that resumes there replays them at these versions), by version number.
+  std::map<std::int64_t, const models::ParamSet*> older_versions() const;
   // For a run that went quiet before its end: the action waited on and its missing inputs.
   std::string describe_wait() const;
 
@@ -145,6 +154,10 @@ class StageActor final : public Actor {
 
   Tensor take_inputs(const Action& a, schedules::Port port, std::uint32_t* rows_total);
   std::int64_t next_forward_version();
+  // The version minibatch `b` of this run uses (numbered as in the whole training).
+  std::int64_t version_of(std::int64_t b) const;
+  // The oldest version a minibatch after the run's end uses: kept to the end (a resume needs it).
+  std::int64_t kept_from() const;
   models::ParamSet& grads();
   void charge(const models::Completion& done);
   void flush(std::vector<Send>& sends);
@@ -169,6 +182,7 @@ class StageActor final : public Actor {
   bool source_done_ = false;
   std::size_t activation_bytes_ = 0;                                 // kept by forwards_ now
   std::int64_t stop_at_ = std::numeric_limits<std::int64_t>::max();  // StopAt: run's new end
+  std::int64_t end_ = 0;  // the run's minibatches: s_.minibatches, or stop_at_ when earlier
   bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
   bool finished_ = false;
   std::uint64_t seq_ = 0;

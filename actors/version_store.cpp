@@ -4,8 +4,27 @@
 
 namespace tandem::actors {
 
-VersionStore::VersionStore(models::ParamSet initial) {
-  versions_[0] = Entry{std::move(initial), 0};
+VersionStore::VersionStore(models::ParamSet initial, std::int64_t latest_version,
+                           std::map<std::int64_t, models::ParamSet> older)
+    : latest_(latest_version) {
+  for (auto& [v, params] : older) {
+    if (v >= latest_version) {
+      throw std::invalid_argument("weight version " + std::to_string(v) +
+                                  " given as older than the latest, " +
+                                  std::to_string(latest_version));
+    }
+    versions_[v] = Entry{std::move(params), 0};
+  }
+  versions_[latest_version] = Entry{std::move(initial), 0};
+  peak_ = versions_.size();
+}
+
+std::map<std::int64_t, const models::ParamSet*> VersionStore::held_from(std::int64_t from) const {
+  std::map<std::int64_t, const models::ParamSet*> out;
+  for (auto it = versions_.lower_bound(from); it != versions_.end(); ++it) {
+    out.emplace(it->first, &it->second.params);
+  }
+  return out;
 }
 
 const models::ParamSet& VersionStore::get(std::int64_t v) const {

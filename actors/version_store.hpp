@@ -11,7 +11,10 @@ namespace tandem::actors {
 
 class VersionStore {
  public:
-  explicit VersionStore(models::ParamSet initial);
+  // Starts at version `latest_version` (a resumed run numbers versions as the whole training
+  // does), with the older versions that minibatches still to run need (`older`, all below it).
+  explicit VersionStore(models::ParamSet initial, std::int64_t latest_version = 0,
+                        std::map<std::int64_t, models::ParamSet> older = {});
 
   std::int64_t latest() const { return latest_; }
   // Version v's weights; throws std::logic_error naming v when it is not (or no longer) held.
@@ -31,6 +34,8 @@ class VersionStore {
   void collect(std::int64_t min_needed);
 
   std::size_t held() const { return versions_.size(); }
+  // The versions held from `from` on, newest last.
+  std::map<std::int64_t, const models::ParamSet*> held_from(std::int64_t from) const;
   std::size_t peak_held() const { return peak_; }
 
  private:

@@ -20,6 +20,7 @@
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "schedules/weight_versions.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -458,11 +459,33 @@ Trainer::Trainer(Config config, TrainerOptions options)
       throw CheckpointError(options_.resume->string() + ": a stage holds no weights of replica 0");
     }
     params_.merge(newest->params);
+    std::map<int64_t, models::ParamSet> older;
+    for (const CheckpointWeights& w : st.weights) {
+      if (w.replica == 0 && w.version < newest->version) older.emplace(w.version, w.params);
+    }
+    older_versions_.push_back(std::move(older));
     actors::OptimizerState os;
     for (const CheckpointOptimizer& o : st.optimizers) {
       if (o.replica == 0) os = {o.state, o.steps};
     }
     optimizer_states_.push_back(std::move(os));
+  }
+  // Asynchronous schedules replay the minibatches in flight at the checkpoint at the versions
+  // they had: the checkpoint must hold those.
+  for (int st = 0; st < plan_.schedule.stages; ++st) {
+    const auto& older = older_versions_[static_cast<size_t>(st)];
+    const int64_t latest = schedules::update_rounds(plan_.schedule, st, ck.step);
+    for (int64_t v = schedules::weight_version(plan_.schedule, st, ck.step); v < latest; ++v) {
+      if (older.count(v) == 0) {
+        throw CheckpointError(
+            options_.resume->string() + ": stage " + std::to_string(st) +
+            " holds no weight version " + std::to_string(v) +
+            ", which the minibatches in flight at step " + std::to_string(ck.step) +
+            " use (a checkpoint of this schedule " + "keeps versions " +
+            std::to_string(schedules::weight_version(plan_.schedule, st, ck.step)) + " to " +
+            std::to_string(latest) + ")");
+      }
+    }
   }
   // The checkpoint must hold every weight of the model.
   const models::ParamSet expected = model_.init_params(0, 0, model_.num_layers(), Device::sim());
@@ -519,9 +542,10 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
   int64_t at = first_step_;
   bool first_segment = true;
   while (at < steps_) {
-    // Checkpoints cut the run into segments, each a pipeline that starts from the weights and
-    // optimizer state the previous one ended with (exact for flush schedules; asynchronous ones
-    // drain their in-flight minibatches at each cut).
+    // Checkpoints cut the run into segments, each a pipeline that starts from the weights,
+    // optimizer state and older weight versions the previous one ended with: the minibatches
+    // an asynchronous schedule had in flight at the cut are replayed at the versions they had,
+    // so segments train exactly what one run does.
     const int64_t begin = at;
     int64_t end = steps_;
     if (options_.checkpoint_dir && options_.checkpoint_every > 0) {
@@ -536,6 +560,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     spec.initial_params = params_;
     spec.first_minibatch = at;
     spec.optimizer_states = optimizer_states_;
+    spec.older_versions = older_versions_;
     spec.data = data_source;
     // One update round per minibatch (2BW: per batch), so round k follows step k's rate.
     spec.lr_at = [schedule = t.lr_schedule, lr = t.optimizer.lr, steps = steps_](int64_t round) {
@@ -580,8 +605,11 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     s.pipeline_seconds += result.seconds;
     params_ = pipeline.params();
     optimizer_states_.clear();
-    for (int st = 0; st < sp.stages; ++st)
+    older_versions_.clear();
+    for (int st = 0; st < sp.stages; ++st) {
       optimizer_states_.push_back(pipeline.optimizer_state(st));
+      older_versions_.push_back(pipeline.older_versions(st));
+    }
     at = begin + result.minibatches;
     first_segment = false;
     const bool stopped = at < end;
@@ -596,6 +624,9 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
       for (int st = 0; st < sp.stages; ++st) {
         StageCheckpoint sc;
         const auto& opt = optimizer_states_[static_cast<size_t>(st)];
+        for (const auto& [v, params] : older_versions_[static_cast<size_t>(st)]) {
+          sc.weights.push_back({0, v, params});
+        }
         sc.weights.push_back({0, opt.steps, pipeline.stage(st, 0).latest_params()});
         sc.optimizers.push_back({0, opt.steps, opt.state});
         ck.stages.push_back(std::move(sc));

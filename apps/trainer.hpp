@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -142,6 +143,9 @@ class Trainer {
   int64_t first_step_ = 0;
   models::ParamSet params_;
   std::vector<actors::OptimizerState> optimizer_states_;  // per stage, when resumed
+  // Per stage, the older weight versions the next segment's first forwards use (asynchronous
+  // schedules keep minibatches in flight across a checkpoint: they are replayed at these).
+  std::vector<std::map<int64_t, models::ParamSet>> older_versions_;
   std::unique_ptr<Stop> stop_;
   bool ran_ = false;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "pipeline_harness.hpp"
@@ -18,6 +19,7 @@ struct Outcome {
   PipelineResult result;
   models::ParamSet params;
   std::vector<OptimizerState> optimizer;
+  std::vector<std::map<std::int64_t, models::ParamSet>> older_versions;
 };
 
 schedules::ScheduleParams params_of(ScheduleKind kind, int stages, std::int64_t minibatches,
@@ -25,7 +27,8 @@ schedules::ScheduleParams params_of(ScheduleKind kind, int stages, std::int64_t 
   schedules::ScheduleParams p;
   p.kind = kind;
   p.stages = stages;
-  p.slices = kind == ScheduleKind::pipedream ? 1 : 4;
+  // 2BW pipelines micro-batches within a batch: at least one per stage.
+  p.slices = kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync ? 1 : 4;
   p.minibatch_size = 8;
   p.replicas = std::move(replicas);
   p.minibatches = minibatches;
@@ -55,7 +58,10 @@ Outcome run(PipelineSpec spec, bool threads, std::int64_t stop_after = -1) {
   Outcome out;
   out.result = pipeline.run();
   out.params = pipeline.params();
-  for (int s = 0; s < stages; ++s) out.optimizer.push_back(pipeline.optimizer_state(s));
+  for (int s = 0; s < stages; ++s) {
+    out.optimizer.push_back(pipeline.optimizer_state(s));
+    out.older_versions.push_back(pipeline.older_versions(s));
+  }
   return out;
 }
 
@@ -130,38 +136,79 @@ TEST(PipelineStop, StopBeforeTheRunRunsNothing) {
   EXPECT_TRUE(r.losses.empty());
 }
 
-// K minibatches, then a new pipeline from their weights and optimizer state at minibatch K,
-// then N - K more: bit-identical to N at once (flush schedules keep no state between minibatches
-// but the weights and the optimizer's).
-class ResumeTest : public ::testing::TestWithParam<ScheduleKind> {};
+// K minibatches, then a new pipeline from their weights, optimizer state and older weight
+// versions at minibatch K, then N - K more: bit-identical to N at once. Flush schedules keep
+// nothing between minibatches but weights and optimizer state; the asynchronous ones had
+// minibatches in flight at K, which the resumed run replays at the versions they had.
+struct ResumeCase {
+  const char* name;
+  ScheduleKind kind;
+  std::vector<int> replicas;
+  std::int64_t stop, total;
+  friend void PrintTo(const ResumeCase& c, std::ostream* os) { *os << c.name; }
+};
+
+class ResumeTest : public ::testing::TestWithParam<ResumeCase> {};
 
 TEST_P(ResumeTest, ResumedRunIsBitIdenticalToAnUninterruptedOne) {
   const models::Model model = tiny_gpt();
-  const ScheduleKind kind = GetParam();
-  const Outcome whole = run(spec_of(model, params_of(kind, 3, 7)), true);
-  const Outcome first = run(spec_of(model, params_of(kind, 3, 3)), true);
-  PipelineSpec rest = spec_of(model, params_of(kind, 3, 4));
+  const ResumeCase& c = GetParam();
+  const auto params = [&c](std::int64_t n) { return params_of(c.kind, 3, n, c.replicas); };
+  ASSERT_EQ(schedules::stop_boundary(params(c.total), c.stop), c.stop);
+  const Outcome whole = run(spec_of(model, params(c.total)), true);
+  const Outcome first = run(spec_of(model, params(c.stop)), true);
+  PipelineSpec rest = spec_of(model, params(c.total - c.stop));
   rest.initial_params = first.params;
-  rest.first_minibatch = 3;
+  rest.first_minibatch = c.stop;
   rest.optimizer_states = first.optimizer;
+  rest.older_versions = first.older_versions;
   const Outcome second = run(std::move(rest), true);
   expect_identical(second.params, whole.params);
   std::vector<double> losses = first.result.losses;
   losses.insert(losses.end(), second.result.losses.begin(), second.result.losses.end());
   EXPECT_EQ(losses, whole.result.losses);
   for (int s = 0; s < 3; ++s) {
-    EXPECT_EQ(second.optimizer[static_cast<std::size_t>(s)].steps, 7);
-    expect_identical(second.optimizer[static_cast<std::size_t>(s)].state,
-                     whole.optimizer[static_cast<std::size_t>(s)].state);
+    const auto i = static_cast<std::size_t>(s);
+    EXPECT_EQ(second.optimizer[i].steps, whole.optimizer[i].steps);
+    expect_identical(second.optimizer[i].state, whole.optimizer[i].state);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(FlushSchedules, ResumeTest,
-                         ::testing::Values(ScheduleKind::gpipe, ScheduleKind::one_f_one_b),
-                         [](const auto& param_info) {
-                           return std::string(
-                               param_info.param == ScheduleKind::gpipe ? "gpipe" : "one_f_one_b");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, ResumeTest,
+    ::testing::Values(ResumeCase{"gpipe", ScheduleKind::gpipe, {}, 3, 7},
+                      ResumeCase{"one_f_one_b", ScheduleKind::one_f_one_b, {}, 3, 7},
+                      ResumeCase{"pipedream", ScheduleKind::pipedream, {}, 5, 12},
+                      ResumeCase{"pipedream_2_1_3", ScheduleKind::pipedream, {2, 1, 3}, 6, 17},
+                      ResumeCase{"vertical_sync", ScheduleKind::pipedream_vsync, {}, 5, 12},
+                      ResumeCase{"two_bw", ScheduleKind::pipedream_2bw, {}, 5, 12}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// The minibatches in flight at a stop keep the versions they had: a run that stopped hands
+// them over, and a resume without them is refused before anything runs.
+TEST(PipelineResume, PipeDreamHandsOverTheVersionsInFlight) {
+  const models::Model model = tiny_mlp();
+  const Outcome first = run(spec_of(model, params_of(ScheduleKind::pipedream, 3, 6)), false);
+  // Stage s's forwards of minibatches 6.. use versions 6 - (2 - s) and on; its latest is 6.
+  for (int s = 0; s < 3; ++s) {
+    std::vector<std::int64_t> got;
+    for (const auto& [v, p] : first.older_versions[static_cast<std::size_t>(s)]) got.push_back(v);
+    std::vector<std::int64_t> want;
+    for (std::int64_t v = 6 - (2 - s); v < 6; ++v) want.push_back(v);
+    EXPECT_EQ(got, want) << "stage " << s;
+  }
+  PipelineSpec rest = spec_of(model, params_of(ScheduleKind::pipedream, 3, 4));
+  rest.initial_params = first.params;
+  rest.first_minibatch = 6;
+  rest.optimizer_states = first.optimizer;
+  try {
+    Pipeline pipeline(std::move(rest), make_scheduler(false));
+    FAIL() << "a PipeDream resume without the versions in flight was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("weight version 4 of stage 0"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(PipelineResume, RefusesToResumeInsideASyncRound) {
   const models::Model model = tiny_mlp();
