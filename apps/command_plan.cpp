@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -42,6 +43,8 @@ struct PlanOptions {
   bool json = false;
   bool quiet = false;
   std::string cost_model = "overlapped";
+  // Least wall time between two GA progress lines; hidden, so tests can ask for every line.
+  double progress_interval = 1.0;
 };
 
 // Flags the chosen schedule would ignore are refused: a user who gives them expects an effect.
@@ -67,6 +70,24 @@ void check_flags(const PlanOptions& o, const CLI::App& cmd, ts::ScheduleKind kin
     refuse("--population", why);
     refuse("--generations", why);
   }
+}
+
+// One stderr line per `interval` seconds of the GA at most, and always the last: a long search
+// shows it is moving without flooding the terminal.
+std::function<void(const planner::UmpipeGaProgress&)> ga_progress_lines(double interval) {
+  return [interval, printed = 0.0](const planner::UmpipeGaProgress& p) mutable {
+    const bool last = p.generation == p.generations;
+    if (!last && p.elapsed_seconds - printed < interval) return;
+    printed = p.elapsed_seconds;
+    std::string eta;
+    if (!last && p.generation > 0) {  // generation 0 (seeding) gives no rate yet
+      const double per_generation = p.elapsed_seconds / p.generation;
+      eta = fmt::format(", ETA {:.0f} s", per_generation * (p.generations - p.generation));
+    }
+    std::cerr << fmt::format(
+        "plan: generation {}/{}, best makespan {:.4g} ms, {:.1f} s elapsed{}\n", p.generation,
+        p.generations, p.best_makespan, p.elapsed_seconds, eta);
+  };
 }
 
 // Every value is finite on its own (load_profile checks), but their sums over layers, which the
@@ -139,6 +160,7 @@ void run_plan(const PlanOptions& options, const CLI::App& cmd) {
         "plan: searching UMPIPE slices: GA with population {}, {} generations, {} layers, {} "
         "workers...\n",
         options.population, options.generations, profile.layers.size(), cluster.workers());
+    request.ga.progress = ga_progress_lines(options.progress_interval);
   }
   const planner::PlannedPipeline planned = planner::plan_pipeline(profile, cluster, request);
   if (slow && !options.quiet) {
@@ -195,6 +217,11 @@ void add_plan_command(CLI::App& app) {
                   "or pipedream (PipeDream's own optimizer: sync added, every worker used)")
       ->check(CLI::IsMember({"overlapped", "pipedream"}))
       ->capture_default_str();
+  // Not in --help: for tests, which cannot wait a second per line.
+  cmd->add_option("--progress-interval", options->progress_interval,
+                  "Least seconds between two GA progress lines")
+      ->check(CLI::NonNegativeNumber)
+      ->group("");
   cmd->callback([options, cmd] { run_plan(*options, *cmd); });
 }
 

@@ -16,10 +16,12 @@ namespace tandem::planner {
 
 struct PlanRequest {
   schedules::ScheduleKind schedule = schedules::ScheduleKind::pipedream;
-  int minibatch = 0;   // samples per minibatch; 0: the profile's
-  int slices = 0;      // equal-slice schedules: 0 picks the fastest count in 1..minibatch
-  int stages = 0;      // schedules without replication: 0 uses every worker
-  UmpipeGaOptions ga;  // umpipe only
+  int minibatch = 0;  // samples per minibatch; 0: the profile's
+  int slices = 0;     // equal-slice schedules: 0 picks the fastest count in 1..minibatch
+  int stages = 0;     // schedules without replication: 0 uses every worker
+  // umpipe only. ga.progress, when set, hears of every generation of the search: plan_pipeline
+  // passes it on unchanged and the plan does not depend on it.
+  UmpipeGaOptions ga;
   // pipedream and pipedream-vsync: the DP's objective. CostModel::pipedream uses the
   // cluster's sync_factor if it gives one, else PipeDream's 4.
   CostModel cost_model = CostModel::overlapped;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -43,11 +44,13 @@ class Ga {
     const int size = options_.population;
     std::vector<Word> population(size * stride_), next(size * stride_);
     std::vector<double> makespan(size);
+    start_ = std::chrono::steady_clock::now();
     seed(population);
     UmpipeGaResult result;
     best_ = std::numeric_limits<double>::infinity();
     evaluate(population, makespan, result);
     record(population, makespan, result);
+    report(0, result);
     std::vector<int> order(size);
     for (int generation = 1; generation <= options_.generations; ++generation) {
       std::iota(order.begin(), order.end(), 0);
@@ -64,6 +67,7 @@ class Ga {
       std::swap(population, next);
       evaluate(population, makespan, result);
       record(population, makespan, result);
+      report(generation, result);
     }
     result.slices = slices_of(best_genes_, stages_, problem_.minibatch);
     result.makespan = best_;
@@ -129,6 +133,13 @@ class Ga {
       }
     }
     result.best_by_generation.push_back(best_);
+  }
+
+  void report(int generation, const UmpipeGaResult& result) const {
+    if (!options_.progress) return;  // no clock read when nobody listens
+    options_.progress(
+        {generation, options_.generations, best_, result.evaluations,
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()});
   }
 
   int select(const std::vector<double>& makespan) {
@@ -255,6 +266,7 @@ class Ga {
   double flip_rate_ = 0;
   double best_ = 0;
   std::vector<Word> best_genes_;
+  std::chrono::steady_clock::time_point start_;
 };
 
 void validate(const UmpipeGaOptions& options) {

@@ -2,11 +2,21 @@
 // UMPIPE's dual-chromosome genetic algorithm (DESIGN section 7): one bit matrix of forward
 // cuts and one of backward cuts per individual, fitness 1 / makespan.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "planner/umpipe_problem.hpp"
 
 namespace tandem::planner {
+
+// Where a run stands, after a generation has been evaluated.
+struct UmpipeGaProgress {
+  int generation = 0;  // 0: the initial population; the last is `generations`
+  int generations = 0;
+  double best_makespan = 0;  // the best so far, in the problem's time unit
+  long long evaluations = 0;
+  double elapsed_seconds = 0;  // wall time since the run started
+};
 
 struct UmpipeGaOptions {
   int population = 64;
@@ -23,6 +33,9 @@ struct UmpipeGaOptions {
   // Evaluate the whole population at once (UmpipeBatchEvaluator) or one by one.
   bool batched = true;
   std::uint64_t seed = 1;
+  // Called once per generation, initial population included, in order. It does not change
+  // the result; an exception it throws ends the run.
+  std::function<void(const UmpipeGaProgress&)> progress;
 };
 
 struct UmpipeGaResult {

@@ -41,6 +41,24 @@ std::string run(std::vector<std::string> args) {
   return testing::internal::GetCapturedStdout();
 }
 
+struct Printed {
+  std::string out, err;
+};
+
+// Runs `tandem plan ARGS`; returns what it printed on stdout and on stderr.
+Printed run_printing(std::vector<std::string> args) {
+  testing::internal::CaptureStderr();
+  Printed printed;
+  try {
+    printed.out = run(std::move(args));
+  } catch (...) {
+    testing::internal::GetCapturedStderr();
+    throw;
+  }
+  printed.err = testing::internal::GetCapturedStderr();
+  return printed;
+}
+
 std::string read(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::ostringstream text;
@@ -159,6 +177,41 @@ TEST_F(PlanCommand, JsonOutput) {
   EXPECT_EQ(j["stages"][0]["layers"][0], 0);
   EXPECT_EQ(j["stages"][3]["layers"][1], 15);
   EXPECT_EQ(j["stages"][0]["replicas"][0]["device"], "cpu");
+}
+
+// The GA reports its generations on stderr, the last one always, and --quiet silences it; the
+// plan on stdout is the same either way.
+TEST_F(PlanCommand, UmpipeReportsGenerationsOnStderrUnlessQuiet) {
+  const std::string profile = (kExamples / "profile-gpt14.json").string();
+  const std::string cluster = (kExamples / "cluster-cpu4.yaml").string();
+  const std::vector<std::string> args = {"--profile", profile,         "--cluster", cluster,
+                                         "-s",        "umpipe",        "--json",    "--population",
+                                         "16",        "--generations", "20"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> all = args;
+    all.insert(all.end(), more.begin(), more.end());
+    return all;
+  };
+  // Interval 0: a line per generation, which no timing can make flaky.
+  const Printed every = run_printing(with({"--progress-interval", "0"}));
+  EXPECT_NE(every.err.find("plan: generation 1/20, best makespan "), std::string::npos)
+      << every.err;
+  EXPECT_NE(every.err.find(" s elapsed, ETA "), std::string::npos) << every.err;
+  const auto last = every.err.find("plan: generation 20/20, best makespan ");
+  ASSERT_NE(last, std::string::npos) << every.err;
+  const std::string last_line = every.err.substr(last, every.err.find('\n', last) - last);
+  EXPECT_EQ(last_line.find("ETA"), std::string::npos) << last_line;
+  EXPECT_LT(last, every.err.find("plan: done in "));
+  EXPECT_EQ(nlohmann::json::parse(every.out)["schedule"], "umpipe");
+
+  // The default interval: however fast the search, the last generation is reported.
+  const Printed paced = run_printing(args);
+  EXPECT_NE(paced.err.find("plan: generation 20/20"), std::string::npos) << paced.err;
+
+  const Printed quiet = run_printing(with({"--quiet", "--progress-interval", "0"}));
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_EQ(quiet.out, every.out);
+  EXPECT_EQ(paced.out, every.out);
 }
 
 // Flags the schedule ignores, out-of-range values, outputs over inputs or directories, and

@@ -287,6 +287,42 @@ TEST(UmpipeGa, DeterministicForASeedAndIndependentOfBatching) {
   EXPECT_EQ(first.slices, one_by_one.slices);
 }
 
+// The progress callback hears generations 0..total in order with the run's own best so far,
+// and the run with it is bit for bit the run without.
+TEST(UmpipeGa, ProgressHearsEveryGenerationAndChangesNothing) {
+  std::mt19937 rng(6);
+  const UmpipeProblem problem = random_problem(rng, 4, 24, true);
+  UmpipeGaOptions options;
+  options.population = 24;
+  options.generations = 30;
+  options.seed = 7;
+  const UmpipeGaResult silent = run_umpipe_ga(problem, options);
+  std::vector<UmpipeGaProgress> heard;
+  options.progress = [&](const UmpipeGaProgress& p) { heard.push_back(p); };
+  const UmpipeGaResult reported = run_umpipe_ga(problem, options);
+  EXPECT_EQ(reported.slices, silent.slices);
+  EXPECT_EQ(reported.best_by_generation, silent.best_by_generation);
+  EXPECT_EQ(reported.makespan, silent.makespan);
+  EXPECT_EQ(reported.evaluations, silent.evaluations);
+  ASSERT_EQ(heard.size(), 31u);
+  for (std::size_t g = 0; g < heard.size(); ++g) {
+    EXPECT_EQ(heard[g].generation, static_cast<int>(g));
+    EXPECT_EQ(heard[g].generations, 30);
+    EXPECT_EQ(heard[g].best_makespan, reported.best_by_generation[g]) << g;
+    EXPECT_EQ(heard[g].evaluations, 24 * static_cast<long long>(g + 1));
+    EXPECT_GE(heard[g].elapsed_seconds, g == 0 ? 0.0 : heard[g - 1].elapsed_seconds);
+  }
+  EXPECT_EQ(heard.back().best_makespan, reported.makespan);
+  // A callback that throws ends the search there.
+  int calls = 0;
+  options.progress = [&](const UmpipeGaProgress& p) {
+    ++calls;
+    if (p.generation == 3) throw std::runtime_error("stop");
+  };
+  EXPECT_THROW(run_umpipe_ga(problem, options), std::runtime_error);
+  EXPECT_EQ(calls, 4);
+}
+
 TEST(UmpipeGa, NeverWorseThanItsSeeds) {
   std::mt19937 rng(8);
   for (int trial = 0; trial < 5; ++trial) {
