@@ -233,6 +233,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     setup.coordinator = coordinator_ep;
     setup.seed = spec_.seed;
     setup.weight_stashing = spec_.weight_stashing;
+    setup.fuse_updates = spec_.fuse_updates;
     setup.observer = spec_.observer;
     setup.lr_at = spec_.lr_at;
     auto* actor = system_->spawn<StageActor>("stage" + std::to_string(s) + ".r" + std::to_string(r),

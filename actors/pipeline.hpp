@@ -50,8 +50,12 @@ struct PipelineSpec {
   DataSource data;
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
-  StageObserver observer;       // called on the stages' threads
-  PipelineEventHook on_event;   // the loader's and coordinator's events, on their threads
+  // Plain SGD writes its update straight into the weights inside a stage's backward when that
+  // backward is its round's only one and nothing else needs the weights (a one-stage run,
+  // PipeDream's last stage): no gradient tensor, one pass less. false: never (for tests).
+  bool fuse_updates = true;
+  StageObserver observer;      // called on the stages' threads
+  PipelineEventHook on_event;  // the loader's and coordinator's events, on their threads
   // The learning rate of update round k on every stage (empty: constant optimizer.lr).
   std::function<double(std::int64_t round)> lr_at;
   // Called (on the coordinator's thread) as each minibatch's loss completes: progress output.

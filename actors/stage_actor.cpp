@@ -350,6 +350,34 @@ std::int64_t StageActor::next_forward_version() {
   }
 }
 
+const schedules::Action* StageActor::peek_next() {
+  if (ahead_.size() < 2) {
+    auto a = pull();
+    if (!a) return nullptr;
+    ahead_.push_back(*a);
+  }
+  return &ahead_[1];
+}
+
+std::optional<models::FusedUpdate> StageActor::fused_update_for(const Action& a,
+                                                                std::int64_t version) {
+  if (!s_.fuse_updates || !a.with_weight || contributed_ || version != versions_.latest() ||
+      !s_.executor->device().has_data()) {
+    return std::nullopt;
+  }
+  const Action* next = peek_next();
+  if (next == nullptr || next->op != Op::STEP) return std::nullopt;
+  const std::int64_t min_needed = std::min(next_forward_version(), kept_from());
+  if (!versions_.hands_over(min_needed)) return std::nullopt;
+  // Someone else holds the weights (an evaluation snapshot): they must not change under it.
+  const models::ParamSet& w = versions_.get(version);
+  for (std::int64_t i = 0; i < w.size(); ++i) {
+    if (!w[i].storage_unique()) return std::nullopt;
+  }
+  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + next->minibatch));
+  return s_.optimizer->fused_update();
+}
+
 models::ParamSet& StageActor::grads() {
   if (!grads_) grads_ = versions_.get(versions_.latest()).zeros_like();
   return *grads_;
@@ -496,8 +524,14 @@ void StageActor::run_backward(const Action& a) {
     }
   }
 
-  const models::ParamSet& weights = versions_.get(version);
-  models::ParamSet& g = grads();
+  // Plain SGD on a round of one backward (a one-stage run, PipeDream's last stage): the update
+  // goes straight into the weights, in the weight-gradient GEMMs, and no gradient is stored.
+  const std::optional<models::FusedUpdate> fused = fused_update_for(a, version);
+  if (fused) fused_next_ = versions_.begin_update(std::min(next_forward_version(), kept_from()));
+  const models::ParamSet& weights = fused ? *fused_next_ : versions_.get(version);
+  models::ParamSet& g = fused ? *fused_next_ : grads();
+  const float alpha = fused ? fused->alpha : 1.0f;
+  const float beta = fused ? fused->beta : 1.0f;
   models::Context ctx;
   ctx.training = true;
   ctx.keep_saved = true;
@@ -509,8 +543,10 @@ void StageActor::run_backward(const Action& a) {
       saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
     }
     if (a.with_weight) {
-      dx = s_.model->backward(c, weights, saved, dy, layers.begin, layers.end, need_dx, g, 1.0f,
-                              1.0f);
+      // With a fused update, `g` is `weights`: each layer computes its input gradient before
+      // it writes its weights (GradSink's contract).
+      dx = s_.model->backward(c, weights, saved, dy, layers.begin, layers.end, need_dx, g, alpha,
+                              beta);
     } else {
       dx = s_.model->backward_input(c, weights, saved, dy, layers.begin, layers.end, need_dx);
     }
@@ -526,7 +562,7 @@ void StageActor::run_backward(const Action& a) {
     sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
   }
   charge(device_time);
-  emit(a, version, &weights, nullptr, started_);
+  emit(a, version, fused ? nullptr : &weights, nullptr, started_);
 }
 
 void StageActor::run_weight(const Action& a) {
@@ -566,6 +602,18 @@ void StageActor::run_sync(const Action& a) {
 }
 
 void StageActor::run_step(const Action& a) {
+  if (fused_next_) {
+    // The backward already wrote the update into the next version.
+    s_.optimizer->note_fused_step();
+    versions_.publish(std::move(*fused_next_));
+    fused_next_.reset();
+    versions_.collect(std::min(next_forward_version(), kept_from()));
+    stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
+    note_memory();
+    emit(a, versions_.latest(), &versions_.get(versions_.latest()), nullptr, started_);
+    contributed_ = false;
+    return;
+  }
   // The versions that forwards after the run's end use stay: a resume there replays them.
   const std::int64_t min_needed = std::min(next_forward_version(), kept_from());
   versions_.collect(min_needed);

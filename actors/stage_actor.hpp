@@ -55,6 +55,7 @@ struct StageSetup {
   transport::Endpoint coordinator = -1;
   std::uint64_t seed = 0;       // dropout (step_seed per minibatch)
   bool weight_stashing = true;  // false: backward uses the latest weights (for experiments)
+  bool fuse_updates = true;     // false: never write an update inside a backward (for tests)
   StageObserver observer;
   // The learning rate of update round k (empty: the optimizer's own, constant).
   std::function<double(std::int64_t round)> lr_at;
@@ -159,6 +160,13 @@ class StageActor final : public Actor {
   // The oldest version a minibatch after the run's end uses: kept to the end (a resume needs it).
   std::int64_t kept_from() const;
   models::ParamSet& grads();
+  // The action after the current one (pulled from the schedule when not yet), or none.
+  const Action* peek_next();
+  // When backward `a` of weight version `version` may write the round's update straight into
+  // the weights: the optimizer's update is stateless (plain SGD), `a` is its round's only
+  // contribution and the round's STEP comes next (no SYNC: one replica), `version` is the
+  // latest and nothing else needs it. Returns the update with the round's learning rate.
+  std::optional<models::FusedUpdate> fused_update_for(const Action& a, std::int64_t version);
   void charge(const models::Completion& done);
   void flush(std::vector<Send>& sends);
   void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
@@ -176,6 +184,8 @@ class StageActor final : public Actor {
   std::map<SliceKey, Forward> forwards_;
   std::map<SliceKey, PendingWeight> weights_pending_;
   std::optional<models::ParamSet> grads_;
+  // The next version, already updated by a fused backward; its STEP publishes it.
+  std::optional<models::ParamSet> fused_next_;
   bool contributed_ = false;
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;

@@ -53,6 +53,10 @@ void VersionStore::unpin(std::int64_t v) {
   --it->second.pins;
 }
 
+bool VersionStore::hands_over(std::int64_t min_needed) const {
+  return !updating_ && versions_.at(latest_).pins == 0 && min_needed > latest_;
+}
+
 models::ParamSet VersionStore::begin_update(std::int64_t min_needed) {
   if (updating_) throw std::logic_error("VersionStore: an update is already in progress");
   updating_ = true;

@@ -27,6 +27,8 @@ class VersionStore {
   // (`min_needed` > latest, no pins) it is handed over, so the optimizer updates in place
   // (copy-on-write never triggers); otherwise the handles are shared and the update copies.
   models::ParamSet begin_update(std::int64_t min_needed);
+  // Whether begin_update(min_needed) would hand the latest version over (update in place).
+  bool hands_over(std::int64_t min_needed) const;
   void publish(models::ParamSet next);
 
   // Frees every version older than the latest that is unpinned and older than `min_needed`
