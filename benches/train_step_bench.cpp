@@ -1,12 +1,13 @@
-// One training step (forward, backward, SGD update) of the zoo's models on the CPU, against this
-// machine's sgemm ceiling.
+// One training step (forward, backward, SGD update) of the zoo's models on the CPU, through the
+// path `tandem train` runs (a one-stage actors::Pipeline: loader, stage actor, coordinator, the
+// stage's fused SGD update), against this machine's sgemm ceiling.
 //
 // FLOPs counted are those the step needs, from Layer::cost: 2 per multiply-add of every GEMM-like
 // product (linear maps, convolutions, attention scores and weighted sums over the causal half
 // only), forward + weight gradient for every layer, input gradient for every layer but the first
 // (nobody needs the gradient of the data). Element-wise work (bias, activations, norms, softmax,
 // the loss, the update) is memory bound and counted as zero. The ceiling is OpenBLAS sgemm 1024^3
-// under the same threading policy, measured between steps (see run_train_step).
+// under the same threading policy, measured between pipeline runs (see run_train_step).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -14,12 +15,14 @@
 #include <cstdio>
 #include <vector>
 
+#include "actors/pipeline.hpp"
 #include "benches/json_line_reporter.hpp"
 #include "models/kernels/cpu/gemm.hpp"
 #include "models/kernels/cpu/threading.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
-#include "models/train_step.hpp"
+#include "runtime/scheduler.hpp"
+#include "schedules/plan.hpp"
 
 namespace tandem::models {
 namespace {
@@ -104,6 +107,10 @@ Tensor fill_targets(const Model& model, std::int64_t batch, std::int64_t classes
   return t;
 }
 
+// Steps per pipeline run: a run starts and ends with an empty pipeline, which a one-stage
+// pipeline does not notice, and its set-up (threads, a copy of the weights) is not timed.
+constexpr std::int64_t kStepsPerRun = 4;
+
 void run_train_step(benchmark::State& state, const ModelSpec& spec, std::int64_t batch,
                     std::int64_t classes) {
   const auto policy = static_cast<cpu::GemmThreading>(state.range(0));
@@ -111,43 +118,69 @@ void run_train_step(benchmark::State& state, const ModelSpec& spec, std::int64_t
   cpu::set_gemm_threading(policy);
   const Model model = Model::build(spec);
   ParamSet params = model.init_params(1);
-  // Plain SGD: the update is fused into the weight-gradient GEMMs. A small rate keeps the
-  // weights' magnitude steady however many steps the benchmark runs.
-  auto opt = make_optimizer({.kind = "sgd", .lr = 1e-4});
   const Tensor x = fill_inputs(model, batch);
   const Tensor y = fill_targets(model, batch, classes);
   const double flops = step_flops(model, batch);
-  train_step(model, params, *opt, x, y, 0);  // warm-up: first-touch of every buffer
+  // What `tandem train` builds for a config without a pipeline section: one stage of every
+  // layer on the CPU, 1F1B with one slice, plain SGD (fused into the backward). A small rate
+  // keeps the weights' magnitude steady however many steps the benchmark runs.
+  schedules::ScheduleParams sp;
+  sp.kind = schedules::ScheduleKind::one_f_one_b;
+  sp.stages = 1;
+  sp.slices = 1;
+  sp.minibatch_size = static_cast<int>(batch);
+  sp.minibatches = kStepsPerRun;
+  schedules::StagePlan stage;
+  stage.layers = {0, model.num_layers()};
+  stage.replicas = {schedules::Placement{"", "cpu"}};
+  const schedules::Plan plan = schedules::Plan::make({stage}, sp);
+  std::int64_t first = 0;
+  auto run_pipeline = [&]() -> std::pair<double, double> {
+    actors::PipelineSpec ps;
+    ps.model = &model;
+    ps.plan = plan;
+    ps.optimizer = {.kind = "sgd", .lr = 1e-4};
+    ps.initial_params = params;
+    ps.data = [&x, &y](std::int64_t) { return actors::MinibatchData::whole(x, y); };
+    ps.first_minibatch = first;
+    actors::Pipeline pipeline(std::move(ps), make_work_sharing({}));
+    const Clock::time_point t0 = Clock::now();
+    const actors::PipelineResult r = pipeline.run();
+    const double dt = seconds_since(t0);
+    params = pipeline.params();
+    first += kStepsPerRun;
+    return {dt, r.losses.back()};
+  };
+  (void)run_pipeline();  // warm-up: first-touch of every buffer
   // Other processes share this machine's cores, and how much they take drifts. So the ceiling
-  // is re-measured next to every step (one sgemm 1024^3 under the same policy, untimed), and
-  // the fraction reported is the median over steps of step rate / adjacent sgemm rate.
+  // is re-measured next to every run (one sgemm 1024^3 under the same policy, untimed), and
+  // the fraction reported is the median over runs of step rate / adjacent sgemm rate.
   constexpr std::int64_t n = 1024;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   std::vector<double> ratios;
   std::vector<double> ceilings;
   double seconds = 0;
-  std::uint64_t step = 1;
   for (auto _ : state) {
     state.PauseTiming();
-    Clock::time_point t0 = Clock::now();
+    const Clock::time_point t0 = Clock::now();
     cpu::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double ceiling = 2.0 * n * n * n / seconds_since(t0) / 1e9;
     state.ResumeTiming();
-    t0 = Clock::now();
-    const StepOutput out = train_step(model, params, *opt, x, y, step++);
-    const double dt = seconds_since(t0);
+    const auto [dt, loss] = run_pipeline();
+    state.SetIterationTime(dt);
     seconds += dt;
-    ratios.push_back(flops / dt / 1e9 / ceiling);
+    ratios.push_back(flops * kStepsPerRun / dt / 1e9 / ceiling);
     ceilings.push_back(ceiling);
-    benchmark::DoNotOptimize(out.loss);
+    benchmark::DoNotOptimize(loss);
   }
   cpu::set_gemm_threading(before);
-  const double iters = static_cast<double>(state.iterations());
+  const double steps = static_cast<double>(state.iterations() * kStepsPerRun);
   state.counters["GFLOP/step"] = flops / 1e9;
-  state.counters["GFLOP/s"] = flops * iters / seconds / 1e9;
+  state.counters["GFLOP/s"] = flops * steps / seconds / 1e9;
   state.counters["sgemm"] = median(ceilings);
   state.counters["of_sgemm"] = median(ratios);
-  state.counters["samples/s"] = static_cast<double>(batch) * iters / seconds;
+  state.counters["samples/s"] = static_cast<double>(batch) * steps / seconds;
+  state.counters["ms/step"] = seconds / steps * 1e3;
   state.SetLabel(policy == cpu::GemmThreading::tbb_tiles ? "tbb tiles" : "blas threads");
 }
 
@@ -175,24 +208,26 @@ BENCHMARK(BM_Sgemm1024)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0)
     ->UseRealTime();
+// Manual time: each iteration is one pipeline run of kStepsPerRun steps, timed from start to
+// end of Pipeline::run (the set-up and the adjacent sgemm are not).
 BENCHMARK(BM_TrainStepMlp)
     ->Arg(kTiles)
     ->Arg(kBlas)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
-    ->UseRealTime();
+    ->UseManualTime();
 BENCHMARK(BM_TrainStepGpt)
     ->Arg(kTiles)
     ->Arg(kBlas)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
-    ->UseRealTime();
+    ->UseManualTime();
 BENCHMARK(BM_TrainStepVggSmall)
     ->Arg(kTiles)
     ->Arg(kBlas)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
-    ->UseRealTime();
+    ->UseManualTime();
 
 }  // namespace
 }  // namespace tandem::models
