@@ -49,21 +49,33 @@ void LoaderActor::stop() {
   }
 }
 
+MinibatchData LoaderActor::build(std::int64_t b) {
+  PipelineEvent event;
+  if (s_.on_event) event.start = std::chrono::steady_clock::now();
+  MinibatchData data = s_.data(b);
+  if (s_.on_event) {
+    event.minibatch = b;
+    event.end = s_.routing->params().samples();
+    event.finish = std::chrono::steady_clock::now();
+    s_.on_event(event);
+  }
+  return data;
+}
+
 void LoaderActor::admit() {
   while (in_flight_ < window_ && next_ < s_.minibatches) {
     const std::int64_t b = next_++;
     ++in_flight_;
     peak_ = std::max(peak_, in_flight_);
-    PipelineEvent event;
-    if (s_.on_event) event.start = std::chrono::steady_clock::now();
-    const MinibatchData data = s_.data(b);
+    MinibatchData data;
+    if (ahead_ && ahead_->first == b) {
+      data = std::move(ahead_->second);
+    } else {
+      data = build(b);
+    }
+    ahead_.reset();
     const auto rows_total = static_cast<std::uint32_t>(data.loss_rows());
     s_.routing->loader_routes(b, routes_);
-    if (s_.on_event) {
-      event.minibatch = b;
-      event.end = s_.routing->params().samples();
-      event.finish = std::chrono::steady_clock::now();
-    }
     for (const schedules::Route& r : routes_) {
       const bool targets = r.port == schedules::Port::target;
       Tensor t = data.rows(r.slice, targets);
@@ -71,8 +83,9 @@ void LoaderActor::admit() {
       (void)s_.channel->send(s_.self, r.device,
                              make_message(ForwardTensor{meta}, {t}, tensor_tag(r)));
     }
-    if (s_.on_event) s_.on_event(event);
   }
+  // The window is full (or the run fed): build the next one now, while the stages compute.
+  if (!ahead_ && next_ < s_.minibatches) ahead_.emplace(next_, build(next_));
 }
 
 }  // namespace tandem::actors

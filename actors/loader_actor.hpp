@@ -2,10 +2,13 @@
 // Feeds minibatches into the pipeline: each admitted minibatch's samples go, slice by slice as
 // the routing says, to the input stage (inputs) and the last stage (targets). Admission control:
 // at most the schedule's window of minibatches is out at once; the input stage hands each back
-// (Credit) when it is done with it, so memory never grows with the run's length.
+// (Credit) when it is done with it, so memory never grows with the run's length. While the
+// window is full the loader builds the next minibatch, so loading overlaps compute.
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "actors/minibatch_data.hpp"
@@ -41,6 +44,8 @@ class LoaderActor final : public Actor {
  private:
   void admit();
   void stop();
+  // Builds minibatch b's data (and reports it to on_event).
+  MinibatchData build(std::int64_t b);
 
   LoaderSetup s_;
   int window_ = 1;
@@ -50,6 +55,9 @@ class LoaderActor final : public Actor {
   int peak_ = 0;
   std::map<std::int64_t, int> releases_;
   std::vector<schedules::Route> routes_;
+  // The next minibatch's data, built while the window is full: a flush schedule admits one
+  // minibatch at a time, and its stages would otherwise wait for every load.
+  std::optional<std::pair<std::int64_t, MinibatchData>> ahead_;
 };
 
 }  // namespace tandem::actors

@@ -10,8 +10,9 @@ namespace tandem::actors {
 
 struct PipelineEvent {
   enum class Kind : std::uint8_t {
-    // The loader built minibatch `minibatch` (start..end) and, right after `end`, sent its
-    // tensors to the stages.
+    // The loader built minibatch `minibatch` (start..finish) and sent its tensors to the
+    // stages right after, or, when it built it ahead while the admission window was full, as
+    // soon as the window let it in.
     loader_send,
     // The coordinator took the loss of samples [begin, end) of `minibatch` (start..end);
     // `complete`: it was the minibatch's last.
