@@ -17,6 +17,7 @@
 #include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
 #include "apps/usage_error.hpp"
+#include "planner/layer_op_times.hpp"
 #include "runtime/scheduler.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
@@ -219,13 +220,12 @@ models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double 
   }
   const double scale = slice_samples / profile.minibatch;
   models::SimCosts c;
+  const auto on_slice = [scale](const planner::OpTime& op) { return op.fixed + op.scaled * scale; };
   for (const planner::LayerProfile& l : profile.layers) {
-    c.forward_ms.push_back(l.forward_fixed_ms + (l.forward_ms - l.forward_fixed_ms) * scale);
-    const double input_ms = l.backward_ms - l.backward_weight_ms;
-    const double fixed = std::min(l.backward_fixed_ms, input_ms);
-    const double weight_fixed = l.backward_fixed_ms - fixed;
-    c.backward_input_ms.push_back(fixed + (input_ms - fixed) * scale);
-    c.backward_weight_ms.push_back(weight_fixed + (l.backward_weight_ms - weight_fixed) * scale);
+    const planner::LayerOpTimes t = planner::layer_op_times(l);
+    c.forward_ms.push_back(on_slice(t.forward));
+    c.backward_input_ms.push_back(on_slice(t.backward_input));
+    c.backward_weight_ms.push_back(on_slice(t.backward_weight));
   }
   c.optimizer_step_ms = optimizer_step_ms;
   return c;

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "apps/schedule_json.hpp"
 #include "models/safetensors.hpp"
 #include "runtime/atomic_file.hpp"
 #include "runtime/sha256.hpp"
@@ -228,18 +229,7 @@ json plan_to_json(const schedules::Plan& plan) {
     stages.push_back(json{{"layers", json::array({stage.layers.begin, stage.layers.end})},
                           {"replicas", replicas}});
   }
-  const schedules::ScheduleParams& p = plan.schedule;
-  const json schedule = {{"kind", std::string(schedules::to_string(p.kind))},
-                         {"stages", p.stages},
-                         {"slices", p.slices},
-                         {"minibatch_size", p.minibatch_size},
-                         {"replicas", p.replicas},
-                         {"chunks", p.chunks},
-                         {"rematerialize", p.rematerialize},
-                         {"minibatches", p.minibatches},
-                         {"forward_slices", p.forward_slices},
-                         {"backward_slices", p.backward_slices}};
-  return json{{"stages", stages}, {"schedule", schedule}};
+  return json{{"stages", stages}, {"schedule", schedule_to_json(plan.schedule)}};
 }
 
 std::vector<std::vector<std::int64_t>> compositions(const Fields& f, const json& values,

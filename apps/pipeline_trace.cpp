@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "apps/schedule_json.hpp"
 #include "runtime/trace_recorder.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -76,19 +77,6 @@ std::string trace_action_name(const schedules::ScheduleParams& params,
   std::string name = schedules::format_action(params, action);
   if (action.op == Op::STEP || action.op == Op::SYNC) name += std::to_string(action.minibatch);
   return name;
-}
-
-nlohmann::json schedule_to_json(const schedules::ScheduleParams& p) {
-  return {{"kind", std::string(schedules::to_string(p.kind))},
-          {"stages", p.stages},
-          {"slices", p.slices},
-          {"minibatch_size", p.minibatch_size},
-          {"replicas", p.replicas},
-          {"chunks", p.chunks},
-          {"rematerialize", p.rematerialize},
-          {"minibatches", p.minibatches},
-          {"forward_slices", p.forward_slices},
-          {"backward_slices", p.backward_slices}};
 }
 
 schedules::ScheduleParams schedule_from_json(const nlohmann::json& j) {

@@ -54,9 +54,8 @@ class PipelineTrace {
   std::vector<actors::PipelineEvent> events_;
 };
 
-// The schedule's parameters as the "tandem" object writes them, and back (throws
-// std::runtime_error naming the field).
-nlohmann::json schedule_to_json(const schedules::ScheduleParams& params);
+// The schedule's parameters back from the "tandem" object, which holds them as
+// apps/schedule_json.hpp writes them (throws std::runtime_error naming the field).
 schedules::ScheduleParams schedule_from_json(const nlohmann::json& json);
 
 // A slice's name: the action's token in the schedule's text form, with the round written out

@@ -6,7 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "planner/detail/layer_sums.hpp"
 #include "planner/detail/pipedream_optimizer_model.hpp"
+#include "planner/detail/unit_plans.hpp"
 
 namespace tandem::planner {
 namespace {
@@ -21,19 +23,17 @@ bool better(double candidate, double best) {
 
 // Per stage: compute, in-flight minibatches, versions and memory, from prefix sums over the
 // layers; and the plan's NOAM.
-void finish_plan(PipeDreamPlan& plan, const std::vector<double>& compute,
-                 const std::vector<double>& weights, const std::vector<double>& memory,
-                 WeightVersions versions) {
+void finish_plan(PipeDreamPlan& plan, const detail::LayerSums& sums, WeightVersions versions) {
   long long downstream = 0;
   for (auto it = plan.stages.rbegin(); it != plan.stages.rend(); ++it) {
     PipeDreamStage& stage = *it;
     downstream += stage.replicas();
-    stage.compute_ms = compute[stage.end] - compute[stage.begin];
+    stage.compute_ms = sums.compute[stage.end] - sums.compute[stage.begin];
     stage.in_flight = static_cast<int>((downstream + stage.replicas() - 1) / stage.replicas());
     stage.versions = versions == WeightVersions::stashing ? stage.in_flight
                                                           : static_cast<int>(plan.stages.size());
-    stage.memory_bytes = stage.versions * (weights[stage.end] - weights[stage.begin]) +
-                         stage.in_flight * (memory[stage.end] - memory[stage.begin]);
+    stage.memory_bytes = stage.versions * (sums.weights[stage.end] - sums.weights[stage.begin]) +
+                         stage.in_flight * (sums.memory[stage.end] - sums.memory[stage.begin]);
   }
   plan.noam = plan.stages.front().in_flight;
 }
@@ -64,18 +64,8 @@ class Solver {
          const PipeDreamOptions& options)
       : n_(static_cast<int>(layers.size())),
         levels_(levels.begin(), levels.end()),
-        options_(options) {
-    compute_.assign(n_ + 1, 0);
-    weights_.assign(n_ + 1, 0);
-    footprint_.assign(n_ + 1, 0);
-    memory_.assign(n_ + 1, 0);
-    for (int l = 0; l < n_; ++l) {
-      compute_[l + 1] = compute_[l] + layers[l].compute_ms;
-      weights_[l + 1] = weights_[l] + layers[l].parameter_bytes;
-      footprint_[l + 1] = footprint_[l] + layers[l].parameter_bytes + layers[l].memory_bytes;
-      memory_[l + 1] = memory_[l] + layers[l].memory_bytes;
-      activation_.push_back(layers[l].activation_bytes);
-    }
+        options_(options),
+        sums_(layers) {
     total_workers_ = 1;
     for (const PipeDreamLevel& level : levels_) total_workers_ *= level.units;
     bounded_ = std::isfinite(options_.memory_per_worker);
@@ -151,7 +141,7 @@ class Solver {
 
   double sync(int k, int m, int i, int j) const {
     if (m == 1) return 0;
-    return options_.sync_factor * (m - 1) * (weights_[j + 1] - weights_[i]) /
+    return options_.sync_factor * (m - 1) * (sums_.weights[j + 1] - sums_.weights[i]) /
            (m * tables_[k - 1].bandwidth);
   }
 
@@ -165,16 +155,16 @@ class Solver {
         double memory;
         if (depth_ == 0) {
           const long long in_flight = (downstream + m - 1) / m;
-          memory = static_cast<double>(in_flight) * (footprint_[j + 1] - footprint_[i]);
+          memory = static_cast<double>(in_flight) * (sums_.footprint[j + 1] - sums_.footprint[i]);
         } else {
           // One replica; at most depth_ stages from here on in any plan that is kept.
-          memory =
-              static_cast<double>(depth_) * (weights_[j + 1] - weights_[i]) +
-              static_cast<double>(std::min(downstream, depth_)) * (memory_[j + 1] - memory_[i]);
+          memory = static_cast<double>(depth_) * (sums_.weights[j + 1] - sums_.weights[i]) +
+                   static_cast<double>(std::min(downstream, depth_)) *
+                       (sums_.memory[j + 1] - sums_.memory[i]);
         }
         if (memory > options_.memory_per_worker) return kInf;
       }
-      inner = compute_[j + 1] - compute_[i];
+      inner = sums_.compute[j + 1] - sums_.compute[i];
     } else {
       inner = tables_[k - 2].best_any[static_cast<std::size_t>(i) * n_ + j];
       if (!std::isfinite(inner)) return kInf;
@@ -197,15 +187,15 @@ class Solver {
   // workers from this stage on (level 1 only); the same arithmetic as replicated().
   bool fits(int i, int s, long long downstream) const {
     const double memory =
-        static_cast<double>(depth_) * (weights_[s + 1] - weights_[i]) +
-        static_cast<double>(std::min(downstream, depth_)) * (memory_[s + 1] - memory_[i]);
+        static_cast<double>(depth_) * (sums_.weights[s + 1] - sums_.weights[i]) +
+        static_cast<double>(std::min(downstream, depth_)) * (sums_.memory[s + 1] - sums_.memory[i]);
     return memory <= options_.memory_per_worker;
   }
 
   // The largest q with q * footprint(i..s) <= the bound, capped far above any worker count.
   double largest_in_flight(int i, int s) const {
     constexpr double kCap = 1e15;
-    const double footprint = footprint_[s + 1] - footprint_[i];
+    const double footprint = sums_.footprint[s + 1] - sums_.footprint[i];
     if (!(footprint > 0)) return kCap;
     double q = std::floor(std::min(kCap, options_.memory_per_worker / footprint));
     while (q > 0 && q * footprint > options_.memory_per_worker) q -= 1;
@@ -228,7 +218,7 @@ class Solver {
     rows.heads.resize(static_cast<std::size_t>(n_ - i) * units);
     rows.floor.resize(rows.heads.size());
     for (int s = n_ - 1; s >= i; --s) {
-      const double inner = k == 1 ? compute_[s + 1] - compute_[i]
+      const double inner = k == 1 ? sums_.compute[s + 1] - sums_.compute[i]
                                   : tables_[k - 2].best_any[static_cast<std::size_t>(i) * n_ + s];
       const std::size_t row = static_cast<std::size_t>(s - i) * units;
       double so_far = kInf;
@@ -271,7 +261,7 @@ class Solver {
     double head = rows.heads[static_cast<std::size_t>(s - rows.i) * t.units + mp - 1];
     if (k == 1 && bounded_ && fitting_units(rows, s, downstream, m) > mp) head = kInf;
     const double rest = t.values[index(k, s + 1, j, m - mp)];
-    return std::max({head, 2.0 / t.bandwidth * activation_[s], rest});
+    return std::max({head, 2.0 / t.bandwidth * sums_.activation[s], rest});
   }
 
   // Scans the splits of cell (i, j, m) in the recursion's order (s ascending, then m'
@@ -317,7 +307,7 @@ class Solver {
     double scale = below == kInf ? 0 : per_unit / below;
     // m' > head_units and m - m' > rest_units, which sum to C(i..j) * scale: nothing to scan
     // when that reaches m (the replicated stage is as good as the bound allows).
-    if ((compute_[j + 1] - compute_[i]) * scale >= m) return true;
+    if ((sums_.compute[j + 1] - sums_.compute[i]) * scale >= m) return true;
     // The first s whose rest could be better: rest_units < m - 1, and rest_units only shrinks
     // as s grows.
     int s = i;
@@ -325,7 +315,7 @@ class Solver {
       int high = j;
       while (s < high) {
         const int mid = s + (high - s) / 2;
-        if ((compute_[j + 1] - compute_[mid + 1]) * scale < m - 1) {
+        if ((sums_.compute[j + 1] - sums_.compute[mid + 1]) * scale < m - 1) {
           high = mid;
         } else {
           s = mid + 1;
@@ -334,13 +324,13 @@ class Solver {
     }
     for (; s < j && below > 0; ++s) {
       const std::size_t row = static_cast<std::size_t>(s - i) * units;
-      const double head_units = (compute_[s + 1] - compute_[i]) * scale;
+      const double head_units = (sums_.compute[s + 1] - sums_.compute[i]) * scale;
       // Both only grow with s (and as the best falls): no later split can be better.
       if (head_units >= m - 1) break;
       if (!(rows.floor[row + m - 2] < below)) break;
-      const double rest_units = (compute_[j + 1] - compute_[s + 1]) * scale;
+      const double rest_units = (sums_.compute[j + 1] - sums_.compute[s + 1]) * scale;
       if (rest_units >= m - 1) continue;
-      const double comm = link * activation_[s];
+      const double comm = link * sums_.activation[s];
       if (!(comm < below)) continue;
       int first_mp = std::max(1, static_cast<int>(head_units) + 1);
       const int last_mp = options_.replicate ? m - 1 - static_cast<int>(rest_units) : 1;
@@ -446,26 +436,17 @@ class Solver {
     const long long unit = tables_[k - 1].unit_workers;
     std::vector<PipeDreamStage> merged;
     for (int u = 0; u < m; ++u) {
-      std::vector<PipeDreamStage> copy = expand(k - 1, i, j, inner_units, base + u * unit);
-      if (u == 0) {
-        merged = std::move(copy);
-        continue;
-      }
-      for (std::size_t s = 0; s < merged.size(); ++s) {
-        merged[s].workers.insert(merged[s].workers.end(), copy[s].workers.begin(),
-                                 copy[s].workers.end());
-      }
+      detail::add_unit_plan(merged, expand(k - 1, i, j, inner_units, base + u * unit));
     }
     return merged;
   }
 
-  void finish(PipeDreamPlan& plan) const {
-    finish_plan(plan, compute_, weights_, memory_, options_.versions);
-  }
+  void finish(PipeDreamPlan& plan) const { finish_plan(plan, sums_, options_.versions); }
 
   [[noreturn]] void fail_memory() const {
     double largest = 0;
-    for (int l = 0; l < n_; ++l) largest = std::max(largest, footprint_[l + 1] - footprint_[l]);
+    for (int l = 0; l < n_; ++l)
+      largest = std::max(largest, sums_.footprint[l + 1] - sums_.footprint[l]);
     std::ostringstream os;
     os << "no partition of " << n_ << " layers onto " << total_workers_
        << " workers fits the memory bound of " << options_.memory_per_worker
@@ -477,7 +458,7 @@ class Solver {
   int n_;
   std::vector<PipeDreamLevel> levels_;
   PipeDreamOptions options_;
-  std::vector<double> compute_, weights_, footprint_, memory_, activation_;
+  detail::LayerSums sums_;
   long long depth_ = 0;  // vertical sync: the bound on stages being solved for; 0: none
   long long total_workers_ = 1;
   bool bounded_ = false;
@@ -535,14 +516,7 @@ PipeDreamPlan plan_pipedream(std::span<const PipeDreamLayer> layers,
   validate(layers, levels, options);
   if (options.cost_model == CostModel::pipedream) {
     PipeDreamPlan plan = detail::plan_as_pipedream_optimizer(layers, levels, options);
-    std::vector<double> compute(layers.size() + 1, 0), weights(layers.size() + 1, 0),
-        memory(layers.size() + 1, 0);
-    for (std::size_t l = 0; l < layers.size(); ++l) {
-      compute[l + 1] = compute[l] + layers[l].compute_ms;
-      weights[l + 1] = weights[l] + layers[l].parameter_bytes;
-      memory[l + 1] = memory[l] + layers[l].memory_bytes;
-    }
-    finish_plan(plan, compute, weights, memory, options.versions);
+    finish_plan(plan, detail::LayerSums(layers), options.versions);
     return plan;
   }
   return Solver(layers, levels, options).solve();

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "planner/gpipe_partitioner.hpp"
+#include "planner/layer_op_times.hpp"
 #include "planner/pipedream_dp.hpp"
 #include "planner/umpipe_baselines.hpp"
 #include "schedules/schedule.hpp"
@@ -63,15 +64,13 @@ StageModel stage_model(const Profile& profile, int begin, int end) {
   const double samples = profile.minibatch;
   for (int l = begin; l < end; ++l) {
     const LayerProfile& layer = profile.layers[l];
-    m.f_fixed += layer.forward_fixed_ms;
-    m.f_sample += (layer.forward_ms - layer.forward_fixed_ms) / samples;
-    // The fixed part of the backward is charged to its input-gradient half.
-    const double input_ms = layer.backward_ms - layer.backward_weight_ms;
-    const double fixed = std::min(layer.backward_fixed_ms, input_ms);
-    m.b_fixed += fixed;
-    m.b_sample += (input_ms - fixed) / samples;
-    m.w_fixed += layer.backward_fixed_ms - fixed;
-    m.w_sample += (layer.backward_weight_ms - (layer.backward_fixed_ms - fixed)) / samples;
+    const LayerOpTimes t = layer_op_times(layer);
+    m.f_fixed += t.forward.fixed;
+    m.f_sample += t.forward.scaled / samples;
+    m.b_fixed += t.backward_input.fixed;
+    m.b_sample += t.backward_input.scaled / samples;
+    m.w_fixed += t.backward_weight.fixed;
+    m.w_sample += t.backward_weight.scaled / samples;
     m.weight_bytes += layer.parameter_bytes;
     m.activation_per_sample += layer.memory_bytes / samples;
   }

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "planner/detail/layer_sums.hpp"
+#include "planner/detail/unit_plans.hpp"
+
 namespace tandem::planner::detail {
 namespace {
 
@@ -26,17 +29,8 @@ class OptimizerModel {
                  const PipeDreamOptions& options)
       : n_(static_cast<int>(layers.size())),
         levels_(levels.begin(), levels.end()),
-        options_(options) {
-    compute_.assign(n_ + 1, 0);
-    weights_.assign(n_ + 1, 0);
-    kept_.assign(n_ + 1, 0);
-    for (int l = 0; l < n_; ++l) {
-      compute_[l + 1] = compute_[l] + layers[l].compute_ms;
-      weights_[l + 1] = weights_[l] + layers[l].parameter_bytes;
-      kept_[l + 1] = kept_[l] + layers[l].memory_bytes;
-      activation_.push_back(layers[l].activation_bytes);
-    }
-  }
+        options_(options),
+        sums_(layers) {}
 
   PipeDreamPlan solve() {
     const int depth = static_cast<int>(levels_.size());
@@ -69,19 +63,21 @@ class OptimizerModel {
   // What one unit of level k costs for layers i..j: their compute at level 1, else the best
   // plan on every unit of level k-1.
   double unit_time(int k, int i, int j) const {
-    if (k == 1) return compute_[j + 1] - compute_[i];
+    if (k == 1) return sums_.compute[j + 1] - sums_.compute[i];
     return cell(k - 1, i, j, levels_[k - 2].units).value;
   }
 
   double sync(int m, int i, int j, double bandwidth) const {
-    return options_.sync_factor * (m - 1) * (weights_[j + 1] - weights_[i]) / (bandwidth * m);
+    return options_.sync_factor * (m - 1) * (sums_.weights[j + 1] - sums_.weights[i]) /
+           (bandwidth * m);
   }
 
   // PipeDream's memory rule: ceil((M - m) / r) minibatches of the stage's kept bytes and
   // weights, for a stage on r of M units with m units for it and the stages before it.
   bool fits(int level_units, int m, int r, int i, int j) const {
     if (!std::isfinite(options_.memory_per_worker)) return true;
-    const double stashed = (kept_[j + 1] - kept_[i]) + (weights_[j + 1] - weights_[i]);
+    const double stashed =
+        (sums_.memory[j + 1] - sums_.memory[i]) + (sums_.weights[j + 1] - sums_.weights[i]);
     const double in_flight = std::ceil(static_cast<double>(level_units - m) / r);
     return !(stashed * in_flight > options_.memory_per_worker);
   }
@@ -123,8 +119,8 @@ class OptimizerModel {
               if (!fits(units, m, r, s + 1, j)) continue;
               const double last = (last_inner + sync(r, s + 1, j, bandwidth)) / r;
               double time = std::max(before, last);
-              time = std::max(time, 2.0 * activation_[s] / (bandwidth * r));
-              if (j < n_ - 1) time = std::max(time, 2.0 * activation_[j] / (bandwidth * r));
+              time = std::max(time, 2.0 * sums_.activation[s] / (bandwidth * r));
+              if (j < n_ - 1) time = std::max(time, 2.0 * sums_.activation[j] / (bandwidth * r));
               if (time < best.value) best = {time, s, r};
             }
           }
@@ -155,16 +151,7 @@ class OptimizerModel {
     const long long inner_unit = unit / inner_units;
     std::vector<PipeDreamStage> merged;
     for (int u = 0; u < c.units; ++u) {
-      std::vector<PipeDreamStage> copy =
-          expand(k - 1, first, j, inner_units, at + u * unit, inner_unit);
-      if (u == 0) {
-        merged = std::move(copy);
-        continue;
-      }
-      for (std::size_t s = 0; s < merged.size(); ++s) {
-        merged[s].workers.insert(merged[s].workers.end(), copy[s].workers.begin(),
-                                 copy[s].workers.end());
-      }
+      add_unit_plan(merged, expand(k - 1, first, j, inner_units, at + u * unit, inner_unit));
     }
     stages.insert(stages.end(), merged.begin(), merged.end());
     return stages;
@@ -173,7 +160,7 @@ class OptimizerModel {
   int n_;
   std::vector<PipeDreamLevel> levels_;
   PipeDreamOptions options_;
-  std::vector<double> compute_, weights_, kept_, activation_;
+  LayerSums sums_;
   std::vector<std::vector<Cell>> tables_;  // per level
 };
 
