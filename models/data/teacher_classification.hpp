@@ -41,8 +41,9 @@ class TeacherClassification final : public Dataset {
   TeacherSpec spec_;
   int64_t samples_;
   uint64_t split_;
-  std::vector<double> w1_, b1_, w2_,
-      b2_;  // [hidden, features], [hidden], [classes, hidden], [classes]
+  // w1_ [features, hidden], b1_ [hidden], w2_ [hidden, classes], b2_ [classes]: the
+  // weights transposed (input-major), as scores() reads them.
+  std::vector<double> w1_, b1_, w2_, b2_;
 };
 
 }  // namespace tandem::models::data
