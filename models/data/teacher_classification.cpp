@@ -1,5 +1,6 @@
 #include "models/data/teacher_classification.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -56,6 +57,7 @@ TeacherClassification::TeacherClassification(const TeacherSpec& spec, int64_t sa
     for (size_t m = 0; m < c; ++m) mean[m] += score[m] / kCalibrationSamples;
   }
   for (size_t m = 0; m < c; ++m) b2_[m] = -mean[m];
+  cache_ = samples > 0 && samples <= kCacheBytes / 4 / spec.features;
 }
 
 void TeacherClassification::scores(std::span<const float> x, double* out) const {
@@ -101,10 +103,28 @@ Batch TeacherClassification::get(std::span<const int64_t> indices) const {
   float* x = batch.inputs.data<float>();
   int32_t* y = batch.targets.data<int32_t>();
   const auto f = static_cast<size_t>(spec_.features);
+  std::unique_lock<std::mutex> lock(cache_mu_, std::defer_lock);
+  if (cache_) {
+    lock.lock();
+    if (cached_y_.empty()) {
+      cached_x_.resize(static_cast<size_t>(samples_) * f);
+      cached_y_.assign(static_cast<size_t>(samples_), -1);
+    }
+  }
   for (size_t i = 0; i < indices.size(); ++i) {
     float* xi = x + i * f;
+    const auto at = static_cast<size_t>(indices[i]);
+    if (cache_ && cached_y_[at] >= 0) {
+      std::copy_n(cached_x_.data() + at * f, f, xi);
+      y[i] = cached_y_[at];
+      continue;
+    }
     fill_normal(spec_.seed, split_, indices[i], spec_.features, xi);
     y[i] = label(std::span<const float>(xi, f));
+    if (cache_) {
+      std::copy_n(xi, f, cached_x_.data() + at * f);
+      cached_y_[at] = y[i];
+    }
   }
   return batch;
 }

@@ -62,6 +62,20 @@ TEST(TeacherDataTest, SamplesArePureFunctionsOfIndex) {
   EXPECT_EQ(ints(a.get(one).targets)[0], ints(b.get(many).targets)[1]);
 }
 
+// Samples drawn once are kept and copied on the next epoch: the copies equal fresh draws.
+TEST(TeacherDataTest, KeptSamplesEqualFreshDraws) {
+  TeacherSpec spec{.features = 64, .hidden = 16, .classes = 7, .seed = 4};
+  TeacherClassification kept(spec, 300);
+  std::vector<int64_t> first, again;
+  for (int64_t i = 0; i < 300; i += 3) first.push_back(i);
+  for (int64_t i = 299; i >= 0; --i) again.push_back(i);  // drawn and not yet drawn, mixed
+  (void)kept.get(first);
+  const Batch a = kept.get(again);
+  const Batch b = TeacherClassification(spec, 300).get(again);
+  EXPECT_EQ(floats(a.inputs), floats(b.inputs));
+  EXPECT_EQ(ints(a.targets), ints(b.targets));
+}
+
 TEST(TeacherDataTest, ClassesRoughlyBalanced) {
   TeacherSpec spec{.features = 16, .hidden = 32, .classes = 4, .seed = 1};
   TeacherClassification ds(spec, 4000);
