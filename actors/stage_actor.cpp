@@ -530,8 +530,10 @@ void StageActor::run_backward(const Action& a) {
   if (fused) fused_next_ = versions_.begin_update(std::min(next_forward_version(), kept_from()));
   const models::ParamSet& weights = fused ? *fused_next_ : versions_.get(version);
   models::ParamSet& g = fused ? *fused_next_ : grads();
+  // The round's first weight gradient is written, not added: no zeroing pass over the
+  // gradients, and they are not read.
   const float alpha = fused ? fused->alpha : 1.0f;
-  const float beta = fused ? fused->beta : 1.0f;
+  const float beta = fused ? fused->beta : fresh(a.chunk) ? 0.0f : 1.0f;
   models::Context ctx;
   ctx.training = true;
   ctx.keep_saved = true;
@@ -554,6 +556,8 @@ void StageActor::run_backward(const Action& a) {
   if (!a.with_weight) {
     weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
         PendingWeight{std::move(saved), version};
+  } else if (!fused) {
+    written_chunks_.insert(a.chunk);
   }
   contributed_ = true;
   for (const Route& r : routes_.outputs) {
@@ -577,8 +581,10 @@ void StageActor::run_weight(const Action& a) {
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
-    s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f, 1.0f);
+    s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f,
+                              fresh(a.chunk) ? 0.0f : 1.0f);
   });
+  written_chunks_.insert(a.chunk);
   versions_.unpin(pw.version);
   contributed_ = true;
   charge(device_time);
@@ -628,7 +634,7 @@ void StageActor::run_step(const Action& a) {
   stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
   note_memory();
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
-  for (std::int64_t i = 0; i < g.size(); ++i) g[i].set_zero();
+  written_chunks_.clear();
   contributed_ = false;
   charge(device_time);
 }

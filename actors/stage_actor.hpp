@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -187,6 +188,10 @@ class StageActor final : public Actor {
   // The next version, already updated by a fused backward; its STEP publishes it.
   std::optional<models::ParamSet> fused_next_;
   bool contributed_ = false;
+  // The chunks whose gradients hold this round's values: a chunk's first weight gradient of a
+  // round overwrites them (beta 0) instead of being added to zeros.
+  std::set<int> written_chunks_;
+  bool fresh(int chunk) const { return written_chunks_.count(chunk) == 0; }
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
