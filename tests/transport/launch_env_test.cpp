@@ -1,0 +1,232 @@
+#include "transport/launch_env.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+namespace tandem::transport {
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+EnvLookup lookup_in(const Vars& vars) {
+  return [vars](std::string_view name) -> std::optional<std::string> {
+    const auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The error read_launch_env raises for `vars`; fails the test when it raises none.
+std::string error_for(const Vars& vars) {
+  try {
+    const LaunchEnv env = read_launch_env(lookup_in(vars));
+    ADD_FAILURE() << "no error; read " << env.describe();
+  } catch (const LaunchEnvError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const Vars& vars, std::initializer_list<std::string_view> parts) {
+  const std::string message = error_for(vars);
+  for (const std::string_view part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "error '" << message << "' does not mention '" << part << "'";
+  }
+}
+
+TEST(LaunchEnv, NothingSetIsOneProcess) {
+  const LaunchEnv env = read_launch_env(lookup_in({}));
+  EXPECT_EQ(env.source, LaunchSource::kSingle);
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_TRUE(env.master_host.empty());
+  EXPECT_TRUE(env.job_token.empty());
+}
+
+TEST(LaunchEnv, TandemVariables) {
+  const LaunchEnv env = read_launch_env(lookup_in({{"TANDEM_RANK", "2"},
+                                                   {"TANDEM_WORLD_SIZE", "4"},
+                                                   {"TANDEM_LOCAL_RANK", "1"},
+                                                   {"TANDEM_MASTER", "127.0.0.1:29400"},
+                                                   {"TANDEM_JOB_TOKEN", "s3cret"}}));
+  EXPECT_EQ(env.source, LaunchSource::kTandem);
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_host, "127.0.0.1");
+  EXPECT_EQ(env.master_port, 29400);
+  EXPECT_EQ(env.job_token, "s3cret");
+  EXPECT_EQ(env.describe(), "rank 2 of 4 (tandem, local rank 1), master 127.0.0.1:29400");
+}
+
+TEST(LaunchEnv, TandemMasterTakesHostNamesAndBracketedV6) {
+  const Vars base{{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "2"}};
+  Vars named = base;
+  named["TANDEM_MASTER"] = "node-01.cluster:1234";
+  LaunchEnv env = read_launch_env(lookup_in(named));
+  EXPECT_EQ(env.master_host, "node-01.cluster");
+  EXPECT_EQ(env.master_port, 1234);
+  Vars v6 = base;
+  v6["TANDEM_MASTER"] = "[fd00::1]:65535";
+  env = read_launch_env(lookup_in(v6));
+  EXPECT_EQ(env.master_host, "fd00::1");
+  EXPECT_EQ(env.master_port, 65535);
+  EXPECT_EQ(env.describe(), "rank 0 of 2 (tandem, local rank 0), master [fd00::1]:65535");
+}
+
+TEST(LaunchEnv, Torchrun) {
+  const LaunchEnv env = read_launch_env(lookup_in({{"RANK", "5"},
+                                                   {"WORLD_SIZE", "8"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"MASTER_ADDR", "10.1.2.3"},
+                                                   {"MASTER_PORT", "29500"}}));
+  EXPECT_EQ(env.source, LaunchSource::kTorchrun);
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_host, "10.1.2.3");
+  EXPECT_EQ(env.master_port, 29500);
+}
+
+TEST(LaunchEnv, OpenMpiWithMasterAddrOrTandemMaster) {
+  const Vars base{{"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_SIZE", "4"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                  {"MASTER_ADDR", "10.0.0.1"},
+                  {"MASTER_PORT", "4000"}};
+  LaunchEnv env = read_launch_env(lookup_in(base));
+  EXPECT_EQ(env.source, LaunchSource::kOpenMpi);
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 3);
+  EXPECT_EQ(env.master_host, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 4000);
+  // TANDEM_MASTER wins over MASTER_ADDR/MASTER_PORT.
+  Vars both = base;
+  both["TANDEM_MASTER"] = "10.0.0.9:5000";
+  env = read_launch_env(lookup_in(both));
+  EXPECT_EQ(env.master_host, "10.0.0.9");
+  EXPECT_EQ(env.master_port, 5000);
+}
+
+TEST(LaunchEnv, Slurm) {
+  const LaunchEnv env = read_launch_env(lookup_in({{"SLURM_PROCID", "1"},
+                                                   {"SLURM_NTASKS", "2"},
+                                                   {"SLURM_LOCALID", "0"},
+                                                   {"TANDEM_MASTER", "node7:29400"}}));
+  EXPECT_EQ(env.source, LaunchSource::kSlurm);
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 2);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.master_host, "node7");
+}
+
+TEST(LaunchEnv, NestedLaunchersTheInnerOneWins) {
+  const Vars slurm{
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  Vars torch_in_slurm = slurm;
+  torch_in_slurm["RANK"] = "3";
+  torch_in_slurm["WORLD_SIZE"] = "4";
+  EXPECT_EQ(read_launch_env(lookup_in(torch_in_slurm)).source, LaunchSource::kTorchrun);
+  EXPECT_EQ(read_launch_env(lookup_in(torch_in_slurm)).rank, 3);
+
+  Vars mpi_in_slurm = slurm;
+  mpi_in_slurm["OMPI_COMM_WORLD_RANK"] = "1";
+  mpi_in_slurm["OMPI_COMM_WORLD_SIZE"] = "2";
+  EXPECT_EQ(read_launch_env(lookup_in(mpi_in_slurm)).source, LaunchSource::kOpenMpi);
+
+  Vars tandem_over_all = torch_in_slurm;
+  tandem_over_all["TANDEM_RANK"] = "0";
+  tandem_over_all["TANDEM_WORLD_SIZE"] = "1";
+  const LaunchEnv env = read_launch_env(lookup_in(tandem_over_all));
+  EXPECT_EQ(env.source, LaunchSource::kTandem);
+  EXPECT_EQ(env.world_size, 1);
+}
+
+TEST(LaunchEnv, NumbersAreStrict) {
+  for (const char* bad : {"abc", "-1", "+1", " 3", "3 ", "3x", "", "0x10", "99999999999"}) {
+    expect_error({{"RANK", bad}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}},
+                 {"RANK='" + std::string(bad) + "'"});
+  }
+  expect_error({{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "two"}},
+               {"TANDEM_WORLD_SIZE='two'", "not a non-negative integer"});
+  expect_error({{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "0"}},
+               {"TANDEM_WORLD_SIZE='0'", "at least one"});
+}
+
+TEST(LaunchEnv, RankMustBeBelowWorld) {
+  expect_error({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+               {"OMPI_COMM_WORLD_RANK='4'", "OMPI_COMM_WORLD_SIZE='4'"});
+  expect_error({{"SLURM_PROCID", "0"},
+                {"SLURM_NTASKS", "2"},
+                {"SLURM_LOCALID", "2"},
+                {"TANDEM_MASTER", "h:1"}},
+               {"SLURM_LOCALID='2'"});
+}
+
+TEST(LaunchEnv, HalfAConventionIsAnError) {
+  expect_error({{"RANK", "1"}}, {"RANK='1'", "WORLD_SIZE is not"});
+  expect_error({{"TANDEM_WORLD_SIZE", "2"}}, {"TANDEM_WORLD_SIZE='2'", "TANDEM_RANK is not"});
+  expect_error({{"SLURM_NTASKS", "2"}}, {"SLURM_PROCID is not"});
+}
+
+TEST(LaunchEnv, MasterIsRequiredForMoreThanOneProcess) {
+  expect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, {"torchrun", "TANDEM_MASTER", "MASTER_ADDR"});
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+               {"MASTER_ADDR='h'", "MASTER_PORT is not"});
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "5"}},
+               {"MASTER_PORT='5'", "MASTER_ADDR is not"});
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "0"}},
+               {"MASTER_PORT='0'", "port 0"});
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
+               {"MASTER_PORT='70000'", "65535"});
+  // A world of one needs none.
+  EXPECT_TRUE(read_launch_env(lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "1"}})).master_host.empty());
+}
+
+TEST(LaunchEnv, MalformedTandemMaster) {
+  const Vars base{{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "2"}};
+  for (const char* bad : {"hostonly", ":29400", "a:b:c", "[::1]29400", "[::1", "h:port"}) {
+    Vars v = base;
+    v["TANDEM_MASTER"] = bad;
+    expect_error(v, {"TANDEM_MASTER"});
+  }
+}
+
+class TokenFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::temp_directory_path() /
+            ("tandem_token_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  void write(const std::string& text) { std::ofstream(path_, std::ios::binary) << text; }
+  std::filesystem::path path_;
+};
+
+TEST_F(TokenFile, TokenFromFileWithoutTrailingNewline) {
+  write("file-token\n");
+  const LaunchEnv env = read_launch_env(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}));
+  EXPECT_EQ(env.job_token, "file-token");
+}
+
+TEST_F(TokenFile, EmptyMissingOrDoubleTokenIsAnError) {
+  write("\n");
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "no token"});
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string() + ".absent"}},
+               {"TANDEM_JOB_TOKEN_FILE", ".absent", "cannot open"});
+  expect_error({{"TANDEM_JOB_TOKEN", "a"}, {"TANDEM_JOB_TOKEN_FILE", path_.string()}},
+               {"both TANDEM_JOB_TOKEN and"});
+  expect_error({{"TANDEM_JOB_TOKEN", ""}}, {"TANDEM_JOB_TOKEN is set but empty"});
+}
+
+}  // namespace
+}  // namespace tandem::transport

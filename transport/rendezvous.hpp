@@ -1,0 +1,109 @@
+#pragma once
+// The control plane of a multi-process job, over TCP with Asio: rank 0 listens, every other
+// rank registers with it (rank, host, an opaque blob such as its UCX worker address, devices),
+// and once all have registered each receives the table of all of them. Afterwards: named
+// barriers, a small key-value store (the base of Gloo's rendezvous store), heartbeats that
+// report a lost rank to every other rank, and an orderly shutdown.
+//
+// A job token must match rank 0's: a process with a wrong or missing one is refused with a
+// reason, logged on rank 0 (refused()) and never joins. Only the token's SHA-256 travels; it
+// keeps stray processes (another job, a stale rank) out, it is not encryption.
+//
+// All socket I/O runs on an io_context driven by the Rendezvous's own thread. Public members are
+// thread-safe; set(), lost() and refused() never block, and join(), barrier(), get() and
+// shutdown() block the caller only up to their timeout. A lost rank ends the job: every
+// blocking call, in progress or later, throws RendezvousError naming it and its host.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transport/control_frame.hpp"
+
+namespace tandem::transport {
+
+struct LostRank {
+  int rank = 0;
+  std::string host;
+  std::string reason;  // "connection closed without goodbye", "no heartbeat for 3.0 s", ...
+};
+
+struct RendezvousOptions {
+  int rank = 0;
+  int world_size = 1;
+  // Rank 0 listens there and the others connect to it; rank 0's port 0 picks a free port
+  // (Rendezvous::port() reports it).
+  std::string master_host = "127.0.0.1";
+  std::uint16_t master_port = 0;
+  // Rank 0 only: the address to listen on, when not master_host (say "0.0.0.0").
+  std::string bind_host;
+  std::string job_token;  // empty: none; must equal rank 0's either way
+  std::string host_name;  // how the others name this rank; empty: this machine's host name
+  std::vector<std::byte> blob;
+  std::string devices;
+  std::chrono::milliseconds heartbeat_interval{500};
+  // Silence longer than this (no frame at all) declares the peer lost.
+  std::chrono::milliseconds heartbeat_timeout{3000};
+  // Rank 0: a connection that has not said hello by then is refused.
+  std::chrono::milliseconds hello_timeout{10000};
+  // Called on the rendezvous thread once per lost rank, after lost() includes it. Keep it short
+  // and call no blocking member from it.
+  std::function<void(const LostRank&)> on_lost;
+};
+
+// A failed join, barrier or get, a refusal, or a lost rank; the message says which and where.
+class RendezvousError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Rendezvous {
+ public:
+  // Rank 0 starts listening here (and throws RendezvousError when it cannot); the other ranks
+  // connect in join().
+  explicit Rendezvous(RendezvousOptions options);
+  // Without shutdown() first this is an abrupt close, which the other ranks see as this rank
+  // lost (what a crash looks like).
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  // Rank 0: the port it listens on (0 for a world of one). Other ranks: the master's port.
+  std::uint16_t port() const;
+
+  // Registers with rank 0 (retrying the connection until the deadline) and waits for the table
+  // of all ranks, indexed by rank. Rank 0 waits for every other rank to register.
+  const std::vector<PeerInfo>& join(std::chrono::milliseconds timeout);
+  // The table join() returned; throws when the join has not completed.
+  const std::vector<PeerInfo>& peers() const;
+
+  // Returns once every rank has entered the barrier of this name (names are reusable once a
+  // barrier completed). Printable ASCII, at most kMaxTextField bytes.
+  void barrier(std::string_view name, std::chrono::milliseconds timeout);
+  // Stores `value` under `key` at rank 0 (replacing an earlier one); does not wait.
+  void set(std::string_view key, std::vector<std::byte> value);
+  // The value of `key`, waiting until some rank sets it.
+  std::vector<std::byte> get(std::string_view key, std::chrono::milliseconds timeout);
+
+  std::vector<LostRank> lost() const;
+  // Rank 0: the connections it refused, each "from ADDRESS: reason".
+  std::vector<std::string> refused() const;
+
+  // Orderly leave. Rank 0 first waits (up to `timeout`) for the other ranks to leave, so the
+  // key-value store outlives its readers; a rank other than 0 tells rank 0 and waits for its
+  // acknowledgement. Idempotent; no member but the accessors may be called afterwards.
+  void shutdown(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::transport
