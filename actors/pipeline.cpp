@@ -59,7 +59,7 @@ std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
 
 struct Pipeline::Impl {
   std::shared_ptr<const schedules::Routing> routing;
-  std::unique_ptr<transport::LocalChannel> channel;
+  std::unique_ptr<transport::ActorChannel> channel;
   transport::LocalCollectives collectives;
   std::vector<StageActor*> stages;  // by device
   LoaderActor* loader = nullptr;
@@ -121,7 +121,9 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     std::lock_guard lock(impl->error_mu);
     impl->errors.push_back(e);
   });
-  impl_->channel = std::make_unique<transport::LocalChannel>(*system_);
+  impl_->channel = spec_.make_channel ? spec_.make_channel(*system_)
+                                      : std::make_unique<transport::LocalChannel>(*system_);
+  if (!impl_->channel) fail("make_channel made no channel");
 
   const int R = rparams.total_replicas();
   const transport::Endpoint loader_ep = R;

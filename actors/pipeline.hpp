@@ -22,6 +22,7 @@
 #include "runtime/actor_system.hpp"
 #include "schedules/action_list.hpp"
 #include "schedules/plan.hpp"
+#include "transport/channel.hpp"
 
 namespace tandem::actors {
 
@@ -76,6 +77,10 @@ struct PipelineSpec {
   // Threads each cpu replica's kernels use; 0: the machine's cores split among the cpu
   // replicas (all of them for a one-replica pipeline).
   int cpu_threads_per_replica = 0;
+  // Makes the channel the actors send through, over the pipeline's actor system; the pipeline
+  // binds every endpoint to it (stage replica d is endpoint d, the loader R, the coordinator
+  // R + 1, for R replicas in all). Unset: a LocalChannel (everything in this process).
+  std::function<std::unique_ptr<transport::ActorChannel>(ActorSystem&)> make_channel;
 };
 
 struct PipelineResult {

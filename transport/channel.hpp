@@ -6,6 +6,10 @@
 #include "runtime/message.hpp"
 #include "runtime/send_result.hpp"
 
+namespace tandem {
+class Actor;
+}
+
 namespace tandem::transport {
 
 using Endpoint = int;
@@ -16,6 +20,14 @@ class Channel {
   // Delivers `msg` from `from` to `to`. Never blocks. A result other than ok means the peer
   // will never see the message (it stopped, or the run is over).
   virtual SendResult send(Endpoint from, Endpoint to, Message msg) = 0;
+};
+
+// A channel whose endpoints in this process are actors of one ActorSystem, each bound before the
+// run starts (what a pipeline needs to wire its actors to any transport).
+class ActorChannel : public Channel {
+ public:
+  // Registers `actor` as endpoint `e` (before the run starts; not thread-safe).
+  virtual void bind(Endpoint e, Actor* actor) = 0;
 };
 
 }  // namespace tandem::transport

@@ -8,12 +8,11 @@
 
 namespace tandem::transport {
 
-class LocalChannel final : public Channel {
+class LocalChannel final : public ActorChannel {
  public:
   explicit LocalChannel(ActorSystem& system) : system_(system) {}
 
-  // Registers `actor` as endpoint `e` (before the run starts; not thread-safe).
-  void bind(Endpoint e, Actor* actor);
+  void bind(Endpoint e, Actor* actor) override;
   SendResult send(Endpoint from, Endpoint to, Message msg) override;
 
  private:

@@ -1,0 +1,750 @@
+// The tcp data plane: the wire format's round trip and refusals (pure functions), then
+// TcpChannels over 127.0.0.1 with the processes played by ActorSystems of one process: tensors
+// both ways, order per sender, garbage and malformed frames on a live port, and a pipeline split
+// across two channels that must train exactly as the in-process one. Waits have generous
+// timeouts so that a failure shows as an error, never as a hang; nothing asserts on timing.
+#include "transport/tcp_channel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../actors/pipeline_harness.hpp"
+#include "actors/messages.hpp"
+#include "runtime/scheduler.hpp"
+
+namespace tandem::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using asio::ip::tcp;
+namespace act = tandem::actors;
+
+constexpr std::uint64_t kJob = 0x7a3d2c11;
+constexpr auto kLong = 20s;
+
+WireTypes pipeline_types() {
+  WireTypes t;
+  t.add<act::ForwardTensor>()
+      .add<act::BackwardTensor>()
+      .add<act::StartRun>()
+      .add<act::OpDone>()
+      .add<act::SyncDone>()
+      .add<act::Credit>()
+      .add<act::LossReport>()
+      .add<act::StopRequest>()
+      .add<act::StopAt>()
+      .add<act::StageFinished>();
+  return t;
+}
+
+Tensor f32_tensor(Shape shape, float base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + 0.25f * i;
+  return t;
+}
+Tensor i32_tensor(Shape shape, std::int32_t base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::i32);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::int32_t>()[i] = base - 3 * i;
+  return t;
+}
+Tensor bf16_tensor(Shape shape, float base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::bf16);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    t.data<BFloat16>()[i] = BFloat16::from_float(base - 0.5f * i);
+  }
+  return t;
+}
+
+std::vector<std::byte> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const std::byte*>(t.raw_data());
+  return {p, p + t.nbytes()};
+}
+
+void expect_same_message(const Message& got, const Message& sent) {
+  EXPECT_EQ(got.env.type, sent.env.type);
+  EXPECT_EQ(got.env.lane, sent.env.lane);
+  EXPECT_EQ(got.env.flags, sent.env.flags);
+  EXPECT_EQ(got.env.tag, sent.env.tag);
+  EXPECT_EQ(std::memcmp(got.env.body, sent.env.body, kEnvelopeBodyBytes), 0);
+  ASSERT_EQ(got.tensors.size(), sent.tensors.size());
+  for (std::size_t i = 0; i < sent.tensors.size(); ++i) {
+    const Tensor& a = got.tensors[i];
+    const Tensor& b = sent.tensors[i];
+    ASSERT_EQ(a.defined(), b.defined()) << "tensor " << i;
+    if (!b.defined()) continue;
+    EXPECT_EQ(a.describe(), b.describe()) << "tensor " << i;
+    if (b.device().is_cpu()) {
+      EXPECT_EQ(bytes_of(a), bytes_of(b)) << "tensor " << i;
+      EXPECT_FALSE(a.shares_storage(b));
+    }
+  }
+}
+
+Tag tag_of(std::int64_t minibatch, int begin, int end, int kind, int chunk = 0) {
+  Tag t;
+  t.minibatch = minibatch;
+  t.begin = begin;
+  t.end = end;
+  t.kind = static_cast<std::uint8_t>(kind);
+  t.chunk = static_cast<std::uint8_t>(chunk);
+  t.aux = 0xbeef;
+  return t;
+}
+
+// One of each message the pipeline sends, tensors of each dtype and several shapes.
+std::vector<Message> pipeline_messages() {
+  std::vector<Message> out;
+  for (const Tensor& t :
+       {f32_tensor({3, 5}, 1.5f), f32_tensor({2, 3, 4, 2}, -7.f), f32_tensor({}, 42.f),
+        f32_tensor({0, 4}, 0.f), i32_tensor({7}, 11), i32_tensor({2, 9}, -4),
+        bf16_tensor({4, 6}, 3.f), bf16_tensor({1, 1, 5}, -1.f)}) {
+    out.push_back(
+        make_message(act::ForwardTensor{act::TensorMeta::of(t, 8)}, {t}, tag_of(3, 0, 4, 1, 1)));
+    out.push_back(
+        make_message(act::BackwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(5, 4, 8, 2)));
+  }
+  // Several tensors, a sim tensor (shape only) and an undefined one.
+  out.push_back(make_message(act::ForwardTensor{act::TensorMeta::of(f32_tensor({2, 2}, 1.f))},
+                             {f32_tensor({2, 2}, 1.f), i32_tensor({3}, 0),
+                              Tensor::empty({8, 16}, DType::bf16, Device::sim()), Tensor()},
+                             tag_of(0, 0, 2, 0)));
+  out.push_back(make_message(act::StartRun{}));
+  out.push_back(make_message(act::OpDone{0x1234567890ull}));
+  out.push_back(make_message(act::SyncDone{-2}));
+  out.push_back(make_message(act::Credit{17}));
+  out.push_back(make_message(act::LossReport{2.718281828, 6, 4, 24}, {}, tag_of(9, 2, 8, 0)));
+  out.push_back(make_message(act::StopRequest{}));
+  out.push_back(make_message(act::StopAt{12}));
+  out.push_back(make_message(act::StageFinished{3}));
+  for (Message& m : out) m.env.flags = 0x5a;
+  return out;
+}
+
+// --- the wire format ---
+
+TEST(WireMessage, EveryPipelineMessageRoundTrips) {
+  const WireTypes types = pipeline_types();
+  const WireRules rules{kJob, &types};
+  int n = 0;
+  for (const Message& sent : pipeline_messages()) {
+    SCOPED_TRACE(std::string(message_type_name(sent.type())) + " #" + std::to_string(n++));
+    const std::vector<std::byte> frame = encode_wire_message(kJob, 7, 2, sent, types);
+    const WireMessage got = decode_wire_message(frame, rules);
+    EXPECT_EQ(got.from, 7);
+    EXPECT_EQ(got.to, 2);
+    expect_same_message(got.msg, sent);
+    // The typed body reads back as sent.
+    if (sent.is<act::LossReport>()) {
+      EXPECT_EQ(got.msg.as<act::LossReport>().loss_sum, 2.718281828);
+      EXPECT_EQ(got.msg.as<act::LossReport>().rows_total, 24u);
+    }
+    if (sent.is<act::ForwardTensor>()) {
+      EXPECT_TRUE(got.msg.as<act::ForwardTensor>().meta.describes(got.msg.tensors[0]));
+    }
+  }
+}
+
+TEST(WireMessage, EveryTruncationIsRefused) {
+  const WireTypes types = pipeline_types();
+  const WireRules rules{kJob, &types};
+  for (const Message& sent : pipeline_messages()) {
+    const std::vector<std::byte> frame = encode_wire_message(kJob, 1, 0, sent, types);
+    for (std::size_t n = 0; n < frame.size(); ++n) {
+      EXPECT_THROW(decode_wire_message(std::span(frame).first(n), rules), WireError)
+          << message_type_name(sent.type()) << " cut at " << n << " of " << frame.size();
+    }
+    std::vector<std::byte> longer = frame;
+    longer.push_back(std::byte{0});
+    EXPECT_THROW(decode_wire_message(longer, rules), WireError);
+  }
+}
+
+TEST(WireMessage, GarbageIsRefusedNeverCrashes) {
+  const WireTypes types = pipeline_types();
+  const WireRules rules{kJob, &types};
+  std::mt19937 rng(5);
+  const std::vector<std::byte> valid =
+      encode_wire_message(kJob, 1, 0, make_message(act::Credit{4}, {f32_tensor({3}, 1.f)}), types);
+  int refused = 0;
+  for (int round = 0; round < 4000; ++round) {
+    std::vector<std::byte> frame;
+    if (round % 2 == 0) {
+      frame.resize(rng() % 200);
+      for (auto& b : frame) b = static_cast<std::byte>(rng());
+    } else {
+      // A valid frame with a few bytes flipped: gets past the magic more often.
+      frame = valid;
+      for (int k = 0; k < 3; ++k)
+        frame[rng() % frame.size()] ^= static_cast<std::byte>(1 + rng() % 255);
+    }
+    try {
+      (void)decode_wire_message(frame, rules);
+    } catch (const WireError&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 3000);
+}
+
+// A valid frame of one forward tensor f32[2, 3], then `edit` applied to its bytes.
+std::string refusal(const std::function<void(std::vector<std::byte>&)>& edit,
+                    WireRules rules = {}) {
+  static const WireTypes types = pipeline_types();
+  if (rules.types == nullptr) rules = {kJob, &types};
+  const Tensor t = f32_tensor({2, 3}, 1.f);
+  std::vector<std::byte> frame = encode_wire_message(
+      kJob, 1, 0, make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(5, 0, 2, 1)),
+      types);
+  edit(frame);
+  try {
+    (void)decode_wire_message(frame, rules);
+  } catch (const WireError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+void put_u64(std::vector<std::byte>& f, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) f[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+
+// Offsets in the frame of refusal(): prefix 16, fixed meta 44, body 24, then the tensor.
+constexpr std::size_t kMetaAt = 16, kTypeAt = 32, kLaneAt = 36, kBodySizeAt = 38,
+                      kTensorAt = 16 + 44 + 24;
+
+TEST(WireMessage, RefusalsNameTheFieldAndTheMessage) {
+  EXPECT_EQ(refusal([](auto&) {}), "<accepted>");
+  EXPECT_NE(refusal([](auto& f) { f[0] = std::byte{'X'}; }).find("not a Tandem data frame"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[4] = std::byte{9}; }).find("version"), std::string::npos);
+  const std::string job = refusal([](auto& f) { put_u64(f, kMetaAt, kJob + 1); });
+  EXPECT_NE(job.find("field 'job'"), std::string::npos) << job;
+  // Errors after the envelope name the message's type and tag.
+  EXPECT_NE(job.find("'pipeline.forward_tensor' from endpoint 1 to 0, minibatch 5 samples [0, 2)"),
+            std::string::npos)
+      << job;
+  EXPECT_NE(refusal([](auto& f) { f[kTypeAt] ^= std::byte{1}; }).find("not a known type"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kLaneAt] = std::byte{2}; }).find("travels on lane forward"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kLaneAt] = std::byte{7}; }).find("not a lane"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kBodySizeAt] = std::byte{8}; }).find("body bytes"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kTensorAt] = std::byte{3}; }).find("storage"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kTensorAt + 1] = std::byte{7}; }).find("not a dtype"),
+            std::string::npos);
+  EXPECT_NE(refusal([](auto& f) { f[kTensorAt + 2] = std::byte{9}; }).find("rank"),
+            std::string::npos);
+  // dims[0] = 3 instead of 2: 72 bytes announced for a tensor of 24 bytes... refused by count.
+  const std::string count = refusal([](auto& f) { put_u64(f, kTensorAt + 4, 3); });
+  EXPECT_NE(count.find("f32[3, 3]"), std::string::npos) << count;
+  EXPECT_NE(refusal([](auto& f) { put_u64(f, kTensorAt + 4, ~std::uint64_t{0}); }).find("dims"),
+            std::string::npos);
+  // The prefix's data size disagrees with the tensors.
+  EXPECT_NE(refusal([](auto& f) { put_u64(f, 8, 8); }).find("announces"), std::string::npos);
+  // Oversized: more than the receiver's limit.
+  static const WireTypes types = pipeline_types();
+  const std::string big = refusal([](auto&) {}, WireRules{kJob, &types, 16});
+  EXPECT_NE(big.find("exceeds the limit of 16 bytes"), std::string::npos) << big;
+}
+
+TEST(WireMessage, OversizedHeadersAreRefusedBeforeAnyAllocation) {
+  std::vector<std::byte> prefix = encode_wire_goodbye();
+  prefix[4 + 2] = std::byte{0xff};  // meta bytes 0xff for a goodbye
+  EXPECT_THROW(decode_wire_prefix(prefix), WireError);
+  const WireTypes types = pipeline_types();
+  std::vector<std::byte> frame =
+      encode_wire_message(kJob, 1, 0, make_message(act::Credit{1}), types);
+  frame[6] = std::byte{0xff};
+  frame[7] = std::byte{0xff};  // 65535 meta bytes: above kMaxWireMetaBytes
+  EXPECT_THROW(decode_wire_prefix(std::span(frame).first(kWirePrefixBytes)), WireError);
+}
+
+TEST(WireMessage, TheEncoderRefusesWhatAReceiverWould) {
+  WireTypes few;
+  few.add<act::Credit>();
+  EXPECT_THROW(encode_wire_head(kJob, 0, 1, make_message(act::StopAt{1}), few), WireError);
+  Message wrong_lane = make_message(act::Credit{1});
+  wrong_lane.env.lane = Lane::forward;
+  EXPECT_THROW(encode_wire_head(kJob, 0, 1, wrong_lane, few), WireError);
+  std::vector<Tensor> many(kMaxWireTensors + 1, f32_tensor({1}, 0.f));
+  EXPECT_THROW(encode_wire_head(kJob, 0, 1, make_message(act::Credit{1}, many), few), WireError);
+  EXPECT_THROW(
+      encode_wire_head(kJob, 0, 1, make_message(act::Credit{1}, {f32_tensor({64}, 0.f)}), few, 100),
+      WireError);
+}
+
+TEST(WireMessage, HelloRoundTrips) {
+  const std::vector<std::byte> f = encode_wire_hello({kJob, 3});
+  ASSERT_EQ(f.size(), kWirePrefixBytes + kWireHelloMetaBytes);
+  const WirePrefix p = decode_wire_prefix(std::span(f).first(kWirePrefixBytes));
+  EXPECT_EQ(p.kind, WireFrameKind::hello);
+  const WireHello h = decode_wire_hello(std::span(f).subspan(kWirePrefixBytes));
+  EXPECT_EQ(h.job, kJob);
+  EXPECT_EQ(h.rank, 3u);
+}
+
+// --- channels over 127.0.0.1 ---
+
+// Keeps every message it receives.
+class Collector final : public Actor {
+ public:
+  explicit Collector(std::string name) : Actor(std::move(name)) {}
+
+  bool wait_for(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kLong, [&] { return got_.size() >= n; });
+  }
+  std::vector<Message> take() {
+    std::lock_guard lock(mu_);
+    return std::move(got_);
+  }
+
+ protected:
+  void on_message(Message& msg) override {
+    std::lock_guard lock(mu_);
+    got_.push_back(std::move(msg));
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> got_;
+};
+
+TcpChannelOptions channel_options(int rank) {
+  TcpChannelOptions o;
+  o.job = kJob;
+  o.rank = rank;
+  o.types = pipeline_types();
+  o.close_linger = 2s;
+  return o;
+}
+
+// Closes two channels at once: each waits for the other's goodbye.
+void close_both(TcpChannel& a, TcpChannel& b) {
+  std::thread t([&] { a.close(); });
+  b.close();
+  t.join();
+}
+
+Message numbered(int sender, std::int64_t seq) {
+  Tensor t;
+  switch (seq % 3) {
+    case 0:
+      t = f32_tensor({seq % 5 + 1, 3}, static_cast<float>(seq));
+      break;
+    case 1:
+      t = i32_tensor({seq % 7 + 1}, static_cast<std::int32_t>(seq));
+      break;
+    default:
+      t = bf16_tensor({2, seq % 4 + 1, 2}, static_cast<float>(seq % 100));
+      break;
+  }
+  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
+}
+
+// Every sender's messages arrived in order, with their tensors.
+void expect_in_order(std::vector<Message> got, const std::vector<int>& senders, std::int64_t n) {
+  std::map<int, std::int64_t> next;
+  for (int s : senders) next[s] = 0;
+  for (const Message& m : got) {
+    const int s = m.tag().kind;
+    ASSERT_TRUE(next.contains(s)) << "unknown sender " << s;
+    ASSERT_EQ(m.tag().minibatch, next[s]) << "sender " << s;
+    expect_same_message(m, numbered(s, next[s]));
+    ++next[s];
+  }
+  for (int s : senders) EXPECT_EQ(next[s], n) << "sender " << s;
+}
+
+TEST(TcpChannel, TwoSystemsExchangeTensorsBothWaysInOrder) {
+  ActorSystem sys_a(make_work_sharing({.workers = 2}));
+  ActorSystem sys_b(make_work_sharing({.workers = 2}));
+  auto* a0 = sys_a.spawn<Collector>("a0");
+  auto* a2 = sys_a.spawn<Collector>("a2");
+  auto* b1 = sys_b.spawn<Collector>("b1");
+  auto* b3 = sys_b.spawn<Collector>("b3");
+  TcpChannel a(sys_a, channel_options(0));
+  TcpChannel b(sys_b, channel_options(1));
+  a.bind(0, a0);
+  a.bind(2, a2);
+  b.bind(1, b1);
+  b.bind(3, b3);
+  a.add_peer({1, "127.0.0.1", b.port()});
+  b.add_peer({0, "127.0.0.1", a.port()});
+  a.route(1, 1);
+  a.route(3, 1);
+  b.route(0, 0);
+  b.route(2, 0);
+  // Sends before the connection is up wait in its queue.
+  constexpr std::int64_t kN = 400;
+  ASSERT_TRUE(a.send(0, 1, numbered(0, 0)).ok());
+  a.start();
+  b.start();
+  ASSERT_TRUE(a.wait_connected(kLong));
+  ASSERT_TRUE(b.wait_connected(kLong));
+  std::vector<std::thread> senders;
+  senders.emplace_back([&] {
+    for (std::int64_t i = 1; i < kN; ++i) ASSERT_TRUE(a.send(0, 1, numbered(0, i)).ok());
+  });
+  senders.emplace_back([&] {
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(a.send(2, 1, numbered(2, i)).ok());
+  });
+  senders.emplace_back([&] {
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(b.send(3, 0, numbered(3, i)).ok());
+  });
+  for (auto& t : senders) t.join();
+  // A local send stays in its process.
+  ASSERT_TRUE(b.send(1, 3, numbered(1, 0)).ok());
+  ASSERT_TRUE(b1->wait_for(2 * kN));
+  ASSERT_TRUE(a0->wait_for(kN));
+  ASSERT_TRUE(b3->wait_for(1));
+  expect_in_order(b1->take(), {0, 2}, kN);
+  expect_in_order(a0->take(), {3}, kN);
+  EXPECT_EQ(b3->take().size(), 1u);
+  close_both(a, b);
+  EXPECT_TRUE(a.errors().empty());
+  EXPECT_TRUE(b.errors().empty());
+  EXPECT_EQ(a.stats().messages_sent, 2u * kN);
+  EXPECT_EQ(b.stats().delivered, 2u * kN);
+  EXPECT_EQ(a.stats().delivered, static_cast<std::uint64_t>(kN));
+  // Closed: sends fail instead of vanishing.
+  EXPECT_EQ(a.send(0, 1, numbered(0, 0)).status, SendStatus::system_stopped);
+}
+
+// Waits until `ch` reported an error (or the long timeout passed).
+std::vector<TcpChannelError> wait_error(TcpChannel& ch) {
+  const auto deadline = std::chrono::steady_clock::now() + kLong;
+  while (ch.errors().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  return ch.errors();
+}
+
+TEST(TcpChannel, GarbageOnTheLivePortIsRefusedAndTheRunGoesOn) {
+  ActorSystem sys_a(make_work_sharing({.workers = 1}));
+  ActorSystem sys_b(make_work_sharing({.workers = 1}));
+  auto* a0 = sys_a.spawn<Collector>("a0");
+  auto* b1 = sys_b.spawn<Collector>("b1");
+  TcpChannel a(sys_a, channel_options(0));
+  TcpChannel b(sys_b, channel_options(1));
+  a.bind(0, a0);
+  b.bind(1, b1);
+  a.add_peer({1, "127.0.0.1", b.port()});
+  b.add_peer({0, "127.0.0.1", a.port()});
+  a.route(1, 1);
+  b.route(0, 0);
+  a.start();
+  b.start();
+  ASSERT_TRUE(a.wait_connected(kLong));
+  {
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect({asio::ip::make_address("127.0.0.1"), a.port()});
+    std::vector<std::byte> junk(64);
+    std::mt19937 rng(9);
+    for (auto& x : junk) x = static_cast<std::byte>(rng());
+    asio::write(s, asio::buffer(junk));
+    const auto errors = wait_error(a);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].peer_rank, -1);
+    EXPECT_NE(errors[0].peer.find("connection from 127.0.0.1:"), std::string::npos);
+    EXPECT_NE(errors[0].what.find("magic"), std::string::npos) << errors[0].what;
+  }
+  // A stranger does not stop the run: the peers still talk.
+  EXPECT_FALSE(sys_a.stopped());
+  ASSERT_TRUE(b.send(1, 0, numbered(1, 0)).ok());
+  ASSERT_TRUE(a0->wait_for(1));
+  close_both(a, b);
+  EXPECT_TRUE(b.errors().empty());
+}
+
+// Plays rank 1 by hand: a valid hello, then whatever the test writes.
+class FakePeer {
+ public:
+  explicit FakePeer(std::uint16_t port) : socket_(io_) {
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+    asio::write(socket_, asio::buffer(encode_wire_hello({kJob, 1})));
+    std::vector<std::byte> answer(kWirePrefixBytes + kWireHelloMetaBytes);
+    asio::read(socket_, asio::buffer(answer));
+    EXPECT_EQ(decode_wire_hello(std::span(answer).subspan(kWirePrefixBytes)).rank, 0u);
+  }
+  void write(const std::vector<std::byte>& bytes) { asio::write(socket_, asio::buffer(bytes)); }
+
+ private:
+  asio::io_context io_;
+  tcp::socket socket_;
+};
+
+TEST(TcpChannel, AMalformedMessageFromAPeerStopsTheRunNamingPeerAndTag) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  TcpChannel a(sys, channel_options(0));
+  a.bind(0, a0);
+  a.add_peer({1, "127.0.0.1", 1});  // never dialled: rank 1 connects to rank 0
+  a.route(1, 1);
+  a.start();
+  FakePeer peer(a.port());
+  ASSERT_TRUE(a.wait_connected(kLong));
+  const WireTypes types = pipeline_types();
+  // A good message is delivered ...
+  peer.write(encode_wire_message(kJob, 1, 0, numbered(1, 0), types));
+  ASSERT_TRUE(a0->wait_for(1));
+  // ... a bad one (dtype 7) stops the run.
+  const Tensor t = f32_tensor({2, 3}, 1.f);
+  std::vector<std::byte> bad = encode_wire_message(
+      kJob, 1, 0, make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(5, 0, 2, 1)),
+      types);
+  bad[kTensorAt + 1] = std::byte{7};
+  peer.write(bad);
+  const auto errors = wait_error(a);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, 1);
+  EXPECT_NE(errors[0].peer.find("rank 1"), std::string::npos);
+  EXPECT_NE(errors[0].what.find("'pipeline.forward_tensor' from endpoint 1 to 0, minibatch 5"),
+            std::string::npos)
+      << errors[0].what;
+  EXPECT_NE(errors[0].what.find("not a dtype"), std::string::npos) << errors[0].what;
+  EXPECT_TRUE(sys.stopped());
+  // Later sends to that peer fail.
+  EXPECT_EQ(a.send(0, 1, numbered(0, 1)).status, SendStatus::target_stopped);
+  a.close();
+}
+
+TEST(TcpChannel, AFrameFromAnEndpointThePeerDoesNotOwnIsRefused) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  auto* a2 = sys.spawn<Collector>("a2");
+  TcpChannel a(sys, channel_options(0));
+  a.bind(0, a0);
+  a.bind(2, a2);
+  a.add_peer({1, "127.0.0.1", 1});
+  a.route(1, 1);
+  a.start();
+  FakePeer peer(a.port());
+  // Endpoint 2 is this process's own: rank 1 may not speak for it.
+  peer.write(encode_wire_message(kJob, 2, 0, make_message(act::Credit{1}), pipeline_types()));
+  const auto errors = wait_error(a);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].what.find("endpoint 2 does not belong to this peer"), std::string::npos)
+      << errors[0].what;
+  a.close();
+}
+
+TEST(TcpChannel, APeerThatClosesMidFrameIsReported) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  TcpChannel a(sys, channel_options(0));
+  a.bind(0, a0);
+  a.add_peer({1, "127.0.0.1", 1});
+  a.route(1, 1);
+  a.start();
+  {
+    FakePeer peer(a.port());
+    std::vector<std::byte> frame =
+        encode_wire_message(kJob, 1, 0, numbered(1, 0), pipeline_types());
+    frame.resize(frame.size() - 5);
+    peer.write(frame);
+  }  // closed without a goodbye, mid-frame
+  const auto errors = wait_error(a);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, 1);
+  EXPECT_NE(errors[0].what.find("reading"), std::string::npos) << errors[0].what;
+  a.close();
+}
+
+// --- a pipeline split across two channels ---
+
+struct KeeperTick {
+  static constexpr std::string_view kName = "test.keeper_tick";
+};
+
+// Two TcpChannels over 127.0.0.1 delivering into one pipeline's actor system: every message
+// between endpoints of different sides crosses a socket, encoded and decoded. While any is on
+// the wire, a keeper actor re-arms a short timer so that the system does not look idle
+// (Pipeline::run ends at ActorSystem::wait_idle, which cannot see sockets).
+class SplitChannel final : public ActorChannel {
+ public:
+  SplitChannel(ActorSystem& system, std::function<int(Endpoint)> side)
+      : system_(system), side_(std::move(side)) {
+    for (int s = 0; s < 2; ++s) {
+      TcpChannelOptions o = channel_options(s);
+      o.on_error = [this](const TcpChannelError& e) {
+        std::lock_guard lock(mu_);
+        errors_.push_back(e.peer + ": " + e.what);
+      };
+      sides_[s] = std::make_unique<TcpChannel>(system, std::move(o));
+    }
+    sides_[0]->add_peer({1, "127.0.0.1", sides_[1]->port()});
+    sides_[1]->add_peer({0, "127.0.0.1", sides_[0]->port()});
+    keeper_ = system.spawn<Keeper>(this);
+  }
+  ~SplitChannel() override {
+    std::thread t([&] { sides_[0]->close(); });
+    sides_[1]->close();
+    t.join();
+  }
+
+  void bind(Endpoint e, Actor* actor) override {
+    const int s = side_(e);
+    sides_[s]->bind(e, actor);
+    sides_[1 - s]->route(e, s);
+  }
+  SendResult send(Endpoint from, Endpoint to, Message msg) override {
+    const int s = side_(from);
+    if (side_(to) != s) {
+      enqueued_.fetch_add(1);
+      kick();
+    }
+    return sides_[s]->send(from, to, std::move(msg));
+  }
+  void start() {
+    sides_[0]->start();
+    sides_[1]->start();
+  }
+  std::vector<std::string> errors() {
+    std::lock_guard lock(mu_);
+    return errors_;
+  }
+  std::uint64_t crossed() const {
+    return sides_[0]->stats().messages_sent + sides_[1]->stats().messages_sent;
+  }
+
+ private:
+  class Keeper final : public Actor {
+   public:
+    explicit Keeper(SplitChannel* split) : Actor("keeper"), split_(split) {}
+
+   protected:
+    void on_message(Message&) override {
+      if (split_->in_flight() > 0) {
+        system().send_after(200us, this, KeeperTick{});
+        return;
+      }
+      split_->ticking_.store(false);
+      // A send that counted itself after the check above and found the keeper ticking.
+      if (split_->in_flight() > 0 && !split_->ticking_.exchange(true)) {
+        system().send_after(200us, this, KeeperTick{});
+      }
+    }
+
+   private:
+    SplitChannel* split_;
+  };
+
+  // Sent across and not yet handed to the target actor (counted before the send, handed over
+  // before counted as delivered: never below the truth).
+  std::int64_t in_flight() const {
+    const auto a = sides_[0]->stats(), b = sides_[1]->stats();
+    return enqueued_.load() -
+           static_cast<std::int64_t>(a.delivered + a.dropped + b.delivered + b.dropped);
+  }
+  void kick() {
+    if (!ticking_.exchange(true)) (void)system_.send(keeper_, KeeperTick{});
+  }
+
+  ActorSystem& system_;
+  std::function<int(Endpoint)> side_;
+  std::unique_ptr<TcpChannel> sides_[2];
+  Keeper* keeper_ = nullptr;
+  std::atomic<std::int64_t> enqueued_{0};
+  std::atomic<bool> ticking_{false};
+  std::mutex mu_;
+  std::vector<std::string> errors_;
+};
+
+struct PipelineCase {
+  std::string name;
+  std::string model;  // mlp | gpt
+  schedules::ScheduleKind kind;
+};
+
+std::ostream& operator<<(std::ostream& os, const PipelineCase& c) {
+  return os << c.name;
+}
+
+class SplitPipeline : public ::testing::TestWithParam<PipelineCase> {};
+
+TEST_P(SplitPipeline, TrainsExactlyAsInOneProcess) {
+  using namespace act::testing;
+  const PipelineCase& c = GetParam();
+  const models::Model model = c.model == "gpt" ? tiny_gpt() : tiny_mlp();
+  schedules::ScheduleParams p;
+  p.kind = c.kind;
+  p.stages = 4;
+  p.replicas = {1, 1, 1, 1};
+  p.slices = 4;
+  p.minibatch_size = 8;
+  p.minibatches = 3;
+  auto spec_of = [&] {
+    act::PipelineSpec spec;
+    spec.model = &model;
+    spec.plan = even_plan(model, p);
+    spec.optimizer = sgd_momentum();
+    spec.seed = 11;
+    spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
+    spec.cpu_threads_per_replica = 1;
+    return spec;
+  };
+  act::Pipeline local(spec_of(), make_scheduler(true));
+  const act::PipelineResult expected = local.run();
+
+  // Stages 0-1 and the loader (endpoint 4) on side 0; stages 2-3 and the coordinator (5) on
+  // side 1.
+  SplitChannel* split = nullptr;
+  act::PipelineSpec spec = spec_of();
+  spec.make_channel = [&split](ActorSystem& system) {
+    auto ch = std::make_unique<SplitChannel>(
+        system, [](Endpoint e) { return e == 0 || e == 1 || e == 4 ? 0 : 1; });
+    split = ch.get();
+    return ch;
+  };
+  act::Pipeline remote(std::move(spec), make_scheduler(true));
+  ASSERT_NE(split, nullptr);
+  split->start();
+  act::PipelineResult got;
+  try {
+    got = remote.run();
+  } catch (const std::exception& e) {
+    std::string errors;
+    for (const auto& x : split->errors()) errors += "\n  " + x;
+    FAIL() << e.what() << errors;
+  }
+  EXPECT_TRUE(split->errors().empty());
+  EXPECT_GT(split->crossed(), 0u);
+  EXPECT_EQ(got.losses, expected.losses);
+  const models::ParamSet want = local.params(), have = remote.params();
+  ASSERT_EQ(have.size(), want.size());
+  for (std::int64_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(have.at(want.name(i)).to_float_vector(), want[i].to_float_vector()) << want.name(i);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, SplitPipeline,
+    ::testing::Values(PipelineCase{"mlp_gpipe", "mlp", schedules::ScheduleKind::gpipe},
+                      PipelineCase{"mlp_1f1b", "mlp", schedules::ScheduleKind::one_f_one_b},
+                      PipelineCase{"gpt_1f1b", "gpt", schedules::ScheduleKind::one_f_one_b}),
+    [](const auto& test) { return test.param.name; });
+
+}  // namespace
+}  // namespace tandem::transport

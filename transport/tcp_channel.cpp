@@ -1,0 +1,751 @@
+#include "transport/tcp_channel.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <asio/connect.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+namespace tandem::transport {
+namespace {
+
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::milliseconds kFirstRetry{20};
+constexpr std::chrono::milliseconds kMaxRetry{500};
+// Messages gathered into one write: small control messages share a system call.
+constexpr std::size_t kMaxBatch = 64;
+
+struct Outgoing {
+  std::vector<std::byte> head;  // prefix and meta part (or a whole goodbye frame)
+  Message msg;                  // keeps the tensors alive until they are written
+  bool goodbye = false;
+};
+
+std::string address_of(const tcp::socket& s) {
+  std::error_code ec;
+  const auto ep = s.remote_endpoint(ec);
+  if (ec) return "<unknown address>";
+  return fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+std::string secs(std::chrono::milliseconds d) {
+  return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
+}
+
+}  // namespace
+
+// One peer process and its connection. Fields under `mu` are shared with senders; the rest are
+// touched on the channel's thread only.
+struct Peer {
+  Peer(asio::io_context& io, TcpPeer p)
+      : info(std::move(p)),
+        name(fmt::format("rank {} ({}:{})", info.rank, info.host, info.port)),
+        timer(io) {}
+
+  TcpPeer info;
+  std::string name;
+
+  std::mutex mu;
+  std::deque<Outgoing> queue;
+  bool connected = false;
+  bool writing = false;  // a write is posted or in flight
+  bool failed = false;
+
+  std::optional<tcp::socket> socket;
+  asio::steady_timer timer;  // connect retries, the hello deadline
+  Clock::time_point connect_start;
+  std::chrono::milliseconds retry = kFirstRetry;
+  std::vector<Outgoing> batch;
+  std::vector<asio::const_buffer> out_buffers;
+  std::array<std::byte, kWirePrefixBytes> prefix{};
+  std::vector<std::byte> meta;
+  std::vector<std::byte> hello_out;
+  WireHead head;
+  std::vector<Tensor> tensors;
+  std::vector<asio::mutable_buffer> in_buffers;
+  // Under `mu` too: written on the channel's thread, read by senders and close().
+  bool said_goodbye = false;
+  bool ended = false;  // the connection is over (end of stream, error or close())
+};
+
+// A connection accepted but not yet identified by its hello.
+struct Pending {
+  explicit Pending(asio::io_context& io) : socket(io), timer(io) {}
+  tcp::socket socket;
+  asio::steady_timer timer;
+  std::string remote;
+  std::array<std::byte, kWirePrefixBytes> prefix{};
+  std::vector<std::byte> meta;
+  std::vector<std::byte> hello_out;
+  bool done = false;
+};
+
+struct TcpChannel::Impl {
+  Impl(ActorSystem& s, TcpChannelOptions o)
+      : system(s), opt(std::move(o)), acceptor(io), guard(asio::make_work_guard(io)) {
+    rules.job = opt.job;
+    rules.types = &opt.types;
+    rules.max_data_bytes = opt.max_data_bytes;
+  }
+
+  ActorSystem& system;
+  TcpChannelOptions opt;
+  WireRules rules;
+  asio::io_context io;  // declared before every socket and timer, so destroyed after them
+  tcp::acceptor acceptor;
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  std::thread thread;
+  std::vector<Actor*> locals;
+  std::unordered_map<Endpoint, std::size_t> remote;  // endpoint -> index into peers
+  std::vector<std::unique_ptr<Peer>> peers;
+  bool started = false;
+  bool stopped = false;  // channel's thread: everything closed
+  std::atomic<bool> closing{false};
+  bool closed = false;  // close() finished (caller's thread)
+
+  std::mutex state_mu;  // with state_cv: connections, drained queues, goodbyes
+  std::condition_variable state_cv;
+
+  mutable std::mutex errors_mu;
+  std::vector<TcpChannelError> errors;
+
+  std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
+      bytes_received{0}, delivered{0}, dropped{0};
+
+  Actor* local(Endpoint e) const {
+    if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
+    return locals[static_cast<std::size_t>(e)];
+  }
+  Peer* peer_of_rank(int rank) {
+    for (auto& p : peers) {
+      if (p->info.rank == rank) return p.get();
+    }
+    return nullptr;
+  }
+  // Taking state_mu orders this after a waiter's check of its predicate: no lost wake-up.
+  void notify() {
+    std::lock_guard lock(state_mu);
+    state_cv.notify_all();
+  }
+  void set_ended(Peer& p) {
+    {
+      std::lock_guard lock(p.mu);
+      p.ended = true;
+    }
+    notify();
+  }
+
+  void report(TcpChannelError e, bool fatal) {
+    spdlog::error("tcp data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
+    {
+      std::lock_guard lock(errors_mu);
+      errors.push_back(e);
+    }
+    if (opt.on_error) opt.on_error(e);
+    if (fatal && opt.stop_system_on_error) system.stop();
+  }
+
+  // The peer's connection is over: its queue is dropped, later sends to it fail, and unless the
+  // channel is closing the failure is reported (and stops the run).
+  void fail_peer(Peer& p, const std::string& what) {
+    {
+      std::lock_guard lock(p.mu);
+      if (p.failed) return;
+      p.failed = true;
+      p.connected = false;
+      p.queue.clear();
+    }
+    p.timer.cancel();
+    if (p.socket) {
+      std::error_code ec;
+      p.socket->close(ec);
+    }
+    set_ended(p);
+    if (closing.load()) {
+      spdlog::debug("tcp data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
+      return;
+    }
+    report({p.info.rank, p.name, what}, true);
+  }
+
+  // --- connecting (to peers of lower rank) ---
+  void connect(Peer& p) {
+    if (stopped) return;
+    p.socket.emplace(io);
+    tcp::resolver resolver(io);
+    std::error_code ec;
+    const auto endpoints = resolver.resolve(p.info.host, std::to_string(p.info.port), ec);
+    if (ec) {
+      fail_peer(p, fmt::format("cannot resolve {}:{}: {}", p.info.host, p.info.port, ec.message()));
+      return;
+    }
+    asio::async_connect(*p.socket, endpoints,
+                        [this, &p](std::error_code err, const tcp::endpoint&) {
+                          if (stopped) return;
+                          if (err) {
+                            retry_connect(p, err);
+                            return;
+                          }
+                          send_hello(p);
+                        });
+  }
+  void retry_connect(Peer& p, std::error_code err) {
+    if (Clock::now() - p.connect_start >= opt.connect_timeout) {
+      fail_peer(p, fmt::format("could not connect within {}: {}", secs(opt.connect_timeout),
+                               err.message()));
+      return;
+    }
+    p.timer.expires_after(p.retry);
+    p.retry = std::min(p.retry * 2, kMaxRetry);
+    p.timer.async_wait([this, &p](std::error_code ec) {
+      if (!ec && !stopped) connect(p);
+    });
+  }
+  void send_hello(Peer& p) {
+    p.hello_out = encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)});
+    p.timer.expires_after(opt.hello_timeout);
+    p.timer.async_wait([this, &p](std::error_code ec) {
+      if (ec || stopped) return;
+      fail_peer(p, fmt::format("no hello within {}", secs(opt.hello_timeout)));
+    });
+    asio::async_write(
+        *p.socket, asio::buffer(p.hello_out), [this, &p](std::error_code ec, std::size_t) {
+          if (stopped) return;
+          if (ec) {
+            fail_peer(p, "writing the hello: " + ec.message());
+            return;
+          }
+          asio::async_read(
+              *p.socket, asio::buffer(p.prefix), [this, &p](std::error_code ec2, std::size_t) {
+                if (stopped) return;
+                if (ec2) {
+                  fail_peer(p, "reading the hello: " + ec2.message());
+                  return;
+                }
+                try {
+                  const WirePrefix pre = decode_wire_prefix(p.prefix);
+                  if (pre.kind != WireFrameKind::hello)
+                    throw WireError("the first frame is not a hello");
+                  p.meta.resize(pre.meta_bytes);
+                } catch (const std::exception& e) {
+                  fail_peer(p, e.what());
+                  return;
+                }
+                asio::async_read(*p.socket, asio::buffer(p.meta),
+                                 [this, &p](std::error_code ec3, std::size_t) {
+                                   if (stopped) return;
+                                   if (ec3) {
+                                     fail_peer(p, "reading the hello: " + ec3.message());
+                                     return;
+                                   }
+                                   try {
+                                     const WireHello h = decode_wire_hello(p.meta);
+                                     check_hello(h, p.info.rank);
+                                   } catch (const std::exception& e) {
+                                     fail_peer(p, e.what());
+                                     return;
+                                   }
+                                   p.timer.cancel();
+                                   established(p);
+                                 });
+              });
+        });
+  }
+  void check_hello(const WireHello& h, int expected_rank) const {
+    if (h.job != opt.job) {
+      throw WireError(
+          fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
+    }
+    if (static_cast<std::int64_t>(h.rank) != expected_rank) {
+      throw WireError(
+          fmt::format("data-plane hello: rank {}, expected rank {}", h.rank, expected_rank));
+    }
+  }
+
+  // --- accepting (from peers of higher rank) ---
+  void accept_next() {
+    if (stopped) return;
+    auto pending = std::make_shared<Pending>(io);
+    acceptor.async_accept(pending->socket, [this, pending](std::error_code ec) {
+      if (stopped) return;
+      if (!ec) accept_hello(pending);
+      accept_next();
+    });
+  }
+  void refuse(const std::shared_ptr<Pending>& c, const std::string& what) {
+    if (c->done) return;
+    c->done = true;
+    c->timer.cancel();
+    std::error_code ec;
+    c->socket.close(ec);
+    if (!closing.load()) report({-1, "connection from " + c->remote, what}, false);
+  }
+  void accept_hello(const std::shared_ptr<Pending>& c) {
+    c->remote = address_of(c->socket);
+    c->timer.expires_after(opt.hello_timeout);
+    c->timer.async_wait([this, c](std::error_code ec) {
+      if (ec || stopped) return;
+      refuse(c, fmt::format("no hello within {}", secs(opt.hello_timeout)));
+    });
+    asio::async_read(
+        c->socket, asio::buffer(c->prefix), [this, c](std::error_code ec, std::size_t) {
+          if (stopped || c->done) return;
+          if (ec) {
+            refuse(c, "closed before its hello: " + ec.message());
+            return;
+          }
+          try {
+            const WirePrefix pre = decode_wire_prefix(c->prefix);
+            if (pre.kind != WireFrameKind::hello) throw WireError("the first frame is not a hello");
+            c->meta.resize(pre.meta_bytes);
+          } catch (const std::exception& e) {
+            refuse(c, e.what());
+            return;
+          }
+          asio::async_read(
+              c->socket, asio::buffer(c->meta), [this, c](std::error_code ec2, std::size_t) {
+                if (stopped || c->done) return;
+                if (ec2) {
+                  refuse(c, "closed before its hello: " + ec2.message());
+                  return;
+                }
+                Peer* p = nullptr;
+                try {
+                  const WireHello h = decode_wire_hello(c->meta);
+                  if (h.job != opt.job) {
+                    throw WireError(fmt::format(
+                        "data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
+                  }
+                  p = h.rank <= static_cast<std::uint32_t>(std::numeric_limits<int>::max())
+                          ? peer_of_rank(static_cast<int>(h.rank))
+                          : nullptr;
+                  if (p == nullptr || p->info.rank <= opt.rank) {
+                    throw WireError(fmt::format(
+                        "data-plane hello: rank {} is not a peer that connects here", h.rank));
+                  }
+                  std::lock_guard lock(p->mu);
+                  if (p->socket || p->failed) {
+                    throw WireError(
+                        fmt::format("data-plane hello: rank {} is already connected", h.rank));
+                  }
+                } catch (const std::exception& e) {
+                  refuse(c, e.what());
+                  return;
+                }
+                c->done = true;
+                c->timer.cancel();
+                p->socket.emplace(std::move(c->socket));
+                p->hello_out = encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)});
+                asio::async_write(*p->socket, asio::buffer(p->hello_out),
+                                  [this, p](std::error_code ec3, std::size_t) {
+                                    if (stopped) return;
+                                    if (ec3) {
+                                      fail_peer(*p, "writing the hello: " + ec3.message());
+                                      return;
+                                    }
+                                    established(*p);
+                                  });
+              });
+        });
+  }
+
+  // --- an identified connection: the writer and the reader ---
+  void established(Peer& p) {
+    bool kick = false;
+    {
+      std::lock_guard lock(p.mu);
+      if (p.failed) return;
+      p.connected = true;
+      if (!p.queue.empty() && !p.writing) kick = p.writing = true;
+    }
+    notify();
+    if (kick) write_next(p);
+    read_prefix(p);
+  }
+
+  void write_next(Peer& p) {
+    if (stopped) return;
+    {
+      std::unique_lock lock(p.mu);
+      if (p.failed) return;
+      if (p.queue.empty()) {
+        p.writing = false;
+        lock.unlock();
+        notify();  // close() waits for drained queues
+        return;
+      }
+      while (!p.queue.empty() && p.batch.size() < kMaxBatch) {
+        p.batch.push_back(std::move(p.queue.front()));
+        p.queue.pop_front();
+      }
+    }
+    p.out_buffers.clear();
+    for (const Outgoing& o : p.batch) {
+      p.out_buffers.emplace_back(o.head.data(), o.head.size());
+      for (const auto part : wire_payload(o.msg)) {
+        p.out_buffers.emplace_back(part.data(), part.size());
+      }
+    }
+    asio::async_write(*p.socket, p.out_buffers, [this, &p](std::error_code ec, std::size_t n) {
+      if (stopped) return;
+      if (ec) {
+        fail_peer(p, "writing: " + ec.message());
+        return;
+      }
+      bool goodbye = false;
+      std::uint64_t messages = 0;
+      for (const Outgoing& o : p.batch) {
+        goodbye = goodbye || o.goodbye;
+        messages += o.goodbye ? 0 : 1;
+      }
+      messages_sent += messages;
+      bytes_sent += n;
+      p.batch.clear();
+      if (goodbye) {
+        std::error_code ignored;
+        p.socket->shutdown(tcp::socket::shutdown_send, ignored);
+      }
+      write_next(p);
+    });
+  }
+
+  void read_prefix(Peer& p) {
+    asio::async_read(
+        *p.socket, asio::buffer(p.prefix), [this, &p](std::error_code ec, std::size_t) {
+          if (stopped) return;
+          if (ec) {
+            if (ec == asio::error::eof && (p.said_goodbye || closing.load())) {
+              set_ended(p);
+              return;
+            }
+            fail_peer(p, ec == asio::error::eof ? "closed the connection without a goodbye"
+                                                : "reading: " + ec.message());
+            return;
+          }
+          WirePrefix pre;
+          try {
+            pre = decode_wire_prefix(p.prefix);
+          } catch (const std::exception& e) {
+            fail_peer(p, e.what());
+            return;
+          }
+          if (pre.kind == WireFrameKind::goodbye) {
+            {
+              std::lock_guard lock(p.mu);
+              p.said_goodbye = true;
+            }
+            notify();
+            read_prefix(p);
+            return;
+          }
+          if (pre.kind == WireFrameKind::hello) {
+            fail_peer(p, "a second hello on an established connection");
+            return;
+          }
+          if (p.said_goodbye) {
+            fail_peer(p, "a message after its goodbye");
+            return;
+          }
+          p.meta.resize(pre.meta_bytes);
+          asio::async_read(*p.socket, asio::buffer(p.meta),
+                           [this, &p, data = pre.data_bytes](std::error_code ec2, std::size_t) {
+                             if (stopped) return;
+                             if (ec2) {
+                               fail_peer(p, "reading a message: " + ec2.message());
+                               return;
+                             }
+                             read_data(p, data);
+                           });
+        });
+  }
+
+  void read_data(Peer& p, std::uint64_t data_bytes) {
+    try {
+      p.head = decode_wire_head(p.meta, data_bytes, rules);
+      if (local(p.head.to) == nullptr) {
+        throw WireError("data frame " + describe_wire_head(p.head) + ": endpoint " +
+                        std::to_string(p.head.to) + " is not bound in this process");
+      }
+      auto it = remote.find(p.head.from);
+      if (it == remote.end() || peers[it->second].get() != &p) {
+        throw WireError("data frame " + describe_wire_head(p.head) + ": endpoint " +
+                        std::to_string(p.head.from) + " does not belong to this peer");
+      }
+      p.tensors = allocate_wire_tensors(p.head);
+    } catch (const std::exception& e) {
+      fail_peer(p, e.what());
+      return;
+    }
+    p.in_buffers.clear();
+    for (const auto buf : wire_receive_buffers(p.tensors)) {
+      p.in_buffers.emplace_back(buf.data(), buf.size());
+    }
+    bytes_received += kWirePrefixBytes + p.meta.size() + data_bytes;
+    if (p.in_buffers.empty()) {
+      deliver(p);
+      return;
+    }
+    asio::async_read(*p.socket, p.in_buffers, [this, &p](std::error_code ec, std::size_t) {
+      if (stopped) return;
+      if (ec) {
+        fail_peer(p, "reading the tensors of " + describe_wire_head(p.head) + ": " + ec.message());
+        return;
+      }
+      deliver(p);
+    });
+  }
+
+  void deliver(Peer& p) {
+    ++messages_received;
+    Message m;
+    m.env = p.head.env;
+    m.tensors = std::move(p.tensors);
+    p.tensors.clear();
+    Actor* target = local(p.head.to);
+    m.env.target = target->id();
+    // A system that stopped refuses the message (system_stopped): dropped, nothing to do.
+    if (system.send(target, std::move(m)).ok()) {
+      ++delivered;
+    } else {
+      ++dropped;
+    }
+    read_prefix(p);
+  }
+
+  // On the channel's thread: closes every socket and timer; handlers still queued see `stopped`.
+  void stop_io() {
+    stopped = true;
+    std::error_code ec;
+    acceptor.close(ec);
+    for (auto& p : peers) {
+      p->timer.cancel();
+      if (p->socket) p->socket->close(ec);
+      std::lock_guard lock(p->mu);
+      p->ended = true;
+    }
+    io.stop();
+  }
+};
+
+TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
+    : impl_(std::make_unique<Impl>(system, std::move(options))) {
+  auto& d = *impl_;
+  std::error_code ec;
+  tcp::resolver resolver(d.io);
+  const auto found = resolver.resolve(d.opt.listen_host, std::to_string(d.opt.listen_port), ec);
+  if (ec || found.empty()) {
+    throw std::runtime_error(fmt::format("tcp data plane: cannot resolve {}:{}: {}",
+                                         d.opt.listen_host, d.opt.listen_port, ec.message()));
+  }
+  const tcp::endpoint at = found.begin()->endpoint();
+  d.acceptor.open(at.protocol(), ec);
+  if (!ec) d.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) d.acceptor.bind(at, ec);
+  if (!ec) d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    throw std::runtime_error(fmt::format("tcp data plane: cannot listen on {}:{}: {}",
+                                         d.opt.listen_host, d.opt.listen_port, ec.message()));
+  }
+  d.thread = std::thread([&d] { d.io.run(); });
+}
+
+TcpChannel::~TcpChannel() {
+  close();
+}
+
+std::uint16_t TcpChannel::port() const {
+  std::error_code ec;
+  const auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+void TcpChannel::bind(Endpoint e, Actor* actor) {
+  if (e < 0) throw std::invalid_argument("TcpChannel::bind: negative endpoint");
+  if (actor == nullptr) throw std::invalid_argument("TcpChannel::bind: no actor");
+  if (impl_->started) throw std::logic_error("TcpChannel::bind after start()");
+  if (impl_->remote.contains(e)) {
+    throw std::invalid_argument(
+        fmt::format("TcpChannel::bind: endpoint {} is routed to a peer", e));
+  }
+  auto& locals = impl_->locals;
+  if (static_cast<std::size_t>(e) >= locals.size()) locals.resize(static_cast<std::size_t>(e) + 1);
+  locals[static_cast<std::size_t>(e)] = actor;
+}
+
+void TcpChannel::add_peer(TcpPeer peer) {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("TcpChannel::add_peer after start()");
+  if (peer.rank == d.opt.rank || peer.rank < 0 || d.peer_of_rank(peer.rank) != nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "TcpChannel::add_peer: rank {} is this process, negative or added twice", peer.rank));
+  }
+  d.peers.push_back(std::make_unique<Peer>(d.io, std::move(peer)));
+}
+
+void TcpChannel::route(Endpoint e, int peer_rank) {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("TcpChannel::route after start()");
+  if (e < 0 || d.local(e) != nullptr) {
+    throw std::invalid_argument(
+        fmt::format("TcpChannel::route: endpoint {} is negative or bound in this process", e));
+  }
+  for (std::size_t i = 0; i < d.peers.size(); ++i) {
+    if (d.peers[i]->info.rank == peer_rank) {
+      d.remote[e] = i;
+      return;
+    }
+  }
+  throw std::invalid_argument(fmt::format("TcpChannel::route: no peer of rank {}", peer_rank));
+}
+
+void TcpChannel::start() {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("TcpChannel::start called twice");
+  d.started = true;
+  asio::post(d.io, [&d] {
+    d.accept_next();
+    for (auto& p : d.peers) {
+      if (p->info.rank < d.opt.rank) {
+        p->connect_start = Clock::now();
+        d.connect(*p);
+      }
+    }
+  });
+}
+
+bool TcpChannel::wait_connected(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  bool all = false;
+  std::unique_lock lock(d.state_mu);
+  d.state_cv.wait_for(lock, timeout, [&d, &all] {
+    all = true;
+    for (auto& p : d.peers) {
+      std::lock_guard pl(p->mu);
+      if (p->failed) {
+        all = false;
+        return true;
+      }
+      all = all && p->connected;
+    }
+    return all;
+  });
+  return all;
+}
+
+SendResult TcpChannel::send(Endpoint from, Endpoint to, Message msg) {
+  auto& d = *impl_;
+  Actor* sender = d.local(from);
+  if (sender == nullptr) {
+    throw std::out_of_range(
+        fmt::format("TcpChannel: endpoint {} (the sender) is not bound in this process", from));
+  }
+  if (Actor* target = d.local(to)) return d.system.send(target, std::move(msg), sender->id());
+  auto it = d.remote.find(to);
+  if (it == d.remote.end()) {
+    throw std::out_of_range(fmt::format("TcpChannel: endpoint {} is neither bound nor routed", to));
+  }
+  for (Tensor& t : msg.tensors) {
+    if (t.defined() && t.device().is_cuda()) t = t.to(Device::cpu());
+  }
+  Outgoing o;
+  o.head = encode_wire_head(d.opt.job, from, to, msg, d.opt.types, d.opt.max_data_bytes);
+  o.msg = std::move(msg);
+  Peer& p = *d.peers[it->second];
+  bool kick = false;
+  {
+    std::lock_guard lock(p.mu);
+    // Checked under the peer's lock, which close() takes to queue the goodbye: a message is
+    // either refused or queued before it.
+    if (d.closing.load()) return SendResult{SendStatus::system_stopped};
+    // A peer that said goodbye reads no more: the message would be lost.
+    if (p.failed || p.said_goodbye) return SendResult{SendStatus::target_stopped};
+    p.queue.push_back(std::move(o));
+    if (p.connected && !p.writing) kick = p.writing = true;
+  }
+  if (kick) asio::post(d.io, [&d, &p] { d.write_next(p); });
+  return SendResult{};
+}
+
+void TcpChannel::close(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (d.closed) return;
+  d.closing.store(true);
+  // Goodbyes go behind what is queued, so the peers read every message first.
+  for (auto& p : d.peers) {
+    bool kick = false;
+    {
+      std::lock_guard lock(p->mu);
+      if (!p->connected || p->failed) continue;
+      Outgoing o;
+      o.head = encode_wire_goodbye();
+      o.goodbye = true;
+      p->queue.push_back(std::move(o));
+      if (!p->writing) kick = p->writing = true;
+    }
+    if (kick) asio::post(d.io, [&d, q = p.get()] { d.write_next(*q); });
+  }
+  {
+    std::unique_lock lock(d.state_mu);
+    const auto drained = [&d] {
+      for (auto& p : d.peers) {
+        std::lock_guard pl(p->mu);
+        if (p->connected && !p->failed && (!p->queue.empty() || p->writing)) return false;
+      }
+      return true;
+    };
+    if (!d.state_cv.wait_for(lock, timeout, drained)) {
+      spdlog::warn("tcp data plane (rank {}): closing with messages still queued after {}",
+                   d.opt.rank, secs(timeout));
+    }
+    // The peers' goodbyes, so that closing does not reset a connection they still read.
+    (void)d.state_cv.wait_for(lock, d.opt.close_linger, [&d] {
+      for (auto& p : d.peers) {
+        std::lock_guard pl(p->mu);
+        if (p->connected && !p->failed && !p->said_goodbye && !p->ended) return false;
+      }
+      return true;
+    });
+  }
+  asio::post(d.io, [&d] { d.stop_io(); });
+  d.guard.reset();
+  if (d.thread.joinable()) d.thread.join();
+  d.closed = true;
+}
+
+std::vector<TcpChannelError> TcpChannel::errors() const {
+  std::lock_guard lock(impl_->errors_mu);
+  return impl_->errors;
+}
+
+TcpChannel::Stats TcpChannel::stats() const {
+  const auto& d = *impl_;
+  Stats s;
+  s.messages_sent = d.messages_sent.load();
+  s.messages_received = d.messages_received.load();
+  s.bytes_sent = d.bytes_sent.load();
+  s.bytes_received = d.bytes_received.load();
+  s.delivered = d.delivered.load();
+  s.dropped = d.dropped.load();
+  return s;
+}
+
+}  // namespace tandem::transport

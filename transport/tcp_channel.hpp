@@ -1,0 +1,122 @@
+#pragma once
+// The `tcp` data plane: a Channel over TCP with Asio, the fallback where UCX is unavailable.
+//
+// Each process owns some endpoints (actors of its ActorSystem, bound as with LocalChannel) and
+// routes every other endpoint to the peer process that owns it. Between two processes there
+// is one connection, opened by the higher rank, whose first frame both ways is a hello (job id
+// and rank). Frames are wire_message.hpp's.
+//
+// send() never blocks on the network: a message to a remote endpoint is encoded (its head; the
+// tensors are written from their own memory, kept alive by the queued message) and queued on
+// the peer's connection, and the channel's own thread writes it. Per sender and peer the order
+// of sends is the order of delivery. The reader validates every frame (job, type, body size,
+// lane, dtype, shape, byte count, that the sender owns `from` and this process `to`), reads the
+// tensors' bytes straight into freshly allocated CPU tensors and hands the message to the bound
+// actor through the ActorSystem, from outside any actor (source id 0).
+//
+// Failures are reported asynchronously, on the channel's thread, through on_error: a write or
+// read that fails, a peer that closes without a goodbye, a malformed frame (naming the peer and
+// the message's type and tag). A failure of a peer's connection stops the ActorSystem (unless
+// stop_system_on_error is false), so a run ends instead of waiting for messages that will never
+// come; later sends to that peer return target_stopped. A connection that fails before its
+// hello was accepted (a stranger, garbage on the port) is reported and closed; the run goes on.
+//
+// The ActorSystem must outlive the channel; a message that arrives after the system stopped is
+// dropped.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/actor_system.hpp"
+#include "transport/channel.hpp"
+#include "transport/wire_message.hpp"
+
+namespace tandem::transport {
+
+struct TcpPeer {
+  int rank = 0;  // the peer process, numbered as the rendezvous numbers ranks
+  std::string host;
+  std::uint16_t port = 0;  // where its TcpChannel listens (TcpChannel::port())
+};
+
+struct TcpChannelError {
+  int peer_rank = -1;  // -1: a connection that never said who it is
+  std::string peer;    // "rank 1 (127.0.0.1:40312)", or the remote address of a stranger
+  std::string what;
+};
+
+struct TcpChannelOptions {
+  std::uint64_t job = 0;  // both ends must agree (the rendezvous hands out one per job)
+  int rank = 0;           // this process
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 0;                            // 0: a free port (port() reports it)
+  WireTypes types;                                          // the message types that may travel
+  std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;  // per message, both ways
+  // How long connecting to a peer is retried (it may not listen yet), and how long a connection
+  // may take to say hello.
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds hello_timeout{10000};
+  // After close() wrote this process's goodbyes: how long it waits for the peers' goodbyes, so
+  // that closing does not reset a connection the peer still reads from.
+  std::chrono::milliseconds close_linger{1000};
+  // Called on the channel's thread for every failure (keep it short; it may stop the system).
+  std::function<void(const TcpChannelError&)> on_error;
+  bool stop_system_on_error = true;
+};
+
+class TcpChannel final : public ActorChannel {
+ public:
+  // Starts listening (throws std::runtime_error naming the address when it cannot) and the
+  // channel's thread.
+  TcpChannel(ActorSystem& system, TcpChannelOptions options);
+  // close() with its default timeout.
+  ~TcpChannel() override;
+  TcpChannel(const TcpChannel&) = delete;
+  TcpChannel& operator=(const TcpChannel&) = delete;
+
+  std::uint16_t port() const;
+
+  // Before start(), not thread-safe: endpoints of this process, the peer processes, and which
+  // peer owns each remote endpoint.
+  void bind(Endpoint e, Actor* actor) override;
+  void add_peer(TcpPeer peer);
+  void route(Endpoint e, int peer_rank);
+  // Opens the connections to the peers of lower rank and accepts those of higher rank. Sends
+  // before a connection is up wait in its queue.
+  void start();
+  // Blocks until every peer's connection said hello; false when `timeout` passed or a
+  // connection failed first.
+  bool wait_connected(std::chrono::milliseconds timeout);
+
+  // Throws std::out_of_range for an endpoint neither bound nor routed, and WireError for a
+  // message the data plane cannot carry (an unlisted type, a rank above kMaxWireRank, ...).
+  // target_stopped: the peer's connection failed; system_stopped: the channel is closed.
+  SendResult send(Endpoint from, Endpoint to, Message msg) override;
+
+  // Orderly end: later sends fail; what is queued is written (up to `timeout`), then a goodbye
+  // to every peer; waits up to close_linger for the peers' goodbyes, then closes everything and
+  // joins the channel's thread. Idempotent.
+  void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  std::vector<TcpChannelError> errors() const;
+
+  struct Stats {
+    std::uint64_t messages_sent = 0;  // written to a socket
+    std::uint64_t messages_received = 0;
+    std::uint64_t bytes_sent = 0;  // frames, heads included
+    std::uint64_t bytes_received = 0;
+    std::uint64_t delivered = 0;  // handed to a bound actor
+    std::uint64_t dropped = 0;    // received for a stopped actor or system
+  };
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::transport
