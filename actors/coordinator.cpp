@@ -49,7 +49,7 @@ void Coordinator::on_message(Message& msg) {
                                   std::to_string(d));
     }
     seen_[d] = true;
-    ++finished_;
+    finished_.fetch_add(1, std::memory_order_release);
   } else if (!msg.is<StartRun>()) {
     throw std::invalid_argument("coordinator: unexpected message '" +
                                 std::string(message_type_name(msg.type())) + "'");

@@ -1,6 +1,7 @@
 #pragma once
 // Collects what the stages report during a run: the loss of every slice (from the last stage)
 // and the end of every stage replica's schedule.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,8 +26,9 @@ class Coordinator final : public Actor {
   Coordinator(std::string name, int stage_replicas, MinibatchCallback on_minibatch = {},
               PipelineEventHook on_event = {});
 
-  bool all_finished() const { return finished_ == expected_; }
-  int finished() const { return finished_; }
+  // Safe from any thread (a run that waits on stages in other processes polls them).
+  bool all_finished() const { return finished_.load(std::memory_order_acquire) == expected_; }
+  int finished() const { return finished_.load(std::memory_order_acquire); }
   const std::map<std::int64_t, MinibatchLoss>& losses() const { return losses_; }
 
  protected:
@@ -36,7 +38,7 @@ class Coordinator final : public Actor {
   MinibatchCallback on_minibatch_;
   PipelineEventHook on_event_;  // coordinator_loss per loss report (traces)
   int expected_;
-  int finished_ = 0;
+  std::atomic<int> finished_{0};
   std::vector<bool> seen_;
   std::map<std::int64_t, MinibatchLoss> losses_;
 };

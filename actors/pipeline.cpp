@@ -147,9 +147,23 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   const int cpu_share = spec_.cpu_threads_per_replica > 0 ? spec_.cpu_threads_per_replica
                         : cpu_replicas > 1                ? std::max(1, cores / cpu_replicas)
                                                           : 0;
+  const auto here = [this](transport::Endpoint e) { return !spec_.hosts || spec_.hosts(e); };
+  for (int s = 0; s < rparams.stages; ++s) {
+    for (int r = 1; r < rparams.replicas_of(s); ++r) {
+      if (here(rparams.device_of(s, r)) != here(rparams.device_of(s, 0))) {
+        fail("stage " + std::to_string(s) +
+             "'s replicas run in several processes; a stage's replicas must share one (their "
+             "gradients are reduced in process)");
+      }
+    }
+  }
   for (int d = 0; d < R; ++d) {
     const int s = rparams.stage_of(d);
     const int r = rparams.replica_of(d);
+    if (!here(d)) {
+      impl_->stages.push_back(nullptr);  // runs in another process
+      continue;
+    }
     const Device device = Device::parse(spec_.plan.stages[s].replicas[r].device);
     StageSetup setup;
     setup.device = d;
@@ -243,26 +257,31 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     impl_->stages.push_back(actor);
     impl_->channel->bind(d, actor);
   }
-  LoaderSetup ls;
-  ls.routing = impl_->routing;
-  ls.data = spec_.data;
-  ls.minibatches = rparams.minibatches;
-  ls.stage_replicas = R;
-  ls.channel = impl_->channel.get();
-  ls.self = loader_ep;
-  ls.on_event = spec_.on_event;
-  impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
-  impl_->channel->bind(loader_ep, impl_->loader);
-  MinibatchCallback progress;
-  if (spec_.on_minibatch) {
-    progress = [cb = spec_.on_minibatch, first = spec_.first_minibatch](std::int64_t b,
-                                                                        const MinibatchLoss& l) {
-      cb(first + b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct, l.rows);
-    };
+  if (here(loader_ep)) {
+    LoaderSetup ls;
+    ls.routing = impl_->routing;
+    ls.data = spec_.data;
+    ls.minibatches = rparams.minibatches;
+    ls.stage_replicas = R;
+    ls.channel = impl_->channel.get();
+    ls.self = loader_ep;
+    ls.on_event = spec_.on_event;
+    impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
+    impl_->channel->bind(loader_ep, impl_->loader);
   }
-  impl_->coordinator =
-      system_->spawn<Coordinator>("coordinator", R, std::move(progress), spec_.on_event);
-  impl_->channel->bind(coordinator_ep, impl_->coordinator);
+  if (here(coordinator_ep)) {
+    MinibatchCallback progress;
+    if (spec_.on_minibatch) {
+      progress = [cb = spec_.on_minibatch, first = spec_.first_minibatch](std::int64_t b,
+                                                                          const MinibatchLoss& l) {
+        cb(first + b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct,
+           l.rows);
+      };
+    }
+    impl_->coordinator =
+        system_->spawn<Coordinator>("coordinator", R, std::move(progress), spec_.on_event);
+    impl_->channel->bind(coordinator_ep, impl_->coordinator);
+  }
 }
 
 Pipeline::~Pipeline() {
@@ -273,8 +292,31 @@ PipelineResult Pipeline::run() {
   if (ran_) throw std::logic_error("Pipeline::run called twice");
   ran_ = true;
   const auto start = std::chrono::steady_clock::now();
-  for (StageActor* s : impl_->stages) (void)system_->send(s, StartRun{});
-  (void)system_->send(impl_->loader, StartRun{});
+  for (StageActor* s : impl_->stages) {
+    if (s != nullptr) (void)system_->send(s, StartRun{});
+  }
+  if (impl_->loader != nullptr) (void)system_->send(impl_->loader, StartRun{});
+  // Done when this process's stages are, and, where the coordinator runs, when it heard from
+  // every stage. With every endpoint here, an idle system that is not done went quiet (an
+  // error); with endpoints elsewhere, an idle system waits for their messages (a channel that
+  // loses its peer stops the system, which ends the wait).
+  bool all_here = impl_->loader != nullptr && impl_->coordinator != nullptr;
+  for (const StageActor* s : impl_->stages) all_here = all_here && s != nullptr;
+  const auto done = [this] {
+    for (const StageActor* s : impl_->stages) {
+      if (s != nullptr && !s->done()) return false;
+    }
+    return impl_->coordinator == nullptr || impl_->coordinator->all_finished();
+  };
+  for (;;) {
+    system_->wait_idle();
+    if (all_here || done() || system_->stopped()) break;
+    {
+      std::lock_guard lock(impl_->error_mu);
+      if (!impl_->errors.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   system_->wait_idle();
   PipelineResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -286,30 +328,51 @@ PipelineResult Pipeline::run() {
       throw PipelineError("pipeline stopped: actor '" + e.actor + "' failed: " + e.what);
     }
   }
-  if (!impl_->coordinator->all_finished()) {
+  if (!done()) {
     std::string waits;
     for (const StageActor* s : impl_->stages) {
+      if (s == nullptr) continue;
       const std::string w = s->describe_wait();
       if (!w.empty()) waits += "\n  " + w;
     }
+    const bool stopped = system_->stopped();
     system_->stop();
-    throw PipelineError(
-        "pipeline went quiet before its end (" + std::to_string(impl_->coordinator->finished()) +
-        " of " + std::to_string(impl_->stages.size()) + " stage replicas finished):" + waits);
+    if (stopped) {
+      throw PipelineError(
+          "pipeline stopped before its end: its actor system was stopped (a "
+          "channel that lost its peer stops it)" +
+          (waits.empty() ? std::string() : ":" + waits));
+    }
+    const int finished = impl_->coordinator != nullptr ? impl_->coordinator->finished() : 0;
+    throw PipelineError("pipeline went quiet before its end (" + std::to_string(finished) + " of " +
+                        std::to_string(impl_->stages.size()) +
+                        " stage replicas finished):" + waits);
   }
-  for (const auto& [b, l] : impl_->coordinator->losses()) {
-    (void)b;
-    result.losses.push_back(l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0);
+  if (impl_->coordinator != nullptr) {
+    for (const auto& [b, l] : impl_->coordinator->losses()) {
+      (void)b;
+      result.losses.push_back(l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0);
+    }
   }
-  for (const StageActor* s : impl_->stages) result.stages.push_back(s->stats());
-  result.minibatches = impl_->loader->minibatches();
-  result.loader_peak_in_flight = impl_->loader->peak_in_flight();
+  for (const StageActor* s : impl_->stages) {
+    if (s != nullptr) result.stages.push_back(s->stats());
+  }
+  result.minibatches = impl_->loader != nullptr ? impl_->loader->minibatches()
+                                                : impl_->routing->params().minibatches;
+  result.loader_peak_in_flight = impl_->loader != nullptr ? impl_->loader->peak_in_flight() : 0;
   return result;
 }
 
 void Pipeline::request_stop() {
+  // The loader picks the stop: without it here, there is nothing to ask.
+  if (impl_->loader == nullptr) return;
   // The system refuses sends once stopped: the run is over then, nothing to stop.
   (void)system_->send(impl_->loader, StopRequest{});
+}
+
+bool Pipeline::hosts_stage(int stage, int replica) const {
+  const auto& p = impl_->routing->params();
+  return impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica))) != nullptr;
 }
 
 OptimizerState Pipeline::optimizer_state(int s) const {
@@ -325,7 +388,12 @@ std::map<std::int64_t, models::ParamSet> Pipeline::older_versions(int s) const {
 
 const StageActor& Pipeline::stage(int stage, int replica) const {
   const auto& p = impl_->routing->params();
-  return *impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica)));
+  const StageActor* s = impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica)));
+  if (s == nullptr) {
+    throw std::out_of_range("pipeline: stage " + std::to_string(stage) + " replica " +
+                            std::to_string(replica) + " runs in another process");
+  }
+  return *s;
 }
 
 models::ParamSet Pipeline::params(int replica) const {
@@ -333,7 +401,7 @@ models::ParamSet Pipeline::params(int replica) const {
   models::ParamSet out;
   for (int s = 0; s < p.stages; ++s) {
     const int r = std::min(replica, p.replicas_of(s) - 1);
-    out.merge(stage(s, r).latest_params());
+    if (hosts_stage(s, r)) out.merge(stage(s, r).latest_params());
   }
   return out;
 }

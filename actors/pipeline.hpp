@@ -81,11 +81,19 @@ struct PipelineSpec {
   // binds every endpoint to it (stage replica d is endpoint d, the loader R, the coordinator
   // R + 1, for R replicas in all). Unset: a LocalChannel (everything in this process).
   std::function<std::unique_ptr<transport::ActorChannel>(ActorSystem&)> make_channel;
+  // The endpoints this process runs (unset: all). A pipeline spread over processes is one
+  // Pipeline per process, each with the same spec but `hosts` and a channel (make_channel)
+  // that carries the other endpoints' messages; the caller connects the channels before run().
+  // The loader and the coordinator run where the stage replicas' results are wanted: losses,
+  // minibatches and request_stop() work in the process that hosts them. Replicas of a stage
+  // must all run in one process (their gradients are reduced in process).
+  std::function<bool(transport::Endpoint)> hosts;
 };
 
 struct PipelineResult {
-  std::vector<double> losses;  // mean loss of every minibatch, in order
-  std::vector<StageStats> stages;
+  std::vector<double>
+      losses;  // mean loss of every minibatch, in order (where the coordinator runs)
+  std::vector<StageStats> stages;  // of the replicas this process hosts
   double seconds = 0;
   std::int64_t minibatches = 0;  // that ran: the plan's, or fewer after request_stop()
   int loader_peak_in_flight = 0;
@@ -110,13 +118,18 @@ class Pipeline {
   // Runs every minibatch of the plan; once per pipeline. Throws PipelineError.
   PipelineResult run();
 
+  // Whether this process runs stage replica (stage, replica): its stage(), params,
+  // optimizer_state and older_versions are here.
+  bool hosts_stage(int stage, int replica = 0) const;
+
   // From any thread, before or during run(): the run ends early, at the first stop boundary
   // (schedules::stop_boundary) at or after the minibatches already admitted. Every minibatch
   // before it completes (forward, backward, update); none after it starts. No effect after the
   // run or when the boundary is the plan's end.
   void request_stop();
 
-  // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1).
+  // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1)
+  // (the stages this process hosts, when spread over processes).
   models::ParamSet params(int replica = 0) const;
   const StageActor& stage(int stage, int replica = 0) const;
   // After run(): the optimizer state of a stage (from its replica 0), to resume from.

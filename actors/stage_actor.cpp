@@ -297,6 +297,8 @@ void StageActor::finish() {
   stats_.finished = true;
   (void)s_.channel->send(s_.device, s_.coordinator,
                          make_message(StageFinished{static_cast<std::int32_t>(s_.device)}));
+  // After the send: a process waiting for its stages may close the channel once they are done.
+  done_.store(true, std::memory_order_release);
 }
 
 Tensor StageActor::take_inputs(const Action& a, Port port, std::uint32_t* rows_total) {

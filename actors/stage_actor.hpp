@@ -7,6 +7,7 @@
 // keep receiving. An action on an asynchronous device (sim, later CUDA) completes by a message,
 // so the actor never blocks its worker. Weight versions are pinned by the minibatches that use
 // them (stashing); activations are kept per (chunk, minibatch, slice) until their backward.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -89,6 +90,8 @@ class StageActor final : public Actor {
   StageActor(std::string name, StageSetup setup);
 
   const StageStats& stats() const { return stats_; }
+  // Whether its schedule is over; safe from any thread (stats() only once the system is idle).
+  bool done() const { return done_.load(std::memory_order_acquire); }
   const models::ParamSet& latest_params() const { return versions_.get(versions_.latest()); }
   const models::Optimizer& optimizer() const { return *s_.optimizer; }
   // After the run: the versions older than the latest that the minibatches after its end use
@@ -200,6 +203,7 @@ class StageActor final : public Actor {
   std::int64_t end_ = 0;  // the run's minibatches: s_.minibatches, or stop_at_ when earlier
   bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
   bool finished_ = false;
+  std::atomic<bool> done_{false};
   std::uint64_t seq_ = 0;
   schedules::Routes routes_;
   std::vector<Send> sends_;               // sent when the current action completes

@@ -1,7 +1,8 @@
 // The tcp data plane: the wire format's round trip and refusals (pure functions), then
 // TcpChannels over 127.0.0.1 with the processes played by ActorSystems of one process: tensors
-// both ways, order per sender, garbage and malformed frames on a live port, and a pipeline split
-// across two channels that must train exactly as the in-process one. Waits have generous
+// both ways, order per sender, garbage and malformed frames on a live port, and a pipeline run
+// by two Pipelines (one per "process": own actor system, own channel, PipelineSpec::hosts)
+// that must train exactly as the in-process one. Waits have generous
 // timeouts so that a failure shows as an error, never as a hang; nothing asserts on timing.
 #include "transport/tcp_channel.hpp"
 
@@ -574,104 +575,6 @@ TEST(TcpChannel, APeerThatClosesMidFrameIsReported) {
 
 // --- a pipeline split across two channels ---
 
-struct KeeperTick {
-  static constexpr std::string_view kName = "test.keeper_tick";
-};
-
-// Two TcpChannels over 127.0.0.1 delivering into one pipeline's actor system: every message
-// between endpoints of different sides crosses a socket, encoded and decoded. While any is on
-// the wire, a keeper actor re-arms a short timer so that the system does not look idle
-// (Pipeline::run ends at ActorSystem::wait_idle, which cannot see sockets).
-class SplitChannel final : public ActorChannel {
- public:
-  SplitChannel(ActorSystem& system, std::function<int(Endpoint)> side)
-      : system_(system), side_(std::move(side)) {
-    for (int s = 0; s < 2; ++s) {
-      TcpChannelOptions o = channel_options(s);
-      o.on_error = [this](const TcpChannelError& e) {
-        std::lock_guard lock(mu_);
-        errors_.push_back(e.peer + ": " + e.what);
-      };
-      sides_[s] = std::make_unique<TcpChannel>(system, std::move(o));
-    }
-    sides_[0]->add_peer({1, "127.0.0.1", sides_[1]->port()});
-    sides_[1]->add_peer({0, "127.0.0.1", sides_[0]->port()});
-    keeper_ = system.spawn<Keeper>(this);
-  }
-  ~SplitChannel() override {
-    std::thread t([&] { sides_[0]->close(); });
-    sides_[1]->close();
-    t.join();
-  }
-
-  void bind(Endpoint e, Actor* actor) override {
-    const int s = side_(e);
-    sides_[s]->bind(e, actor);
-    sides_[1 - s]->route(e, s);
-  }
-  SendResult send(Endpoint from, Endpoint to, Message msg) override {
-    const int s = side_(from);
-    if (side_(to) != s) {
-      enqueued_.fetch_add(1);
-      kick();
-    }
-    return sides_[s]->send(from, to, std::move(msg));
-  }
-  void start() {
-    sides_[0]->start();
-    sides_[1]->start();
-  }
-  std::vector<std::string> errors() {
-    std::lock_guard lock(mu_);
-    return errors_;
-  }
-  std::uint64_t crossed() const {
-    return sides_[0]->stats().messages_sent + sides_[1]->stats().messages_sent;
-  }
-
- private:
-  class Keeper final : public Actor {
-   public:
-    explicit Keeper(SplitChannel* split) : Actor("keeper"), split_(split) {}
-
-   protected:
-    void on_message(Message&) override {
-      if (split_->in_flight() > 0) {
-        system().send_after(200us, this, KeeperTick{});
-        return;
-      }
-      split_->ticking_.store(false);
-      // A send that counted itself after the check above and found the keeper ticking.
-      if (split_->in_flight() > 0 && !split_->ticking_.exchange(true)) {
-        system().send_after(200us, this, KeeperTick{});
-      }
-    }
-
-   private:
-    SplitChannel* split_;
-  };
-
-  // Sent across and not yet handed to the target actor (counted before the send, handed over
-  // before counted as delivered: never below the truth).
-  std::int64_t in_flight() const {
-    const auto a = sides_[0]->stats(), b = sides_[1]->stats();
-    return enqueued_.load() -
-           static_cast<std::int64_t>(a.delivered + a.dropped + b.delivered + b.dropped);
-  }
-  void kick() {
-    if (!ticking_.exchange(true)) (void)system_.send(keeper_, KeeperTick{});
-  }
-
-  ActorSystem& system_;
-  std::function<int(Endpoint)> side_;
-  std::unique_ptr<TcpChannel> sides_[2];
-  Keeper* keeper_ = nullptr;
-  std::atomic<std::int64_t> enqueued_{0};
-  std::atomic<bool> ticking_{false};
-  std::mutex mu_;
-  std::vector<std::string> errors_;
-};
-
 struct PipelineCase {
   std::string name;
   std::string model;  // mlp | gpt
@@ -692,9 +595,10 @@ TEST_P(SplitPipeline, TrainsExactlyAsInOneProcess) {
   p.kind = c.kind;
   p.stages = 4;
   p.replicas = {1, 1, 1, 1};
-  p.slices = 4;
+  const bool async = c.kind == schedules::ScheduleKind::pipedream;
+  p.slices = async ? 1 : 4;
   p.minibatch_size = 8;
-  p.minibatches = 3;
+  p.minibatches = async ? 9 : 3;
   auto spec_of = [&] {
     act::PipelineSpec spec;
     spec.model = &model;
@@ -708,42 +612,85 @@ TEST_P(SplitPipeline, TrainsExactlyAsInOneProcess) {
   act::Pipeline local(spec_of(), make_scheduler(true));
   const act::PipelineResult expected = local.run();
 
-  // Stages 0-1 and the loader (endpoint 4) on side 0; stages 2-3 and the coordinator (5) on
-  // side 1.
-  SplitChannel* split = nullptr;
-  act::PipelineSpec spec = spec_of();
-  spec.make_channel = [&split](ActorSystem& system) {
-    auto ch = std::make_unique<SplitChannel>(
-        system, [](Endpoint e) { return e == 0 || e == 1 || e == 4 ? 0 : 1; });
-    split = ch.get();
-    return ch;
-  };
-  act::Pipeline remote(std::move(spec), make_scheduler(true));
-  ASSERT_NE(split, nullptr);
-  split->start();
-  act::PipelineResult got;
-  try {
-    got = remote.run();
-  } catch (const std::exception& e) {
-    std::string errors;
-    for (const auto& x : split->errors()) errors += "\n  " + x;
-    FAIL() << e.what() << errors;
+  // Two processes' worth of pipelines, each with its own actor system and tcp channel: stages
+  // 0-1, the loader (endpoint 4) and the coordinator (5) in rank 0, stages 2-3 in rank 1.
+  const auto rank_of = [](Endpoint e) { return e == 2 || e == 3 ? 1 : 0; };
+  std::mutex mu;
+  std::vector<std::string> errors;
+  TcpChannel* channels[2] = {nullptr, nullptr};
+  std::unique_ptr<act::Pipeline> ranks[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    act::PipelineSpec spec = spec_of();
+    spec.hosts = [rank, rank_of](Endpoint e) { return rank_of(e) == rank; };
+    spec.make_channel = [&, rank](ActorSystem& system) {
+      TcpChannelOptions o = channel_options(rank);
+      o.on_error = [&mu, &errors](const TcpChannelError& e) {
+        std::lock_guard lock(mu);
+        errors.push_back(e.peer + ": " + e.what);
+      };
+      auto ch = std::make_unique<TcpChannel>(system, std::move(o));
+      channels[rank] = ch.get();
+      return ch;
+    };
+    ranks[rank] = std::make_unique<act::Pipeline>(std::move(spec), make_scheduler(true));
   }
-  EXPECT_TRUE(split->errors().empty());
-  EXPECT_GT(split->crossed(), 0u);
-  EXPECT_EQ(got.losses, expected.losses);
-  const models::ParamSet want = local.params(), have = remote.params();
+  for (int rank = 0; rank < 2; ++rank) {
+    channels[rank]->add_peer({1 - rank, "127.0.0.1", channels[1 - rank]->port()});
+    for (Endpoint e = 0; e < 6; ++e) {
+      if (rank_of(e) != rank) channels[rank]->route(e, 1 - rank);
+    }
+  }
+  channels[0]->start();
+  channels[1]->start();
+  act::PipelineResult got[2];
+  std::string failed[2];
+  std::thread other([&] {
+    try {
+      got[1] = ranks[1]->run();
+    } catch (const std::exception& e) {
+      failed[1] = e.what();
+    }
+  });
+  try {
+    got[0] = ranks[0]->run();
+  } catch (const std::exception& e) {
+    failed[0] = e.what();
+  }
+  other.join();
+  {
+    std::lock_guard lock(mu);
+    std::string all;
+    for (const auto& x : errors) all += "\n  " + x;
+    ASSERT_TRUE(failed[0].empty() && failed[1].empty() && errors.empty())
+        << "rank 0: " << failed[0] << "\nrank 1: " << failed[1] << all;
+  }
+  EXPECT_GT(channels[0]->stats().messages_sent, 0u);
+  EXPECT_GT(channels[1]->stats().messages_sent, 0u);
+  EXPECT_EQ(got[0].losses, expected.losses);
+  EXPECT_TRUE(got[1].losses.empty());  // the coordinator runs in rank 0
+  EXPECT_EQ(got[0].stages.size(), 2u);
+  EXPECT_EQ(got[1].stages.size(), 2u);
+  EXPECT_TRUE(ranks[0]->hosts_stage(1) && !ranks[0]->hosts_stage(2));
+  EXPECT_THROW((void)ranks[0]->stage(3), std::out_of_range);
+  models::ParamSet have = ranks[0]->params();
+  have.merge(ranks[1]->params());
+  const models::ParamSet want = local.params();
   ASSERT_EQ(have.size(), want.size());
   for (std::int64_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(have.at(want.name(i)).to_float_vector(), want[i].to_float_vector()) << want.name(i);
   }
+  // Orderly ends: each channel waits for the other's goodbye.
+  std::thread closer([&] { ranks[1].reset(); });
+  ranks[0].reset();
+  closer.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, SplitPipeline,
     ::testing::Values(PipelineCase{"mlp_gpipe", "mlp", schedules::ScheduleKind::gpipe},
                       PipelineCase{"mlp_1f1b", "mlp", schedules::ScheduleKind::one_f_one_b},
-                      PipelineCase{"gpt_1f1b", "gpt", schedules::ScheduleKind::one_f_one_b}),
+                      PipelineCase{"gpt_1f1b", "gpt", schedules::ScheduleKind::one_f_one_b},
+                      PipelineCase{"mlp_pipedream", "mlp", schedules::ScheduleKind::pipedream}),
     [](const auto& test) { return test.param.name; });
 
 }  // namespace
