@@ -27,6 +27,7 @@
 #include "../actors/pipeline_harness.hpp"
 #include "actors/messages.hpp"
 #include "runtime/scheduler.hpp"
+#include "split_pipeline_case.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -39,18 +40,7 @@ constexpr std::uint64_t kJob = 0x7a3d2c11;
 constexpr auto kLong = 20s;
 
 WireTypes pipeline_types() {
-  WireTypes t;
-  t.add<act::ForwardTensor>()
-      .add<act::BackwardTensor>()
-      .add<act::StartRun>()
-      .add<act::OpDone>()
-      .add<act::SyncDone>()
-      .add<act::Credit>()
-      .add<act::LossReport>()
-      .add<act::StopRequest>()
-      .add<act::StopAt>()
-      .add<act::StageFinished>();
-  return t;
+  return testing::pipeline_wire_types();
 }
 
 Tensor f32_tensor(Shape shape, float base) {
