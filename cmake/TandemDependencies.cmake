@@ -7,6 +7,14 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
+# Gloo (CPU collectives across processes, transport/gloo_collectives): its CMake package, from
+# libgloo-dev, defines the imported target `gloo`.
+find_package(Gloo CONFIG QUIET)
+if(NOT Gloo_FOUND OR NOT TARGET gloo)
+  message(FATAL_ERROR "Tandem needs Gloo (the CMake package 'Gloo' with the target 'gloo'), "
+    "which was not found: install libgloo-dev (scripts/setup does), or set Gloo_DIR to the "
+    "directory that holds GlooConfig.cmake")
+endif()
 if(NOT DEFINED BLA_VENDOR)
   set(BLA_VENDOR OpenBLAS)
 endif()

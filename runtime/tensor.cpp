@@ -42,7 +42,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 void convert_elements(const void* src, DType from, void* dst, DType to, std::int64_t n) {
   if (from == to) {
-    std::memcpy(dst, src, static_cast<std::size_t>(n) * dtype_size(from));
+    // An empty tensor may have no storage: memcpy must not see its null pointer.
+    if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * dtype_size(from));
     return;
   }
   auto load = [&](std::int64_t i) -> float {

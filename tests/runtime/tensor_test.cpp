@@ -69,6 +69,14 @@ TEST(Tensor, ShapeStridesAndAlignment) {
   EXPECT_FALSE(Tensor().defined());
 }
 
+// An empty tensor has no storage; reading it copies nothing (UBSan saw memcpy of a null
+// pointer here, from the Gloo tests).
+TEST(Tensor, EmptyTensorsReadAsEmpty) {
+  const Tensor t = Tensor::empty({0, 3});
+  EXPECT_TRUE(t.to_float_vector().empty());
+  EXPECT_EQ(t.numel(), 0);
+}
+
 TEST(Tensor, LargeBlocksAreReusedAfterFree) {
   const void* first = nullptr;
   {

@@ -1,0 +1,232 @@
+#include "transport/gloo_collectives.hpp"
+
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <thread>
+
+namespace tandem::transport {
+namespace {
+
+std::string members_text(std::span<const Endpoint> group, const char* separator) {
+  std::string out;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (i > 0) out += separator;
+    out += std::to_string(group[i]);
+  }
+  return out;
+}
+
+std::string who(std::span<const Endpoint> group, Endpoint member, std::int64_t round) {
+  return fmt::format("Gloo all-reduce round {} among {{{}}} as endpoint {}", round,
+                     members_text(group, ","), member);
+}
+
+// Rendezvous keys are at most kMaxTextField bytes: a group too large to spell out is named by
+// its ends, its size and a hash of all its members.
+std::string group_key(std::span<const Endpoint> group) {
+  std::string text = members_text(group, ",");
+  if (text.size() <= 512) return text;
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return fmt::format("{}..{}.n{}.{:016x}", group.front(), group.back(), group.size(), h);
+}
+
+}  // namespace
+
+struct GlooCollectives::Member {
+  struct Job {
+    std::int64_t round = 0;
+    std::vector<Tensor> tensors;
+    bool contributes = false;
+    Reduction op = Reduction::sum;
+    std::function<void()> done;
+  };
+
+  std::vector<Endpoint> group;
+  Endpoint endpoint = 0;
+  int rank = 0;  // the index of `endpoint` in `group`
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> queue;
+  bool stop = false;
+  std::string error;  // the first failure; the member takes no reduction after it
+  std::shared_ptr<gloo::Context> context;  // its thread only
+  std::thread thread;
+};
+
+GlooCollectives::GlooCollectives(Rendezvous& rendezvous, GlooCollectivesOptions options)
+    : options_(std::move(options)), store_(rendezvous, options_.timeout) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = options_.hostname;
+  attr.iface = options_.iface;
+  try {
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        fmt::format("Gloo collectives: no TCP device on {} '{}': {}",
+                    options_.iface.empty() ? "host" : "interface",
+                    options_.iface.empty() ? options_.hostname : options_.iface, e.what()));
+  }
+}
+
+GlooCollectives::~GlooCollectives() {
+  // Stop every member first, then join: the threads finish their reductions in parallel.
+  for (auto& [key, m] : members_) {
+    std::lock_guard lock(m->mu);
+    m->stop = true;
+    m->cv.notify_one();
+  }
+  for (auto& [key, m] : members_) {
+    if (m->thread.joinable()) m->thread.join();
+  }
+}
+
+void GlooCollectives::all_reduce(std::span<const Endpoint> group, Endpoint member,
+                                 std::int64_t round, std::vector<Tensor> tensors, bool contributes,
+                                 Reduction op, std::function<void()> done) {
+  const auto at = std::find(group.begin(), group.end(), member);
+  if (at == group.end()) {
+    throw std::invalid_argument(who(group, member, round) + ": endpoint " + std::to_string(member) +
+                                " is not a member");
+  }
+  {
+    std::vector<Endpoint> sorted(group.begin(), group.end());
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      throw std::invalid_argument(who(group, member, round) + ": the group names a member twice");
+    }
+  }
+  const bool data = !tensors.empty() && tensors.front().device().has_data();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    const bool ok = t.defined() &&
+                    (data ? t.device().is_cpu() && t.dtype() == DType::f32 : t.device().is_sim());
+    if (!ok) {
+      throw std::invalid_argument(fmt::format(
+          "{}: tensor {} is {}; Gloo reduces f32 tensors on the CPU (or only sim tensors)",
+          who(group, member, round), i, t.defined() ? t.describe() : "undefined"));
+    }
+  }
+
+  Member* m = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = members_[{std::vector<Endpoint>(group.begin(), group.end()), member}];
+    if (!slot) {
+      slot = std::make_unique<Member>();
+      slot->group.assign(group.begin(), group.end());
+      slot->endpoint = member;
+      slot->rank = static_cast<int>(at - group.begin());
+      slot->thread = std::thread([this, p = slot.get()] { run(*p); });
+    }
+    m = slot.get();
+  }
+  std::lock_guard lock(m->mu);
+  if (!m->error.empty()) throw GlooCollectivesError(m->error);
+  m->queue.push_back({round, std::move(tensors), contributes, op, std::move(done)});
+  m->cv.notify_one();
+}
+
+void GlooCollectives::run(Member& m) {
+  const int size = static_cast<int>(m.group.size());
+  for (;;) {
+    Member::Job job;
+    {
+      std::unique_lock lock(m.mu);
+      m.cv.wait(lock, [&] { return m.stop || !m.queue.empty(); });
+      if (m.stop) return;
+      job = std::move(m.queue.front());
+      m.queue.pop_front();
+    }
+    const std::string where = who(m.group, m.endpoint, job.round);
+    std::string step = "connecting";
+    try {
+      if (size > 1 && !m.context) {
+        auto context = std::make_shared<gloo::rendezvous::Context>(m.rank, size);
+        context->setTimeout(options_.timeout);
+        gloo::rendezvous::PrefixStore store(options_.key_prefix + "/" + group_key(m.group), store_);
+        context->connectFullMesh(store, device_);
+        m.context = std::move(context);
+      }
+      step = "reducing";
+      // One buffer for all tensors, so a round is one Gloo call whatever its tensor count, and
+      // two more elements: the number of contributors and of members asking for a mean.
+      std::size_t total = 0;
+      const bool data = !job.tensors.empty() && job.tensors.front().device().has_data();
+      if (data) {
+        for (const Tensor& t : job.tensors) total += static_cast<std::size_t>(t.numel());
+      }
+      std::vector<float> buffer(total + 2, 0.0f);
+      if (data && job.contributes) {
+        float* out = buffer.data();
+        for (const Tensor& t : job.tensors) {
+          const std::size_t n = static_cast<std::size_t>(t.numel());
+          if (n > 0) std::memcpy(out, t.data<float>(), n * sizeof(float));
+          out += n;
+        }
+      }
+      buffer[total] = job.contributes ? 1.0f : 0.0f;
+      buffer[total + 1] = job.op == Reduction::mean ? 1.0f : 0.0f;
+      if (size > 1) {
+        gloo::AllreduceOptions opts(m.context);
+        opts.setOutput(buffer.data(), buffer.size());
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
+        opts.setTag(static_cast<std::uint32_t>(job.round));
+        opts.setTimeout(options_.timeout);
+        gloo::allreduce(opts);
+      }
+      const float means = buffer[total + 1];
+      if (means != 0.0f && means != static_cast<float>(size)) {
+        throw std::runtime_error(fmt::format(
+            "members disagree on the reduction ({} of {} ask for a mean)", means, size));
+      }
+      // As LocalCollectives: the sum over contributors, scaled by the inverse of their count.
+      const float contributors = buffer[total];
+      const bool scaled = job.op == Reduction::mean && contributors > 1.0f;
+      const float scale = scaled ? 1.0f / contributors : 1.0f;
+      if (data) {
+        const float* in = buffer.data();
+        for (Tensor& t : job.tensors) {
+          float* p = t.data<float>();
+          const std::int64_t n = t.numel();
+          if (!scaled) {
+            if (n > 0) std::memcpy(p, in, static_cast<std::size_t>(n) * sizeof(float));
+          } else {
+            for (std::int64_t k = 0; k < n; ++k) p[k] = in[k] * scale;
+          }
+          in += n;
+        }
+      }
+      step = "completing";
+      job.done();
+    } catch (const std::exception& e) {
+      const std::string message = fmt::format("{}: {} failed: {}", where, step, e.what());
+      spdlog::error("{}", message);
+      {
+        std::lock_guard lock(m.mu);
+        m.error = message;
+        m.queue.clear();
+      }
+      if (options_.on_error) options_.on_error(message);
+      // The context may be left mid-protocol: it takes no more reductions.
+      m.context.reset();
+      std::unique_lock lock(m.mu);
+      m.cv.wait(lock, [&] { return m.stop; });
+      return;
+    }
+  }
+}
+
+}  // namespace tandem::transport
