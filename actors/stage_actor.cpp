@@ -67,6 +67,7 @@ StageActor::StageActor(std::string name, StageSetup setup)
   stats_.replica = replica_;
   stats_.device_name = s_.executor->device().str();
   stats_.peak_versions = versions_.held();
+  written_.assign(static_cast<std::size_t>(params_.chunks), false);
   const models::ParamSet& w = versions_.get(versions_.latest());
   for (const Tensor& t : w.range(0, w.size())) stats_.weight_bytes += t.nbytes();
 }
@@ -361,8 +362,8 @@ const schedules::Action* StageActor::peek_next() {
   return &ahead_[1];
 }
 
-std::optional<models::FusedUpdate> StageActor::fused_update_for(const Action& a,
-                                                                std::int64_t version) {
+std::optional<models::FusedUpdate> StageActor::begin_fused_update(const Action& a,
+                                                                  std::int64_t version) {
   if (!s_.fuse_updates || !a.with_weight || contributed_ || version != versions_.latest() ||
       !s_.executor->device().has_data()) {
     return std::nullopt;
@@ -377,7 +378,9 @@ std::optional<models::FusedUpdate> StageActor::fused_update_for(const Action& a,
     if (!w[i].storage_unique()) return std::nullopt;
   }
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + next->minibatch));
-  return s_.optimizer->fused_update();
+  std::optional<models::FusedUpdate> update = s_.optimizer->fused_update();
+  if (update) fused_next_ = versions_.begin_update(min_needed);
+  return update;
 }
 
 models::ParamSet& StageActor::grads() {
@@ -528,8 +531,7 @@ void StageActor::run_backward(const Action& a) {
 
   // Plain SGD on a round of one backward (a one-stage run, PipeDream's last stage): the update
   // goes straight into the weights, in the weight-gradient GEMMs, and no gradient is stored.
-  const std::optional<models::FusedUpdate> fused = fused_update_for(a, version);
-  if (fused) fused_next_ = versions_.begin_update(std::min(next_forward_version(), kept_from()));
+  const std::optional<models::FusedUpdate> fused = begin_fused_update(a, version);
   const models::ParamSet& weights = fused ? *fused_next_ : versions_.get(version);
   models::ParamSet& g = fused ? *fused_next_ : grads();
   // The round's first weight gradient is written, not added: no zeroing pass over the
@@ -559,7 +561,7 @@ void StageActor::run_backward(const Action& a) {
     weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
         PendingWeight{std::move(saved), version};
   } else if (!fused) {
-    written_chunks_.insert(a.chunk);
+    written_[static_cast<std::size_t>(a.chunk)] = true;
   }
   contributed_ = true;
   for (const Route& r : routes_.outputs) {
@@ -586,7 +588,7 @@ void StageActor::run_weight(const Action& a) {
     s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f,
                               fresh(a.chunk) ? 0.0f : 1.0f);
   });
-  written_chunks_.insert(a.chunk);
+  written_[static_cast<std::size_t>(a.chunk)] = true;
   versions_.unpin(pw.version);
   contributed_ = true;
   charge(device_time);
@@ -636,7 +638,7 @@ void StageActor::run_step(const Action& a) {
   stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
   note_memory();
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
-  written_chunks_.clear();
+  written_.assign(written_.size(), false);
   contributed_ = false;
   charge(device_time);
 }

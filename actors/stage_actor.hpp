@@ -16,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -169,8 +168,9 @@ class StageActor final : public Actor {
   // When backward `a` of weight version `version` may write the round's update straight into
   // the weights: the optimizer's update is stateless (plain SGD), `a` is its round's only
   // contribution and the round's STEP comes next (no SYNC: one replica), `version` is the
-  // latest and nothing else needs it. Returns the update with the round's learning rate.
-  std::optional<models::FusedUpdate> fused_update_for(const Action& a, std::int64_t version);
+  // latest and nothing else needs it. Then hands the latest version over into fused_next_ and
+  // returns the update with the round's learning rate.
+  std::optional<models::FusedUpdate> begin_fused_update(const Action& a, std::int64_t version);
   void charge(const models::Completion& done);
   void flush(std::vector<Send>& sends);
   void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
@@ -193,8 +193,8 @@ class StageActor final : public Actor {
   bool contributed_ = false;
   // The chunks whose gradients hold this round's values: a chunk's first weight gradient of a
   // round overwrites them (beta 0) instead of being added to zeros.
-  std::set<int> written_chunks_;
-  bool fresh(int chunk) const { return written_chunks_.count(chunk) == 0; }
+  std::vector<bool> written_;  // by chunk
+  bool fresh(int chunk) const { return !written_[static_cast<std::size_t>(chunk)]; }
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
