@@ -325,6 +325,7 @@ PipelineResult Pipeline::run() {
     if (!impl_->errors.empty()) {
       const ActorError& e = impl_->errors.front();
       system_->stop();
+      if (e.actor.empty()) throw PipelineError("pipeline stopped: " + e.what);
       throw PipelineError("pipeline stopped: actor '" + e.actor + "' failed: " + e.what);
     }
   }
@@ -368,6 +369,15 @@ void Pipeline::request_stop() {
   if (impl_->loader == nullptr) return;
   // The system refuses sends once stopped: the run is over then, nothing to stop.
   (void)system_->send(impl_->loader, StopRequest{});
+}
+
+void Pipeline::fail(std::string why) {
+  {
+    std::lock_guard lock(impl_->error_mu);
+    // An empty actor name marks a failure from outside the actors.
+    impl_->errors.push_back(ActorError{"", "", std::move(why)});
+  }
+  system_->stop();
 }
 
 bool Pipeline::hosts_stage(int stage, int replica) const {

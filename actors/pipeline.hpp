@@ -128,6 +128,11 @@ class Pipeline {
   // run or when the boundary is the plan's end.
   void request_stop();
 
+  // From any thread, before or during run(): the run cannot go on (a peer process was lost, a
+  // collective failed). Stops the actor system; run() throws PipelineError with `why` (the
+  // first reason given, when several are). No effect after run() returned.
+  void fail(std::string why);
+
   // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1)
   // (the stages this process hosts, when spread over processes).
   models::ParamSet params(int replica = 0) const;

@@ -223,6 +223,34 @@ TEST(Pipeline, AnErrorInALayerStopsTheRunNamingStageReplicaAndAction) {
   }
 }
 
+TEST(Pipeline, FailFromOutsideStopsTheRunWithItsReason) {
+  const models::Model model = tiny_mlp();
+  ScheduleParams p;
+  p.kind = ScheduleKind::one_f_one_b;
+  p.stages = 2;
+  p.slices = 2;
+  p.minibatch_size = 8;
+  p.minibatches = 1000;
+  PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = even_plan(model, p);
+  Pipeline* self = nullptr;
+  // What a lost peer process looks like to the process that stays: the run fails mid-way.
+  spec.on_minibatch = [&](std::int64_t b, double, std::int64_t, std::int64_t) {
+    if (b == 3) self->fail("rank 1 (10.0.0.2) lost: no heartbeat for 3.0 s");
+  };
+  spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
+  Pipeline pipeline(std::move(spec), make_scheduler(true));
+  self = &pipeline;
+  try {
+    pipeline.run();
+    ADD_FAILURE() << "the run should have failed";
+  } catch (const PipelineError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "pipeline stopped: rank 1 (10.0.0.2) lost: no heartbeat for 3.0 s");
+  }
+}
+
 TEST(Pipeline, SimDeviceChargesItsDurationsAsynchronously) {
   models::ModelSpec ms = models::gpt_spec(5, 16, 2, 6, 11);
   const models::Model model = models::Model::build(ms);
