@@ -148,12 +148,12 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
                         : cpu_replicas > 1                ? std::max(1, cores / cpu_replicas)
                                                           : 0;
   const auto here = [this](transport::Endpoint e) { return !spec_.hosts || spec_.hosts(e); };
-  for (int s = 0; s < rparams.stages; ++s) {
+  for (int s = 0; s < rparams.stages && spec_.collectives == nullptr; ++s) {
     for (int r = 1; r < rparams.replicas_of(s); ++r) {
       if (here(rparams.device_of(s, r)) != here(rparams.device_of(s, 0))) {
         fail("stage " + std::to_string(s) +
-             "'s replicas run in several processes; a stage's replicas must share one (their "
-             "gradients are reduced in process)");
+             "'s replicas run in several processes; a stage's replicas must share one unless "
+             "PipelineSpec::collectives reduces across processes");
       }
     }
   }
@@ -244,7 +244,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     setup.minibatches = rparams.minibatches;
     setup.executor = models::make_executor(device, spec_.sim_costs, cpu_share);
     setup.channel = impl_->channel.get();
-    setup.collectives = &impl_->collectives;
+    setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;
     setup.loader = loader_ep;
     setup.coordinator = coordinator_ep;
     setup.seed = spec_.seed;
@@ -371,7 +371,7 @@ void Pipeline::request_stop() {
   (void)system_->send(impl_->loader, StopRequest{});
 }
 
-void Pipeline::fail(std::string why) {
+void Pipeline::stop_with_error(std::string why) {
   {
     std::lock_guard lock(impl_->error_mu);
     // An empty actor name marks a failure from outside the actors.
@@ -380,19 +380,30 @@ void Pipeline::fail(std::string why) {
   system_->stop();
 }
 
+int Pipeline::hosted_replica(int s, int preferred) const {
+  // Replicas agree at the run's end: any one here stands for the stage.
+  if (hosts_stage(s, preferred)) return preferred;
+  for (int r = 0; r < impl_->routing->params().replicas_of(s); ++r) {
+    if (hosts_stage(s, r)) return r;
+  }
+  return preferred;
+}
+
 bool Pipeline::hosts_stage(int stage, int replica) const {
   const auto& p = impl_->routing->params();
   return impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica))) != nullptr;
 }
 
 OptimizerState Pipeline::optimizer_state(int s) const {
-  const models::Optimizer& o = stage(s, 0).optimizer();
+  const models::Optimizer& o = stage(s, hosted_replica(s, 0)).optimizer();
   return {o.state(), o.steps()};
 }
 
 std::map<std::int64_t, models::ParamSet> Pipeline::older_versions(int s) const {
   std::map<std::int64_t, models::ParamSet> out;
-  for (const auto& [v, params] : stage(s, 0).older_versions()) out.emplace(v, *params);
+  for (const auto& [v, params] : stage(s, hosted_replica(s, 0)).older_versions()) {
+    out.emplace(v, *params);
+  }
   return out;
 }
 
@@ -410,7 +421,7 @@ models::ParamSet Pipeline::params(int replica) const {
   const auto& p = impl_->routing->params();
   models::ParamSet out;
   for (int s = 0; s < p.stages; ++s) {
-    const int r = std::min(replica, p.replicas_of(s) - 1);
+    const int r = hosted_replica(s, std::min(replica, p.replicas_of(s) - 1));
     if (hosts_stage(s, r)) out.merge(stage(s, r).latest_params());
   }
   return out;

@@ -23,6 +23,7 @@
 #include "schedules/action_list.hpp"
 #include "schedules/plan.hpp"
 #include "transport/channel.hpp"
+#include "transport/collectives.hpp"
 
 namespace tandem::actors {
 
@@ -86,8 +87,13 @@ struct PipelineSpec {
   // that carries the other endpoints' messages; the caller connects the channels before run().
   // The loader and the coordinator run where the stage replicas' results are wanted: losses,
   // minibatches and request_stop() work in the process that hosts them. Replicas of a stage
-  // must all run in one process (their gradients are reduced in process).
+  // must all run in one process (their gradients are reduced in process) unless `collectives`
+  // reduces across processes.
   std::function<bool(transport::Endpoint)> hosts;
+  // What a replicated stage reduces its gradients through (not owned; outlives the pipeline).
+  // Unset: in this process (transport::LocalCollectives). A stage's replicas may run in
+  // several processes when this reaches them all (transport::GlooCollectives).
+  transport::Collectives* collectives = nullptr;
 };
 
 struct PipelineResult {
@@ -121,6 +127,9 @@ class Pipeline {
   // Whether this process runs stage replica (stage, replica): its stage(), params,
   // optimizer_state and older_versions are here.
   bool hosts_stage(int stage, int replica = 0) const;
+  // `preferred` when this process runs that replica of `stage`, else the first replica of it that
+  // it runs (else `preferred`).
+  int hosted_replica(int stage, int preferred = 0) const;
 
   // From any thread, before or during run(): the run ends early, at the first stop boundary
   // (schedules::stop_boundary) at or after the minibatches already admitted. Every minibatch
@@ -131,13 +140,14 @@ class Pipeline {
   // From any thread, before or during run(): the run cannot go on (a peer process was lost, a
   // collective failed). Stops the actor system; run() throws PipelineError with `why` (the
   // first reason given, when several are). No effect after run() returned.
-  void fail(std::string why);
+  void stop_with_error(std::string why);
 
   // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1)
   // (the stages this process hosts, when spread over processes).
   models::ParamSet params(int replica = 0) const;
   const StageActor& stage(int stage, int replica = 0) const;
-  // After run(): the optimizer state of a stage (from its replica 0), to resume from.
+  // After run(): the optimizer state of a stage (from its replica 0, or the first replica this
+  // process runs), to resume from.
   OptimizerState optimizer_state(int stage) const;
   // After run(): the weight versions of a stage (from its replica 0) older than its latest that
   // the minibatches after the run's end use in forward, for PipelineSpec::older_versions.

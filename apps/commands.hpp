@@ -35,4 +35,7 @@ void add_trace_command(CLI::App& app);
 // prediction (apps/bench_run.hpp).
 void add_bench_command(CLI::App& app);
 
+// `tandem launch`: N local processes as the ranks of one job (apps/local_launcher.hpp).
+void add_launch_command(CLI::App& app);
+
 }  // namespace tandem::apps

@@ -27,8 +27,14 @@ namespace {
 namespace data = models::data;
 
 // Top-level sections; a later feature adds its name here and its reader below.
-constexpr std::array<std::string_view, 4> kTopLevelSections = {"model", "data", "train",
-                                                               "pipeline"};
+constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", "train", "pipeline",
+                                                               "cluster"};
+
+// Data planes a cluster section may name.
+constexpr std::array<std::string_view, 3> kTransports = {"auto", "tcp", "ucx"};
+
+// Ranks beyond this are a typo (transport/control_frame.hpp's kMaxWorldSize).
+constexpr int64_t kMaxRank = 65535;
 
 // More replicas of one stage than any machine room holds: a typo, refused before a placement
 // per replica is made.
@@ -541,6 +547,29 @@ void read_stages(ConfigMap& m, PipelineConfig& p, int num_layers, const Machine&
       for (const std::string& text : *list) st.devices.push_back(device("devices", text));
       st.device = st.devices.front();
     }
+    const auto check_rank = [&](std::string_view key, int64_t r) {
+      if (r < 0 || r > kMaxRank) {
+        s.fail(key, "a rank is 0-" + std::to_string(kMaxRank) + ", got " + std::to_string(r));
+      }
+    };
+    if (auto one = s.find<int64_t>("rank")) {
+      check_rank("rank", *one);
+      st.ranks.assign(static_cast<size_t>(st.replicas), *one);
+    }
+    if (auto list = s.find<std::vector<int64_t>>("ranks")) {
+      if (s.has("rank")) s.fail("ranks", "give rank (all replicas) or ranks, not both");
+      if (static_cast<int64_t>(list->size()) != st.replicas) {
+        s.fail("ranks", "gives " + std::to_string(list->size()) + " ranks for " +
+                            std::to_string(st.replicas) + " replicas");
+      }
+      for (int64_t r : *list) check_rank("ranks", r);
+      st.ranks = *list;
+    }
+    if (i > 0 && st.ranks.empty() != p.stages.front().ranks.empty()) {
+      s.fail(st.ranks.empty() ? "layers" : (s.has("rank") ? "rank" : "ranks"),
+             "place every stage (rank or ranks) or none: stage 0 " +
+                 std::string(p.stages.front().ranks.empty() ? "does not" : "does"));
+    }
     s.finish();
     p.stages.push_back(st);
   }
@@ -591,6 +620,7 @@ void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_
     m.fail("partition", std::string("the planner found no plan: ") + e.what());
   }
   const schedules::Plan& plan = planned.plan;
+  std::vector<std::string> hosts;
   for (const schedules::StagePlan& sp : plan.stages) {
     StageConfig st;
     st.where = m.where("partition");
@@ -598,10 +628,12 @@ void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_
     st.last_layer = sp.layers.end - 1;
     st.replicas = static_cast<int64_t>(sp.replicas.size());
     for (const schedules::Placement& pl : sp.replicas) {
+      // Hosts become ranks in the order the plan first names them: one process per host,
+      // running every replica the planner put on it.
       if (!pl.host.empty()) {
-        m.fail("cluster", "the plan places replicas on host '" + pl.host +
-                              "'; this build runs a pipeline in one process: give a cluster of "
-                              "one host");
+        auto it = std::find(hosts.begin(), hosts.end(), pl.host);
+        if (it == hosts.end()) it = hosts.insert(hosts.end(), pl.host);
+        st.ranks.push_back(static_cast<int64_t>(it - hosts.begin()));
       }
       Device d;
       try {
@@ -823,6 +855,16 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   const models::Model model = models::Model::build(c.model);
   if (auto p = top.find_map("pipeline")) {
     c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model.num_layers(), machine);
+  }
+  if (auto cl = top.find_map("cluster")) {
+    c.cluster.where = cl->where();
+    c.cluster.transport = cl->get_or<std::string>("transport", c.cluster.transport);
+    if (std::find(kTransports.begin(), kTransports.end(), c.cluster.transport) ==
+        kTransports.end()) {
+      cl->fail("transport", "unknown transport '" + c.cluster.transport + "' (expected " +
+                                join(kTransports) + ")");
+    }
+    cl->finish();
   }
   check_memory(c, model, parameters, machine);
   return c;

@@ -71,6 +71,9 @@ struct StageConfig {
   int64_t replicas = 1;
   Device device = Device::cpu();  // every replica's, or the first replica's when `devices` is set
   std::vector<Device> devices;    // one per replica (`devices: [...]`); empty: all on `device`
+  // The process (rank of a multi-process job) of each replica (`rank: N` for all of them or
+  // `ranks: [...]`); empty: placed by the default rule (apps/process_placement.hpp).
+  std::vector<int64_t> ranks;
   ConfigLocation where;
 };
 
@@ -90,12 +93,21 @@ struct PipelineConfig {
   ConfigLocation where;
 };
 
+// The top-level `cluster` section: how the processes of a multi-process job talk.
+struct ClusterConfig {
+  // The data plane between processes: "auto" (tcp; ucx once built), "tcp" or "ucx". A job of
+  // one process uses none.
+  std::string transport = "auto";
+  ConfigLocation where;
+};
+
 struct Config {
   std::string file;
   models::ModelSpec model;
   models::data::DataSpec data;
   TrainConfig train;
   std::optional<PipelineConfig> pipeline;
+  ClusterConfig cluster;
 
   // Where each section starts, for checks made after loading (the trainer's).
   ConfigLocation model_where, data_where, train_where;

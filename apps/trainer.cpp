@@ -14,6 +14,9 @@
 #include "actors/pipeline.hpp"
 #include "apps/checkpoint.hpp"
 #include "apps/pipeline_trace.hpp"
+#include "apps/process_group.hpp"
+#include "apps/process_placement.hpp"
+#include "apps/stage_state.hpp"
 #include "models/data/markov_text.hpp"
 #include "models/train_step.hpp"
 #include "runtime/scheduler.hpp"
@@ -278,6 +281,17 @@ actors::StageStats merged(const actors::StageStats& a, const actors::StageStats&
 
 }  // namespace
 
+// Replaces the weights `from` holds in `into` (adding those it lacks), keeping the order.
+void overwrite(models::ParamSet& into, const models::ParamSet& from) {
+  for (int64_t i = 0; i < from.size(); ++i) {
+    if (into.contains(from.name(i))) {
+      into.at(from.name(i)) = from[i];
+    } else {
+      into.add(from.name(i), from[i]);
+    }
+  }
+}
+
 double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t steps) {
   if (step < schedule.warmup_steps) {
     return lr * static_cast<double>(step + 1) / static_cast<double>(schedule.warmup_steps);
@@ -419,6 +433,9 @@ Trainer::Trainer(Config config, TrainerOptions options)
   if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
   if (options_.checkpoint_every < 0) throw std::invalid_argument("checkpoint_every must be >= 0");
   plan_ = training_plan(config_, model_.num_layers(), steps_);
+  if (options_.group != nullptr) {
+    placement_ = std::make_unique<ProcessPlacement>(config_, plan_, options_.group->world_size());
+  }
   data_ = load_train_data(config_, model_);
   try {
     (void)models::make_optimizer(config_.train.optimizer);
@@ -517,8 +534,10 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
   const schedules::ScheduleParams& sp = plan_.schedule;
   const bool classification = data_.train->task() == data::Task::classification;
 
+  ProcessGroup* const group = options_.group;
+  const bool reporter = group == nullptr || group->rank() == 0;
   std::vector<int64_t> eval_steps;
-  if (data_.eval && t.eval->every > 0) {
+  if (data_.eval && t.eval->every > 0 && group == nullptr) {
     for (int64_t e = (first_step_ / t.eval->every + 1) * t.eval->every; e < steps_;
          e += t.eval->every) {
       eval_steps.push_back(e);
@@ -541,6 +560,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
   const Clock::time_point start = Clock::now();
   int64_t at = first_step_;
   bool first_segment = true;
+  int segment = 0;
   while (at < steps_) {
     // Checkpoints cut the run into segments, each a pipeline that starts from the weights,
     // optimizer state and older weight versions the previous one ended with: the minibatches
@@ -581,17 +601,41 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     PipelineTrace trace;
     const bool tracing = options_.trace && first_segment;
     if (tracing) trace.attach(spec);
+    if (group != nullptr) group->prepare(spec, *placement_, segment);
     actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
     stop_->set(&pipeline);
     actors::PipelineResult result;
     try {
+      if (group != nullptr) group->connect(pipeline, segment);
       result = pipeline.run();
     } catch (...) {
       stop_->set(nullptr);
+      if (group != nullptr) group->release();
       throw;
     }
     stop_->set(nullptr);
-    if (tracing) trace.write(*options_.trace);
+    if (group != nullptr) {
+      group->release();
+      // Where the loader runs the segment's end is known (a stop may cut it short): the
+      // others learn it, so every rank's next segment starts at the same step.
+      const std::string key = "segment/" + std::to_string(segment) + "/ran";
+      if (group->rank() == 0) {
+        const std::string n = std::to_string(result.minibatches);
+        group->put(key, std::as_bytes(std::span(n.data(), n.size())));
+      } else {
+        const std::vector<std::byte> n = group->take(key);
+        result.minibatches =
+            std::stoll(std::string(reinterpret_cast<const char*>(n.data()), n.size()));
+      }
+    }
+    if (tracing) {
+      std::filesystem::path path = *options_.trace;
+      if (group != nullptr && group->rank() > 0) {
+        path.replace_filename(path.stem().string() + ".rank" + std::to_string(group->rank()) +
+                              path.extension().string());
+      }
+      trace.write(path);
+    }
     if (const auto b = progress.diverged_at()) {
       throw std::runtime_error("training diverged at step " + std::to_string(*b + 1) +
                                " (the loss is not finite); the run stopped there; try a smaller "
@@ -603,17 +647,56 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
       acc = first_segment ? st : merged(acc, st);
     }
     s.pipeline_seconds += result.seconds;
-    params_ = pipeline.params();
-    optimizer_states_.clear();
-    older_versions_.clear();
+    // Each stage's state, from this process's replica (with a group: the stages whose replica
+    // 0 runs here; rank 0 receives the others').
+    std::vector<models::ParamSet> latest(static_cast<size_t>(sp.stages));
+    optimizer_states_.resize(static_cast<size_t>(sp.stages));
+    older_versions_.resize(static_cast<size_t>(sp.stages));
+    StageStateBundle mine;
     for (int st = 0; st < sp.stages; ++st) {
-      optimizer_states_.push_back(pipeline.optimizer_state(st));
-      older_versions_.push_back(pipeline.older_versions(st));
+      const bool owner =
+          group == nullptr || placement_->rank_of(sp.device_of(st, 0)) == group->rank();
+      if (!owner) continue;
+      const int r = pipeline.hosted_replica(st, 0);
+      latest[static_cast<size_t>(st)] = pipeline.stage(st, r).latest_params();
+      optimizer_states_[static_cast<size_t>(st)] = pipeline.optimizer_state(st);
+      older_versions_[static_cast<size_t>(st)] = pipeline.older_versions(st);
+      overwrite(params_, latest[static_cast<size_t>(st)]);
+      if (group != nullptr && group->rank() > 0) {
+        mine.stages.push_back({st, latest[static_cast<size_t>(st)],
+                               optimizer_states_[static_cast<size_t>(st)],
+                               older_versions_[static_cast<size_t>(st)]});
+      }
+    }
+    if (group != nullptr) {
+      const std::string key = "segment/" + std::to_string(segment) + "/state/";
+      if (group->rank() > 0) {
+        mine.stats = result.stages;
+        group->put(key + std::to_string(group->rank()), encode_stage_states(mine));
+      } else {
+        for (int k = 1; k < group->world_size(); ++k) {
+          StageStateBundle theirs = decode_stage_states(group->take(key + std::to_string(k)));
+          for (StageState& st : theirs.stages) {
+            const auto i = static_cast<size_t>(st.stage);
+            overwrite(params_, st.latest);
+            latest.at(i) = std::move(st.latest);
+            optimizer_states_.at(i) = std::move(st.optimizer);
+            older_versions_.at(i) = std::move(st.older);
+          }
+          for (const actors::StageStats& st : theirs.stats) {
+            auto& acc = s.stages.at(static_cast<size_t>(st.device));
+            acc = first_segment ? st : merged(acc, st);
+          }
+        }
+      }
+      // Nobody closes its data plane while another may still read from it.
+      group->barrier("segment/" + std::to_string(segment) + "/done");
     }
     at = begin + result.minibatches;
     first_segment = false;
+    ++segment;
     const bool stopped = at < end;
-    if (options_.checkpoint_dir) {
+    if (options_.checkpoint_dir && reporter) {
       Checkpoint ck;
       ck.step = at;
       ck.model = config_.model.describe();
@@ -627,7 +710,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
         for (const auto& [v, params] : older_versions_[static_cast<size_t>(st)]) {
           sc.weights.push_back({0, v, params});
         }
-        sc.weights.push_back({0, opt.steps, pipeline.stage(st, 0).latest_params()});
+        sc.weights.push_back({0, opt.steps, latest[static_cast<size_t>(st)]});
         sc.optimizers.push_back({0, opt.steps, opt.state});
         ck.stages.push_back(std::move(sc));
       }
@@ -641,7 +724,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
   }
 
   std::optional<EvalResult> eval;
-  if (data_.eval) eval = evaluate();
+  if (data_.eval && reporter) eval = evaluate();
   progress.finish(eval);
   s.steps = at;
   if (const auto& last = progress.last()) {

@@ -27,6 +27,9 @@
 
 namespace tandem::apps {
 
+class ProcessGroup;
+class ProcessPlacement;
+
 struct EvalResult {
   double loss = 0;      // mean over predictions
   double accuracy = 0;  // share of correct predictions
@@ -88,6 +91,12 @@ struct TrainerOptions {
   int checkpoint_keep = 2;
   // Continue the run a checkpoint (a directory written by checkpoint_dir) stopped at.
   std::optional<std::filesystem::path> resume;
+  // A multi-process job (not owned; outlives the trainer): this process runs the stage
+  // replicas the config places on its rank and rank 0 the loader and coordinator. Rank 0
+  // reports, evaluates and writes checkpoints for the whole model (the others hand it their
+  // stages after each segment); the others' summaries cover their own stages. Periodic
+  // evaluation (train.eval.every) runs only in a single process. Null: everything here.
+  ProcessGroup* group = nullptr;
 };
 
 // The config's training (and, with train.eval, held-out) data, checked against the model: the
@@ -147,6 +156,7 @@ class Trainer {
   // schedules keep minibatches in flight across a checkpoint: they are replayed at these).
   std::vector<std::map<int64_t, models::ParamSet>> older_versions_;
   std::unique_ptr<Stop> stop_;
+  std::unique_ptr<ProcessPlacement> placement_;  // with a group
   bool ran_ = false;
 };
 

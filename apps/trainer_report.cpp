@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -16,7 +17,10 @@
 #include <thread>
 
 #include "apps/default_config.hpp"
+#include "apps/process_group.hpp"
+#include "apps/process_placement.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "transport/launch_env.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -168,7 +172,19 @@ void check_trace_path(const std::filesystem::path& path,
 TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   Config config = command.config ? load_config(*command.config)
                                  : parse_config(std::string(default_config()), kDefaultConfigName);
-  std::ofstream metrics = open_metrics(command.metrics_json);
+  // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
+  // joins the others before anything trains, and rank 0 reports for all of them.
+  const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
+  std::unique_ptr<ProcessGroup> group;
+  if (env.world_size > 1) {
+    ProcessGroupOptions go;
+    go.env = env;
+    go.transport = config.cluster.transport;
+    if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) go.host = host;
+    group = std::make_unique<ProcessGroup>(std::move(go));
+  }
+  const bool reporter = group == nullptr || group->rank() == 0;
+  std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
   const auto on_record = [&](const StepRecord& r) {
     if (!command.quiet) out << format_progress(r) << std::endl;
     if (metrics.is_open()) metrics << to_json(r).dump() << '\n' << std::flush;
@@ -186,7 +202,23 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   options.checkpoint_dir = command.checkpoint_dir;
   options.checkpoint_every = command.checkpoint_every;
   options.resume = command.resume;
+  options.group = group.get();
   Trainer trainer(std::move(config), options);
+  if (group != nullptr && !command.quiet) {
+    out << "job: " << env.describe() << "; this process (" << group->host() << ") runs "
+        << ProcessPlacement(trainer.config(), trainer.plan(), group->world_size())
+               .describe(group->rank())
+        << (group->rank() == 0 ? ", the loader and the coordinator" : "") << "\n";
+  }
+  if (!reporter) {
+    // Rank 0 prints progress and the summary for the whole job.
+    const TrainSummary summary = trainer.run();
+    if (!command.quiet) {
+      out << "rank " << group->rank() << ": done, " << summary.steps << " steps" << std::endl;
+    }
+    group->shutdown();
+    return summary;
+  }
   if (!command.quiet) {
     out << "model " << trainer.model().spec().describe() << ", " << trainer.parameters()
         << " parameters\n"
@@ -216,6 +248,7 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   for (const auto& c : summary.checkpoints) {
     if (!command.quiet) out << "checkpoint " << c.string() << "\n";
   }
+  if (group != nullptr) group->shutdown();
   return summary;
 }
 

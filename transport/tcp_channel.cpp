@@ -205,6 +205,10 @@ struct TcpChannel::Impl {
                             retry_connect(p, err);
                             return;
                           }
+                          // Pipeline messages are small and latency-bound: Nagle's delay
+                          // against the peer's delayed ACK stalls every exchange for ~40 ms.
+                          std::error_code nd;
+                          p.socket->set_option(tcp::no_delay(true), nd);
                           send_hello(p);
                         });
   }
@@ -287,7 +291,11 @@ struct TcpChannel::Impl {
     auto pending = std::make_shared<Pending>(io);
     acceptor.async_accept(pending->socket, [this, pending](std::error_code ec) {
       if (stopped) return;
-      if (!ec) accept_hello(pending);
+      if (!ec) {
+        std::error_code nd;
+        pending->socket.set_option(tcp::no_delay(true), nd);
+        accept_hello(pending);
+      }
       accept_next();
     });
   }

@@ -237,7 +237,7 @@ TEST(Pipeline, FailFromOutsideStopsTheRunWithItsReason) {
   Pipeline* self = nullptr;
   // What a lost peer process looks like to the process that stays: the run fails mid-way.
   spec.on_minibatch = [&](std::int64_t b, double, std::int64_t, std::int64_t) {
-    if (b == 3) self->fail("rank 1 (10.0.0.2) lost: no heartbeat for 3.0 s");
+    if (b == 3) self->stop_with_error("rank 1 (10.0.0.2) lost: no heartbeat for 3.0 s");
   };
   spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
   Pipeline pipeline(std::move(spec), make_scheduler(true));

@@ -1,0 +1,90 @@
+// `tandem launch -n N [--grace S] [train|bench] CONFIG [ARGS...]`: runs a multi-process job
+// on this machine, N ranks of `tandem train CONFIG ARGS...` (or bench), their output prefixed
+// with the rank; exits non-zero when any rank fails. Across nodes the launchers clusters
+// already have start the same ranks (docs/transport.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/commands.hpp"
+#include "apps/local_launcher.hpp"
+#include "apps/usage_error.hpp"
+
+namespace tandem::apps {
+namespace {
+
+extern "C" void forward_termination(int) {
+  terminate_launched_ranks();
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("launch: cannot find this executable (/proc/self/exe)");
+  return p.string();
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app) {
+  struct Args {
+    int processes = 0;
+    double grace_s = 20;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "launch",
+      "run N local processes as one job: tandem launch -n N [train|bench] CONFIG "
+      "[ARGS...], output prefixed with each rank");
+  sub->add_option("-n,--processes", args->processes, "how many processes (ranks)")
+      ->required()
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--grace", args->grace_s,
+                  "seconds the other ranks get to exit by themselves after one failed, before "
+                  "they are terminated")
+      ->check(CLI::Range(0.0, 3600.0));
+  // Everything from the first positional on ([train|bench] CONFIG [ARGS...]) is the ranks'
+  // command, flags included.
+  sub->prefix_command();
+  sub->footer("Every rank runs `tandem [train|bench] CONFIG ARGS...` (default: train).");
+  sub->callback([args, sub] {
+    std::vector<std::string> rest = sub->remaining();
+    std::string command = "train";
+    if (!rest.empty() && (rest.front() == "train" || rest.front() == "bench")) {
+      command = rest.front();
+      rest.erase(rest.begin());
+    }
+    if (rest.empty()) throw UsageError("launch: give the config the ranks run");
+    LaunchOptions o;
+    o.processes = args->processes;
+    o.grace = std::chrono::milliseconds(static_cast<int64_t>(args->grace_s * 1000));
+    o.command = {self_executable(), command};
+    o.command.insert(o.command.end(), rest.begin(), rest.end());
+    // Ctrl-C reaches the ranks directly (one process group); a SIGTERM or SIGHUP sent to the
+    // launcher alone is passed on, so no rank outlives it.
+    struct sigaction sa {};
+    sa.sa_handler = forward_termination;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);
+    signal(SIGINT, SIG_IGN);  // the ranks stop at their next boundary; wait for them
+    const LaunchResult result = launch_local(o, std::cout);
+    if (!result.ok()) {
+      std::string what;
+      int failed = 0;
+      for (const RankExit& r : result.ranks) {
+        if (r.status == 0) continue;
+        what += (failed++ == 0 ? "" : "; ") + r.describe();
+      }
+      throw std::runtime_error("launch: " + std::to_string(failed) + " of " +
+                               std::to_string(o.processes) + " ranks failed: " + what);
+    }
+  });
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,47 @@
+#pragma once
+// `tandem launch`'s engine: starts N copies of a command on this machine as the ranks of one
+// job (TANDEM_RANK, TANDEM_WORLD_SIZE, TANDEM_LOCAL_RANK, TANDEM_MASTER on a free loopback
+// port, a fresh TANDEM_JOB_TOKEN), prefixes every line they print with their rank, and waits
+// for all of them.
+//
+// A rank that fails ends the job: the others see it lost on the control plane and exit by
+// themselves within seconds; any still running `grace` later are terminated (SIGTERM, then
+// SIGKILL), so the launcher never hangs on a stuck rank.
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tandem::apps {
+
+struct LaunchOptions {
+  int processes = 1;
+  std::vector<std::string> command;  // argv; command[0] is the executable's path
+  // After the first rank fails: how long the others get to exit by themselves.
+  std::chrono::milliseconds grace{std::chrono::seconds(20)};
+  // Extra environment for every rank ("NAME=value").
+  std::vector<std::string> env;
+};
+
+struct RankExit {
+  int rank = 0;
+  int status = 0;                // exit status, or 128 + signal
+  std::string describe() const;  // "rank 1 exited with status 1", "rank 2 was killed by signal 9"
+};
+
+struct LaunchResult {
+  std::vector<RankExit> ranks;  // by rank
+  bool ok() const;
+};
+
+// Runs the job; each line a rank prints goes to `out` (stdout and stderr alike) as
+// "[rank R] line". Throws std::runtime_error when a rank cannot be started (the ones started
+// are terminated first).
+LaunchResult launch_local(const LaunchOptions& options, std::ostream& out);
+
+// From a signal handler's context or any thread: terminate the ranks of the job in progress
+// (SIGTERM to each; `tandem launch` forwards SIGTERM and SIGHUP this way).
+void terminate_launched_ranks();
+
+}  // namespace tandem::apps

@@ -1,0 +1,252 @@
+#include "apps/process_group.hpp"
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/udp.hpp>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "actors/messages.hpp"
+#include "transport/gloo_collectives.hpp"
+#include "transport/tcp_channel.hpp"
+#include "transport/wire_message.hpp"
+
+namespace tandem::apps {
+namespace {
+
+// Values travel through the control plane's key-value store in pieces below its limit.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+
+// The local address of the route to `host`: what the master's network reaches this process
+// at. A UDP connect picks the route without sending anything.
+std::string route_address(const std::string& host, std::uint16_t port) {
+  try {
+    asio::io_context io;
+    asio::ip::udp::resolver resolver(io);
+    const auto results = resolver.resolve(host, std::to_string(port));
+    asio::ip::udp::socket s(io);
+    const asio::ip::udp::endpoint to = *results.begin();
+    s.open(to.protocol());
+    s.connect(to);
+    return s.local_endpoint().address().to_string();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot find this machine's address towards the master " + host +
+                             ": " + e.what() + " (set TANDEM_HOST to this process's address)");
+  }
+}
+
+transport::WireTypes pipeline_wire_types() {
+  namespace act = tandem::actors;
+  transport::WireTypes t;
+  t.add<act::ForwardTensor>()
+      .add<act::BackwardTensor>()
+      .add<act::StartRun>()
+      .add<act::OpDone>()
+      .add<act::SyncDone>()
+      .add<act::Credit>()
+      .add<act::LossReport>()
+      .add<act::StopRequest>()
+      .add<act::StopAt>()
+      .add<act::StageFinished>();
+  return t;
+}
+
+std::vector<std::byte> text_bytes(const std::string& s) {
+  std::vector<std::byte> out(s.size());
+  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+std::string bytes_text(const std::vector<std::byte>& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+}  // namespace
+
+struct ProcessGroup::Impl {
+  ProcessGroupOptions opt;
+  std::unique_ptr<transport::Rendezvous> rendezvous;
+  std::mutex mu;
+  actors::Pipeline* watched = nullptr;  // guarded by mu
+  std::string first_failure;            // guarded by mu
+  const ProcessPlacement* placement = nullptr;
+  transport::TcpChannel* channel = nullptr;  // owned by the pipeline being prepared
+  std::unique_ptr<transport::GlooCollectives> collectives;
+  bool shut_down = false;
+
+  // From the control plane's or the data plane's thread.
+  void failed(const std::string& why) {
+    std::lock_guard lock(mu);
+    if (first_failure.empty()) first_failure = why;
+    if (watched != nullptr) watched->stop_with_error(first_failure);
+  }
+};
+
+ProcessGroup::ProcessGroup(ProcessGroupOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = std::move(options);
+  if (m.opt.host.empty()) m.opt.host = route_address(m.opt.env.master_host, m.opt.env.master_port);
+  transport::RendezvousOptions ro;
+  ro.rank = m.opt.env.rank;
+  ro.world_size = m.opt.env.world_size;
+  ro.master_host = m.opt.env.master_host;
+  ro.master_port = m.opt.env.master_port;
+  ro.job_token = m.opt.env.job_token;
+  ro.host_name = m.opt.host;
+  ro.heartbeat_timeout = m.opt.heartbeat_timeout;
+  ro.heartbeat_interval = std::max(std::chrono::milliseconds(50), m.opt.heartbeat_timeout / 6);
+  ro.on_lost = [&m](const transport::LostRank& l) {
+    m.failed("lost rank " + std::to_string(l.rank) + " (" + l.host + "): " + l.reason);
+  };
+  m.rendezvous = std::make_unique<transport::Rendezvous>(std::move(ro));
+  m.rendezvous->join(m.opt.join_timeout);
+}
+
+ProcessGroup::~ProcessGroup() {
+  // The collectives' threads go before the rendezvous their store uses.
+  impl_->collectives.reset();
+}
+
+int ProcessGroup::rank() const {
+  return impl_->opt.env.rank;
+}
+int ProcessGroup::world_size() const {
+  return impl_->opt.env.world_size;
+}
+const std::string& ProcessGroup::host() const {
+  return impl_->opt.host;
+}
+transport::Rendezvous& ProcessGroup::rendezvous() {
+  return *impl_->rendezvous;
+}
+
+std::string ProcessGroup::describe(int r) const {
+  const auto& peers = impl_->rendezvous->peers();
+  const std::string host =
+      r >= 0 && r < static_cast<int>(peers.size()) ? peers[static_cast<size_t>(r)].host : "?";
+  return "rank " + std::to_string(r) + " (" + host + ")";
+}
+
+void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& placement,
+                           int segment) {
+  Impl& m = *impl_;
+  if (m.opt.transport == "ucx") {
+    throw std::runtime_error(
+        "cluster.transport ucx: this build's ucx data plane is not wired "
+        "into training yet; use tcp");
+  }
+  m.placement = &placement;
+  m.channel = nullptr;
+  m.collectives.reset();
+  const int me = rank();
+  spec.hosts = [&placement, me](transport::Endpoint e) { return placement.rank_of(e) == me; };
+  spec.make_channel = [&m, me](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
+    transport::TcpChannelOptions o;
+    o.job = 0x7a6e'6400'0000'0000ull;
+    o.rank = me;
+    o.listen_host = m.opt.host;
+    o.types = pipeline_wire_types();
+    // The group stops the run itself, with the reason, rather than the bare system stop.
+    o.stop_system_on_error = false;
+    o.on_error = [&m](const transport::TcpChannelError& e) {
+      // A known peer whose connection fails is gone for this job (crashed, or sent what
+      // cannot be trusted); a stranger's garbage is only logged by the channel.
+      if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
+    };
+    auto ch = std::make_unique<transport::TcpChannel>(system, std::move(o));
+    m.channel = ch.get();
+    return ch;
+  };
+  if (placement.replicas_span_processes()) {
+    transport::GlooCollectivesOptions go;
+    go.hostname = m.opt.host;
+    go.key_prefix = "gloo/" + std::to_string(segment);
+    go.on_error = [&m](const std::string& why) { m.failed("collectives: " + why); };
+    m.collectives = std::make_unique<transport::GlooCollectives>(*m.rendezvous, std::move(go));
+    spec.collectives = m.collectives.get();
+  }
+}
+
+void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
+  Impl& m = *impl_;
+  if (m.channel == nullptr) throw std::logic_error("ProcessGroup::connect before prepare");
+  {
+    std::lock_guard lock(m.mu);
+    m.watched = &pipeline;
+    if (!m.first_failure.empty()) pipeline.stop_with_error(m.first_failure);
+  }
+  try {
+    connect_channel(segment);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void ProcessGroup::connect_channel(int segment) {
+  Impl& m = *impl_;
+  const std::string prefix = "tcp/" + std::to_string(segment) + "/";
+  m.rendezvous->set(prefix + std::to_string(rank()),
+                    text_bytes(host() + " " + std::to_string(m.channel->port())));
+  for (int r = 0; r < world_size(); ++r) {
+    if (r == rank()) continue;
+    const std::string addr =
+        bytes_text(m.rendezvous->get(prefix + std::to_string(r), m.opt.join_timeout));
+    const auto space = addr.rfind(' ');
+    if (space == std::string::npos) {
+      throw std::runtime_error("rank " + std::to_string(r) + " published a malformed address '" +
+                               addr + "'");
+    }
+    m.channel->add_peer(
+        {r, addr.substr(0, space), static_cast<std::uint16_t>(std::stoi(addr.substr(space + 1)))});
+  }
+  for (transport::Endpoint e = 0; e < m.placement->endpoints(); ++e) {
+    if (m.placement->rank_of(e) != rank()) m.channel->route(e, m.placement->rank_of(e));
+  }
+  m.channel->start();
+}
+
+void ProcessGroup::release() {
+  std::lock_guard lock(impl_->mu);
+  impl_->watched = nullptr;
+}
+
+void ProcessGroup::put(const std::string& key, std::span<const std::byte> value) {
+  transport::Rendezvous& rv = *impl_->rendezvous;
+  const std::size_t pieces = (value.size() + kPieceBytes - 1) / kPieceBytes;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const auto piece =
+        value.subspan(i * kPieceBytes, std::min(kPieceBytes, value.size() - i * kPieceBytes));
+    rv.set(key + "/" + std::to_string(i), std::vector<std::byte>(piece.begin(), piece.end()));
+  }
+  // The count last: a reader that sees it finds every piece already at rank 0 (one connection,
+  // in order).
+  rv.set(key + "/n", text_bytes(std::to_string(pieces)));
+}
+
+std::vector<std::byte> ProcessGroup::take(const std::string& key) {
+  transport::Rendezvous& rv = *impl_->rendezvous;
+  const std::string n = bytes_text(rv.get(key + "/n", impl_->opt.exchange_timeout));
+  const std::size_t pieces = std::stoul(n);
+  std::vector<std::byte> out;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const std::vector<std::byte> piece =
+        rv.get(key + "/" + std::to_string(i), impl_->opt.exchange_timeout);
+    out.insert(out.end(), piece.begin(), piece.end());
+  }
+  return out;
+}
+
+void ProcessGroup::barrier(const std::string& name) {
+  impl_->rendezvous->barrier(name, impl_->opt.exchange_timeout);
+}
+
+void ProcessGroup::shutdown() {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  impl_->collectives.reset();
+  impl_->rendezvous->shutdown();
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,83 @@
+#pragma once
+// This process's part in a multi-process training job: who it is (transport::LaunchEnv), the
+// control plane it joined (transport::Rendezvous), and, for each pipeline the trainer runs
+// (one per segment between checkpoints), the pieces that spread it over the processes: which
+// endpoints run here, the data plane that carries the others' messages, and the collectives
+// of stages whose replicas run in several processes.
+//
+// Failures never hang: a rank the control plane loses (killed, its host gone) or a data-plane
+// connection that fails ends the pipeline in progress with a PipelineError naming the rank and
+// its host, and every later exchange throws the same (transport::RendezvousError).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline.hpp"
+#include "apps/process_placement.hpp"
+#include "transport/launch_env.hpp"
+#include "transport/rendezvous.hpp"
+
+namespace tandem::apps {
+
+struct ProcessGroupOptions {
+  transport::LaunchEnv env;
+  // The address the other processes reach this one at (its data plane listens there). Empty:
+  // the local address of the route to the master (TANDEM_HOST overrides it in `tandem train`).
+  std::string host;
+  // "tcp" or "ucx" ("auto": tcp).
+  std::string transport = "auto";
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
+  // Silence on the control plane longer than this declares a rank lost.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
+  // Bounds each exchange between segments (a rank still training its part may take long).
+  std::chrono::milliseconds exchange_timeout{std::chrono::minutes(30)};
+};
+
+class ProcessGroup {
+ public:
+  // Joins the job (rank 0 waits for every other rank); throws transport::RendezvousError
+  // naming what failed (a refused token, a master that never answered).
+  explicit ProcessGroup(ProcessGroupOptions options);
+  // Without shutdown() first the others see this rank as lost (what a crash looks like).
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  const std::string& host() const;
+  // "rank 2 (10.0.0.3)".
+  std::string describe(int rank) const;
+  transport::Rendezvous& rendezvous();
+
+  // Before constructing segment `segment`'s Pipeline: sets spec.hosts, spec.make_channel and,
+  // when replicas span processes, spec.collectives (owned here, alive until the next prepare).
+  void prepare(actors::PipelineSpec& spec, const ProcessPlacement& placement, int segment);
+  // After constructing it, before run(): publishes this rank's data-plane address, learns the
+  // others' and starts the channel; failures of `pipeline` from then on fail its run.
+  void connect(actors::Pipeline& pipeline, int segment);
+  // After run() (or its failure): no failure reaches that pipeline any more.
+  void release();
+
+  // Rank 0 publishes `value` under `key`; the others wait for it. Values of any size (sent in
+  // pieces through the control plane's key-value store).
+  void put(const std::string& key, std::span<const std::byte> value);
+  std::vector<std::byte> take(const std::string& key);
+  void barrier(const std::string& name);
+
+  // Orderly leave (rank 0 waits for the others). Idempotent.
+  void shutdown();
+
+ private:
+  void connect_channel(int segment);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::apps

@@ -1,0 +1,190 @@
+// `tandem launch` and `tandem train` as ranks of a multi-process job, through the executable
+// users run: 2 and 4 processes train exactly what one process trains (flush and asynchronous
+// schedules, a stage whose replicas span processes), a rank killed with SIGKILL ends the job
+// with every other rank naming it, and a resume from the last checkpoint finishes the run
+// exactly as an uninterrupted one.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "temp_dir.hpp"
+
+namespace tandem::apps {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result run(const std::string& command) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  Result r;
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kTandem = TANDEM_CLI;
+
+std::string fingerprint(const std::string& output) {
+  const auto at = output.find("parameters fingerprint ");
+  if (at == std::string::npos) return "(none)";
+  return output.substr(at + 23, 16);
+}
+
+// A 4-stage MLP; `pipeline` is the schedule and stages part.
+std::string mlp_config(const std::string& pipeline, int steps) {
+  return "model: {name: mlp, widths: [8, 32, 32, 32, 4]}\n"
+         "data: {kind: teacher, samples: 4096, seed: 1, hidden: 8}\n"
+         "train:\n  minibatch: 16\n  steps: " +
+         std::to_string(steps) +
+         "\n  optimizer: {kind: adamw, lr: 2.0e-3}\n  seed: 3\n  log_every: 10\n" + pipeline;
+}
+
+const std::string k1F1B =
+    "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n    - {layers: \"0\"}\n"
+    "    - {layers: \"1\"}\n    - {layers: \"2\"}\n    - {layers: \"3\"}\n";
+const std::string kPipeDream =
+    "pipeline:\n  schedule: pipedream\n  stages:\n    - {layers: \"0\"}\n"
+    "    - {layers: \"1\"}\n    - {layers: \"2\"}\n    - {layers: \"3\"}\n";
+
+TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
+  testing::TempDir dir;
+  for (const auto& [name, pipeline] :
+       {std::pair{"1f1b", k1F1B}, std::pair{"pipedream", kPipeDream}}) {
+    const auto config = dir.write(std::string(name) + ".yaml", mlp_config(pipeline, 24));
+    const Result one = run(kTandem + " train " + config.string() + " --quiet");
+    ASSERT_EQ(one.code, 0) << one.output;
+    for (int n : {2, 4}) {
+      const Result job =
+          run(kTandem + " launch -n " + std::to_string(n) + " " + config.string() + " --quiet");
+      ASSERT_EQ(job.code, 0) << job.output;
+      EXPECT_EQ(fingerprint(job.output), fingerprint(one.output))
+          << name << ", " << n << " processes:\n"
+          << job.output;
+      // Only rank 0 reports the summary.
+      EXPECT_NE(job.output.find("[rank 0] parameters fingerprint"), std::string::npos);
+      EXPECT_EQ(job.output.find("[rank 1] parameters fingerprint"), std::string::npos);
+    }
+  }
+}
+
+TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
+  testing::TempDir dir;
+  // Stage 0's two replicas on ranks 0 and 1; their gradients meet in Gloo's all-reduce.
+  const std::string placed =
+      "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
+      "    - {layers: \"0-1\", replicas: 2, ranks: [0, 1]}\n    - {layers: \"2-3\", rank: 1}\n";
+  std::string local = placed;
+  local.replace(local.find(", ranks: [0, 1]"), 15, "");
+  local.replace(local.find(", rank: 1"), 9, "");
+  const Result one =
+      run(kTandem + " train " + dir.write("one.yaml", mlp_config(local, 12)).string() + " --quiet");
+  ASSERT_EQ(one.code, 0) << one.output;
+  const Result job = run(kTandem + " launch -n 2 " +
+                         dir.write("two.yaml", mlp_config(placed, 12)).string() + " --quiet");
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
+}
+
+TEST(Launch, APlacementBeyondTheJobIsAnErrorAtItsKey) {
+  testing::TempDir dir;
+  const std::string placed =
+      "pipeline:\n  schedule: 1f1b\n  stages:\n    - {layers: \"0-1\", rank: 0}\n"
+      "    - {layers: \"2-3\", rank: 2}\n";
+  const Result job = run(kTandem + " launch -n 2 " +
+                         dir.write("c.yaml", mlp_config(placed, 4)).string() + " --quiet");
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("is placed on rank 2, but the job has 2 processes"), std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("launch: 2 of 2 ranks failed"), std::string::npos) << job.output;
+}
+
+// The pid of the `tandem train` rank `rank` whose environment holds `mark`.
+pid_t find_rank(const std::string& mark, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (env.find(mark) != std::string::npos &&
+        env.find(std::string("TANDEM_RANK=") + std::to_string(rank) + '\0') != std::string::npos) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
+  testing::TempDir dir;
+  const auto config = dir.write("c.yaml", mlp_config(k1F1B, 2000));
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-kill";
+  const auto ck = dir.path() / "ck";
+  Result job;
+  std::thread launcher([&] {
+    job = run(mark + " " + kTandem + " launch -n 3 " + config.string() + " --checkpoint " +
+              ck.string() + " --checkpoint-every 100");
+  });
+  // Kill rank 1 once the first checkpoint is written (the job is well under way).
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::filesystem::exists(ck / "latest")) {
+      // Into the next segment: the kill lands mid-run, not between segments.
+      std::this_thread::sleep_for(100ms);
+      victim = find_rank(mark, 1);
+      if (victim > 0) break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GT(victim, 0) << "no checkpoint or no rank 1 within 120 s";
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  launcher.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("the job ended %.2f s after rank 1 was killed\n", seconds);
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("rank 1 was killed by signal 9"), std::string::npos) << job.output;
+  // Every surviving rank fails naming the lost one and its host.
+  for (int r : {0, 2}) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] tandem: error: ";
+    const auto at = job.output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << job.output;
+    const std::string line = job.output.substr(at, job.output.find('\n', at) - at);
+    EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+    EXPECT_NE(line.find("127.0.0.1"), std::string::npos) << line;
+    EXPECT_NE(line.find("lost"), std::string::npos) << line;
+  }
+
+  const Result resumed =
+      run(kTandem + " launch -n 3 " + config.string() + " --resume " + ck.string() + " --quiet");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const Result whole = run(kTandem + " train " + config.string() + " --quiet");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  EXPECT_EQ(fingerprint(resumed.output), fingerprint(whole.output)) << resumed.output;
+}
+
+TEST(Launch, UsageErrors) {
+  EXPECT_EQ(run(kTandem + " launch -n 2").code, 2);
+  EXPECT_EQ(run(kTandem + " launch -n 0 x.yaml").code, 2);
+  const Result missing = run(kTandem + " launch -n 2 /nonexistent/c.yaml");
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("[rank 1] tandem: error:"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace tandem::apps
