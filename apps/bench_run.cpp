@@ -7,12 +7,16 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <system_error>
 
 #include "actors/dataset_source.hpp"
 #include "apps/dry_run.hpp"
+#include "apps/process_group.hpp"
+#include "apps/process_placement.hpp"
+#include "apps/stage_state.hpp"
 #include "apps/trace_summary.hpp"
 #include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
@@ -116,8 +120,45 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
       sim_pipeline_spec(model, plan, sim,
                         actors::dataset_source(data.train, model, config.train.minibatch,
                                                config.train.seed, Device::sim()));
-  actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
-  const actors::PipelineResult result = pipeline.run();
+  ProcessGroup* const group = options.group;
+  std::unique_ptr<ProcessPlacement> placement;
+  if (group != nullptr) {
+    placement = std::make_unique<ProcessPlacement>(config, plan, group->world_size());
+    group->prepare(spec, *placement, 0);
+  }
+  actors::PipelineResult result;
+  {
+    actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
+    try {
+      if (group != nullptr) group->connect(pipeline, 0);
+      result = pipeline.run();
+    } catch (...) {
+      if (group != nullptr) group->release();
+      throw;
+    }
+    if (group != nullptr) {
+      group->release();
+      // Rank 0 reports every replica: the others hand it their statistics.
+      if (group->rank() > 0) {
+        StageStateBundle mine;
+        mine.stats = result.stages;
+        group->put("bench/stats/" + std::to_string(group->rank()), encode_stage_states(mine));
+      } else {
+        for (int k = 1; k < group->world_size(); ++k) {
+          const StageStateBundle theirs =
+              decode_stage_states(group->take("bench/stats/" + std::to_string(k)));
+          result.stages.insert(result.stages.end(), theirs.stats.begin(), theirs.stats.end());
+        }
+        std::sort(result.stages.begin(), result.stages.end(),
+                  [](const auto& a, const auto& b) { return a.device < b.device; });
+      }
+      // Nobody closes its data plane while another may still read from it.
+      group->barrier("bench/done");
+      out.processes = group->world_size();
+      out.rank = group->rank();
+      if (group->rank() > 0) return out;
+    }
+  }
 
   out.mode = "sim";
   out.plan_line = format_plan_line(plan);
@@ -154,6 +195,11 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
                                      : std::numeric_limits<double>::infinity();
   out.overhead_us_per_action =
       per_action_us(out.makespan_ms, out.predicted_makespan_ms, out.actions, out.devices);
+  double unhidden = 0;
+  for (const BenchReplica& r : out.replicas) {
+    unhidden += std::max(0.0, r.predicted_utilization - r.utilization) * result.seconds;
+  }
+  out.unhidden_s = out.replicas.empty() ? 0 : unhidden / static_cast<double>(out.replicas.size());
   return out;
 }
 
@@ -298,6 +344,11 @@ BenchReport run_bench(const Config& config, const BenchOptions& options) {
       throw ConfigError(config.pipeline->where, "pipeline", e.what());
     }
   }
+  if (!sim && options.group != nullptr) {
+    throw UsageError(
+        "bench: across processes, tandem bench runs plans on sim stages (timed, no data); for "
+        "stages that compute, tandem train's summary reports a job's throughput and utilization");
+  }
   if (!sim && options.profile) {
     throw UsageError(
         "bench: --profile gives the durations of sim stages; this config's stages compute "
@@ -336,6 +387,12 @@ std::string format_bench(const BenchReport& r) {
       "ratio (step time, measured / predicted): {:.4f}; overhead {:.1f} us per action ({} "
       "actions on {} replicas)\n",
       r.ratio, r.overhead_us_per_action, r.actions, r.devices);
+  if (r.processes > 1) {
+    out += fmt::format(
+        "{} processes: each replica waited {:.4f} s ({:.1f}% of the run) beyond the schedule's "
+        "bubble (communication not hidden by compute, and overhead)\n",
+        r.processes, r.unhidden_s, r.seconds > 0 ? 100 * r.unhidden_s / r.seconds : 0.0);
+  }
   return out;
 }
 
@@ -365,6 +422,8 @@ nlohmann::json bench_to_json(const BenchReport& r) {
           {"bubble", r.bubble},
           {"predicted_bubble", r.predicted_bubble},
           {"steady", r.steady},
+          {"processes", r.processes},
+          {"unhidden_s", r.unhidden_s},
           {"step_ms", r.step_ms},
           {"predicted_step_ms", r.predicted_step_ms},
           {"makespan_ms", r.makespan_ms},

@@ -27,6 +27,8 @@
 
 namespace tandem::apps {
 
+class ProcessGroup;
+
 // Per-layer durations of one op on a slice of `slice_samples` samples, from a profile's
 // per-minibatch times, split as the planner splits them (its stage costs): a fixed part plus
 // the rest scaled by slice_samples / profile.minibatch; the backward's fixed part is charged to
@@ -63,6 +65,10 @@ struct BenchOptions {
   std::optional<std::filesystem::path> profile;
   // Stages on cpu: keep the run's trace here (otherwise a temporary file, removed).
   std::optional<std::filesystem::path> trace;
+  // A multi-process job (sim stages only; not owned): each rank runs its stage replicas, rank 0
+  // gathers every replica's statistics and makes the report (the others' reports are empty:
+  // `rank` set, no replicas).
+  ProcessGroup* group = nullptr;
 };
 
 struct BenchReplica {
@@ -96,6 +102,12 @@ struct BenchReport {
   double ratio = 0;  // step_ms / predicted_step_ms
   // (makespan - predicted makespan) / (actions / devices): the runtime's cost per action.
   double overhead_us_per_action = 0;
+  // Across processes: how many, and the time per replica its device waited beyond what the
+  // schedule's own bubble predicts (wall x (predicted - measured utilization)): communication
+  // that compute did not hide, plus the runtime's overhead.
+  int processes = 1;
+  int rank = 0;
+  double unhidden_s = 0;  // mean over replicas
 };
 
 // Loads nothing: `config` is loaded and checked. Throws ConfigError (stages on both sim and

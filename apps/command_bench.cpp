@@ -9,6 +9,7 @@
 #include "apps/bench_run.hpp"
 #include "apps/commands.hpp"
 #include "apps/output_file.hpp"
+#include "apps/process_group.hpp"
 
 namespace tandem::apps {
 
@@ -41,7 +42,18 @@ void add_bench_command(CLI::App& app) {
       check_output("bench: --trace", args->trace, {args->config, args->profile});
       options.trace = args->trace;
     }
-    const BenchReport report = run_bench(load_config(args->config), options);
+    const Config config = load_config(args->config);
+    // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
+    const std::unique_ptr<ProcessGroup> group = join_launched_job(config.cluster.transport);
+    options.group = group.get();
+    const BenchReport report = run_bench(config, options);
+    if (group != nullptr) {
+      group->shutdown();
+      if (group->rank() > 0) {
+        std::cout << "rank " << group->rank() << ": done\n";
+        return;
+      }
+    }
     const nlohmann::json json = bench_to_json(report);
     if (args->json) {
       std::cout << json.dump(2) << '\n';

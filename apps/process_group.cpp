@@ -3,6 +3,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -247,6 +248,16 @@ void ProcessGroup::shutdown() {
   impl_->shut_down = true;
   impl_->collectives.reset();
   impl_->rendezvous->shutdown();
+}
+
+std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport) {
+  const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
+  if (env.world_size <= 1) return nullptr;
+  ProcessGroupOptions o;
+  o.env = env;
+  o.transport = transport;
+  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
+  return std::make_unique<ProcessGroup>(std::move(o));
 }
 
 }  // namespace tandem::apps

@@ -80,4 +80,9 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
+// When a launcher started this process as one of several (transport::read_launch_env), joins
+// the job (TANDEM_HOST, when set, is this process's address); otherwise null. Throws
+// transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
+std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport);
+
 }  // namespace tandem::apps

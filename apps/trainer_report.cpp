@@ -174,15 +174,7 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
                                  : parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
-  const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
-  std::unique_ptr<ProcessGroup> group;
-  if (env.world_size > 1) {
-    ProcessGroupOptions go;
-    go.env = env;
-    go.transport = config.cluster.transport;
-    if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) go.host = host;
-    group = std::make_unique<ProcessGroup>(std::move(go));
-  }
+  std::unique_ptr<ProcessGroup> group = join_launched_job(config.cluster.transport);
   const bool reporter = group == nullptr || group->rank() == 0;
   std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
   const auto on_record = [&](const StepRecord& r) {
@@ -205,7 +197,8 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   options.group = group.get();
   Trainer trainer(std::move(config), options);
   if (group != nullptr && !command.quiet) {
-    out << "job: " << env.describe() << "; this process (" << group->host() << ") runs "
+    out << "job: " << transport::read_launch_env(transport::process_env()).describe()
+        << "; this process (" << group->host() << ") runs "
         << ProcessPlacement(trainer.config(), trainer.plan(), group->world_size())
                .describe(group->rank())
         << (group->rank() == 0 ? ", the loader and the coordinator" : "") << "\n";

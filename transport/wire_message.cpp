@@ -207,7 +207,7 @@ std::vector<std::byte> encode_wire_head(std::uint64_t job, Endpoint from, Endpoi
       throw WireError(fmt::format("{}: tensor {} is {}, of rank above the limit of {}", context(),
                                   i, x.describe(), kMaxWireRank));
     }
-    const std::uint64_t bytes = storage == WireStorage::data ? x.nbytes() : 0;
+    const std::uint64_t bytes = storage == WireStorage::undefined ? 0 : x.nbytes();
     if (bytes > max_data_bytes - data) {
       throw WireError(
           fmt::format("{}: the tensors exceed the limit of {} bytes", context(), max_data_bytes));
@@ -226,11 +226,34 @@ std::vector<std::byte> encode_wire_head(std::uint64_t job, Endpoint from, Endpoi
   return std::move(out);
 }
 
+namespace {
+
+// What a sim tensor's bytes are written from and read into: it has none, but it costs a link
+// what its data would. Read-only zeros to send; per thread, a scratch buffer whose contents
+// nobody reads.
+constexpr std::size_t kSimBlockBytes = std::size_t{1} << 20;
+
+template <class Span, class Byte>
+void add_blocks(std::vector<Span>& out, Byte* block, std::size_t bytes) {
+  for (std::size_t left = bytes; left > 0;) {
+    const std::size_t n = std::min(left, kSimBlockBytes);
+    out.emplace_back(block, n);
+    left -= n;
+  }
+}
+
+}  // namespace
+
 std::vector<std::span<const std::byte>> wire_payload(const Message& msg) {
+  static const std::vector<std::byte> zeros(kSimBlockBytes);
   std::vector<std::span<const std::byte>> out;
   for (const Tensor& x : msg.tensors) {
-    if (!x.defined() || !x.device().is_cpu() || x.nbytes() == 0) continue;
-    out.emplace_back(static_cast<const std::byte*>(x.raw_data()), x.nbytes());
+    if (!x.defined() || x.nbytes() == 0) continue;
+    if (x.device().is_sim()) {
+      add_blocks(out, zeros.data(), x.nbytes());
+    } else if (x.device().is_cpu()) {
+      out.emplace_back(static_cast<const std::byte*>(x.raw_data()), x.nbytes());
+    }
   }
   return out;
 }
@@ -381,7 +404,7 @@ WireHead decode_wire_head(std::span<const std::byte> meta, std::uint64_t data_by
              fmt::format("{} has more than {} elements", shape_str(s.shape), kMaxWireNumel));
     }
     std::uint64_t expect = 0;
-    if (s.storage == WireStorage::data &&
+    if (s.storage != WireStorage::undefined &&
         !shape_bytes(s.shape, dtype_size(s.dtype), rules.max_data_bytes, &expect)) {
       r.fail(field + " dims", fmt::format("{}{} exceeds the limit of {} bytes", dtype_name(s.dtype),
                                           shape_str(s.shape), rules.max_data_bytes));
@@ -389,7 +412,7 @@ WireHead decode_wire_head(std::span<const std::byte> meta, std::uint64_t data_by
     if (s.bytes != expect) {
       r.fail(field + " bytes",
              fmt::format("{}, but {}{} ({}) holds {}", s.bytes, dtype_name(s.dtype),
-                         shape_str(s.shape), storage == 1 ? "data" : "no data", expect));
+                         shape_str(s.shape), storage == 0 ? "no data" : "data", expect));
     }
     if (s.bytes > rules.max_data_bytes - total) {
       r.fail(field + " bytes",
@@ -435,10 +458,16 @@ std::vector<Tensor> allocate_wire_tensors(const WireHead& head) {
 }
 
 std::vector<std::span<std::byte>> wire_receive_buffers(std::vector<Tensor>& tensors) {
+  thread_local std::vector<std::byte> scratch;
   std::vector<std::span<std::byte>> out;
   for (Tensor& x : tensors) {
-    if (!x.defined() || !x.device().is_cpu() || x.nbytes() == 0) continue;
-    out.emplace_back(static_cast<std::byte*>(x.raw_data()), x.nbytes());
+    if (!x.defined() || x.nbytes() == 0) continue;
+    if (x.device().is_sim()) {
+      scratch.resize(kSimBlockBytes);
+      add_blocks(out, scratch.data(), x.nbytes());
+    } else if (x.device().is_cpu()) {
+      out.emplace_back(static_cast<std::byte*>(x.raw_data()), x.nbytes());
+    }
   }
   return out;
 }

@@ -11,6 +11,9 @@
 //          i64 dims[rank] | u64 bytes;  data = the tensors' bytes, one after the other
 //   'TDDH' hello:   meta = u64 job | u32 rank            (the first frame on a connection)
 //   'TDDB' goodbye: no meta (an orderly close: the connection's end is not a failure)
+// A sim tensor (shape only) travels with as many bytes as its data would have (zeros, dropped
+// on arrival), so a link costs a sim pipeline what it costs a real one.
+//
 // The meta part is small and bounded, so a reader takes it whole, validates it, then reads the
 // tensors' bytes straight into freshly allocated tensors (no staging copy).
 //
@@ -126,7 +129,7 @@ struct WireMessage {
 
 // --- encoding ---
 // Prefix and meta part of a message frame; the data part is the bytes of every tensor of
-// `msg` with storage `data`, in order (wire_payload). Tensors must be on the CPU or sim (a
+// `msg`, in order (wire_payload; a sim tensor's are zeros). Tensors must be on the CPU or sim (a
 // channel copies GPU tensors to the host first). Throws WireError for what a receiver would
 // refuse: an unlisted type, another lane, too many tensors, a rank above kMaxWireRank, more
 // than max_data_bytes.
@@ -152,7 +155,9 @@ WireHello decode_wire_hello(std::span<const std::byte> meta);
 // Fresh tensors for a decoded head: CPU tensors of the sent dtype and shape (to be filled with
 // the data part, in order), sim tensors, undefined tensors.
 std::vector<Tensor> allocate_wire_tensors(const WireHead& head);
-// Where the data part goes: the allocated tensors' bytes, in order (empty spans skipped).
+// Where the data part goes: the allocated tensors' bytes, in order (empty spans skipped); a
+// sim tensor's go to a scratch buffer of the calling thread (the spans stay valid on it until
+// its next call).
 std::vector<std::span<std::byte>> wire_receive_buffers(std::vector<Tensor>& tensors);
 // A whole message frame in one buffer that must hold exactly one frame.
 WireMessage decode_wire_message(std::span<const std::byte> bytes, const WireRules& rules);

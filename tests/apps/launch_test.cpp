@@ -178,6 +178,29 @@ TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
   EXPECT_EQ(fingerprint(resumed.output), fingerprint(whole.output)) << resumed.output;
 }
 
+TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
+  testing::TempDir dir;
+  const std::string sim =
+      "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
+      "    - {layers: \"0-1\", device: sim}\n    - {layers: \"2-3\", device: sim}\n";
+  const Result job =
+      run(kTandem + " launch -n 2 bench " + dir.write("b.yaml", mlp_config(sim, 6)).string());
+  ASSERT_EQ(job.code, 0) << job.output;
+  // Rank 0 reports both replicas, each from the process that ran it.
+  EXPECT_NE(job.output.find("[rank 0] stage 0 replica 0 (sim)"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("[rank 0] stage 1 replica 0 (sim)"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("[rank 0] 2 processes: each replica waited"), std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("[rank 1] rank 1: done"), std::string::npos) << job.output;
+  // Stages that compute are refused across processes, with the reason.
+  const Result cpu =
+      run(kTandem + " launch -n 2 bench " + dir.write("c.yaml", mlp_config(k1F1B, 4)).string());
+  EXPECT_NE(cpu.code, 0);
+  EXPECT_NE(cpu.output.find("across processes, tandem bench runs plans on sim stages"),
+            std::string::npos)
+      << cpu.output;
+}
+
 TEST(Launch, UsageErrors) {
   EXPECT_EQ(run(kTandem + " launch -n 2").code, 2);
   EXPECT_EQ(run(kTandem + " launch -n 0 x.yaml").code, 2);

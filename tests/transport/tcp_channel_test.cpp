@@ -282,6 +282,28 @@ TEST(WireMessage, TheEncoderRefusesWhatAReceiverWould) {
       WireError);
 }
 
+TEST(WireMessage, SimTensorsCostALinkTheirBytes) {
+  const WireTypes types = pipeline_types();
+  const WireRules rules{kJob, &types};
+  // 3 MiB + 16 bytes: more than one of the zero blocks a sim tensor is written from.
+  const Tensor sim = Tensor::empty({768 * 1024 + 4}, DType::f32, Device::sim());
+  const Message sent =
+      make_message(act::ForwardTensor{act::TensorMeta::of(sim)}, {sim}, tag_of(0, 0, 2, 0));
+  const std::vector<std::byte> head = encode_wire_head(kJob, 0, 1, sent, types);
+  std::size_t payload = 0;
+  for (const auto& span : wire_payload(sent)) payload += span.size();
+  EXPECT_EQ(payload, sim.nbytes());
+  const std::vector<std::byte> frame = encode_wire_message(kJob, 0, 1, sent, types);
+  ASSERT_EQ(frame.size(), head.size() + sim.nbytes());
+  const WireMessage got = decode_wire_message(frame, rules);
+  ASSERT_EQ(got.msg.tensors.size(), 1u);
+  EXPECT_TRUE(got.msg.tensors[0].device().is_sim());
+  EXPECT_EQ(got.msg.tensors[0].shape(), sim.shape());
+  // A frame without the sim tensor's bytes is refused.
+  std::vector<std::byte> short_frame(frame.begin(), frame.begin() + static_cast<long>(head.size()));
+  EXPECT_THROW(decode_wire_message(short_frame, rules), WireError);
+}
+
 TEST(WireMessage, HelloRoundTrips) {
   const std::vector<std::byte> f = encode_wire_hello({kJob, 3});
   ASSERT_EQ(f.size(), kWirePrefixBytes + kWireHelloMetaBytes);
