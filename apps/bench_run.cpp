@@ -111,7 +111,22 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
         kDryRunFlopsPerSecond / 1e9, slice);
   }
   const auto vstages = virtual_stage_layers(plan, model.num_layers());
-  const ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
+  ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
+  if (options.link_gbit_s > 0 || options.link_latency_us > 0) {
+    // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp).
+    const std::vector<Shape> outputs = model.activation_shapes(1);
+    for (std::size_t v = 0; v < vstages.size(); ++v) {
+      const Shape& shape = outputs.at(static_cast<std::size_t>(vstages[v].end - 1));
+      double n = 1;
+      for (const auto d : shape) n *= static_cast<double>(d);
+      costs.stages[v].output_bytes = 4 * n;
+    }
+    costs.latency = options.link_latency_us / 1e3;
+    if (options.link_gbit_s > 0) costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
+    costs.contention = true;
+    out.durations += fmt::format("; links {} Gbit/s, {} us latency", options.link_gbit_s,
+                                 options.link_latency_us);
+  }
   const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
   const ts::SimulationResult predicted = ts::simulate(list, costs);
 
@@ -348,6 +363,11 @@ BenchReport run_bench(const Config& config, const BenchOptions& options) {
     throw UsageError(
         "bench: across processes, tandem bench runs plans on sim stages (timed, no data); for "
         "stages that compute, tandem train's summary reports a job's throughput and utilization");
+  }
+  if (!sim && (options.link_gbit_s > 0 || options.link_latency_us > 0)) {
+    throw UsageError(
+        "bench: --link-gbit-s and --link-latency-us model the links of sim stages; this config's "
+        "stages compute (their messages are measured)");
   }
   if (!sim && options.profile) {
     throw UsageError(

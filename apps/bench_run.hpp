@@ -65,6 +65,11 @@ struct BenchOptions {
   std::optional<std::filesystem::path> profile;
   // Stages on cpu: keep the run's trace here (otherwise a temporary file, removed).
   std::optional<std::filesystem::path> trace;
+  // The links between stages, for the prediction only (sim stages): each message of a stage's
+  // output (activations forward, their gradients back) arrives latency + bytes / bandwidth
+  // after it was sent, messages of one link one after another. Default: instant.
+  double link_gbit_s = 0;  // 0: unlimited
+  double link_latency_us = 0;
   // A multi-process job (sim stages only; not owned): each rank runs its stage replicas, rank 0
   // gathers every replica's statistics and makes the report (the others' reports are empty:
   // `rank` set, no replicas).

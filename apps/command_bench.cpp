@@ -18,6 +18,7 @@ void add_bench_command(CLI::App& app) {
     std::string config, profile, trace;
     std::int64_t steps = 0;
     bool json = false;
+    double link_gbit_s = 0, link_latency_us = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -33,10 +34,19 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--trace", args->trace,
                   "stages that compute: keep the run's Chrome trace in FILE (the prediction is "
                   "made from it)");
+  sub->add_option("--link-gbit-s", args->link_gbit_s,
+                  "stages on sim: the prediction's link bandwidth between stages, Gbit/s (default: "
+                  "unlimited)")
+      ->check(CLI::Range(1e-6, 1e6));
+  sub->add_option("--link-latency-us", args->link_latency_us,
+                  "stages on sim: the prediction's link latency, microseconds")
+      ->check(CLI::Range(0.0, 1e9));
   sub->add_flag("--json", args->json, "print one JSON object instead of the table");
   sub->callback([args, sub] {
     BenchOptions options;
     if (sub->count("--steps") > 0) options.steps = args->steps;
+    options.link_gbit_s = args->link_gbit_s;
+    options.link_latency_us = args->link_latency_us;
     if (sub->count("--profile") > 0) options.profile = args->profile;
     if (sub->count("--trace") > 0) {
       check_output("bench: --trace", args->trace, {args->config, args->profile});
