@@ -58,14 +58,16 @@ std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
 }  // namespace
 
 struct Pipeline::Impl {
+  // First, so destroyed last: a channel's thread may report a failure (stop_with_error) while
+  // the channel below is being closed.
+  std::mutex error_mu;
+  std::vector<ActorError> errors;
   std::shared_ptr<const schedules::Routing> routing;
   std::unique_ptr<transport::ActorChannel> channel;
   transport::LocalCollectives collectives;
   std::vector<StageActor*> stages;  // by device
   LoaderActor* loader = nullptr;
   Coordinator* coordinator = nullptr;
-  std::mutex error_mu;
-  std::vector<ActorError> errors;
   std::optional<schedules::ActionList> order;
 };
 

@@ -11,10 +11,14 @@
 #include "actors/messages.hpp"
 #include "transport/gloo_collectives.hpp"
 #include "transport/tcp_channel.hpp"
+#include "transport/ucx_channel.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::apps {
 namespace {
+
+// Both ends of a data-plane connection check it ("tzn" and a version byte's room).
+constexpr std::uint64_t kJob = 0x7a6e'6400'0000'0000ull;
 
 // Values travel through the control plane's key-value store in pieces below its limit.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
@@ -72,7 +76,9 @@ struct ProcessGroup::Impl {
   actors::Pipeline* watched = nullptr;  // guarded by mu
   std::string first_failure;            // guarded by mu
   const ProcessPlacement* placement = nullptr;
-  transport::TcpChannel* channel = nullptr;  // owned by the pipeline being prepared
+  // The channel of the pipeline being prepared (owned by it): one of the two.
+  transport::TcpChannel* tcp = nullptr;
+  transport::UcxChannel* ucx = nullptr;
   std::unique_ptr<transport::GlooCollectives> collectives;
   bool shut_down = false;
 
@@ -132,19 +138,28 @@ std::string ProcessGroup::describe(int r) const {
 void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& placement,
                            int segment) {
   Impl& m = *impl_;
-  if (m.opt.transport == "ucx") {
-    throw std::runtime_error(
-        "cluster.transport ucx: this build's ucx data plane is not wired "
-        "into training yet; use tcp");
-  }
   m.placement = &placement;
-  m.channel = nullptr;
+  m.tcp = nullptr;
+  m.ucx = nullptr;
   m.collectives.reset();
   const int me = rank();
   spec.hosts = [&placement, me](transport::Endpoint e) { return placement.rank_of(e) == me; };
   spec.make_channel = [&m, me](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
+    if (m.opt.transport == "ucx") {
+      transport::UcxChannelOptions o;
+      o.job = kJob;
+      o.rank = me;
+      o.types = pipeline_wire_types();
+      o.stop_system_on_error = false;
+      o.on_error = [&m](const transport::UcxChannelError& e) {
+        if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
+      };
+      auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
+      m.ucx = ch.get();
+      return ch;
+    }
     transport::TcpChannelOptions o;
-    o.job = 0x7a6e'6400'0000'0000ull;
+    o.job = kJob;
     o.rank = me;
     o.listen_host = m.opt.host;
     o.types = pipeline_wire_types();
@@ -156,7 +171,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
     };
     auto ch = std::make_unique<transport::TcpChannel>(system, std::move(o));
-    m.channel = ch.get();
+    m.tcp = ch.get();
     return ch;
   };
   if (placement.replicas_span_processes()) {
@@ -171,7 +186,9 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
 
 void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
   Impl& m = *impl_;
-  if (m.channel == nullptr) throw std::logic_error("ProcessGroup::connect before prepare");
+  if (m.tcp == nullptr && m.ucx == nullptr) {
+    throw std::logic_error("ProcessGroup::connect before prepare");
+  }
   {
     std::lock_guard lock(m.mu);
     m.watched = &pipeline;
@@ -187,25 +204,42 @@ void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
 
 void ProcessGroup::connect_channel(int segment) {
   Impl& m = *impl_;
-  const std::string prefix = "tcp/" + std::to_string(segment) + "/";
+  // Each rank publishes where its channel is reached (tcp: "host port"; ucx: its worker's
+  // address) under a key of this segment, then reads the others'.
+  const std::string prefix = (m.ucx != nullptr ? "ucx/" : "tcp/") + std::to_string(segment) + "/";
   m.rendezvous->set(prefix + std::to_string(rank()),
-                    text_bytes(host() + " " + std::to_string(m.channel->port())));
+                    m.ucx != nullptr ? m.ucx->worker_address()
+                                     : text_bytes(host() + " " + std::to_string(m.tcp->port())));
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank()) continue;
-    const std::string addr =
-        bytes_text(m.rendezvous->get(prefix + std::to_string(r), m.opt.join_timeout));
-    const auto space = addr.rfind(' ');
+    std::vector<std::byte> addr = m.rendezvous->get(prefix + std::to_string(r), m.opt.join_timeout);
+    const std::string peer_host = impl_->rendezvous->peers().at(static_cast<size_t>(r)).host;
+    if (m.ucx != nullptr) {
+      m.ucx->add_peer({r, peer_host, std::move(addr)});
+      continue;
+    }
+    const std::string text = bytes_text(addr);
+    const auto space = text.rfind(' ');
     if (space == std::string::npos) {
       throw std::runtime_error("rank " + std::to_string(r) + " published a malformed address '" +
-                               addr + "'");
+                               text + "'");
     }
-    m.channel->add_peer(
-        {r, addr.substr(0, space), static_cast<std::uint16_t>(std::stoi(addr.substr(space + 1)))});
+    m.tcp->add_peer(
+        {r, text.substr(0, space), static_cast<std::uint16_t>(std::stoi(text.substr(space + 1)))});
   }
   for (transport::Endpoint e = 0; e < m.placement->endpoints(); ++e) {
-    if (m.placement->rank_of(e) != rank()) m.channel->route(e, m.placement->rank_of(e));
+    if (m.placement->rank_of(e) == rank()) continue;
+    if (m.ucx != nullptr) {
+      m.ucx->route(e, m.placement->rank_of(e));
+    } else {
+      m.tcp->route(e, m.placement->rank_of(e));
+    }
   }
-  m.channel->start();
+  if (m.ucx != nullptr) {
+    m.ucx->start();
+  } else {
+    m.tcp->start();
+  }
 }
 
 void ProcessGroup::release() {

@@ -29,7 +29,7 @@ struct ProcessGroupOptions {
   // The address the other processes reach this one at (its data plane listens there). Empty:
   // the local address of the route to the master (TANDEM_HOST overrides it in `tandem train`).
   std::string host;
-  // "tcp" or "ucx" ("auto": tcp).
+  // The data plane: "tcp" or "ucx" ("auto": tcp).
   std::string transport = "auto";
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.

@@ -65,19 +65,26 @@ TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
   testing::TempDir dir;
   for (const auto& [name, pipeline] :
        {std::pair{"1f1b", k1F1B}, std::pair{"pipedream", kPipeDream}}) {
-    const auto config = dir.write(std::string(name) + ".yaml", mlp_config(pipeline, 24));
-    const Result one = run(kTandem + " train " + config.string() + " --quiet");
+    const Result one =
+        run(kTandem + " train " +
+            dir.write(std::string(name) + ".yaml", mlp_config(pipeline, 24)).string() + " --quiet");
     ASSERT_EQ(one.code, 0) << one.output;
-    for (int n : {2, 4}) {
-      const Result job =
-          run(kTandem + " launch -n " + std::to_string(n) + " " + config.string() + " --quiet");
-      ASSERT_EQ(job.code, 0) << job.output;
-      EXPECT_EQ(fingerprint(job.output), fingerprint(one.output))
-          << name << ", " << n << " processes:\n"
-          << job.output;
-      // Only rank 0 reports the summary.
-      EXPECT_NE(job.output.find("[rank 0] parameters fingerprint"), std::string::npos);
-      EXPECT_EQ(job.output.find("[rank 1] parameters fingerprint"), std::string::npos);
+    // Over both data planes (the config's cluster.transport), on 2 and 4 processes.
+    for (const std::string transport : {"tcp", "ucx"}) {
+      const auto config =
+          dir.write(std::string(name) + "-" + transport + ".yaml",
+                    mlp_config(pipeline, 24) + "cluster: {transport: " + transport + "}\n");
+      for (int n : {2, 4}) {
+        const Result job =
+            run(kTandem + " launch -n " + std::to_string(n) + " " + config.string() + " --quiet");
+        ASSERT_EQ(job.code, 0) << job.output;
+        EXPECT_EQ(fingerprint(job.output), fingerprint(one.output))
+            << name << " over " << transport << ", " << n << " processes:\n"
+            << job.output;
+        // Only rank 0 reports the summary.
+        EXPECT_NE(job.output.find("[rank 0] parameters fingerprint"), std::string::npos);
+        EXPECT_EQ(job.output.find("[rank 1] parameters fingerprint"), std::string::npos);
+      }
     }
   }
 }

@@ -1,28 +1,18 @@
-// A pipeline spread over two real processes (tandem_pipeline_rank), joined by the rendezvous
-// and the tcp data plane over 127.0.0.1: the losses and every weight equal the in-process run
-// bit for bit. A process that does not finish within a minute is killed and the test fails.
+// A pipeline spread over 2 and 4 real processes (tandem_pipeline_rank), joined by the rendezvous
+// and a data-plane channel (tcp over 127.0.0.1, or ucx): the losses and every weight equal the
+// in-process run bit for bit, for 1F1B (flushes) and PipeDream (weight versions that must follow
+// the same rules when the stages live in different processes). A process that does not finish
+// within a minute is killed and the test fails.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <ostream>
+#include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "../apps/temp_dir.hpp"
-#include "models/safetensors.hpp"
-#include "runtime/scheduler.hpp"
-#include "split_pipeline_case.hpp"
-
-extern char** environ;
+#include "rank_processes.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -36,68 +26,61 @@ std::uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-pid_t spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
+struct Spread {
+  const char* channel;
+  const char* name;
+  int world;
+};
+
+std::ostream& operator<<(std::ostream& os, const Spread& s) {
+  return os << s.channel << "_" << s.name << "_on_" << s.world;
 }
 
-// The exit status of `pid`, or -1 after killing it when `deadline` passed first.
-int wait_for(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return -2;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(20ms);
+class Processes : public ::testing::TestWithParam<Spread> {};
+
+TEST_P(Processes, TrainExactlyAsOneProcess) {
+  const Spread& s = GetParam();
+  const tt::InProcessRun want = tt::run_in_process(s.name);
+
+  tt::ScratchDir dir;
+  const std::string master = "127.0.0.1:" + std::to_string(free_port());
+  tt::ProcessGroup ranks;
+  for (int rank = 0; rank < s.world; ++rank) {
+    const int child =
+        ranks.start(tt::rank_args(rank, s.world, master, s.channel, s.name, dir.path()),
+                    dir.path() / ("rank-" + std::to_string(rank) + ".err"));
+    ASSERT_EQ(child, rank) << "cannot start " << TANDEM_PIPELINE_RANK_EXE;
   }
+  const auto deadline = tt::Clock::now() + 60s;
+  for (int rank = 0; rank < s.world; ++rank) {
+    EXPECT_EQ(ranks.wait(rank, deadline), 0)
+        << "rank " << rank << " (-1: killed at the deadline); its stderr:\n"
+        << ranks.stderr_text(rank);
+  }
+  tt::expect_ranks_wrote(dir.path(), s.world, want);
 }
 
-class TwoProcesses : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(TwoProcesses, TrainExactlyAsOneProcess) {
-  const std::string name = GetParam();
-  const models::Model model = tt::split_case_model(name);
-  actors::Pipeline local(tt::split_case_spec(name, model), make_work_sharing({}));
-  const actors::PipelineResult expected = local.run();
-
-  apps::testing::TempDir dir;
-  const std::string port = std::to_string(free_port());
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  pid_t pids[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    pids[rank] =
-        spawn({TANDEM_PIPELINE_RANK_EXE, std::to_string(rank), port, name, dir.path().string()});
-    ASSERT_GT(pids[rank], 0) << "cannot start " << TANDEM_PIPELINE_RANK_EXE;
-  }
-  EXPECT_EQ(wait_for(pids[0], deadline), 0) << "rank 0 (its stderr is above)";
-  EXPECT_EQ(wait_for(pids[1], deadline), 0) << "rank 1 (its stderr is above)";
-
-  std::ifstream in(dir.path() / "losses.txt");
-  std::vector<double> losses;
-  for (std::string line; std::getline(in, line);)
-    losses.push_back(std::strtod(line.c_str(), nullptr));
-  EXPECT_EQ(losses, expected.losses);
-  models::ParamSet got = models::read_safetensors(dir.path() / "rank-0.safetensors").tensors;
-  got.merge(models::read_safetensors(dir.path() / "rank-1.safetensors").tensors);
-  const models::ParamSet want = local.params();
-  ASSERT_EQ(got.size(), want.size());
-  for (std::int64_t i = 0; i < want.size(); ++i) {
-    ASSERT_TRUE(got.contains(want.name(i))) << want.name(i);
-    EXPECT_EQ(got.at(want.name(i)).to_float_vector(), want[i].to_float_vector()) << want.name(i);
-  }
+std::string spread_name(const ::testing::TestParamInfo<Spread>& test) {
+  std::ostringstream s;
+  s << test.param;
+  return s.str();
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, TwoProcesses,
-                         ::testing::Values("mlp_1f1b", "mlp_pipedream", "gpt_1f1b"));
+INSTANTIATE_TEST_SUITE_P(
+    Tcp, Processes,
+    ::testing::Values(Spread{"tcp", "mlp_1f1b", 2}, Spread{"tcp", "mlp_pipedream", 2},
+                      Spread{"tcp", "gpt_1f1b", 2}, Spread{"tcp", "mlp_1f1b", 4},
+                      Spread{"tcp", "mlp_pipedream", 4}, Spread{"tcp", "gpt_pipedream", 4}),
+    spread_name);
+
+// UCX as it picks its transports on one host: shared memory.
+INSTANTIATE_TEST_SUITE_P(Ucx, Processes,
+                         ::testing::Values(Spread{"ucx", "mlp_1f1b", 2},
+                                           Spread{"ucx", "gpt_1f1b", 2},
+                                           Spread{"ucx", "mlp_1f1b", 4},
+                                           Spread{"ucx", "mlp_pipedream", 4},
+                                           Spread{"ucx", "gpt_pipedream", 4}),
+                         spread_name);
 
 }  // namespace
 }  // namespace tandem::transport

@@ -1,8 +1,9 @@
 #pragma once
 // One pipeline run two ways, for the tests of a pipeline spread over processes: the model,
-// plan and data of a case, which endpoints each of two ranks runs, and the message types the
-// data plane carries. Shared by the in-process reference and by every rank.
+// plan and data of a named case, which endpoints each of N ranks runs, and the message types
+// the data plane carries. Shared by the in-process reference and by every rank.
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "../actors/pipeline_harness.hpp"
@@ -28,21 +29,50 @@ inline WireTypes pipeline_wire_types() {
   return t;
 }
 
-// "mlp_1f1b", "mlp_pipedream" or "gpt_1f1b": 4 stages, minibatches of 8.
+struct SplitCase {
+  const char* name;
+  const char* model;  // mlp | gpt
+  schedules::ScheduleKind kind;
+  int stages;
+  std::int64_t minibatches;
+};
+
+// Minibatches of 8 samples, one replica per stage; 1F1B cuts each into 4 slices, PipeDream
+// runs whole ones. "*_long" runs so many minibatches that it is killed long before its end
+// (the lost-peer tests); the others take well under a second.
+inline SplitCase split_case(const std::string& name) {
+  using schedules::ScheduleKind;
+  static const SplitCase cases[] = {
+      {"mlp_1f1b", "mlp", ScheduleKind::one_f_one_b, 4, 3},
+      {"mlp_pipedream", "mlp", ScheduleKind::pipedream, 4, 9},
+      {"gpt_1f1b", "gpt", ScheduleKind::one_f_one_b, 4, 3},
+      {"gpt_pipedream", "gpt", ScheduleKind::pipedream, 4, 9},
+      {"mlp3_1f1b", "mlp", ScheduleKind::one_f_one_b, 3, 3},
+      {"mlp3_pipedream", "mlp", ScheduleKind::pipedream, 3, 9},
+      {"mlp3_long", "mlp", ScheduleKind::one_f_one_b, 3, 16000},
+  };
+  for (const SplitCase& c : cases) {
+    if (name == c.name) return c;
+  }
+  throw std::invalid_argument("no split pipeline case named '" + name + "'");
+}
+
 inline models::Model split_case_model(const std::string& name) {
-  return name.rfind("gpt", 0) == 0 ? actors::testing::tiny_gpt() : actors::testing::tiny_mlp();
+  return std::string(split_case(name).model) == "gpt" ? actors::testing::tiny_gpt()
+                                                      : actors::testing::tiny_mlp();
 }
 
 inline actors::PipelineSpec split_case_spec(const std::string& name, const models::Model& model) {
   using namespace actors::testing;
-  const bool async = name.find("pipedream") != std::string::npos;
+  const SplitCase c = split_case(name);
+  const bool async = c.kind == schedules::ScheduleKind::pipedream;
   schedules::ScheduleParams p;
-  p.kind = async ? schedules::ScheduleKind::pipedream : schedules::ScheduleKind::one_f_one_b;
-  p.stages = 4;
-  p.replicas = {1, 1, 1, 1};
+  p.kind = c.kind;
+  p.stages = c.stages;
+  p.replicas.assign(static_cast<std::size_t>(c.stages), 1);
   p.slices = async ? 1 : 4;
   p.minibatch_size = 8;
-  p.minibatches = async ? 9 : 3;
+  p.minibatches = c.minibatches;
   actors::PipelineSpec spec;
   spec.model = &model;
   spec.plan = even_plan(model, p);
@@ -53,10 +83,17 @@ inline actors::PipelineSpec split_case_spec(const std::string& name, const model
   return spec;
 }
 
-// Rank 0 runs stages 0-1, the loader (endpoint 4) and the coordinator (5); rank 1 stages 2-3.
-inline int split_rank_of(Endpoint e) {
-  return e == 2 || e == 3 ? 1 : 0;
+// Endpoints of a case: stage s is endpoint s, the loader `stages`, the coordinator `stages + 1`.
+inline int split_endpoints(const std::string& name) {
+  return split_case(name).stages + 2;
 }
-inline constexpr int kSplitEndpoints = 6;
+
+// Which of `world` ranks runs endpoint `e` of a case with `stages` stages: consecutive stages
+// split as evenly as possible (4 stages on 2 ranks: 0-1 and 2-3), the loader and the
+// coordinator in rank 0.
+inline int split_rank_of(Endpoint e, int stages, int world) {
+  if (e >= stages) return 0;
+  return e * world / stages;
+}
 
 }  // namespace tandem::transport::testing

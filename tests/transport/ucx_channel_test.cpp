@@ -1,0 +1,703 @@
+// The ucx data plane: UcxChannels with the processes played by ActorSystems of one process,
+// each test run with UCX's default transports (shared memory) and with UCX_TLS=tcp: tensors
+// both ways (64 B to 16 MiB, several per message) byte-exact and in order, malformed and
+// foreign messages from a hand-driven UCX peer, a peer that vanishes, messages for a stopped
+// system, and a pipeline run by two Pipelines over UCX that must train exactly as the
+// in-process one. Waits have generous timeouts so that a failure shows as an error, never as a
+// hang; nothing asserts on timing.
+#include "transport/ucx_channel.hpp"
+
+#include <gtest/gtest.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../actors/pipeline_harness.hpp"
+#include "actors/messages.hpp"
+#include "runtime/scheduler.hpp"
+#include "split_pipeline_case.hpp"
+
+namespace tandem::transport {
+namespace {
+
+using namespace std::chrono_literals;
+namespace act = tandem::actors;
+
+constexpr std::uint64_t kJob = 0x7a3d2c11;
+constexpr auto kLong = 30s;
+
+Tensor f32_tensor(Shape shape, float base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::f32);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + 0.25f * i;
+  return t;
+}
+Tensor i32_tensor(Shape shape, std::int32_t base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::i32);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::int32_t>()[i] = base - 3 * i;
+  return t;
+}
+Tensor bf16_tensor(Shape shape, float base) {
+  Tensor t = Tensor::empty(std::move(shape), DType::bf16);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    t.data<BFloat16>()[i] = BFloat16::from_float(base - 0.5f * i);
+  }
+  return t;
+}
+
+std::vector<std::byte> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const std::byte*>(t.raw_data());
+  return {p, p + t.nbytes()};
+}
+
+void expect_same_message(const Message& got, const Message& sent) {
+  EXPECT_EQ(got.env.type, sent.env.type);
+  EXPECT_EQ(got.env.lane, sent.env.lane);
+  EXPECT_EQ(got.env.flags, sent.env.flags);
+  EXPECT_EQ(got.env.tag, sent.env.tag);
+  EXPECT_EQ(std::memcmp(got.env.body, sent.env.body, kEnvelopeBodyBytes), 0);
+  ASSERT_EQ(got.tensors.size(), sent.tensors.size());
+  for (std::size_t i = 0; i < sent.tensors.size(); ++i) {
+    const Tensor& a = got.tensors[i];
+    const Tensor& b = sent.tensors[i];
+    ASSERT_EQ(a.defined(), b.defined()) << "tensor " << i;
+    if (!b.defined()) continue;
+    EXPECT_EQ(a.describe(), b.describe()) << "tensor " << i;
+    if (b.device().is_cpu()) {
+      EXPECT_TRUE(bytes_of(a) == bytes_of(b)) << "tensor " << i << " " << b.describe();
+      EXPECT_FALSE(a.shares_storage(b));
+    }
+  }
+}
+
+Tag tag_of(std::int64_t minibatch, int begin, int end, int kind, int chunk = 0) {
+  Tag t;
+  t.minibatch = minibatch;
+  t.begin = begin;
+  t.end = end;
+  t.kind = static_cast<std::uint8_t>(kind);
+  t.chunk = static_cast<std::uint8_t>(chunk);
+  t.aux = 0xbeef;
+  return t;
+}
+
+// Keeps every message it receives.
+class Collector final : public Actor {
+ public:
+  explicit Collector(std::string name) : Actor(std::move(name)) {}
+
+  bool wait_for(std::size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kLong, [&] { return got_.size() >= n; });
+  }
+  std::vector<Message> take() {
+    std::lock_guard lock(mu_);
+    return std::move(got_);
+  }
+
+ protected:
+  void on_message(Message& msg) override {
+    std::lock_guard lock(mu_);
+    got_.push_back(std::move(msg));
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> got_;
+};
+
+// "" is UCX's choice (shared memory between two workers of one process), "tcp" is UCX_TLS=tcp.
+class UcxChannelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  UcxChannelOptions options(int rank) const {
+    UcxChannelOptions o;
+    o.job = kJob;
+    o.rank = rank;
+    o.types = testing::pipeline_wire_types();
+    o.transports = GetParam();
+    o.close_linger = 5s;
+    return o;
+  }
+};
+
+std::string transports_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param.empty() ? "default" : info.param;
+}
+
+// Two channels of ranks 0 and 1, peers of each other; a owns endpoints 0 and 2, b 1 and 3.
+struct Pair {
+  Pair(UcxChannelOptions oa, UcxChannelOptions ob)
+      : sys_a(make_work_sharing({.workers = 2})), sys_b(make_work_sharing({.workers = 2})) {
+    a0 = sys_a.spawn<Collector>("a0");
+    a2 = sys_a.spawn<Collector>("a2");
+    b1 = sys_b.spawn<Collector>("b1");
+    b3 = sys_b.spawn<Collector>("b3");
+    a = std::make_unique<UcxChannel>(sys_a, std::move(oa));
+    b = std::make_unique<UcxChannel>(sys_b, std::move(ob));
+    a->bind(0, a0);
+    a->bind(2, a2);
+    b->bind(1, b1);
+    b->bind(3, b3);
+    a->add_peer({1, "127.0.0.1", b->worker_address()});
+    b->add_peer({0, "127.0.0.1", a->worker_address()});
+    a->route(1, 1);
+    a->route(3, 1);
+    b->route(0, 0);
+    b->route(2, 0);
+  }
+  // Each waits for the other's goodbye.
+  void close_both() {
+    std::thread t([&] { a->close(); });
+    b->close();
+    t.join();
+  }
+
+  ActorSystem sys_a, sys_b;
+  Collector *a0, *a2, *b1, *b3;
+  std::unique_ptr<UcxChannel> a, b;
+};
+
+Message numbered(int sender, std::int64_t seq) {
+  Tensor t;
+  switch (seq % 3) {
+    case 0:
+      t = f32_tensor({seq % 5 + 1, 3}, static_cast<float>(seq));
+      break;
+    case 1:
+      t = i32_tensor({seq % 7 + 1}, static_cast<std::int32_t>(seq));
+      break;
+    default:
+      t = bf16_tensor({2, seq % 4 + 1, 2}, static_cast<float>(seq % 100));
+      break;
+  }
+  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
+}
+
+// Every sender's messages arrived in order, as `make(sender, seq)` made them.
+void expect_in_order(std::vector<Message> got, const std::vector<int>& senders, std::int64_t n,
+                     const std::function<Message(int, std::int64_t)>& make = numbered) {
+  std::map<int, std::int64_t> next;
+  for (int s : senders) next[s] = 0;
+  for (const Message& m : got) {
+    const int s = m.tag().kind;
+    ASSERT_TRUE(next.contains(s)) << "unknown sender " << s;
+    ASSERT_EQ(m.tag().minibatch, next[s]) << "sender " << s;
+    expect_same_message(m, make(s, next[s]));
+    ++next[s];
+  }
+  for (int s : senders) EXPECT_EQ(next[s], n) << "sender " << s;
+}
+
+template <class Pred>
+bool eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kLong;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+TEST_P(UcxChannelTest, TwoSystemsExchangeTensorsBothWaysInOrder) {
+  Pair p(options(0), options(1));
+  EXPECT_FALSE(p.a->worker_address().empty());
+  // Sends before start() wait in the peer's queue.
+  constexpr std::int64_t kN = 400;
+  ASSERT_TRUE(p.a->send(0, 1, numbered(0, 0)).ok());
+  p.a->start();
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  ASSERT_TRUE(p.b->wait_connected(kLong));
+  std::vector<std::thread> senders;
+  senders.emplace_back([&] {
+    for (std::int64_t i = 1; i < kN; ++i) ASSERT_TRUE(p.a->send(0, 1, numbered(0, i)).ok());
+  });
+  senders.emplace_back([&] {
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.a->send(2, 1, numbered(2, i)).ok());
+  });
+  senders.emplace_back([&] {
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.b->send(3, 0, numbered(3, i)).ok());
+  });
+  for (auto& t : senders) t.join();
+  // A local send stays in its process.
+  ASSERT_TRUE(p.b->send(1, 3, numbered(1, 0)).ok());
+  ASSERT_TRUE(p.b1->wait_for(2 * kN));
+  ASSERT_TRUE(p.a0->wait_for(kN));
+  ASSERT_TRUE(p.b3->wait_for(1));
+  expect_in_order(p.b1->take(), {0, 2}, kN);
+  expect_in_order(p.a0->take(), {3}, kN);
+  EXPECT_EQ(p.b3->take().size(), 1u);
+  p.close_both();
+  EXPECT_TRUE(p.a->errors().empty());
+  EXPECT_TRUE(p.b->errors().empty());
+  EXPECT_EQ(p.a->stats().messages_sent, 2u * kN);
+  EXPECT_EQ(p.b->stats().delivered, 2u * kN);
+  EXPECT_EQ(p.a->stats().delivered, static_cast<std::uint64_t>(kN));
+  EXPECT_EQ(p.b->stats().dropped, 0u);
+  // Closed: sends fail instead of vanishing; closing again is harmless.
+  EXPECT_EQ(p.a->send(0, 1, numbered(0, 0)).status, SendStatus::system_stopped);
+  p.a->close();
+}
+
+// 64 B, 64 KiB and 16 MiB tensors, interleaved, some messages with several large tensors.
+Message sized(int sender, std::int64_t seq) {
+  static constexpr std::int64_t kSizes[] = {16, 16 * 1024, 4 * 1024 * 1024};  // f32 elements
+  static constexpr int kPattern[] = {2, 0, 1, 0, 2, 1, 1, 0, 2, 2, 0, 1};
+  const std::int64_t n = kSizes[kPattern[seq % 12]];
+  std::vector<Tensor> tensors{f32_tensor({n}, static_cast<float>(seq * 7 + sender))};
+  if (seq % 5 == 4) {
+    // Several tensors in one message: UCX carries them as an I/O vector.
+    tensors.push_back(i32_tensor({n / 2, 2}, static_cast<std::int32_t>(seq)));
+    tensors.push_back(Tensor());
+    tensors.push_back(bf16_tensor({3, 5}, static_cast<float>(seq)));
+  }
+  const act::TensorMeta meta = act::TensorMeta::of(tensors[0]);
+  return make_message(act::BackwardTensor{meta}, std::move(tensors), tag_of(seq, 0, 1, sender));
+}
+
+TEST_P(UcxChannelTest, SmallAndLargeTensorsArriveExactAndInOrder) {
+  Pair p(options(0), options(1));
+  p.a->start();
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  constexpr std::int64_t kN = 36;
+  std::thread other([&] {
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.a->send(2, 1, sized(2, i)).ok());
+  });
+  for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.a->send(0, 1, sized(0, i)).ok());
+  other.join();
+  ASSERT_TRUE(p.b1->wait_for(2 * kN));
+  expect_in_order(p.b1->take(), {0, 2}, kN, sized);
+  // The 16 MiB tensors travel by rendezvous (at least those).
+  EXPECT_GE(p.b->stats().rendezvous_received, 2u * kN / 4);
+  p.close_both();
+  EXPECT_TRUE(p.a->errors().empty());
+  EXPECT_TRUE(p.b->errors().empty());
+}
+
+TEST_P(UcxChannelTest, AMessageForAStoppedSystemIsDropped) {
+  Pair p(options(0), options(1));
+  p.a->start();
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  ASSERT_TRUE(p.a->send(0, 1, sized(0, 0)).ok());
+  ASSERT_TRUE(p.b1->wait_for(1));
+  p.sys_b.stop();
+  // Small and large (rendezvous) messages arrive after the system stopped.
+  ASSERT_TRUE(p.a->send(0, 1, sized(0, 1)).ok());
+  ASSERT_TRUE(p.a->send(0, 1, sized(0, 0)).ok());
+  ASSERT_TRUE(eventually([&] { return p.b->stats().dropped == 2; }));
+  EXPECT_EQ(p.b->stats().delivered, 1u);
+  p.close_both();
+  EXPECT_TRUE(p.a->errors().empty());
+  EXPECT_TRUE(p.b->errors().empty());
+}
+
+TEST_P(UcxChannelTest, APeerThatNeverSaysHelloFailsTheWait) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  ActorSystem sys_b(make_work_sharing({.workers = 1}));
+  UcxChannelOptions o = options(0);
+  o.connect_timeout = 100ms;
+  o.hello_timeout = 100ms;
+  UcxChannel a(sys, o);
+  UcxChannel silent(sys_b, options(1));  // never started
+  a.bind(0, a0);
+  a.add_peer({1, "", silent.worker_address()});
+  a.route(1, 1);
+  a.start();
+  EXPECT_FALSE(a.wait_connected(kLong));
+  const auto errors = a.errors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer, "rank 1");
+  EXPECT_NE(errors[0].what.find("no hello within 0.2 s"), std::string::npos) << errors[0].what;
+  EXPECT_TRUE(eventually([&] { return sys.stopped(); }));
+  EXPECT_EQ(a.send(0, 1, numbered(0, 0)).status, SendStatus::target_stopped);
+  a.close();
+}
+
+// Plays rank 1 with a bare UCX worker: a hello, then whatever the test sends. Its worker is
+// progressed by its own thread; every use of the worker holds mu_.
+class FakePeer {
+ public:
+  // Chooses its endpoint's error mode as a channel with the same transports would.
+  explicit FakePeer(const std::string& transports)
+      : shared_memory_(transports.empty() ? std::getenv("UCX_TLS") == nullptr ||
+                                                std::string(std::getenv("UCX_TLS")) != "tcp"
+                                          : transports != "tcp") {
+    ucp_config_t* config = nullptr;
+    EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
+    if (!transports.empty()) {
+      EXPECT_EQ(ucp_config_modify(config, "TLS", transports.c_str()), UCS_OK);
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_AM;
+    EXPECT_EQ(ucp_init(&params, config, &context_), UCS_OK);
+    ucp_config_release(config);
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    EXPECT_EQ(ucp_worker_create(context_, &wp, &worker_), UCS_OK);
+    // What the channel sends (its hello) is taken and ignored.
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = kUcxAmId;
+    hp.cb = [](void* arg, const void*, std::size_t, void*, std::size_t,
+               const ucp_am_recv_param_t*) {
+      static_cast<FakePeer*>(arg)->received_.fetch_add(1);
+      return UCS_OK;
+    };
+    hp.arg = this;
+    EXPECT_EQ(ucp_worker_set_am_recv_handler(worker_, &hp), UCS_OK);
+    ucp_address_t* a = nullptr;
+    std::size_t n = 0;
+    EXPECT_EQ(ucp_worker_get_address(worker_, &a, &n), UCS_OK);
+    address_.assign(reinterpret_cast<const std::byte*>(a),
+                    reinterpret_cast<const std::byte*>(a) + n);
+    ucp_worker_release_address(worker_, a);
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        {
+          std::lock_guard lock(mu_);
+          while (ucp_worker_progress(worker_) != 0) {
+          }
+        }
+        std::this_thread::sleep_for(200us);  // pacing, not synchronisation
+      }
+    });
+  }
+  ~FakePeer() { vanish(); }
+
+  const std::vector<std::byte>& address() const { return address_; }
+
+  void connect(const std::vector<std::byte>& channel_address) {
+    std::lock_guard lock(mu_);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(channel_address.data());
+    // As a channel's message endpoint: without error handling where shared memory may carry it.
+    ep.err_mode = shared_memory_ ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    ASSERT_EQ(ucp_ep_create(worker_, &ep, &ep_), UCS_OK);
+  }
+
+  // One active message: the channel header (rank 1, `seq`) in front of `frame`'s head, the
+  // rest of `frame` as the payload.
+  void send_frame(std::uint64_t seq, const std::vector<std::byte>& frame) {
+    const WirePrefix pre = decode_wire_prefix(std::span(frame).first(kWirePrefixBytes));
+    const std::size_t head = kWirePrefixBytes + pre.meta_bytes;
+    std::vector<std::byte> header(kUcxHeaderBytes);
+    put(header, 0, kUcxHeaderMagic, 4);
+    put(header, 4, 1, 4);
+    put(header, 8, seq, 8);
+    header.insert(header.end(), frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(head));
+    send_raw(header, {frame.begin() + static_cast<std::ptrdiff_t>(head), frame.end()});
+  }
+  void hello() { send_frame(0, encode_wire_hello({kJob, 1})); }
+
+  void send_raw(const std::vector<std::byte>& header, const std::vector<std::byte>& payload) {
+    void* r = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      ucp_request_param_t prm{};
+      r = ucp_am_send_nbx(ep_, kUcxAmId, header.data(), header.size(), payload.data(),
+                          payload.size(), &prm);
+    }
+    if (UCS_PTR_IS_ERR(r)) FAIL() << "ucp_am_send_nbx: " << ucs_status_string(UCS_PTR_STATUS(r));
+    if (r == nullptr) return;
+    ASSERT_TRUE(eventually([&] {
+      std::lock_guard lock(mu_);
+      return ucp_request_check_status(r) != UCS_INPROGRESS;
+    }));
+    std::lock_guard lock(mu_);
+    ucp_request_free(r);
+  }
+
+  // Gone without a goodbye: the endpoint closed by force, the worker destroyed.
+  void vanish() {
+    if (worker_ == nullptr) return;
+    stop_.store(true);
+    thread_.join();
+    if (ep_ != nullptr) {
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void* r = ucp_ep_close_nbx(ep_, &prm);
+      if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+        ucp_request_free(r);
+      }
+      ep_ = nullptr;
+    }
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+    ucp_cleanup(context_);
+  }
+
+ private:
+  static void put(std::vector<std::byte>& b, std::size_t at, std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) b[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+  }
+
+  const bool shared_memory_;
+  std::mutex mu_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  std::vector<std::byte> address_;
+  std::atomic<int> received_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Rank 0 with endpoints 0 and 2, and a FakePeer as rank 1 (endpoint 1) that said hello.
+struct WithFake {
+  explicit WithFake(UcxChannelOptions o) : sys(make_work_sharing({.workers = 1})) {
+    o.close_linger = 100ms;  // the fake never says goodbye
+    fake = std::make_unique<FakePeer>(o.transports);
+    a0 = sys.spawn<Collector>("a0");
+    a2 = sys.spawn<Collector>("a2");
+    a = std::make_unique<UcxChannel>(sys, std::move(o));
+    a->bind(0, a0);
+    a->bind(2, a2);
+    a->add_peer({1, "fake", fake->address()});
+    a->route(1, 1);
+    a->start();
+    fake->connect(a->worker_address());
+    fake->hello();
+    EXPECT_TRUE(a->wait_connected(kLong));
+  }
+  std::vector<UcxChannelError> wait_error() const {
+    (void)eventually([&] { return !a->errors().empty(); });
+    return a->errors();
+  }
+
+  ActorSystem sys;
+  std::unique_ptr<FakePeer> fake;
+  Collector *a0, *a2;
+  std::unique_ptr<UcxChannel> a;
+};
+
+// A forward tensor f32[2, 3] from endpoint 1 to 0, minibatch 5, as a whole wire frame.
+std::vector<std::byte> forward_frame() {
+  const Tensor t = f32_tensor({2, 3}, 1.f);
+  return encode_wire_message(
+      kJob, 1, 0, make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(5, 0, 2, 1)),
+      testing::pipeline_wire_types());
+}
+
+void put_u64(std::vector<std::byte>& f, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) f[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+
+// Offsets in forward_frame(): prefix 16, fixed meta 44, body 24, then the tensor.
+constexpr std::size_t kJobAt = 16, kTypeAt = 32, kTensorAt = 16 + 44 + 24;
+
+struct Refusal {
+  std::string name;
+  std::function<void(std::vector<std::byte>&)> edit;
+  std::string expected;  // in the error's text
+};
+
+TEST_P(UcxChannelTest, AMalformedMessageStopsTheRunNamingPeerAndTag) {
+  const std::vector<Refusal> cases = {
+      {"dtype", [](auto& f) { f[kTensorAt + 1] = std::byte{7}; }, "not a dtype"},
+      {"type", [](auto& f) { f[kTypeAt] ^= std::byte{1}; }, "not a known type"},
+      {"job", [](auto& f) { put_u64(f, kJobAt, kJob + 1); }, "field 'job'"},
+      {"shape", [](auto& f) { put_u64(f, kTensorAt + 4, 3); }, "f32[3, 3]"},
+      {"payload", [](auto& f) { f.resize(f.size() - 4); }, "the payload has 20"},
+      {"owner", [](auto& f) { f[24] = std::byte{2}; }, "endpoint 2 does not belong to this peer"},
+  };
+  for (const Refusal& c : cases) {
+    SCOPED_TRACE(c.name);
+    WithFake w(options(0));
+    // A good message is delivered ...
+    w.fake->send_frame(1, forward_frame());
+    ASSERT_TRUE(w.a0->wait_for(1));
+    // ... a bad one stops the run.
+    std::vector<std::byte> bad = forward_frame();
+    c.edit(bad);
+    w.fake->send_frame(2, bad);
+    const auto errors = w.wait_error();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].peer_rank, 1);
+    EXPECT_EQ(errors[0].peer, "rank 1 (fake)");
+    EXPECT_NE(errors[0].what.find(c.expected), std::string::npos) << errors[0].what;
+    if (c.name != "payload") {
+      // Errors found after the envelope name the message's type and tag.
+      const std::string from = c.name == "owner" ? "2" : "1";
+      const std::string type = c.name == "type" ? "" : "'pipeline.forward_tensor' ";
+      EXPECT_NE(errors[0].what.find(type + "from endpoint " + from + " to 0, minibatch 5"),
+                std::string::npos)
+          << errors[0].what;
+    }
+    EXPECT_TRUE(eventually([&] { return w.sys.stopped(); }));  // stopped after the report
+    // Later sends to that peer fail; what it sends is dropped.
+    EXPECT_EQ(w.a->send(0, 1, numbered(0, 1)).status, SendStatus::target_stopped);
+    w.fake->send_frame(3, forward_frame());
+    w.a->close();
+    EXPECT_EQ(w.a->stats().delivered, 1u);
+    EXPECT_EQ(w.a->errors().size(), 1u);
+  }
+}
+
+TEST_P(UcxChannelTest, SequenceAndGoodbyeRulesAreEnforced) {
+  {
+    WithFake w(options(0));
+    w.fake->send_frame(1, forward_frame());
+    w.fake->send_frame(1, forward_frame());  // the same sequence number twice
+    const auto errors = w.wait_error();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].what.find("sequence number 1 repeated"), std::string::npos)
+        << errors[0].what;
+  }
+  {
+    WithFake w(options(0));
+    w.fake->send_frame(1, encode_wire_goodbye());
+    w.fake->send_frame(2, forward_frame());
+    const auto errors = w.wait_error();
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].what.find("a message after its goodbye"), std::string::npos)
+        << errors[0].what;
+    EXPECT_EQ(w.a0->take().size(), 0u);
+  }
+  {
+    // Out of order on the wire, in order at the actor.
+    WithFake w(options(0));
+    std::vector<std::byte> second =
+        encode_wire_message(kJob, 1, 0, numbered(1, 1), testing::pipeline_wire_types());
+    w.fake->send_frame(2, second);
+    w.fake->send_frame(
+        1, encode_wire_message(kJob, 1, 0, numbered(1, 0), testing::pipeline_wire_types()));
+    ASSERT_TRUE(w.a0->wait_for(2));
+    expect_in_order(w.a0->take(), {1}, 2);
+    w.a->close();
+    EXPECT_TRUE(w.a->errors().empty());
+  }
+}
+
+TEST_P(UcxChannelTest, AMessageNamingNoPeerIsReportedAndTheRunGoesOn) {
+  WithFake w(options(0));
+  std::vector<std::byte> junk(40, std::byte{0x5a});
+  w.fake->send_raw(junk, {});
+  const auto errors = w.wait_error();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, -1);
+  EXPECT_NE(errors[0].what.find("magic"), std::string::npos) << errors[0].what;
+  EXPECT_FALSE(w.sys.stopped());
+  // The peer still talks.
+  w.fake->send_frame(1, forward_frame());
+  ASSERT_TRUE(w.a0->wait_for(1));
+  w.a->close();
+}
+
+TEST_P(UcxChannelTest, APeerThatVanishesIsReported) {
+  // UCX notices a vanished worker by its transport: a closed socket with tcp. Between two
+  // workers of one process shared memory never looks dead, so this test always runs over tcp.
+  WithFake w(options(0));
+  w.fake->send_frame(1, forward_frame());
+  ASSERT_TRUE(w.a0->wait_for(1));
+  w.fake->vanish();
+  const auto errors = w.wait_error();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, 1);
+  EXPECT_NE(errors[0].what.find("lost"), std::string::npos) << errors[0].what;
+  EXPECT_TRUE(eventually([&] { return w.sys.stopped(); }));  // stopped after the report
+  EXPECT_EQ(w.a->send(0, 1, numbered(0, 1)).status, SendStatus::target_stopped);
+  w.a->close();
+}
+
+// --- a pipeline split across two channels ---
+
+TEST_P(UcxChannelTest, SplitPipelineTrainsExactlyAsInOneProcess) {
+  using namespace act::testing;
+  for (const std::string name : {"mlp_1f1b", "gpt_1f1b", "mlp_pipedream"}) {
+    SCOPED_TRACE(name);
+    const models::Model model = testing::split_case_model(name);
+    act::Pipeline local(testing::split_case_spec(name, model), make_scheduler(true));
+    const act::PipelineResult expected = local.run();
+
+    std::mutex mu;
+    std::vector<std::string> errors;
+    UcxChannel* channels[2] = {nullptr, nullptr};
+    std::unique_ptr<act::Pipeline> ranks[2];
+    const int stages = testing::split_case(name).stages;
+    const auto rank_of = [stages](Endpoint e) { return testing::split_rank_of(e, stages, 2); };
+    for (int rank = 0; rank < 2; ++rank) {
+      act::PipelineSpec spec = testing::split_case_spec(name, model);
+      spec.hosts = [rank, rank_of](Endpoint e) { return rank_of(e) == rank; };
+      spec.make_channel = [&, rank](ActorSystem& system) {
+        UcxChannelOptions o = options(rank);
+        o.on_error = [&mu, &errors](const UcxChannelError& e) {
+          std::lock_guard lock(mu);
+          errors.push_back(e.peer + ": " + e.what);
+        };
+        auto ch = std::make_unique<UcxChannel>(system, std::move(o));
+        channels[rank] = ch.get();
+        return ch;
+      };
+      ranks[rank] = std::make_unique<act::Pipeline>(std::move(spec), make_scheduler(true));
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      channels[rank]->add_peer({1 - rank, "127.0.0.1", channels[1 - rank]->worker_address()});
+      for (Endpoint e = 0; e < testing::split_endpoints(name); ++e) {
+        if (rank_of(e) != rank) channels[rank]->route(e, 1 - rank);
+      }
+    }
+    channels[0]->start();
+    channels[1]->start();
+    act::PipelineResult got[2];
+    std::string failed[2];
+    std::thread other([&] {
+      try {
+        got[1] = ranks[1]->run();
+      } catch (const std::exception& e) {
+        failed[1] = e.what();
+      }
+    });
+    try {
+      got[0] = ranks[0]->run();
+    } catch (const std::exception& e) {
+      failed[0] = e.what();
+    }
+    other.join();
+    {
+      std::lock_guard lock(mu);
+      std::string all;
+      for (const auto& x : errors) all += "\n  " + x;
+      ASSERT_TRUE(failed[0].empty() && failed[1].empty() && errors.empty())
+          << "rank 0: " << failed[0] << "\nrank 1: " << failed[1] << all;
+    }
+    EXPECT_GT(channels[0]->stats().messages_sent, 0u);
+    EXPECT_GT(channels[1]->stats().messages_sent, 0u);
+    EXPECT_EQ(got[0].losses, expected.losses);
+    EXPECT_TRUE(got[1].losses.empty());  // the coordinator runs in rank 0
+    models::ParamSet have = ranks[0]->params();
+    have.merge(ranks[1]->params());
+    const models::ParamSet want = local.params();
+    ASSERT_EQ(have.size(), want.size());
+    for (std::int64_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(have.at(want.name(i)).to_float_vector(), want[i].to_float_vector()) << want.name(i);
+    }
+    // Orderly ends: each channel waits for the other's goodbye.
+    std::thread closer([&] { ranks[1].reset(); });
+    ranks[0].reset();
+    closer.join();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxChannelTest, ::testing::Values("", "tcp"), transports_name);
+
+}  // namespace
+}  // namespace tandem::transport

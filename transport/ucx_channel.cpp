@@ -1,0 +1,969 @@
+#include "transport/ucx_channel.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tandem::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The progress thread wakes at least this often even when idle: UCX's keepalive (how a dead
+// peer on shared memory is noticed) and the hello deadlines run from progress calls.
+constexpr int kMaxSleepMs = 100;
+// How far ahead of the next expected sequence number a message may be: a bound on what a
+// peer can make this process hold.
+constexpr std::uint64_t kMaxReorder = std::uint64_t{1} << 20;
+// How long the progress thread, stopping, waits for its endpoints to flush and close.
+constexpr std::chrono::seconds kEndpointCloseWait{5};
+
+std::string secs(std::chrono::milliseconds d) {
+  return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
+}
+
+void put_le(std::byte* at, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) at[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+std::uint64_t get_le(const std::byte* at, int n) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= std::uint64_t{std::to_integer<std::uint8_t>(at[i])} << (8 * i);
+  return v;
+}
+
+// The channel header in front of a wire frame's head: room for it, filled in by stamp().
+std::vector<std::byte> with_header_room(const std::vector<std::byte>& frame_head) {
+  std::vector<std::byte> out(kUcxHeaderBytes + frame_head.size());
+  std::memcpy(out.data() + kUcxHeaderBytes, frame_head.data(), frame_head.size());
+  return out;
+}
+void stamp(std::vector<std::byte>& header, int rank, std::uint64_t seq) {
+  put_le(header.data(), kUcxHeaderMagic, 4);
+  put_le(header.data() + 4, static_cast<std::uint32_t>(rank), 4);
+  put_le(header.data() + 8, seq, 8);
+}
+
+std::string status_text(ucs_status_t s) {
+  return ucs_status_string(s);
+}
+
+void check(ucs_status_t s, const char* call) {
+  if (s != UCS_OK) {
+    throw std::runtime_error(fmt::format("ucx data plane: {} failed: {}", call, status_text(s)));
+  }
+}
+
+}  // namespace
+
+struct UcxChannel::Impl {
+  struct UcxPeerState;
+  // A message (or hello, or goodbye) handed to UCX, alive until its send completes.
+  struct UcxOutgoing {
+    UcxPeerState* peer = nullptr;
+    std::vector<std::byte> header;  // channel header and wire head
+    Message msg;                    // keeps the tensors alive until UCX is done with them
+    std::vector<ucp_dt_iov_t> iov;
+    std::uint64_t payload = 0;
+    WireFrameKind kind = WireFrameKind::message;
+  };
+
+  // A message received (its payload possibly still arriving by rendezvous), waiting for its turn.
+  struct UcxIncoming {
+    UcxPeerState* peer = nullptr;
+    std::uint64_t seq = 0;
+    WireFrameKind kind = WireFrameKind::message;
+    WireHead head;
+    std::vector<Tensor> tensors;
+    std::vector<ucp_dt_iov_t> iov;
+    std::uint64_t expected = 0;  // payload bytes
+    bool receiving = false;      // a rendezvous receive is in flight
+    bool ready = false;
+    ucs_status_t status = UCS_OK;
+  };
+
+  // One peer process. Fields under `mu` are shared with senders, close() and wait_connected();
+  // the rest belong to the progress thread.
+  struct UcxPeerState {
+    UcxPeerState(Impl* impl, UcxPeer p)
+        : d(impl),
+          info(std::move(p)),
+          name(info.host.empty() ? fmt::format("rank {}", info.rank)
+                                 : fmt::format("rank {} ({})", info.rank, info.host)) {}
+
+    Impl* d;
+    UcxPeer info;
+    std::string name;
+
+    std::mutex mu;
+    std::deque<std::unique_ptr<UcxOutgoing>> queue;
+    std::uint64_t next_out = 1;  // sequence 0 is the hello
+    std::size_t in_flight = 0;   // handed to UCX, not completed
+    bool connected = false;      // its hello arrived
+    bool failed = false;
+    bool said_goodbye = false;
+    bool ended = false;  // nothing more will come from it
+
+    ucp_ep_h ep = nullptr;     // the messages: error mode none, so shared memory may carry them
+    ucp_ep_h watch = nullptr;  // carries nothing: its error handler reports the peer lost
+    bool dead = false;         // failed, as the progress thread sees it
+    Clock::time_point hello_deadline;
+    std::uint64_t next_in = 0;
+    std::map<std::uint64_t, std::unique_ptr<UcxIncoming>> arrived;
+  };
+
+  Impl(ActorSystem& s, UcxChannelOptions o) : system(s), opt(std::move(o)) {
+    rules.job = opt.job;
+    rules.types = &opt.types;
+    rules.max_data_bytes = opt.max_data_bytes;
+  }
+
+  ActorSystem& system;
+  UcxChannelOptions opt;
+  WireRules rules;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int worker_fd = -1;
+  int wake_fd = -1;
+  std::size_t max_header = 0;
+  bool shared_memory = true;  // the transports may include shared memory (see open())
+  std::vector<std::byte> address;
+
+  std::thread thread;
+  std::vector<Actor*> locals;
+  std::unordered_map<Endpoint, std::size_t> remote;  // endpoint -> index into peers
+  std::vector<std::unique_ptr<UcxPeerState>> peers;
+  bool started = false;
+  std::atomic<bool> closing{false};
+  std::atomic<bool> stop_requested{false};
+  std::atomic<bool> wake_pending{false};
+  bool tearing_down = false;  // the worker is being destroyed: callbacks only clean up
+  bool closed = false;        // close() finished (caller's thread)
+
+  // Progress thread: sends UCX has not completed, endpoints closing.
+  std::unordered_set<UcxOutgoing*> sending;
+  std::vector<void*> closing_eps;
+
+  std::mutex state_mu;  // with state_cv: hellos, drained queues, goodbyes
+  std::condition_variable state_cv;
+
+  mutable std::mutex errors_mu;
+  std::vector<UcxChannelError> errors;
+
+  std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
+      bytes_received{0}, rendezvous_received{0}, delivered{0}, dropped{0};
+
+  ~Impl() { destroy(); }
+
+  // --- setup and teardown ---
+  void create() {
+    ucp_config_t* config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    if (!opt.transports.empty()) {
+      const ucs_status_t s = ucp_config_modify(config, "TLS", opt.transports.c_str());
+      if (s != UCS_OK) {
+        ucp_config_release(config);
+        throw std::runtime_error(fmt::format("ucx data plane: transports '{}' refused: {}",
+                                             opt.transports, status_text(s)));
+      }
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    const ucs_status_t s = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    check(s, "ucp_init");
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the progress thread is its only user
+    check(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
+    check(ucp_worker_get_efd(worker, &worker_fd), "ucp_worker_get_efd");
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    check(ucp_worker_query(worker, &attr), "ucp_worker_query");
+    max_header = attr.max_am_header;
+    std::string tls = opt.transports;
+    if (tls.empty()) {
+      const char* env = std::getenv("UCX_TLS");
+      tls = env != nullptr ? env : "all";
+    }
+    shared_memory = false;
+    for (const char* name : {"all", "sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"}) {
+      shared_memory = shared_memory || tls.find(name) != std::string::npos;
+    }
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = kUcxAmId;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    hp.cb = &Impl::on_am;
+    hp.arg = this;
+    check(ucp_worker_set_am_recv_handler(worker, &hp), "ucp_worker_set_am_recv_handler");
+    ucp_address_t* a = nullptr;
+    std::size_t n = 0;
+    check(ucp_worker_get_address(worker, &a, &n), "ucp_worker_get_address");
+    const auto* bytes = reinterpret_cast<const std::byte*>(a);
+    address.assign(bytes, bytes + n);
+    ucp_worker_release_address(worker, a);
+    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0) {
+      throw std::runtime_error(
+          fmt::format("ucx data plane: eventfd failed: {}", std::strerror(errno)));
+    }
+  }
+
+  // After the progress thread ended (or never started): the worker, then what UCX never
+  // completed, then the context.
+  void destroy() {
+    tearing_down = true;
+    if (worker != nullptr) {
+      // Wire-up that peers started with this worker (never progressed if start() was not
+      // called) is finished first: UCX 1.13 asserts when it purges a pending wire-up request.
+      const auto until = Clock::now() + std::chrono::milliseconds(200);
+      while (Clock::now() < until) {
+        if (ucp_worker_progress(worker) == 0) {
+          std::this_thread::yield();
+          if (ucp_worker_progress(worker) == 0) break;
+        }
+      }
+      ucp_worker_destroy(worker);
+      worker = nullptr;
+    }
+    for (UcxOutgoing* o : sending) delete o;
+    sending.clear();
+    for (auto& p : peers) p->arrived.clear();
+    if (context != nullptr) {
+      ucp_cleanup(context);
+      context = nullptr;
+    }
+    if (wake_fd >= 0) {
+      ::close(wake_fd);
+      wake_fd = -1;
+    }
+  }
+
+  // --- helpers ---
+  Actor* local(Endpoint e) const {
+    if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
+    return locals[static_cast<std::size_t>(e)];
+  }
+  UcxPeerState* peer_of_rank(std::uint64_t rank) {
+    for (auto& p : peers) {
+      if (static_cast<std::uint64_t>(p->info.rank) == rank) return p.get();
+    }
+    return nullptr;
+  }
+  // Taking state_mu orders this after a waiter's check of its predicate: no lost wake-up.
+  void notify() {
+    std::lock_guard lock(state_mu);
+    state_cv.notify_all();
+  }
+  void wake() {
+    if (!wake_pending.exchange(true)) {
+      const std::uint64_t one = 1;
+      if (::write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+        spdlog::warn("ucx data plane (rank {}): waking the progress thread: {}", opt.rank,
+                     std::strerror(errno));
+      }
+    }
+  }
+
+  void report(const UcxChannelError& e, bool fatal, bool recorded = false) {
+    spdlog::error("ucx data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
+    if (!recorded) {
+      std::lock_guard lock(errors_mu);
+      errors.push_back(e);
+    }
+    if (opt.on_error) opt.on_error(e);
+    if (fatal && opt.stop_system_on_error) system.stop();
+  }
+
+  // The peer is over: its queue is dropped, later sends to it fail, what it sends is dropped,
+  // and unless the channel is closing (or the peer said goodbye and merely went away) the
+  // failure is reported and stops the run.
+  void fail_peer(UcxPeerState& p, const std::string& what, bool lost = false) {
+    if (p.dead) return;
+    p.dead = true;
+    std::deque<std::unique_ptr<UcxOutgoing>> unsent;
+    bool quiet = closing.load();
+    const UcxChannelError error{p.info.rank, p.name, what};
+    {
+      std::lock_guard lock(p.mu);
+      quiet = quiet || (lost && p.said_goodbye);
+      // Recorded with the failure, under the peer's lock: whoever sees one (wait_connected, a
+      // refused send, errors()) sees the other.
+      if (!quiet) {
+        std::lock_guard errors_lock(errors_mu);
+        errors.push_back(error);
+      }
+      p.failed = true;
+      p.connected = false;
+      p.ended = true;
+      unsent.swap(p.queue);
+    }
+    if (quiet) {
+      spdlog::debug("ucx data plane (rank {}): {} (closing or after its goodbye): {}", opt.rank,
+                    p.name, what);
+    } else {
+      report(error, true, true);
+    }
+    notify();
+    // Receives in flight keep their buffers until UCX completes them.
+    std::erase_if(p.arrived, [](const auto& kv) { return !kv.second->receiving; });
+  }
+
+  // --- the progress thread ---
+  void run() {
+    for (auto& p : peers) open(*p);
+    for (;;) {
+      wake_pending.store(false);
+      if (stop_requested.load()) break;
+      post_queued();
+      while (ucp_worker_progress(worker) != 0) {
+      }
+      close_dead_endpoints();
+      const int sleep_ms = check_deadlines();
+      if (wake_pending.load()) continue;
+      const ucs_status_t armed = ucp_worker_arm(worker);
+      if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+      pollfd fds[2] = {{worker_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+      if (armed != UCS_OK) {
+        spdlog::warn("ucx data plane (rank {}): ucp_worker_arm: {}", opt.rank, status_text(armed));
+        fds[0].fd = -1;  // poll only the wake-up fd, with the timeout as a fallback
+      }
+      (void)::poll(fds, 2, sleep_ms);
+      if (fds[1].revents & POLLIN) {
+        std::uint64_t count = 0;
+        (void)::read(wake_fd, &count, sizeof count);
+      }
+    }
+    close_endpoints();
+  }
+
+  void open(UcxPeerState& p) {
+    p.hello_deadline = Clock::now() + opt.connect_timeout + opt.hello_timeout;
+    // UCX 1.13 runs an endpoint in error mode "peer" only over transports that can tell a dead
+    // peer (TCP, RDMA), never over shared memory. Where shared memory may be used, the messages
+    // go on an endpoint without error handling (UCX picks shared memory on one host) and a
+    // second endpoint in mode "peer", which carries nothing, watches the peer: its error
+    // handler reports it lost. Otherwise one endpoint in mode "peer" does both.
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(p.info.address.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &Impl::on_ep_error;
+    ep.err_handler.arg = &p;
+    ucp_ep_params_t data = ep;
+    if (shared_memory) {
+      data.field_mask &= ~std::uint64_t{UCP_EP_PARAM_FIELD_ERR_HANDLER};
+      data.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    }
+    ucs_status_t s = ucp_ep_create(worker, &data, &p.ep);
+    if (s != UCS_OK) {
+      p.ep = nullptr;
+      fail_peer(p, "cannot open an endpoint to its worker address: " + status_text(s));
+      return;
+    }
+    s = shared_memory ? ucp_ep_create(worker, &ep, &p.watch) : UCS_OK;
+    if (s != UCS_OK) {
+      p.watch = nullptr;
+      spdlog::warn(
+          "ucx data plane (rank {}): cannot watch {} for failure (no UCX transport in error "
+          "mode 'peer', e.g. UCX_TLS without tcp): {}; a lost peer is noticed only by the "
+          "control plane",
+          opt.rank, p.name, status_text(s));
+    }
+    auto hello = std::make_unique<Impl::UcxOutgoing>();
+    hello->peer = &p;
+    hello->kind = WireFrameKind::hello;
+    hello->header =
+        with_header_room(encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)}));
+    stamp(hello->header, opt.rank, 0);
+    {
+      std::lock_guard lock(p.mu);
+      ++p.in_flight;
+    }
+    post(hello.release());
+  }
+
+  void post_queued() {
+    for (auto& p : peers) {
+      if (p->dead) continue;
+      std::deque<std::unique_ptr<UcxOutgoing>> batch;
+      {
+        std::lock_guard lock(p->mu);
+        if (p->queue.empty()) continue;
+        batch.swap(p->queue);
+        p->in_flight += batch.size();
+      }
+      for (auto& o : batch) post(o.release());
+    }
+  }
+
+  void post(UcxOutgoing* o) {
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
+    prm.cb.send = &Impl::on_sent;
+    prm.user_data = o;
+    prm.flags = 0;  // UCX picks eager or rendezvous by size
+    const void* buffer = nullptr;
+    std::size_t count = 0;
+    prm.datatype = ucp_dt_make_contig(1);
+    const auto parts = wire_payload(o->msg);
+    for (const auto part : parts) o->payload += part.size();
+    if (parts.size() == 1) {
+      buffer = parts[0].data();
+      count = parts[0].size();
+    } else if (parts.size() > 1) {
+      for (const auto part : parts) {
+        o->iov.push_back({const_cast<std::byte*>(part.data()), part.size()});
+      }
+      buffer = o->iov.data();
+      count = o->iov.size();
+      prm.datatype = ucp_dt_make_iov();
+    }
+    if (o->peer->ep == nullptr || o->peer->dead) {
+      sent(o, UCS_ERR_CANCELED);
+      return;
+    }
+    sending.insert(o);
+    const ucs_status_ptr_t r = ucp_am_send_nbx(o->peer->ep, kUcxAmId, o->header.data(),
+                                               o->header.size(), buffer, count, &prm);
+    if (UCS_PTR_IS_PTR(r)) return;  // on_sent follows
+    sent(o, UCS_PTR_STATUS(r));
+  }
+
+  static void on_sent(void* request, ucs_status_t status, void* user_data) {
+    auto* o = static_cast<UcxOutgoing*>(user_data);
+    o->peer->d->sent(o, status);
+    ucp_request_free(request);
+  }
+
+  void sent(UcxOutgoing* o, ucs_status_t status) {
+    sending.erase(o);
+    std::unique_ptr<UcxOutgoing> owned(o);
+    if (tearing_down) return;
+    UcxPeerState& p = *o->peer;
+    if (status == UCS_OK) {
+      if (o->kind == WireFrameKind::message) ++messages_sent;
+      bytes_sent += o->header.size() + o->payload;
+    } else if (!p.dead) {
+      std::string what;
+      if (o->kind == WireFrameKind::message) {
+        try {
+          what = describe_wire_head(decode_wire_head(
+              std::span(o->header).subspan(kUcxHeaderBytes + kWirePrefixBytes), o->payload, rules));
+        } catch (const std::exception&) {
+          what = "a message";
+        }
+      } else {
+        what = o->kind == WireFrameKind::hello ? "the hello" : "the goodbye";
+      }
+      fail_peer(p, fmt::format("sending {}: {}", what, status_text(status)), true);
+    }
+    {
+      std::lock_guard lock(p.mu);
+      --p.in_flight;
+    }
+    notify();  // close() waits for drained peers
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* p = static_cast<UcxPeerState*>(arg);
+    if (p->d->tearing_down) return;
+    p->d->fail_peer(*p, "lost: " + status_text(status), true);
+  }
+
+  void close_endpoint(ucp_ep_h& ep, bool force) {
+    if (ep == nullptr) return;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* r = ucp_ep_close_nbx(ep, &prm);
+    ep = nullptr;
+    if (UCS_PTR_IS_PTR(r)) closing_eps.push_back(r);
+  }
+  void reap_closed_endpoints() {
+    std::erase_if(closing_eps, [](void* r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+    });
+  }
+
+  // A failed peer's endpoints are closed by force (what they had in flight completes with an
+  // error).
+  void close_dead_endpoints() {
+    for (auto& p : peers) {
+      if (!p->dead) continue;
+      close_endpoint(p->ep, true);
+      close_endpoint(p->watch, true);
+    }
+    reap_closed_endpoints();
+  }
+
+  // Stopping: the live endpoints flush what they carry and close.
+  void close_endpoints() {
+    for (auto& p : peers) {
+      close_endpoint(p->ep, p->dead);
+      close_endpoint(p->watch, p->dead);
+    }
+    const auto deadline = Clock::now() + kEndpointCloseWait;
+    while (!closing_eps.empty() && Clock::now() < deadline) {
+      ucp_worker_progress(worker);
+      reap_closed_endpoints();
+    }
+    if (!closing_eps.empty()) {
+      spdlog::warn("ucx data plane (rank {}): {} endpoints still closing after {} s", opt.rank,
+                   closing_eps.size(), kEndpointCloseWait.count());
+    }
+    closing_eps.clear();  // the worker's destruction releases them
+  }
+
+  // Peers silent past their hello deadline fail; returns how long the thread may sleep.
+  int check_deadlines() {
+    const auto now = Clock::now();
+    auto next = now + std::chrono::milliseconds(kMaxSleepMs);
+    for (auto& p : peers) {
+      if (p->dead) continue;
+      bool hello = false;
+      {
+        std::lock_guard lock(p->mu);
+        hello = p->connected;
+      }
+      if (hello) continue;
+      if (now >= p->hello_deadline) {
+        fail_peer(*p,
+                  fmt::format("no hello within {}", secs(opt.connect_timeout + opt.hello_timeout)));
+        continue;
+      }
+      next = std::min(next, p->hello_deadline);
+    }
+    return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(next - now).count());
+  }
+
+  // --- receiving ---
+  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
+                            std::size_t length, const ucp_am_recv_param_t* param) {
+    auto* d = static_cast<Impl*>(arg);
+    if (!d->tearing_down) {
+      d->received(std::span(static_cast<const std::byte*>(header), header_length), data, length,
+                  (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+    }
+    // Returning UCS_OK drops what was not taken: a refused rendezvous completes at the sender.
+    return UCS_OK;
+  }
+
+  void stranger(const std::string& what) {
+    if (!closing.load()) report({-1, "an unidentified sender", what}, false);
+  }
+
+  void received(std::span<const std::byte> header, void* data, std::size_t length, bool rndv) {
+    if (header.size() < kUcxHeaderBytes) {
+      stranger(fmt::format("a message with a header of {} bytes, shorter than the channel's {}",
+                           header.size(), kUcxHeaderBytes));
+      return;
+    }
+    const auto magic = static_cast<std::uint32_t>(get_le(header.data(), 4));
+    if (magic != kUcxHeaderMagic) {
+      stranger(fmt::format("not a Tandem message: channel header magic {:#010x}", magic));
+      return;
+    }
+    const std::uint64_t rank = get_le(header.data() + 4, 4);
+    const std::uint64_t seq = get_le(header.data() + 8, 8);
+    UcxPeerState* pp = peer_of_rank(rank);
+    if (pp == nullptr) {
+      stranger(fmt::format("a message from rank {}, which is not a peer of this channel", rank));
+      return;
+    }
+    UcxPeerState& p = *pp;
+    if (p.dead) return;
+    auto in = std::make_unique<UcxIncoming>();
+    in->peer = &p;
+    in->seq = seq;
+    in->expected = length;
+    std::vector<std::span<std::byte>> buffers;
+    try {
+      const auto frame = header.subspan(kUcxHeaderBytes);
+      if (frame.size() < kWirePrefixBytes) {
+        throw WireError(fmt::format("a frame of {} bytes, shorter than a prefix", frame.size()));
+      }
+      const WirePrefix pre = decode_wire_prefix(frame.first(kWirePrefixBytes));
+      const auto meta = frame.subspan(kWirePrefixBytes);
+      if (pre.meta_bytes != meta.size()) {
+        throw WireError(fmt::format("the prefix announces {} meta bytes, the header carries {}",
+                                    pre.meta_bytes, meta.size()));
+      }
+      if (pre.data_bytes != length) {
+        throw WireError(fmt::format("the prefix announces {} data bytes, the payload has {}",
+                                    pre.data_bytes, length));
+      }
+      in->kind = pre.kind;
+      if (pre.kind == WireFrameKind::message) {
+        in->head = decode_wire_head(meta, length, rules);
+        const auto named = [&in] { return "data frame " + describe_wire_head(in->head); };
+        if (local(in->head.to) == nullptr) {
+          throw WireError(
+              fmt::format("{}: endpoint {} is not bound in this process", named(), in->head.to));
+        }
+        auto it = remote.find(in->head.from);
+        if (it == remote.end() || peers[it->second].get() != &p) {
+          throw WireError(
+              fmt::format("{}: endpoint {} does not belong to this peer", named(), in->head.from));
+        }
+        if (seq == 0) throw WireError(named() + ": sequence number 0, which is the hello's");
+        in->tensors = allocate_wire_tensors(in->head);
+        buffers = wire_receive_buffers(in->tensors);
+      } else if (pre.kind == WireFrameKind::hello) {
+        const WireHello h = decode_wire_hello(meta);
+        if (h.job != opt.job) {
+          throw WireError(
+              fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
+        }
+        if (h.rank != rank) {
+          throw WireError(
+              fmt::format("data-plane hello: rank {} in a message from rank {}", h.rank, rank));
+        }
+        if (seq != 0) throw WireError(fmt::format("a second hello (sequence number {})", seq));
+      } else if (seq == 0) {
+        throw WireError("a goodbye with sequence number 0, which is the hello's");
+      }
+      if (seq < p.next_in || p.arrived.contains(seq)) {
+        throw WireError(fmt::format("sequence number {} repeated", seq));
+      }
+      if (seq - p.next_in > kMaxReorder) {
+        throw WireError(fmt::format("sequence number {} is more than {} ahead of {}", seq,
+                                    kMaxReorder, p.next_in));
+      }
+    } catch (const std::exception& e) {
+      fail_peer(p, e.what());
+      return;
+    }
+    bytes_received += header.size() + length;
+    UcxIncoming& msg = *in;
+    p.arrived.emplace(seq, std::move(in));
+    if (length == 0) {
+      msg.ready = true;
+    } else if (rndv) {
+      ++rendezvous_received;
+      // Straight into the tensors: UCX fetches the sender's memory.
+      ucp_request_param_t prm{};
+      prm.op_attr_mask =
+          UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+      prm.cb.recv_am = &Impl::on_payload;
+      prm.user_data = &msg;
+      void* buffer = nullptr;
+      std::size_t count = 0;
+      if (buffers.size() == 1) {
+        prm.datatype = ucp_dt_make_contig(1);
+        buffer = buffers[0].data();
+        count = buffers[0].size();
+      } else {
+        for (const auto b : buffers) msg.iov.push_back({b.data(), b.size()});
+        prm.datatype = ucp_dt_make_iov();
+        buffer = msg.iov.data();
+        count = msg.iov.size();
+      }
+      const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
+      if (UCS_PTR_IS_PTR(r)) {
+        msg.receiving = true;
+        return;  // on_payload follows
+      }
+      msg.ready = true;
+      msg.status = UCS_PTR_STATUS(r);
+    } else {
+      // Eager: the payload is in UCX's buffer for this call only.
+      const auto* from = static_cast<const std::byte*>(data);
+      for (const auto b : buffers) {
+        std::memcpy(b.data(), from, b.size());
+        from += b.size();
+      }
+      msg.ready = true;
+    }
+    advance(p);
+  }
+
+  static void on_payload(void* request, ucs_status_t status, std::size_t length, void* user_data) {
+    auto* in = static_cast<UcxIncoming*>(user_data);
+    Impl* d = in->peer->d;
+    in->receiving = false;
+    in->ready = true;
+    in->status = status;
+    if (status == UCS_OK && length != in->expected) in->status = UCS_ERR_MESSAGE_TRUNCATED;
+    ucp_request_free(request);
+    if (d->tearing_down) return;
+    UcxPeerState& p = *in->peer;
+    if (p.dead) {
+      p.arrived.erase(in->seq);
+      return;
+    }
+    d->advance(p);
+  }
+
+  // Hands over the peer's messages that are complete, in sequence order.
+  void advance(UcxPeerState& p) {
+    while (!p.dead) {
+      auto it = p.arrived.find(p.next_in);
+      if (it == p.arrived.end() || !it->second->ready) return;
+      std::unique_ptr<UcxIncoming> in = std::move(it->second);
+      p.arrived.erase(it);
+      ++p.next_in;
+      if (in->status != UCS_OK) {
+        fail_peer(p, fmt::format("receiving the tensors of {}: {}", describe_wire_head(in->head),
+                                 status_text(in->status)));
+        return;
+      }
+      if (in->kind == WireFrameKind::hello) {
+        {
+          std::lock_guard lock(p.mu);
+          p.connected = true;
+        }
+        notify();
+        continue;
+      }
+      bool after_goodbye = false;
+      {
+        std::lock_guard lock(p.mu);
+        after_goodbye = p.said_goodbye;
+        if (in->kind == WireFrameKind::goodbye) p.said_goodbye = true;
+      }
+      if (after_goodbye) {
+        fail_peer(p, in->kind == WireFrameKind::goodbye
+                         ? "a second goodbye"
+                         : "a message after its goodbye: " + describe_wire_head(in->head));
+        return;
+      }
+      if (in->kind == WireFrameKind::goodbye) {
+        notify();
+        continue;
+      }
+      deliver(*in);
+    }
+  }
+
+  void deliver(UcxIncoming& in) {
+    ++messages_received;
+    Message m;
+    m.env = in.head.env;
+    m.tensors = std::move(in.tensors);
+    Actor* target = local(in.head.to);
+    m.env.target = target->id();
+    // A system that stopped refuses the message (system_stopped): dropped, nothing to do.
+    if (system.send(target, std::move(m)).ok()) {
+      ++delivered;
+    } else {
+      ++dropped;
+    }
+  }
+};
+
+UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
+    : impl_(std::make_unique<Impl>(system, std::move(options))) {
+  impl_->create();
+}
+
+UcxChannel::~UcxChannel() {
+  close();
+}
+
+const std::vector<std::byte>& UcxChannel::worker_address() const {
+  return impl_->address;
+}
+
+void UcxChannel::bind(Endpoint e, Actor* actor) {
+  if (e < 0) throw std::invalid_argument("UcxChannel::bind: negative endpoint");
+  if (actor == nullptr) throw std::invalid_argument("UcxChannel::bind: no actor");
+  if (impl_->started) throw std::logic_error("UcxChannel::bind after start()");
+  if (impl_->remote.contains(e)) {
+    throw std::invalid_argument(
+        fmt::format("UcxChannel::bind: endpoint {} is routed to a peer", e));
+  }
+  auto& locals = impl_->locals;
+  if (static_cast<std::size_t>(e) >= locals.size()) locals.resize(static_cast<std::size_t>(e) + 1);
+  locals[static_cast<std::size_t>(e)] = actor;
+}
+
+void UcxChannel::add_peer(UcxPeer peer) {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("UcxChannel::add_peer after start()");
+  if (peer.rank == d.opt.rank || peer.rank < 0 ||
+      d.peer_of_rank(static_cast<std::uint64_t>(peer.rank)) != nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "UcxChannel::add_peer: rank {} is this process, negative or added twice", peer.rank));
+  }
+  if (peer.address.empty()) {
+    throw std::invalid_argument(
+        fmt::format("UcxChannel::add_peer: rank {} has no worker address", peer.rank));
+  }
+  d.peers.push_back(std::make_unique<Impl::UcxPeerState>(&d, std::move(peer)));
+}
+
+void UcxChannel::route(Endpoint e, int peer_rank) {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("UcxChannel::route after start()");
+  if (e < 0 || d.local(e) != nullptr) {
+    throw std::invalid_argument(
+        fmt::format("UcxChannel::route: endpoint {} is negative or bound in this process", e));
+  }
+  for (std::size_t i = 0; i < d.peers.size(); ++i) {
+    if (d.peers[i]->info.rank == peer_rank) {
+      d.remote[e] = i;
+      return;
+    }
+  }
+  throw std::invalid_argument(fmt::format("UcxChannel::route: no peer of rank {}", peer_rank));
+}
+
+void UcxChannel::start() {
+  auto& d = *impl_;
+  if (d.started) throw std::logic_error("UcxChannel::start called twice");
+  if (d.closed) throw std::logic_error("UcxChannel::start after close()");
+  d.started = true;
+  d.thread = std::thread([&d] { d.run(); });
+}
+
+bool UcxChannel::wait_connected(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  bool all = false;
+  std::unique_lock lock(d.state_mu);
+  d.state_cv.wait_for(lock, timeout, [&d, &all] {
+    all = true;
+    for (auto& p : d.peers) {
+      std::lock_guard pl(p->mu);
+      if (p->failed) {
+        all = false;
+        return true;
+      }
+      all = all && p->connected;
+    }
+    return all;
+  });
+  return all;
+}
+
+SendResult UcxChannel::send(Endpoint from, Endpoint to, Message msg) {
+  auto& d = *impl_;
+  Actor* sender = d.local(from);
+  if (sender == nullptr) {
+    throw std::out_of_range(
+        fmt::format("UcxChannel: endpoint {} (the sender) is not bound in this process", from));
+  }
+  if (Actor* target = d.local(to)) return d.system.send(target, std::move(msg), sender->id());
+  auto it = d.remote.find(to);
+  if (it == d.remote.end()) {
+    throw std::out_of_range(fmt::format("UcxChannel: endpoint {} is neither bound nor routed", to));
+  }
+  for (Tensor& t : msg.tensors) {
+    if (t.defined() && t.device().is_cuda()) t = t.to(Device::cpu());
+  }
+  auto o = std::make_unique<Impl::UcxOutgoing>();
+  o->header = with_header_room(
+      encode_wire_head(d.opt.job, from, to, msg, d.opt.types, d.opt.max_data_bytes));
+  if (o->header.size() > d.max_header) {
+    throw WireError(
+        fmt::format("data frame from endpoint {} to {}: a head of {} bytes, above "
+                    "the {} bytes UCX carries as a message header",
+                    from, to, o->header.size(), d.max_header));
+  }
+  o->msg = std::move(msg);
+  Impl::UcxPeerState& p = *d.peers[it->second];
+  o->peer = &p;
+  {
+    std::lock_guard lock(p.mu);
+    // Checked under the peer's lock, which close() takes to queue the goodbye: a message is
+    // either refused or queued before it.
+    if (d.closing.load()) return SendResult{SendStatus::system_stopped};
+    // A peer that said goodbye receives no more: the message would be lost.
+    if (p.failed || p.said_goodbye) return SendResult{SendStatus::target_stopped};
+    stamp(o->header, d.opt.rank, p.next_out++);
+    p.queue.push_back(std::move(o));
+  }
+  d.wake();
+  return SendResult{};
+}
+
+void UcxChannel::close(std::chrono::milliseconds timeout) {
+  auto& d = *impl_;
+  if (d.closed) return;
+  d.closing.store(true);
+  if (d.started) {
+    // Goodbyes go behind what is queued, so the peers receive every message first.
+    for (auto& p : d.peers) {
+      std::lock_guard lock(p->mu);
+      if (p->failed) continue;
+      auto o = std::make_unique<Impl::UcxOutgoing>();
+      o->peer = p.get();
+      o->kind = WireFrameKind::goodbye;
+      o->header = with_header_room(encode_wire_goodbye());
+      stamp(o->header, d.opt.rank, p->next_out++);
+      p->queue.push_back(std::move(o));
+    }
+    d.wake();
+    std::unique_lock lock(d.state_mu);
+    const auto drained = [&d] {
+      for (auto& p : d.peers) {
+        std::lock_guard pl(p->mu);
+        if (!p->failed && (!p->queue.empty() || p->in_flight > 0)) return false;
+      }
+      return true;
+    };
+    if (!d.state_cv.wait_for(lock, timeout, drained)) {
+      spdlog::warn("ucx data plane (rank {}): closing with messages still queued after {}",
+                   d.opt.rank, secs(timeout));
+    }
+    // The peers' goodbyes, so that closing does not look like a failure to them.
+    (void)d.state_cv.wait_for(lock, d.opt.close_linger, [&d] {
+      for (auto& p : d.peers) {
+        std::lock_guard pl(p->mu);
+        if (!p->failed && !p->said_goodbye && !p->ended) return false;
+      }
+      return true;
+    });
+    lock.unlock();
+    d.stop_requested.store(true);
+    d.wake_pending.store(false);
+    d.wake();
+    d.thread.join();
+  }
+  d.destroy();
+  d.closed = true;
+}
+
+std::vector<UcxChannelError> UcxChannel::errors() const {
+  std::lock_guard lock(impl_->errors_mu);
+  return impl_->errors;
+}
+
+UcxChannel::Stats UcxChannel::stats() const {
+  const auto& d = *impl_;
+  Stats s;
+  s.messages_sent = d.messages_sent.load();
+  s.messages_received = d.messages_received.load();
+  s.bytes_sent = d.bytes_sent.load();
+  s.bytes_received = d.bytes_received.load();
+  s.rendezvous_received = d.rendezvous_received.load();
+  s.delivered = d.delivered.load();
+  s.dropped = d.dropped.load();
+  return s;
+}
+
+}  // namespace tandem::transport

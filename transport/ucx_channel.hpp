@@ -1,0 +1,141 @@
+#pragma once
+// The `ucx` data plane: a Channel over UCX active messages, the fast path between processes
+// (shared memory on one host, TCP or RDMA across hosts), with TcpChannel's semantics.
+//
+// Each process owns some endpoints (actors of its ActorSystem, bound as with LocalChannel) and
+// routes every other endpoint to the peer process that owns it. The channel owns one UCX
+// context and worker, driven by the channel's own progress thread only: it progresses until
+// idle, then arms the worker and sleeps on the worker's event fd and an eventfd that send()
+// rings. A peer is reached through the UCX worker address it published (worker_address(),
+// carried by the rendezvous in PeerInfo::blob); each process opens its own endpoint to every
+// peer, in error-handling mode "peer", so that a peer that dies is reported, not waited on.
+//
+// A message is one active message (id kUcxAmId): its header is a 16-byte channel header
+//   u32 magic 'TDUX' | u32 sender rank | u64 sequence number
+// followed by a wire_message.hpp frame's prefix and meta part (hello, message or goodbye); its
+// payload is the tensors' bytes, sent from their own memory (kept alive by the queued message).
+// Large payloads go by UCX's rendezvous protocol and are received straight into freshly
+// allocated CPU tensors (no staging copy); small ones arrive eagerly and are copied once out of
+// UCX's buffer. The first message to a peer is a hello (sequence 0: job id and rank), the last
+// one a goodbye. The receiver validates every message as TcpChannel does (job, type, lane,
+// dtype, shape, byte count against the payload, that the sender owns `from` and this process
+// `to`) and delivers a peer's messages in sequence order, whatever order their rendezvous
+// transfers complete in: per sender and peer the order of sends is the order of delivery.
+// Delivery goes through the ActorSystem, from outside any actor (source id 0).
+//
+// send() never blocks on the network: a message to a remote endpoint is encoded (its head) and
+// queued on the peer; the progress thread posts it to UCX.
+//
+// Failures are reported asynchronously, on the progress thread, through on_error: a send or
+// receive that fails, a peer lost (its endpoint's error handler), a peer silent past the hello
+// deadline, a malformed message (naming the peer and the message's type and tag). A peer's
+// failure stops the ActorSystem (unless stop_system_on_error is false), so a run ends instead
+// of waiting for messages that will never come; later sends to that peer return
+// target_stopped. A message that cannot be attributed to a peer (no channel header, an unknown
+// rank) is reported and dropped; the run goes on.
+//
+// The ActorSystem must outlive the channel; a message that arrives after the system stopped is
+// dropped.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/actor_system.hpp"
+#include "transport/channel.hpp"
+#include "transport/wire_message.hpp"
+
+namespace tandem::transport {
+
+inline constexpr std::uint16_t kUcxAmId = 0x7d;
+inline constexpr std::uint32_t kUcxHeaderMagic = 0x58554454;  // "TDUX" on the wire
+inline constexpr std::size_t kUcxHeaderBytes = 16;
+
+struct UcxPeer {
+  int rank = 0;                    // the peer process, numbered as the rendezvous numbers ranks
+  std::string host;                // for messages only: UCX finds the peer through its address
+  std::vector<std::byte> address;  // its UcxChannel::worker_address()
+};
+
+struct UcxChannelError {
+  int peer_rank = -1;  // -1: a message that names no peer of this channel
+  std::string peer;    // "rank 1 (127.0.0.1)", or "an unidentified sender"
+  std::string what;
+};
+
+struct UcxChannelOptions {
+  std::uint64_t job = 0;  // both ends must agree (the rendezvous hands out one per job)
+  int rank = 0;           // this process
+  WireTypes types;        // the message types that may travel
+  std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;  // per message, both ways
+  // UCX transports for this channel's context (UCX_TLS syntax, e.g. "tcp" or "sm,self");
+  // empty: the environment's UCX_TLS, or UCX's choice.
+  std::string transports;
+  // From start(): how long a peer may take to say hello (it may start later), the two summed.
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds hello_timeout{10000};
+  // After close() sent this process's goodbyes: how long it waits for the peers' goodbyes, so
+  // that closing does not look like a failure to a peer that is still sending.
+  std::chrono::milliseconds close_linger{1000};
+  // Called on the progress thread for every failure (keep it short; it may stop the system).
+  std::function<void(const UcxChannelError&)> on_error;
+  bool stop_system_on_error = true;
+};
+
+class UcxChannel final : public ActorChannel {
+ public:
+  // Creates the UCX context and worker (throws std::runtime_error naming the UCX call that
+  // failed). The progress thread starts with start().
+  UcxChannel(ActorSystem& system, UcxChannelOptions options);
+  // close() with its default timeout.
+  ~UcxChannel() override;
+  UcxChannel(const UcxChannel&) = delete;
+  UcxChannel& operator=(const UcxChannel&) = delete;
+
+  // This worker's address: what peers need in UcxPeer::address (publish it through the
+  // rendezvous).
+  const std::vector<std::byte>& worker_address() const;
+
+  // Before start(), not thread-safe: endpoints of this process, the peer processes, and which
+  // peer owns each remote endpoint.
+  void bind(Endpoint e, Actor* actor) override;
+  void add_peer(UcxPeer peer);
+  void route(Endpoint e, int peer_rank);
+  // Starts the progress thread: it opens an endpoint to every peer and says hello. Sends before
+  // start() wait in the peer's queue.
+  void start();
+  // Blocks until every peer said hello; false when `timeout` passed or a peer failed first.
+  bool wait_connected(std::chrono::milliseconds timeout);
+
+  // Throws std::out_of_range for an endpoint neither bound nor routed, and WireError for a
+  // message the data plane cannot carry (an unlisted type, a rank above kMaxWireRank, ...).
+  // target_stopped: the peer failed or said goodbye; system_stopped: the channel is closed.
+  SendResult send(Endpoint from, Endpoint to, Message msg) override;
+
+  // Orderly end: later sends fail; what is queued is sent (up to `timeout`), then a goodbye to
+  // every peer; waits up to close_linger for the peers' goodbyes, then flushes and closes the
+  // endpoints, stops the progress thread and destroys the worker. Idempotent.
+  void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  std::vector<UcxChannelError> errors() const;
+
+  struct Stats {
+    std::uint64_t messages_sent = 0;  // sends UCX completed
+    std::uint64_t messages_received = 0;
+    std::uint64_t bytes_sent = 0;  // channel headers, heads and payloads
+    std::uint64_t bytes_received = 0;
+    std::uint64_t rendezvous_received = 0;  // payloads UCX delivered by rendezvous
+    std::uint64_t delivered = 0;            // handed to a bound actor
+    std::uint64_t dropped = 0;              // received for a stopped actor or system
+  };
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::transport
