@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <thread>
 
 namespace tandem::transport {
@@ -62,7 +63,24 @@ struct GlooCollectives::Member {
   bool stop = false;
   std::string error;  // the first failure; the member takes no reduction after it
   std::shared_ptr<gloo::Context> context;  // its thread only
+  // Where a round's tensors and counters are packed, kept from round to round (its thread only):
+  // a fresh buffer per round cost more than the copies, as the kernel faulted in and zeroed
+  // every page of it again. It grows to the largest round and stays that size, so a member
+  // holds one more copy of its largest round's tensors while it lives.
+  std::unique_ptr<float[]> buffer;
+  std::size_t capacity = 0;
   std::thread thread;
+
+  // The packing buffer for `n` elements; its contents are left as they were.
+  float* staging(std::size_t n) {
+    if (n > capacity) {
+      buffer.reset();  // never hold the old buffer and the new one at once
+      capacity = 0;
+      buffer = std::make_unique_for_overwrite<float[]>(n);
+      capacity = n;
+    }
+    return buffer.get();
+  }
 };
 
 GlooCollectives::GlooCollectives(Rendezvous& rendezvous, GlooCollectivesOptions options)
@@ -160,33 +178,54 @@ void GlooCollectives::run(Member& m) {
         m.context = std::move(context);
       }
       step = "reducing";
-      // One buffer for all tensors, so a round is one Gloo call whatever its tensor count, and
-      // two more elements: the number of contributors and of members asking for a mean.
-      std::size_t total = 0;
+      // Small tensors go into one buffer, so that they cost one Gloo call whatever their count,
+      // followed by two counters: the number of contributors and of members asking for a mean.
+      // Large ones are reduced in place (see GlooCollectivesOptions::in_place_bytes), after the
+      // buffer, so that members that disagree on the reduction fail before touching them. Every
+      // member splits a round alike, as their tensors have the same sizes and share storage
+      // alike (the same model's gradients).
       const bool data = !job.tensors.empty() && job.tensors.front().device().has_data();
-      if (data) {
-        for (const Tensor& t : job.tensors) total += static_cast<std::size_t>(t.numel());
+      // A tensor whose storage another of the round shares stays packed: reduced in place, it
+      // would see the other's result (or be added twice) where a packed one is reduced once.
+      std::vector<bool> in_place(job.tensors.size(), false);
+      std::size_t total = 0;
+      for (std::size_t i = 0; data && i < job.tensors.size(); ++i) {
+        const Tensor& t = job.tensors[i];
+        in_place[i] = t.numel() > 0 && t.nbytes() >= options_.in_place_bytes &&
+                      std::none_of(job.tensors.begin(), job.tensors.end(), [&](const Tensor& o) {
+                        return &o != &t && o.shares_storage(t);
+                      });
+        if (!in_place[i]) total += static_cast<std::size_t>(t.numel());
       }
-      std::vector<float> buffer(total + 2, 0.0f);
+      const auto reduce = [&](float* p, std::size_t n) {
+        gloo::AllreduceOptions opts(m.context);
+        opts.setOutput(p, n);
+        opts.setReduceFunction(
+            static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
+        // Calls of one round share its tag: they follow one another, in the same order on every
+        // member.
+        opts.setTag(static_cast<std::uint32_t>(job.round));
+        opts.setTimeout(options_.timeout);
+        gloo::allreduce(opts);
+      };
+      // Every element is written here (a non-contributor adds zeros): the buffer keeps the
+      // previous round's values.
+      float* const buffer = m.staging(total + 2);
       if (data && job.contributes) {
-        float* out = buffer.data();
-        for (const Tensor& t : job.tensors) {
+        float* out = buffer;
+        for (std::size_t i = 0; i < job.tensors.size(); ++i) {
+          if (in_place[i]) continue;
+          const Tensor& t = job.tensors[i];
           const std::size_t n = static_cast<std::size_t>(t.numel());
           if (n > 0) std::memcpy(out, t.data<float>(), n * sizeof(float));
           out += n;
         }
+      } else if (total > 0) {
+        std::memset(buffer, 0, total * sizeof(float));
       }
       buffer[total] = job.contributes ? 1.0f : 0.0f;
       buffer[total + 1] = job.op == Reduction::mean ? 1.0f : 0.0f;
-      if (size > 1) {
-        gloo::AllreduceOptions opts(m.context);
-        opts.setOutput(buffer.data(), buffer.size());
-        opts.setReduceFunction(
-            static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
-        opts.setTag(static_cast<std::uint32_t>(job.round));
-        opts.setTimeout(options_.timeout);
-        gloo::allreduce(opts);
-      }
+      if (size > 1) reduce(buffer, total + 2);
       const float means = buffer[total + 1];
       if (means != 0.0f && means != static_cast<float>(size)) {
         throw std::runtime_error(fmt::format(
@@ -197,10 +236,19 @@ void GlooCollectives::run(Member& m) {
       const bool scaled = job.op == Reduction::mean && contributors > 1.0f;
       const float scale = scaled ? 1.0f / contributors : 1.0f;
       if (data) {
-        const float* in = buffer.data();
-        for (Tensor& t : job.tensors) {
+        const float* in = buffer;
+        for (std::size_t i = 0; i < job.tensors.size(); ++i) {
+          Tensor& t = job.tensors[i];
           float* p = t.data<float>();
           const std::int64_t n = t.numel();
+          if (in_place[i]) {
+            if (!job.contributes) std::memset(p, 0, t.nbytes());
+            if (size > 1) reduce(p, static_cast<std::size_t>(n));
+            if (scaled) {
+              for (std::int64_t k = 0; k < n; ++k) p[k] *= scale;
+            }
+            continue;
+          }
           if (!scaled) {
             if (n > 0) std::memcpy(p, in, static_cast<std::size_t>(n) * sizeof(float));
           } else {
@@ -222,6 +270,8 @@ void GlooCollectives::run(Member& m) {
       if (options_.on_error) options_.on_error(message);
       // The context may be left mid-protocol: it takes no more reductions.
       m.context.reset();
+      m.buffer.reset();
+      m.capacity = 0;
       std::unique_lock lock(m.mu);
       m.cv.wait(lock, [&] { return m.stop; });
       return;

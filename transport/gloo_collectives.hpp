@@ -13,11 +13,12 @@
 // its rounds in the same order (the schedules do); the round is Gloo's tag, so a mismatch fails
 // the reduction rather than mixing rounds.
 //
-// Failures never hang: connecting and each reduction are bounded by `timeout`. A failed
-// reduction (a member that never came, a lost peer, members that disagree on the reduction)
-// does not call its `done`; it calls `on_error` with a message naming the round, the group and
-// the member, drops the context's queued reductions, and every later all_reduce of that member
-// throws GlooCollectivesError with the same message.
+// Failures never hang: connecting and each Gloo call of a reduction are bounded by `timeout`.
+// A failed reduction (a member that never came, a lost peer, members that disagree on the
+// reduction) does not call its `done` (the tensors it reduces in place may hold partial sums);
+// it calls `on_error` with a message naming the round, the group and the member, drops the
+// context's queued reductions, and every later all_reduce of that member throws
+// GlooCollectivesError with the same message.
 #include <chrono>
 #include <functional>
 #include <map>
@@ -44,8 +45,13 @@ struct GlooCollectivesOptions {
   // empty: the address this machine's host name resolves to.
   std::string hostname;
   std::string iface;
-  // Bounds connecting a context (the store's waits included) and each reduction.
+  // Bounds connecting a context (the store's waits included) and each Gloo call of a reduction.
   std::chrono::milliseconds timeout{30000};
+  // A tensor of at least this many bytes is reduced in place on its own memory, by a Gloo call of
+  // its own; smaller ones are packed into one buffer with the round's counters (one call for
+  // them all). Packing costs two copies of the tensor; a call of its own costs a round trip of
+  // the ring (a second call in a one-tensor round, for the counters). 0: every tensor in place.
+  std::size_t in_place_bytes = std::size_t{4} << 20;
   // First part of the store keys. Two GlooCollectives alive in one job at once, or one after
   // another on the same Rendezvous, need different prefixes (a key once set stays set).
   std::string key_prefix = "gloo";

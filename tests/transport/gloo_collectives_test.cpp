@@ -482,6 +482,114 @@ TEST(GlooCollectives, MembersThatDisagreeOnTheReductionBothFail) {
   EXPECT_EQ(events.done_count(), 0);
 }
 
+// As collectives(), with tensors of at least `in_place_bytes` reduced in place.
+std::vector<std::unique_ptr<GlooCollectives>> collectives_in_place(World& world, Events& events,
+                                                                   std::size_t in_place_bytes,
+                                                                   const std::string& prefix) {
+  std::vector<std::unique_ptr<GlooCollectives>> c;
+  for (int r = 0; r < world.size(); ++r) {
+    GlooCollectivesOptions o;
+    o.hostname = "127.0.0.1";
+    o.timeout = kLong;
+    o.key_prefix = prefix;
+    o.in_place_bytes = in_place_bytes;
+    o.on_error = events.on_error();
+    c.push_back(std::make_unique<GlooCollectives>(world.at(r), o));
+  }
+  return c;
+}
+
+TEST(GlooCollectives, TensorsReducedInPlaceAmongPackedOnesEqualLocalCollectives) {
+  World two(2);
+  World four(4);
+  Events events;
+  const std::vector<Round> four_rounds = {
+      {{true, true, true, true}, Reduction::mean},
+      {{true, false, true, false}, Reduction::mean},
+      {{false, false, false, true}, Reduction::sum},
+      {{false, false, false, false}, Reduction::mean},
+  };
+  // 32 bytes: kShapes' {3, 5} and {300000} in place, the scalar, {7} and the empty one packed
+  // around them; 0: every non-empty tensor in place, only the counters packed.
+  for (const std::size_t bytes : {std::size_t{32}, std::size_t{0}}) {
+    const std::string prefix = "in-place-" + std::to_string(bytes);
+    auto c2 = collectives_in_place(two, events, bytes, prefix);
+    check_rounds(c2, {11, 4}, 0, kTwoMemberRounds, /*dyadic=*/false, /*exact=*/true);
+    auto c4 = collectives_in_place(four, events, bytes, prefix);
+    check_rounds(c4, {0, 1, 2, 3}, 0, four_rounds, /*dyadic=*/true, /*exact=*/true);
+    check_rounds(c4, {0, 1, 2, 3}, 100, four_rounds, /*dyadic=*/false, /*exact=*/false);
+  }
+  EXPECT_TRUE(events.errors().empty());
+}
+
+TEST(GlooCollectives, AOneTensorRoundAboveTheDefaultThresholdEqualsLocalCollectives) {
+  World world(2);
+  Events events;
+  auto coll = collectives(world, events);
+  ASSERT_GE(std::size_t{(1 << 20) + 3} * sizeof(float), GlooCollectivesOptions{}.in_place_bytes);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> real(-10.0f, 10.0f);
+  const std::vector<Endpoint> group = {0, 1};
+  const std::vector<Round> rounds = {{{true, true}, Reduction::mean},
+                                     {{false, true}, Reduction::mean},
+                                     {{true, false}, Reduction::sum}};
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    std::vector<Tensors> in, got;
+    for (std::size_t m = 0; m < 2; ++m) {
+      Tensor t = Tensor::zeros({(1 << 20) + 3});
+      for (std::int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] = real(rng);
+      in.push_back({t});
+      got.push_back(clones(in.back()));
+    }
+    for (std::size_t m = 0; m < 2; ++m) {
+      coll[m]->all_reduce(group, group[m], static_cast<std::int64_t>(r), got[m],
+                          rounds[r].contributes[m], rounds[r].op, events.done());
+    }
+    ASSERT_TRUE(events.wait_done(static_cast<int>(2 * (r + 1)))) << events.first_error();
+    const std::vector<Tensors> want = reference(group, in, rounds[r].contributes, rounds[r].op);
+    for (std::size_t m = 0; m < 2; ++m) {
+      expect_bitwise_equal(got[m], want[m],
+                           "round " + std::to_string(r) + ", member " + std::to_string(m));
+    }
+  }
+  EXPECT_TRUE(events.errors().empty());
+}
+
+TEST(GlooCollectives, MembersThatDisagreeFailBeforeTouchingTensorsReducedInPlace) {
+  World world(2);
+  Events events;
+  auto coll = collectives_in_place(world, events, 0, "gloo");
+  std::vector<Tensor> t = {Tensor::full({5}, 1.0f), Tensor::full({5}, 2.0f)};
+  for (int r = 0; r < 2; ++r) {
+    coll[static_cast<std::size_t>(r)]->all_reduce(
+        std::vector<Endpoint>{0, 1}, r, 0, {t[static_cast<std::size_t>(r)]}, true,
+        r == 0 ? Reduction::sum : Reduction::mean, events.done());
+  }
+  const std::vector<std::string> errors = events.wait_errors(2);
+  ASSERT_EQ(errors.size(), 2u);
+  for (const std::string& e : errors) expect_contains(e, "members disagree on the reduction");
+  EXPECT_EQ(events.done_count(), 0);
+  EXPECT_EQ(t[0].to_float_vector(), std::vector<float>(5, 1.0f));
+  EXPECT_EQ(t[1].to_float_vector(), std::vector<float>(5, 2.0f));
+}
+
+TEST(GlooCollectives, ATensorPassedTwiceInARoundIsReducedOnce) {
+  World world(2);
+  Events events;
+  // Every tensor would be reduced in place, but one whose storage another shares is packed.
+  auto coll = collectives_in_place(world, events, 0, "gloo");
+  std::vector<Tensor> t = {Tensor::full({4}, 1.0f), Tensor::full({4}, 2.0f)};
+  for (int r = 0; r < 2; ++r) {
+    const Tensor& x = t[static_cast<std::size_t>(r)];
+    coll[static_cast<std::size_t>(r)]->all_reduce(std::vector<Endpoint>{0, 1}, r, 0,
+                                                  {x, Tensor::full({3}, 1.0f), x}, true,
+                                                  Reduction::sum, events.done());
+  }
+  ASSERT_TRUE(events.wait_done(2)) << events.first_error();
+  EXPECT_EQ(t[0].to_float_vector(), std::vector<float>(4, 3.0f));
+  EXPECT_EQ(t[1].to_float_vector(), std::vector<float>(4, 3.0f));
+}
+
 TEST(RendezvousStore, SetGetAndWaitAcrossRanksThroughGloosPrefixStore) {
   World world(2);
   expect_no_errors(run_ranks(2, [&](int r) {
