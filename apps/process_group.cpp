@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "actors/messages.hpp"
+#include "actors/pipeline_wire_types.hpp"
 #include "transport/gloo_collectives.hpp"
 #include "transport/tcp_channel.hpp"
 #include "transport/ucx_channel.hpp"
@@ -39,22 +39,6 @@ std::string route_address(const std::string& host, std::uint16_t port) {
     throw std::runtime_error("cannot find this machine's address towards the master " + host +
                              ": " + e.what() + " (set TANDEM_HOST to this process's address)");
   }
-}
-
-transport::WireTypes pipeline_wire_types() {
-  namespace act = tandem::actors;
-  transport::WireTypes t;
-  t.add<act::ForwardTensor>()
-      .add<act::BackwardTensor>()
-      .add<act::StartRun>()
-      .add<act::OpDone>()
-      .add<act::SyncDone>()
-      .add<act::Credit>()
-      .add<act::LossReport>()
-      .add<act::StopRequest>()
-      .add<act::StopAt>()
-      .add<act::StageFinished>();
-  return t;
 }
 
 std::vector<std::byte> text_bytes(const std::string& s) {
@@ -149,7 +133,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       transport::UcxChannelOptions o;
       o.job = kJob;
       o.rank = me;
-      o.types = pipeline_wire_types();
+      o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
       o.on_error = [&m](const transport::UcxChannelError& e) {
         if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
@@ -162,7 +146,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     o.job = kJob;
     o.rank = me;
     o.listen_host = m.opt.host;
-    o.types = pipeline_wire_types();
+    o.types = actors::pipeline_wire_types();
     // The group stops the run itself, with the reason, rather than the bare system stop.
     o.stop_system_on_error = false;
     o.on_error = [&m](const transport::TcpChannelError& e) {

@@ -9,24 +9,13 @@
 #include "../actors/pipeline_harness.hpp"
 #include "actors/messages.hpp"
 #include "actors/pipeline.hpp"
+#include "actors/pipeline_wire_types.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport::testing {
 
 inline WireTypes pipeline_wire_types() {
-  namespace act = tandem::actors;
-  WireTypes t;
-  t.add<act::ForwardTensor>()
-      .add<act::BackwardTensor>()
-      .add<act::StartRun>()
-      .add<act::OpDone>()
-      .add<act::SyncDone>()
-      .add<act::Credit>()
-      .add<act::LossReport>()
-      .add<act::StopRequest>()
-      .add<act::StopAt>()
-      .add<act::StageFinished>();
-  return t;
+  return actors::pipeline_wire_types();
 }
 
 struct SplitCase {

@@ -25,38 +25,22 @@
 #include "actors/messages.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
+#include "wire_test_helpers.hpp"
 
 namespace tandem::transport {
 namespace {
+
+using testing::bf16_tensor;
+using testing::bytes_of;
+using testing::f32_tensor;
+using testing::i32_tensor;
+using testing::tag_of;
 
 using namespace std::chrono_literals;
 namespace act = tandem::actors;
 
 constexpr std::uint64_t kJob = 0x7a3d2c11;
 constexpr auto kLong = 30s;
-
-Tensor f32_tensor(Shape shape, float base) {
-  Tensor t = Tensor::empty(std::move(shape), DType::f32);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + 0.25f * i;
-  return t;
-}
-Tensor i32_tensor(Shape shape, std::int32_t base) {
-  Tensor t = Tensor::empty(std::move(shape), DType::i32);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::int32_t>()[i] = base - 3 * i;
-  return t;
-}
-Tensor bf16_tensor(Shape shape, float base) {
-  Tensor t = Tensor::empty(std::move(shape), DType::bf16);
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    t.data<BFloat16>()[i] = BFloat16::from_float(base - 0.5f * i);
-  }
-  return t;
-}
-
-std::vector<std::byte> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const std::byte*>(t.raw_data());
-  return {p, p + t.nbytes()};
-}
 
 void expect_same_message(const Message& got, const Message& sent) {
   EXPECT_EQ(got.env.type, sent.env.type);
@@ -76,17 +60,6 @@ void expect_same_message(const Message& got, const Message& sent) {
       EXPECT_FALSE(a.shares_storage(b));
     }
   }
-}
-
-Tag tag_of(std::int64_t minibatch, int begin, int end, int kind, int chunk = 0) {
-  Tag t;
-  t.minibatch = minibatch;
-  t.begin = begin;
-  t.end = end;
-  t.kind = static_cast<std::uint8_t>(kind);
-  t.chunk = static_cast<std::uint8_t>(chunk);
-  t.aux = 0xbeef;
-  return t;
 }
 
 // Keeps every message it receives.
