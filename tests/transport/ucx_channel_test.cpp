@@ -495,7 +495,7 @@ TEST_P(UcxChannelTest, AMalformedMessageStopsTheRunNamingPeerAndTag) {
       {"type", [](auto& f) { f[kTypeAt] ^= std::byte{1}; }, "not a known type"},
       {"job", [](auto& f) { put_u64(f, kJobAt, kJob + 1); }, "field 'job'"},
       {"shape", [](auto& f) { put_u64(f, kTensorAt + 4, 3); }, "f32[3, 3]"},
-      {"payload", [](auto& f) { f.resize(f.size() - 4); }, "the payload has 20"},
+      {"payload", [](auto& f) { f.erase(f.end() - 4, f.end()); }, "the payload has 20"},
       {"owner", [](auto& f) { f[24] = std::byte{2}; }, "endpoint 2 does not belong to this peer"},
   };
   for (const Refusal& c : cases) {
