@@ -64,8 +64,9 @@ class ProcessGroup {
   // After run() (or its failure): no failure reaches that pipeline any more.
   void release();
 
-  // Rank 0 publishes `value` under `key`; the others wait for it. Values of any size (sent in
-  // pieces through the control plane's key-value store).
+  // Any rank publishes `value` under `key` (put does not wait); any other rank takes it (take
+  // waits until it is there). Values of any size, sent in pieces through the control plane's
+  // key-value store; a key is written once per job.
   void put(const std::string& key, std::span<const std::byte> value);
   std::vector<std::byte> take(const std::string& key);
   void barrier(const std::string& name);
