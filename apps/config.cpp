@@ -294,7 +294,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     if (m.get_or<int64_t>("order", 1) > 64) m.fail("order", "must be <= 64");
     d.spec.sharpness = in_range(m, "sharpness", d.spec.sharpness, 0.0, 100.0);
     try {
-      (void)data::MarkovChain(d.spec);  // too many states for vocab^order, ...
+      (void)data::MarkovChain::check(d.spec);  // too many states for vocab^order, ...
     } catch (const std::exception& e) {
       m.fail("order", e.what());
     }

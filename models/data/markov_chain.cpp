@@ -14,6 +14,9 @@ constexpr uint64_t kChainStream = 0x3a7c0;
 // Bounds the transition table (8 bytes per entry) and the work of one power iteration.
 constexpr int64_t kMaxEntries = int64_t{1} << 22;
 constexpr int kMaxIterations = 1'000'000;
+// Power iteration's total work (entry updates): a sharp chain with many contexts mixes so
+// slowly that a run would otherwise sit here for hours before its first step.
+constexpr int64_t kMaxWork = int64_t{1} << 33;
 constexpr double kTolerance = 1e-15;
 
 double plogp(double p) {
@@ -22,7 +25,7 @@ double plogp(double p) {
 
 }  // namespace
 
-MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec) {
+int64_t MarkovChain::check(const MarkovSpec& spec) {
   if (spec.vocab < 2 || spec.vocab > 65536) {
     throw std::invalid_argument("markov chain: vocab must be in [2, 65536], got " +
                                 std::to_string(spec.vocab));
@@ -31,13 +34,17 @@ MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec) {
   if (!(spec.sharpness >= 0) || !std::isfinite(spec.sharpness)) {
     throw std::invalid_argument("markov chain: sharpness must be finite and >= 0");
   }
-  states_ = 1;
+  int64_t states = 1;
   for (int i = 0; i < spec.order; ++i) {
-    states_ *= spec.vocab;
-    if (states_ * spec.vocab > kMaxEntries) {
+    states *= spec.vocab;
+    if (states * spec.vocab > kMaxEntries) {
       throw std::invalid_argument("markov chain: vocab^order * vocab is too large");
     }
   }
+  return states;
+}
+
+MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec), states_(check(spec)) {
   const auto v = static_cast<size_t>(spec.vocab);
   const auto s_count = static_cast<size_t>(states_);
 
@@ -60,7 +67,9 @@ MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec) {
   stationary_.assign(s_count, 1.0 / static_cast<double>(s_count));
   std::vector<double> next(s_count);
   bool converged = false;
-  for (int it = 0; it < kMaxIterations && !converged; ++it) {
+  const int64_t entries = states_ * spec.vocab;
+  const auto iterations = static_cast<int>(std::min<int64_t>(kMaxIterations, kMaxWork / entries));
+  for (int it = 0; it < iterations && !converged; ++it) {
     std::fill(next.begin(), next.end(), 0.0);
     for (size_t s = 0; s < s_count; ++s) {
       const size_t shifted = (s * v) % s_count;  // drop the oldest token, make room for c
@@ -76,7 +85,10 @@ MarkovChain::MarkovChain(const MarkovSpec& spec) : spec_(spec) {
     converged = change < kTolerance;
   }
   if (!converged)
-    throw std::runtime_error("markov chain: stationary distribution did not converge");
+    throw std::runtime_error("markov chain: stationary distribution did not converge in " +
+                             std::to_string(iterations) + " iterations over " +
+                             std::to_string(states_) +
+                             " contexts; lower order, vocab or sharpness");
 
   for (size_t s = 0; s < s_count; ++s) {
     double h = 0.0;

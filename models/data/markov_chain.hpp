@@ -20,6 +20,11 @@ class MarkovChain {
  public:
   explicit MarkovChain(const MarkovSpec& spec);
 
+  // Throws std::invalid_argument for what the constructor would refuse, without building the
+  // tables (a config is checked long before, and far more often than, its chain is built);
+  // returns vocab^order.
+  static int64_t check(const MarkovSpec& spec);
+
   const MarkovSpec& spec() const { return spec_; }
   int64_t states() const { return states_; }  // vocab^order contexts
   // P(next = c | context s) at [s * vocab + c]; context s is the last `order` tokens in base

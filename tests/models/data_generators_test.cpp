@@ -311,6 +311,35 @@ TEST(MarkovChainTest, GenerationIsDeterministicPerStream) {
   EXPECT_THROW(MarkovChain(MarkovSpec{.vocab = 1}), std::invalid_argument);
 }
 
+// check() is what a config is validated with: it must refuse exactly what the constructor
+// refuses, and count the same contexts.
+TEST(MarkovChainTest, CheckAgreesWithTheConstructor) {
+  const MarkovSpec specs[] = {{.vocab = 1},
+                              {.vocab = 65537},
+                              {.vocab = 4, .order = 0},
+                              {.vocab = 4, .order = 11},
+                              {.vocab = 2048, .order = 2},
+                              {.vocab = 4, .sharpness = -1},
+                              {.vocab = 5, .order = 3},
+                              {.vocab = 2, .order = 22},
+                              {.vocab = 3, .order = 1}};
+  for (const MarkovSpec& spec : specs) {
+    SCOPED_TRACE(std::to_string(spec.vocab) + "^" + std::to_string(spec.order));
+    bool built = false;
+    int64_t states = 0;
+    try {
+      states = MarkovChain(spec).states();
+      built = true;
+    } catch (const std::invalid_argument&) {
+    }
+    if (built) {
+      EXPECT_EQ(MarkovChain::check(spec), states);
+    } else {
+      EXPECT_THROW(MarkovChain::check(spec), std::invalid_argument);
+    }
+  }
+}
+
 TEST(MarkovTextTest, WindowsAreShiftedAndContiguous) {
   MarkovText ds(MarkovSpec{.vocab = 16, .order = 1, .sharpness = 2.0, .seed = 1}, 50, 8);
   EXPECT_EQ(ds.size(), 50);
