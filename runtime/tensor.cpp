@@ -8,6 +8,7 @@
 
 #include "runtime/detail/device_backend.hpp"
 #include "runtime/detail/storage.hpp"
+#include "runtime/stream.hpp"
 
 namespace tandem {
 namespace {
@@ -105,6 +106,16 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = std::make_shared<TensorStorage>(t.nbytes(), device);
+  return t;
+}
+
+Tensor Tensor::empty_pinned(Shape shape, DType dtype) {
+  Tensor t;
+  t.numel_ = checked_numel(shape, "Tensor::empty_pinned");
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = Device::cpu();
+  t.storage_ = std::make_shared<TensorStorage>(t.nbytes(), t.device_, /*pinned=*/true);
   return t;
 }
 
@@ -292,6 +303,44 @@ void Tensor::copy_from(const Tensor& src) {
   copy_bytes(address(), device_, src.address(), src.device_, nbytes());
 }
 
+void Tensor::copy_from(const Tensor& src, Stream& stream) {
+  if (!defined() || !src.defined()) throw std::logic_error("Tensor::copy_from: undefined tensor");
+  if (src.shape_ != shape_ || src.dtype_ != dtype_) {
+    throw std::invalid_argument("Tensor::copy_from: source " + src.describe() +
+                                " does not match destination " + describe());
+  }
+  if (device_.is_sim()) return;
+  if (src.device_.is_sim()) {
+    throw std::invalid_argument("Tensor::copy_from: source " + src.describe() + " has no data");
+  }
+  if (nbytes() == 0) return;
+  if (stream.device().is_cpu()) {
+    stream.enqueue([dst = *this, src]() mutable { dst.copy_from(src); });
+    return;
+  }
+  detail::cuda_backend()->copy_async(address(), device_, src.address(), src.device_, nbytes(),
+                                     stream.native_handle(), stream.device().index());
+  // Without this, dropping the last handle now would let the caching allocator hand the memory
+  // to the next tensor while the copy still reads or writes it.
+  stream.record().on_complete([dst = *this, src] {});
+}
+
+void Tensor::set_zero(Stream& stream) {
+  if (!defined()) throw std::logic_error("Tensor::set_zero: undefined tensor");
+  if (device_.is_sim() || nbytes() == 0) return;
+  if (stream.device().is_cpu()) {
+    stream.enqueue([dst = *this]() mutable { dst.set_zero(); });
+    return;
+  }
+  if (!device_.is_cuda()) {
+    throw std::invalid_argument("Tensor::set_zero: " + describe() + " on a stream of " +
+                                stream.device().str() + " (use a cpu stream)");
+  }
+  detail::cuda_backend()->set_zero_async(address(), nbytes(), stream.native_handle(),
+                                         stream.device().index());
+  stream.record().on_complete([dst = *this] {});
+}
+
 void Tensor::fill(float value) {
   if (!defined()) throw std::logic_error("Tensor::fill: undefined tensor");
   if (device_.is_sim()) return;
@@ -332,6 +381,10 @@ void Tensor::set_zero() {
 
 std::size_t Tensor::allocated_bytes() const {
   return storage_ == nullptr ? 0 : storage_->bytes;
+}
+
+bool Tensor::is_pinned() const {
+  return storage_ != nullptr && storage_->pinned;
 }
 
 bool Tensor::shares_storage(const Tensor& other) const {

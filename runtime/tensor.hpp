@@ -17,6 +17,7 @@ using Shape = std::vector<std::int64_t>;
 std::int64_t shape_numel(const Shape& shape);  // 1 for rank 0
 std::string shape_str(const Shape& shape);     // "[2, 3]"
 
+class Stream;
 struct TensorStorage;  // opaque: one allocation shared by handles and views
 
 // A dense, contiguous (row-major) n-dimensional array on a device.
@@ -34,6 +35,10 @@ class Tensor {
   static Tensor zeros(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(Shape shape, float value, DType dtype = DType::f32,
                      Device device = Device::cpu());
+  // A cpu tensor in page-locked (pinned) memory: the staging buffer of asynchronous
+  // host<->device copies. Ordinary host memory when the CUDA backend is not built or sees no
+  // GPU (is_pinned() then says false). Pinned blocks are cached like device memory.
+  static Tensor empty_pinned(Shape shape, DType dtype = DType::f32);
   static Tensor from_vector(const std::vector<float>& values, Shape shape);
   static Tensor from_vector(const std::vector<std::int32_t>& values, Shape shape);
 
@@ -50,6 +55,7 @@ class Tensor {
   // Bytes of device memory held by the storage this tensor views (shared with its other views):
   // 0 for sim and undefined tensors.
   std::size_t allocated_bytes() const;
+  bool is_pinned() const;
 
   // Typed access to CPU data; throws unless the tensor is defined, on the CPU and of T's dtype.
   template <class T>
@@ -85,8 +91,16 @@ class Tensor {
   // Copies src's data into this tensor's storage; shapes and dtypes must match, devices may
   // differ.
   void copy_from(const Tensor& src);
+  // The same, ordered on `stream`; returns before the copy runs. Both storages are kept alive
+  // until it has run, so the caller may drop its handles at once; reading the destination (or
+  // writing the source) needs an event recorded after it. A cuda stream copies with
+  // cudaMemcpyAsync (asynchronous for cuda and pinned memory); a cpu stream runs the ordinary
+  // copy on its worker.
+  void copy_from(const Tensor& src, Stream& stream);
   void fill(float value);
   void set_zero();
+  // Ordered on `stream`, like copy_from above; a cuda stream needs a cuda tensor.
+  void set_zero(Stream& stream);
 
   bool shares_storage(const Tensor& other) const;
   // True when no other handle or view shares this storage, so writing in place cannot be

@@ -7,10 +7,15 @@
 
 namespace tandem {
 
-TensorStorage::TensorStorage(std::size_t size, Device where) : bytes(size), device(where) {
+TensorStorage::TensorStorage(std::size_t size, Device where, bool page_locked)
+    : bytes(size), device(where) {
   switch (device.kind()) {
     case DeviceKind::cpu: {
-      ptr = detail::cpu_allocate(bytes);
+      detail::DeviceBackend* backend = detail::cuda_backend();
+      // nullptr: a CUDA build on a machine without a GPU, where page-locking buys nothing.
+      if (page_locked && backend != nullptr) ptr = backend->allocate_pinned(bytes);
+      pinned = ptr != nullptr;
+      if (!pinned) ptr = detail::cpu_allocate(bytes);
       break;
     }
     case DeviceKind::cuda: {
@@ -29,7 +34,9 @@ TensorStorage::TensorStorage(std::size_t size, Device where) : bytes(size), devi
 
 TensorStorage::~TensorStorage() {
   if (ptr == nullptr) return;
-  if (device.is_cpu()) {
+  if (pinned) {
+    detail::cuda_backend()->deallocate_pinned(ptr);
+  } else if (device.is_cpu()) {
     detail::cpu_deallocate(ptr, bytes);
   } else if (device.is_cuda()) {
     detail::cuda_backend()->deallocate(ptr, device.index());

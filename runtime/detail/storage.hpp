@@ -10,7 +10,9 @@ namespace tandem {
 // Sim storage has no memory (ptr == nullptr, bytes == 0). runtime/tensor.hpp names it only as
 // an opaque type; its definition stays here, private to the runtime.
 struct TensorStorage {
-  TensorStorage(std::size_t bytes, Device device);
+  // pinned: page-locked host memory (device must be cpu); ordinary host memory when the CUDA
+  // backend is not built, since then nothing needs page-locking.
+  TensorStorage(std::size_t bytes, Device device, bool pinned = false);
   ~TensorStorage();
   TensorStorage(const TensorStorage&) = delete;
   TensorStorage& operator=(const TensorStorage&) = delete;
@@ -18,6 +20,7 @@ struct TensorStorage {
   void* ptr = nullptr;
   std::size_t bytes = 0;
   Device device;
+  bool pinned = false;
 };
 
 }  // namespace tandem
