@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "runtime/actor.hpp"
 #include "runtime/actor_system.hpp"
@@ -143,6 +144,11 @@ Actor* WorkSharingScheduler::spin(Worker& self, std::unique_ptr<Seen[]>& seen) {
     TANDEM_CPU_RELAX();
     if (ready_.size_approx() != 0 && (actor = try_take(self)) != nullptr) break;
     if ((i & 7) != 7) continue;
+    // A spinner gives its core to any other runnable thread (a channel's progress thread,
+    // another process's worker): with more threads than cores, a spinner that kept its core
+    // for its whole time slice delayed the very work it waits for (2 cores, two processes
+    // streaming 1 MiB messages: one-way latency 386 us with 50 us spins, 870 us with 500 us).
+    std::this_thread::yield();
     const Clock::time_point now = Clock::now();
     if (now >= next_poll) {
       next_poll = now + kSlotPollEvery;

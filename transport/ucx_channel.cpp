@@ -367,6 +367,11 @@ struct UcxChannel::Impl {
     const auto until = Clock::now() + kSpinBeforeSleep;
     while (Clock::now() < until) {
       if (ucp_worker_progress(worker) != 0 || wake_pending.load()) return true;
+      // Gives the core to any other runnable thread (the actors' workers, the peer process):
+      // with more threads than cores, a poller that kept its core for its whole time slice
+      // delayed the very message it waits for. Two processes on 2 cores: one-way latency of
+      // 64 bytes 113 us without the yield, 5 us with it; 1 MiB 9.6 -> 12.8 GB/s.
+      std::this_thread::yield();
     }
     return false;
   }
