@@ -12,6 +12,7 @@
 #include "runtime/event.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor.hpp"
+#include "tests/runtime/error_of.hpp"
 
 namespace tandem {
 namespace {
@@ -19,15 +20,7 @@ namespace {
 #define TANDEM_REQUIRE_GPU() \
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 const Device kGpu = Device::cuda(0);
 

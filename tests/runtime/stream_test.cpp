@@ -15,6 +15,7 @@
 #include "runtime/detail/progress_thread.hpp"
 #include "runtime/event.hpp"
 #include "runtime/tensor.hpp"
+#include "tests/runtime/error_of.hpp"
 
 namespace tandem {
 namespace {
@@ -33,15 +34,7 @@ class Gate {
   std::shared_future<void> opened_;
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Stream, WorkRunsInEnqueueOrder) {
   Stream stream(Device::cpu());

@@ -10,19 +10,12 @@
 #include <string>
 
 #include "runtime/detail/cpu_allocator.hpp"
+#include "tests/runtime/error_of.hpp"
 
 namespace tandem {
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(DType, SizesNamesAndParsing) {
   EXPECT_EQ(dtype_size(DType::f32), 4u);
