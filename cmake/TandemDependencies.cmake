@@ -49,6 +49,12 @@ if(TANDEM_CUDA AND NOT TANDEM_RUNTIME_ONLY)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
+    # One CUDA runtime per process: CMake links cudart_static into targets with CUDA sources
+    # by default, beside the shared libcudart that CUDA::cudart brings; two runtimes would
+    # keep two sets of state for the same streams.
+    if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
+      set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    endif()
     enable_language(CUDA)
     # CMake 3.25 does not know nvcc's C++20 flags.
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
