@@ -16,31 +16,14 @@
 #include <memory>
 #include <thread>
 
+#include "transport/collective_group.hpp"
+
 namespace tandem::transport {
 namespace {
-
-std::string members_text(std::span<const Endpoint> group, const char* separator) {
-  std::string out;
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    if (i > 0) out += separator;
-    out += std::to_string(group[i]);
-  }
-  return out;
-}
 
 std::string who(std::span<const Endpoint> group, Endpoint member, std::int64_t round) {
   return fmt::format("Gloo all-reduce round {} among {{{}}} as endpoint {}", round,
                      members_text(group, ","), member);
-}
-
-// Rendezvous keys are at most kMaxTextField bytes: a group too large to spell out is named by
-// its ends, its size and a hash of all its members.
-std::string group_key(std::span<const Endpoint> group) {
-  std::string text = members_text(group, ",");
-  if (text.size() <= 512) return text;
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return fmt::format("{}..{}.n{}.{:016x}", group.front(), group.back(), group.size(), h);
 }
 
 }  // namespace
@@ -113,18 +96,7 @@ GlooCollectives::~GlooCollectives() {
 void GlooCollectives::all_reduce(std::span<const Endpoint> group, Endpoint member,
                                  std::int64_t round, std::vector<Tensor> tensors, bool contributes,
                                  Reduction op, std::function<void()> done) {
-  const auto at = std::find(group.begin(), group.end(), member);
-  if (at == group.end()) {
-    throw std::invalid_argument(who(group, member, round) + ": endpoint " + std::to_string(member) +
-                                " is not a member");
-  }
-  {
-    std::vector<Endpoint> sorted(group.begin(), group.end());
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-      throw std::invalid_argument(who(group, member, round) + ": the group names a member twice");
-    }
-  }
+  const int rank = member_rank(group, member, who(group, member, round));
   const bool data = !tensors.empty() && tensors.front().device().has_data();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -145,7 +117,7 @@ void GlooCollectives::all_reduce(std::span<const Endpoint> group, Endpoint membe
       slot = std::make_unique<Member>();
       slot->group.assign(group.begin(), group.end());
       slot->endpoint = member;
-      slot->rank = static_cast<int>(at - group.begin());
+      slot->rank = rank;
       slot->thread = std::thread([this, p = slot.get()] { run(*p); });
     }
     m = slot.get();

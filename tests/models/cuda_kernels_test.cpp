@@ -39,6 +39,7 @@
 #include "models/kernels/cuda/softmax.hpp"
 #include "models/optimizer.hpp"
 #include "models/param_set.hpp"
+#include "tests/models/cuda_test_util.hpp"
 #endif
 
 namespace tandem::models {
@@ -52,32 +53,9 @@ namespace {
 #if TANDEM_HAVE_CUDA
 
 constexpr double kTolerance = 1e-5;
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (got.size() != want.size()) return kInf;
-  double err = 0;
-  double scale = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) return kInf;
-    err = std::max(err, std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  // All-zero references (relu of negatives, say) must be matched exactly.
-  return scale == 0 ? (err == 0 ? 0 : kInf) : err / scale;
-}
+using namespace cuda_test;
 
 #define EXPECT_CLOSE(got, want, what) EXPECT_LE(rel_error(got, want), kTolerance) << (what)
-
-std::vector<float> random_floats(std::int64_t n, std::uint32_t seed, float lo = -2.0f,
-                                 float hi = 2.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 
 std::vector<std::int32_t> random_ids(std::int64_t n, std::int32_t bound, std::uint32_t seed) {
   std::mt19937 gen(seed);
@@ -85,41 +63,6 @@ std::vector<std::int32_t> random_ids(std::int64_t n, std::int32_t bound, std::ui
   std::vector<std::int32_t> v(static_cast<std::size_t>(n));
   for (std::int32_t& x : v) x = dist(gen);
   return v;
-}
-
-// A cuda:0 tensor holding `values` (a blocking copy: complete before any kernel launches).
-Tensor upload(const std::vector<float>& values) {
-  const auto n = static_cast<std::int64_t>(values.size());
-  Tensor t = Tensor::empty({n}, DType::f32, Device::cuda(0));
-  t.copy_from(Tensor::from_vector(values, {n}));
-  return t;
-}
-
-Tensor upload(const std::vector<std::int32_t>& values) {
-  const auto n = static_cast<std::int64_t>(values.size());
-  Tensor t = Tensor::empty({n}, DType::i32, Device::cuda(0));
-  t.copy_from(Tensor::from_vector(values, {n}));
-  return t;
-}
-
-Tensor poisoned(std::int64_t n) {
-  return Tensor::full({n}, kNaN, DType::f32, Device::cuda(0));
-}
-
-float* dev(Tensor& t) {
-  return static_cast<float*>(t.raw_data());
-}
-const float* dev(const Tensor& t) {
-  return static_cast<const float*>(t.raw_data());
-}
-const std::int32_t* dev_ids(const Tensor& t) {
-  return static_cast<const std::int32_t*>(t.raw_data());
-}
-
-// Reads back after everything enqueued on the stream has run.
-std::vector<float> download(const Tensor& t, Stream& stream) {
-  stream.synchronize();
-  return t.to_float_vector();
 }
 
 struct RowShape {
