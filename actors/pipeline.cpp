@@ -251,7 +251,10 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     setup.first_minibatch = spec_.first_minibatch;
     setup.first_round = first_round;
     setup.minibatches = rparams.minibatches;
-    setup.executor = models::make_executor(device, spec_.sim_costs, cpu_share);
+    setup.executor = spec_.make_executor ? spec_.make_executor(device, cpu_share)
+                                         : models::make_executor(device, spec_.sim_costs, cpu_share,
+                                                                 spec_.matmul_precision);
+    if (!setup.executor) fail("make_executor returned no executor for " + device.str());
     setup.channel = impl_->channel.get();
     setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;
     setup.loader = loader_ep;

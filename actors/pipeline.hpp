@@ -16,6 +16,7 @@
 #include "actors/pipeline_event.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_event.hpp"
+#include "models/executor.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 #include "models/sim_costs.hpp"
@@ -78,6 +79,12 @@ struct PipelineSpec {
   // Threads each cpu replica's kernels use; 0: the machine's cores split among the cpu
   // replicas (all of them for a one-replica pipeline).
   int cpu_threads_per_replica = 0;
+  // How cuda replicas run matrix products (f32, TF32, bf16 with f32 accumulation).
+  models::MatmulPrecision matmul_precision = models::MatmulPrecision::f32;
+  // Makes each replica's executor from its device and its share of the CPU threads. Unset:
+  // models::make_executor. A device of one's own plugs in here, as long as its executor keeps
+  // the contract of models/executor.hpp.
+  std::function<std::unique_ptr<models::Executor>(Device device, int cpu_threads)> make_executor;
   // Makes the channel the actors send through, over the pipeline's actor system; the pipeline
   // binds every endpoint to it (stage replica d is endpoint d, the loader R, the coordinator
   // R + 1, for R replicas in all). Unset: a LocalChannel (everything in this process).

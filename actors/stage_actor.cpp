@@ -101,7 +101,18 @@ void StageActor::on_message(Message& msg) {
       throw std::logic_error("stage " + std::to_string(stage_) + ": completion of op " +
                              std::to_string(msg.as<OpDone>().seq) + ", which is not in flight");
     }
-    flush(it->second);
+    if (it->second.done.recorded()) {
+      if (const std::exception_ptr failure = it->second.done.error()) {
+        try {
+          std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("stage " + std::to_string(stage_) + " replica " +
+                                   std::to_string(replica_) + " (" + stats_.device_name +
+                                   "): device work failed: " + e.what());
+        }
+      }
+    }
+    flush(it->second.sends);
     pending_.erase(it);
   } else if (msg.is<SyncDone>()) {
     if (!running_) throw std::logic_error("stage: SYNC completion without a SYNC in flight");
@@ -236,6 +247,7 @@ void StageActor::execute(const Action& a) {
   started_ = Clock::now();
   sends_.clear();
   ready_in_ = std::chrono::nanoseconds(0);
+  ready_ = Event();
   try {
     switch (a.op) {
       case Op::F:
@@ -263,10 +275,12 @@ void StageActor::execute(const Action& a) {
 void StageActor::charge(const models::Completion& done) {
   stats_.busy_s += std::chrono::duration<double>(done.busy).count();
   ready_in_ = done.ready_in;
+  ready_ = done.done;
 }
 
 void StageActor::flush(std::vector<Send>& sends) {
   for (Send& s : sends) {
+    if (s.make) s.msg = s.make();
     // A peer that stopped has failed or the run is over; its error is reported by itself.
     (void)s_.channel->send(s_.device, s.to, std::move(s.msg));
   }
@@ -278,14 +292,20 @@ void StageActor::complete() {
   if (schedules::releases_admission(params_, stage_, a)) {
     sends_.push_back({s_.loader, make_message(Credit{a.minibatch})});
   }
-  if (ready_in_.count() > 0) {
+  if (ready_.recorded() || ready_in_.count() > 0) {
     // Submitted to an asynchronous device: what the action sends leaves when the device says
     // it is done; meanwhile the actor goes on with the next action (stream order).
     ++seq_;
-    std::vector<Send>& later = pending_[seq_];
-    later.swap(sends_);
-    system().send_after(ready_in_, this, make_message(OpDone{seq_}));
+    Pending& later = pending_[seq_];
+    later.sends.swap(sends_);
+    later.done = ready_;
+    if (ready_.recorded()) {
+      system().send_when(ready_, this, make_message(OpDone{seq_}));
+    } else {
+      system().send_after(ready_in_, this, make_message(OpDone{seq_}));
+    }
     ready_in_ = std::chrono::nanoseconds(0);
+    ready_ = Event();
   } else {
     flush(sends_);
   }
@@ -408,7 +428,8 @@ void StageActor::run_forward(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
   std::uint32_t rows_total = 0;
-  Tensor x = take_inputs(a, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr);
+  Tensor x = s_.executor->to_device(
+      take_inputs(a, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
   Tensor targets = last ? take_inputs(a, Port::target, &rows_total) : Tensor();
   const std::int64_t v = version_of(a.minibatch);
   versions_.pin(v);
@@ -437,13 +458,20 @@ void StageActor::run_forward(const Action& a) {
   });
   if (last) {
     fwd.dlogits = loss.dlogits;
-    LossReport report{loss.loss_sum, static_cast<std::int32_t>(loss.count),
-                      static_cast<std::int32_t>(loss.correct), rows_total};
     Tag tag;
     tag.minibatch = a.minibatch;
     tag.begin = static_cast<std::int32_t>(a.slice.begin);
     tag.end = static_cast<std::int32_t>(a.slice.end);
-    sends_.push_back({s_.coordinator, make_message(report, {}, tag)});
+    // Built when the loss is known: at once on the CPU, at the device's completion otherwise.
+    models::LossResult sums = loss;
+    sums.dlogits = Tensor();  // kept by the forward; the report needs only the sums
+    auto report = [sums, rows_total, tag] {
+      const models::LossResult l = sums.resolved();
+      return make_message(LossReport{l.loss_sum, static_cast<std::int32_t>(l.count),
+                                     static_cast<std::int32_t>(l.correct), rows_total},
+                          {}, tag);
+    };
+    sends_.push_back({s_.coordinator, Message{}, report});
   } else {
     for (const Route& r : routes_.outputs) {
       Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
@@ -515,7 +543,7 @@ void StageActor::run_backward(const Action& a) {
     saved = s_.model->concat_saved(pieces, sizes, layers.begin, layers.end);
     if (last) dy = dys.size() == 1 ? dys.front() : concat_rows(dys);
   }
-  if (!last) dy = take_inputs(a, Port::gradient, nullptr);
+  if (!last) dy = s_.executor->to_device(take_inputs(a, Port::gradient, nullptr));
   // A split backward's W holds the version until it ran.
   if (!a.with_weight) versions_.pin(version);
   // Release what this backward consumed; a forward whose every sample has gone back is done.

@@ -26,6 +26,7 @@
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 #include "runtime/actor.hpp"
+#include "runtime/event.hpp"
 #include "schedules/plan.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule_params.hpp"
@@ -137,6 +138,15 @@ class StageActor final : public Actor {
   struct Send {
     transport::Endpoint to;
     Message msg;
+    // Builds msg when the action's results are ready (a loss an asynchronous device computed);
+    // empty for messages complete at once.
+    std::function<Message()> make;
+  };
+  // An action submitted to an asynchronous device: its sends, held until the completion
+  // message, and the event that carries the device's failure (recorded on cuda only).
+  struct Pending {
+    std::vector<Send> sends;
+    Event done;
   };
   using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
 
@@ -208,9 +218,9 @@ class StageActor final : public Actor {
   schedules::Routes routes_;
   std::vector<Send> sends_;               // sent when the current action completes
   std::chrono::nanoseconds ready_in_{0};  // the current action's results are ready this late
-  // Actions submitted to an asynchronous device, by sequence number: their sends, held until
-  // the device's completion message.
-  std::map<std::uint64_t, std::vector<Send>> pending_;
+  Event ready_;                           // or then (an asynchronous device's completion)
+  // Actions submitted to an asynchronous device, by sequence number.
+  std::map<std::uint64_t, Pending> pending_;
   std::chrono::steady_clock::time_point started_;
   StageStats stats_;
 };

@@ -700,6 +700,13 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
   if (p.rematerialize && p.schedule != "gpipe") {
     m.fail("rematerialize", "applies to schedule gpipe only");
   }
+  if (m.has("precision")) {
+    try {
+      p.precision = models::parse_matmul_precision(m.get<std::string>("precision"));
+    } catch (const std::invalid_argument& e) {
+      m.fail("precision", e.what());
+    }
+  }
   if (m.has("partition")) {
     planned_stages(m, p, minibatch, num_layers, machine);
   } else {

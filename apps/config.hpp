@@ -24,7 +24,8 @@
 //             eval {every (0: at the end), samples (1024)}
 //   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
 //               {forward*: [sizes], backward*: [sizes]}), chunks (interleaved, 2),
-//               rematerialize (gpipe, false), stages* [{layers "a-b", replicas, device, or
+//               rematerialize (gpipe, false), precision (f32 | tf32 | bf16: cuda replicas'
+//               matrix products, f32), stages* [{layers "a-b", replicas, device, or
 //               devices [one per replica]}]
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +36,7 @@
 #include "apps/config_error.hpp"
 #include "apps/config_limits.hpp"
 #include "models/data/data_spec.hpp"
+#include "models/executor.hpp"
 #include "models/model_spec.hpp"
 #include "models/optimizer.hpp"
 #include "runtime/device.hpp"
@@ -89,6 +91,8 @@ struct PipelineConfig {
   std::vector<SliceComposition> compositions;  // umpipe: one per stage, instead of counts
   int64_t chunks = 1;                          // interleaved: model chunks per device (v)
   bool rematerialize = false;                  // gpipe: recompute forwards in backward
+  // cuda replicas' matrix products: f32, or inputs rounded to tf32 / bf16 (f32 accumulation).
+  models::MatmulPrecision precision = models::MatmulPrecision::f32;
   std::vector<StageConfig> stages;
   ConfigLocation where;
 };

@@ -577,6 +577,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     spec.plan.schedule.minibatches = end - at;
     spec.optimizer = t.optimizer;
     spec.seed = t.seed;
+    if (config_.pipeline) spec.matmul_precision = config_.pipeline->precision;
     spec.initial_params = params_;
     spec.first_minibatch = at;
     spec.optimizer_states = optimizer_states_;

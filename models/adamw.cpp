@@ -4,8 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/detail/checks.hpp"
 #include "models/detail/optimizer_util.hpp"
-#include "models/kernels/cpu/threading.hpp"
+#include "models/kernels/kernels.hpp"
 
 namespace tandem::models {
 
@@ -28,38 +29,21 @@ AdamW::AdamW(const OptimizerSpec& spec)
   }
 }
 
-void AdamW::step(ParamSet& params, const ParamSet& grads) {
-  detail::check_step_args(params, grads, who_);
-  const double t = static_cast<double>(steps_ + 1);
-  const double bc1 = 1.0 - std::pow(beta1_, t);
-  const double bc2 = 1.0 - std::pow(beta2_, t);
-  const auto decay = static_cast<float>(1.0 - lr_ * weight_decay_);
-  const auto step_size = static_cast<float>(lr_ / bc1);
-  const auto inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const auto b1 = static_cast<float>(beta1_);
-  const auto b2 = static_cast<float>(beta2_);
-  const auto eps = static_cast<float>(eps_);
+void AdamW::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
+  detail::check_step_args(params, grads, who_, k.device());
   for (std::int64_t i = 0; i < params.size(); ++i) {
-    detail::UpdateTarget target = detail::update_target(params, i);
+    detail::UpdateTarget target = detail::update_target(params, i, k);
     const std::string& name = params.name(i);
     if (!exp_avg_.contains(name)) {
-      exp_avg_.emplace(name, Tensor::zeros(target.old.shape()));
-      exp_avg_sq_.emplace(name, Tensor::zeros(target.old.shape()));
+      for (auto* moments : {&exp_avg_, &exp_avg_sq_}) {
+        Tensor zero = k.empty(target.old.shape());
+        k.scale(detail::ptr(zero), zero.numel(), 0.0f);
+        moments->emplace(name, zero);
+      }
     }
-    float* m = exp_avg_.at(name).data<float>();
-    float* v = exp_avg_sq_.at(name).data<float>();
-    const float* p = target.old.data<float>();
-    float* out = target.out.data<float>();
-    const float* g = grads[i].data<float>();
-    cpu::parallel_for(target.old.numel(), cpu::kElementGrain,
-                      [&](std::int64_t k0, std::int64_t k1) {
-                        for (std::int64_t k = k0; k < k1; ++k) {
-                          m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-                          v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-                          const float denom = std::sqrt(v[k]) * inv_sqrt_bc2 + eps;
-                          out[k] = p[k] * decay - step_size * m[k] / denom;
-                        }
-                      });
+    k.adamw_update(detail::ptr(target.old), detail::ptr(grads[i]), detail::ptr(exp_avg_.at(name)),
+                   detail::ptr(exp_avg_sq_.at(name)), detail::ptr(target.out), target.old.numel(),
+                   lr_, weight_decay_, beta1_, beta2_, eps_, steps_ + 1);
   }
   ++steps_;
 }

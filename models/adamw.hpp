@@ -11,7 +11,8 @@ namespace tandem::models {
 class AdamW final : public Optimizer {
  public:
   explicit AdamW(const OptimizerSpec& spec);
-  void step(ParamSet& params, const ParamSet& grads) override;
+  using Optimizer::step;
+  void step(ParamSet& params, const ParamSet& grads, const Kernels& kernels) override;
   ParamSet state() const override;
   void load_state(const ParamSet& state, std::int64_t steps) override;
 

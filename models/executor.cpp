@@ -6,8 +6,19 @@
 #include <cmath>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "models/sim_clock.hpp"
+#include "runtime/stream.hpp"
+
+#if TANDEM_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "models/kernels/cpu/cross_entropy.hpp"
+#include "models/kernels/cuda/cross_entropy.hpp"
+#include "models/kernels/cuda/cuda_kernels.hpp"
+#endif
 
 namespace tandem::models {
 namespace {
@@ -80,13 +91,152 @@ class SimExecutor final : public Executor {
   std::chrono::steady_clock::time_point free_at_{};
 };
 
+#if TANDEM_HAVE_CUDA
+cuda::GemmPrecision gemm_precision(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::tf32:
+      return cuda::GemmPrecision::tf32;
+    case MatmulPrecision::bf16:
+      return cuda::GemmPrecision::bf16;
+    case MatmulPrecision::f32:
+      break;
+  }
+  return cuda::GemmPrecision::f32;
+}
+
+// Enqueues a stage's work on a stream of its own and returns at once: the actor learns that the
+// work is done from Completion::done (ActorSystem::send_when), so no worker ever waits for the
+// GPU. Temporaries the layers drop while their kernels are still queued are kept until then
+// (CudaKernels::take_allocations).
+class CudaExecutor final : public Executor {
+ public:
+  CudaExecutor(Device device, MatmulPrecision precision)
+      : stream_(device), kernels_(stream_, gemm_precision(precision)) {}
+  Device device() const override { return stream_.device(); }
+
+  Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
+    ctx.sim_clock = nullptr;
+    ctx.kernels = &kernels_;
+    const cudaError_t status = cudaSetDevice(stream_.device().index());
+    if (status != cudaSuccess) {
+      throw std::runtime_error("cuda executor: cudaSetDevice(" +
+                               std::to_string(stream_.device().index()) +
+                               "): " + cudaGetErrorString(status));
+    }
+    Completion c;
+    try {
+      work(ctx);
+    } catch (...) {
+      // What was enqueued before the failure may still use its temporaries.
+      keep_until(stream_.record());
+      throw;
+    }
+    c.done = stream_.record();
+    keep_until(c.done);
+    return c;
+  }
+
+  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+                  float grad_scale) const override {
+    if (logits.dtype() != DType::f32 || targets.dtype() != DType::i32 || logits.shape().empty() ||
+        logits.numel() / std::max<std::int64_t>(1, logits.shape().back()) != targets.numel()) {
+      throw std::invalid_argument("cuda executor: loss of " + logits.describe() + " against " +
+                                  targets.describe() +
+                                  " (f32 logits [..., C] and i32 targets of the same rows)");
+    }
+    const std::int64_t classes = logits.shape().back();
+    const std::int64_t rows = targets.numel();
+    const Tensor x = on_device(logits);
+    const Tensor t = on_device(targets);
+    LossResult r;
+    r.count = rows;
+    r.dlogits = kernels_.empty(logits.shape());
+    Tensor sums = kernels_.empty({4});  // a CrossEntropySums: 16 bytes
+    const std::size_t scratch_bytes = cuda::cross_entropy_scratch_bytes(rows);
+    Tensor scratch = kernels_.empty(
+        {std::max<std::int64_t>(1, static_cast<std::int64_t>((scratch_bytes + 3) / 4))});
+    cuda::cross_entropy(static_cast<const float*>(x.raw_data()),
+                        static_cast<const std::int32_t*>(t.raw_data()), rows, classes,
+                        static_cast<float*>(r.dlogits.raw_data()), grad_scale,
+                        static_cast<CrossEntropySums*>(sums.raw_data()), scratch.raw_data(),
+                        stream_.native_handle());
+    // Read by the actor once the work is done (LossResult::resolved): copied to pinned memory
+    // on the stream, never waited for here.
+    r.pending_sums = Tensor::empty_pinned({4});
+    r.pending_sums.copy_from(sums, stream_);
+    return r;
+  }
+
+  void step(const Context&, Optimizer& optimizer, ParamSet& params,
+            const ParamSet& grads) const override {
+    optimizer.step(params, grads, kernels_);
+  }
+
+  Tensor to_device(const Tensor& t) override {
+    if (!t.defined()) return t;
+    const Tensor d = on_device(t);
+    keep_until(stream_.record());
+    return d;
+  }
+
+ private:
+  // `t` on this device: itself, or a copy enqueued on the stream (a batch from the loader).
+  Tensor on_device(const Tensor& t) const {
+    if (t.device() == stream_.device()) return t;
+    Tensor d = kernels_.empty(t.shape(), t.dtype());
+    d.copy_from(t, stream_);
+    return d;
+  }
+
+  void keep_until(const Event& e) const {
+    std::vector<Tensor> keep = kernels_.take_allocations();
+    if (!keep.empty()) e.on_complete([keep = std::move(keep)]() mutable { keep.clear(); });
+  }
+
+  mutable Stream stream_;  // copies enqueue on it from const members (loss)
+  CudaKernels kernels_;
+};
+#endif
+
 }  // namespace
 
-std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs, int cpu_threads) {
+const char* matmul_precision_name(MatmulPrecision precision) {
+  switch (precision) {
+    case MatmulPrecision::f32:
+      return "f32";
+    case MatmulPrecision::tf32:
+      return "tf32";
+    case MatmulPrecision::bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+MatmulPrecision parse_matmul_precision(std::string_view text) {
+  for (const MatmulPrecision p :
+       {MatmulPrecision::f32, MatmulPrecision::tf32, MatmulPrecision::bf16}) {
+    if (text == matmul_precision_name(p)) return p;
+  }
+  throw std::invalid_argument("matmul precision '" + std::string(text) +
+                              "': expected f32, tf32 or bf16");
+}
+
+std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs, int cpu_threads,
+                                        MatmulPrecision precision) {
   if (device.is_cpu()) return std::make_unique<CpuExecutor>(cpu_threads);
   if (device.is_sim()) return std::make_unique<SimExecutor>(sim_costs);
+#if TANDEM_HAVE_CUDA
+  if (device.is_cuda()) {
+    if (device.index() >= cuda_device_count()) {
+      throw std::invalid_argument("make_executor: " + device.str() + " is not present (" +
+                                  std::to_string(cuda_device_count()) + " CUDA devices)");
+    }
+    return std::make_unique<CudaExecutor>(device, precision);
+  }
+#endif
+  (void)precision;
   throw std::invalid_argument("make_executor: no kernels for device " + device.str() +
-                              " in this build (cpu and sim run pipelines today)");
+                              " in this build (cpu and sim; cuda:N with the CUDA backend)");
 }
 
 }  // namespace tandem::models

@@ -5,8 +5,10 @@
 // the work's ops charge their configured durations, and the results are ready that long after
 // now (the actor is told by a message, exactly as a CUDA completion will tell it later).
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "models/layer.hpp"
 #include "models/loss.hpp"
@@ -14,6 +16,7 @@
 #include "models/param_set.hpp"
 #include "models/sim_costs.hpp"
 #include "runtime/device.hpp"
+#include "runtime/event.hpp"
 
 namespace tandem::models {
 
@@ -21,6 +24,9 @@ namespace tandem::models {
 struct Completion {
   std::chrono::nanoseconds busy{0};      // device time the work itself takes
   std::chrono::nanoseconds ready_in{0};  // from now until its results are ready (0: on return)
+  // Asynchronous devices (cuda): completes once the work's results are ready, and carries its
+  // failure (Event::error()); busy and ready_in are then 0. Never recorded for cpu and sim.
+  Event done;
 };
 
 class Executor {
@@ -33,6 +39,12 @@ class Executor {
   // caller may submit more before that and learn each one's completion separately.
   virtual Completion run(Context ctx, const std::function<void(const Context&)>& work) = 0;
 
+  // `t` where this executor computes: itself when it is there already (always for cpu and sim),
+  // else a copy ordered before the work run() submits next (cuda: enqueued on its stream, the
+  // source kept alive until it has run). For what arrives from elsewhere: a loader's batch, a
+  // gradient from another host.
+  virtual Tensor to_device(const Tensor& t) { return t; }
+
   // Softmax cross-entropy of a slice's logits (see softmax_cross_entropy); on a device
   // without data, a gradient of the right shape and no loss. Call inside run().
   virtual LossResult loss(const Context& ctx, const Tensor& logits, const Tensor& targets,
@@ -42,11 +54,20 @@ class Executor {
                     const ParamSet& grads) const = 0;
 };
 
-// cpu (and, with the CUDA backend, cuda:N once its kernels exist) or sim with its costs.
-// `cpu_threads` > 0 runs a cpu executor's kernels in a oneTBB arena of that many threads (its
-// share of the cores when several stages compute at once; 0: the whole machine). Throws
-// std::invalid_argument for a device this build cannot run kernels on.
+// How the GPU runs matrix products (cuda executors only): f32, or inputs rounded to TF32 or to
+// bf16 with f32 accumulation (models/kernels/cuda/gemm.hpp).
+enum class MatmulPrecision : std::uint8_t { f32, tf32, bf16 };
+// "f32", "tf32", "bf16"; parse throws std::invalid_argument naming `text`.
+const char* matmul_precision_name(MatmulPrecision precision);
+MatmulPrecision parse_matmul_precision(std::string_view text);
+
+// cpu, cuda:N (with the CUDA backend: kernels enqueued on a stream of its own, completion by
+// Completion::done) or sim with its costs. `cpu_threads` > 0 runs a cpu executor's kernels in a
+// oneTBB arena of that many threads (its share of the cores when several stages compute at
+// once; 0: the whole machine). Throws std::invalid_argument for a device this build cannot run
+// kernels on.
 std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs = {},
-                                        int cpu_threads = 0);
+                                        int cpu_threads = 0,
+                                        MatmulPrecision precision = MatmulPrecision::f32);
 
 }  // namespace tandem::models

@@ -26,7 +26,7 @@ Tensor Layer::backward_into(const Context& ctx, ParamView params, Saved& saved, 
 std::vector<Tensor> Layer::backward_weight(const Context& ctx, const Saved& saved,
                                            const Tensor& dy) const {
   std::vector<Tensor> grads;
-  for (const ParamSpec& spec : param_specs()) grads.push_back(Tensor::empty(spec.shape));
+  for (const ParamSpec& spec : param_specs()) grads.push_back(ctx.k().empty(spec.shape));
   backward_weight_into(ctx, saved, dy, GradSink{grads, 1.0f, 0.0f});
   return grads;
 }
@@ -34,7 +34,7 @@ std::vector<Tensor> Layer::backward_weight(const Context& ctx, const Saved& save
 BackwardResult Layer::backward(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
                                bool need_dx) const {
   BackwardResult out;
-  for (const ParamSpec& spec : param_specs()) out.grads.push_back(Tensor::empty(spec.shape));
+  for (const ParamSpec& spec : param_specs()) out.grads.push_back(ctx.k().empty(spec.shape));
   out.dx = backward_into(ctx, params, saved, dy, need_dx, GradSink{out.grads, 1.0f, 0.0f});
   return out;
 }

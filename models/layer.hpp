@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/kernels/kernels.hpp"
 #include "models/param_set.hpp"
 #include "runtime/tensor.hpp"
 
@@ -27,6 +28,12 @@ struct Context {
   // seed and sample_begin the same, so dropout masks repeat exactly). Last, so that the
   // positional {training, seed, sample_begin} initialisers keep their meaning.
   bool keep_saved = true;
+  // The kernels every layer op allocates and computes through; null means the CPU's. Pointing
+  // it at another device's kernels moves a layer's work there without changing the layer.
+  // Last for the same reason as keep_saved.
+  const Kernels* kernels = nullptr;
+
+  const Kernels& k() const { return kernels != nullptr ? *kernels : cpu_kernels(); }
 };
 
 // What a forward pass keeps for its backward (activations, masks). Layers built from

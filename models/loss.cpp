@@ -1,5 +1,6 @@
 #include "models/loss.hpp"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "models/detail/checks.hpp"
@@ -28,6 +29,18 @@ LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& targets, bo
                          need_grad ? r.dlogits.data<float>() : nullptr, grad_scale);
   r.loss_sum = sums.loss_sum;
   r.correct = sums.correct;
+  return r;
+}
+
+LossResult LossResult::resolved() const {
+  LossResult r = *this;
+  if (pending_sums.defined()) {
+    // Written by the device as a CrossEntropySums: a double and an int64.
+    const auto* bytes = static_cast<const unsigned char*>(pending_sums.raw_data());
+    std::memcpy(&r.loss_sum, bytes, sizeof r.loss_sum);
+    std::memcpy(&r.correct, bytes + sizeof(double), sizeof r.correct);
+    r.pending_sums = Tensor();
+  }
   return r;
 }
 

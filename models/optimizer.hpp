@@ -10,6 +10,7 @@
 
 namespace tandem::models {
 
+class Kernels;
 class SimClock;
 
 struct OptimizerSpec {
@@ -37,8 +38,13 @@ struct FusedUpdate {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update. Throws std::invalid_argument when grads' names or shapes differ from params'.
-  virtual void step(ParamSet& params, const ParamSet& grads) = 0;
+  // One update, computed through `kernels` (those of the device the parameters live on; a cuda
+  // executor passes its own, so the update is enqueued on its stream). Throws
+  // std::invalid_argument when grads' names or shapes differ from params', or a tensor is not
+  // on kernels.device().
+  virtual void step(ParamSet& params, const ParamSet& grads, const Kernels& kernels) = 0;
+  // The update on the CPU.
+  void step(ParamSet& params, const ParamSet& grads);
   // One update of sim parameters (the sim device keeps no data): checks names, shapes and that
   // every tensor is on sim, counts the step, keeps no state, and charges
   // SimCosts::optimizer_step_ms to the clock.

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "models/detail/checks.hpp"
 #include "models/detail/optimizer_util.hpp"
-#include "models/kernels/cpu/threading.hpp"
+#include "models/kernels/kernels.hpp"
 
 namespace tandem::models {
 
@@ -29,38 +30,23 @@ std::optional<FusedUpdate> Sgd::fused_update() const {
   return FusedUpdate{static_cast<float>(-lr_), static_cast<float>(1.0 - lr_ * weight_decay_)};
 }
 
-void Sgd::step(ParamSet& params, const ParamSet& grads) {
-  detail::check_step_args(params, grads, who_);
-  const auto lr = static_cast<float>(lr_);
-  const auto wd = static_cast<float>(weight_decay_);
-  const auto mom = static_cast<float>(momentum_);
+void Sgd::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
+  detail::check_step_args(params, grads, who_, k.device());
   for (std::int64_t i = 0; i < params.size(); ++i) {
-    detail::UpdateTarget t = detail::update_target(params, i);
-    const float* p = t.old.data<float>();
-    float* out = t.out.data<float>();
-    const float* g = grads[i].data<float>();
-    const std::int64_t n = t.old.numel();
-    if (mom == 0.0f) {
-      cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t k0, std::int64_t k1) {
-        for (std::int64_t k = k0; k < k1; ++k) out[k] = p[k] - lr * (g[k] + wd * p[k]);
-      });
-      continue;
-    }
-    auto it = momentum_buffers_.find(params.name(i));
-    const bool first = it == momentum_buffers_.end();
-    if (first) {
-      it = momentum_buffers_.emplace(params.name(i), Tensor::empty(t.old.shape())).first;
-    }
-    float* buf = it->second.data<float>();
-    const bool nesterov = nesterov_;
-    cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t k0, std::int64_t k1) {
-      for (std::int64_t k = k0; k < k1; ++k) {
-        const float d = g[k] + wd * p[k];
-        const float b = first ? d : mom * buf[k] + d;
-        buf[k] = b;
-        out[k] = p[k] - lr * (nesterov ? d + mom * b : b);
+    detail::UpdateTarget t = detail::update_target(params, i, k);
+    float* buf = nullptr;
+    bool first = false;
+    // Momentum 0 keeps no buffer (as the float the update uses, like the kernels).
+    if (static_cast<float>(momentum_) != 0.0f) {
+      auto it = momentum_buffers_.find(params.name(i));
+      first = it == momentum_buffers_.end();
+      if (first) {
+        it = momentum_buffers_.emplace(params.name(i), k.empty(t.old.shape())).first;
       }
-    });
+      buf = detail::ptr(it->second);
+    }
+    k.sgd_update(detail::ptr(t.old), detail::ptr(grads[i]), buf, detail::ptr(t.out), t.old.numel(),
+                 lr_, weight_decay_, momentum_, nesterov_, first);
   }
   ++steps_;
 }

@@ -11,7 +11,8 @@ namespace tandem::models {
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerSpec& spec);
-  void step(ParamSet& params, const ParamSet& grads) override;
+  using Optimizer::step;
+  void step(ParamSet& params, const ParamSet& grads, const Kernels& kernels) override;
   std::optional<FusedUpdate> fused_update() const override;
   ParamSet state() const override;
   void load_state(const ParamSet& state, std::int64_t steps) override;

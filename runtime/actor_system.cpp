@@ -132,6 +132,11 @@ ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOption
 
 ActorSystem::~ActorSystem() {
   stop();
+  {
+    // Events always complete (a cuda stream drains; a failed one completes with its error).
+    std::unique_lock lock(completions_mu_);
+    completions_cv_.wait(lock, [&] { return completions_pending_ == 0; });
+  }
   actors_.clear();
 }
 
@@ -221,6 +226,36 @@ void ActorSystem::send_at(std::chrono::steady_clock::time_point deadline, Actor*
     }
     activity_done();
   });
+}
+
+void ActorSystem::send_when(const Event& event, Actor* to, Message msg) {
+  active_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    std::lock_guard lock(completions_mu_);
+    ++completions_pending_;
+  }
+  // std::function needs a copyable callable; the message is moved out once.
+  auto pending = std::make_shared<Message>(std::move(msg));
+  auto finished = [this] {
+    activity_done();
+    // Last: once the count is zero the destructor may go on.
+    std::lock_guard lock(completions_mu_);
+    if (--completions_pending_ == 0) completions_cv_.notify_all();
+  };
+  try {
+    event.on_complete([this, to, pending, finished] {
+      try {
+        const ActorId from = pending->env.source;
+        if (!send(to, std::move(*pending), from).ok()) count_dead_letters(1);
+      } catch (...) {
+        count_dead_letters(1);  // never leave the count up: the destructor waits for it
+      }
+      finished();
+    });
+  } catch (...) {
+    finished();
+    throw;
+  }
 }
 
 void ActorSystem::set_error_handler(std::function<void(const ActorError&)> handler) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/actor.hpp"
+#include "runtime/event.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/send_result.hpp"
 
@@ -67,6 +68,13 @@ class ActorSystem {
   void send_at(std::chrono::steady_clock::time_point deadline, Actor* to, const T& body) {
     send_at(deadline, to, make_message(body));
   }
+
+  // Delivers `msg` to `to` once `event` has completed: how an actor learns that the work it
+  // enqueued on an asynchronous device (a cuda stream) is done, without any worker waiting for
+  // it. Counts as activity until then, like a timer (wait_idle() does not return before), and
+  // the system is not destroyed before the delivery has been attempted. After stop() the message
+  // is dropped as a dead letter. The receiver reads the event's error() itself.
+  void send_when(const Event& event, Actor* to, Message msg);
 
   // Called on the failing actor's thread. A handler that throws is logged, not fatal.
   void set_error_handler(std::function<void(const ActorError&)> handler);
@@ -126,6 +134,11 @@ class ActorSystem {
   std::atomic<std::size_t> errors_{0};
   std::mutex error_mu_;
   std::function<void(const ActorError&)> error_handler_;
+  // Deliveries of send_when() not yet attempted: the destructor waits for them, as their
+  // callbacks (on the runtime's progress thread) use this system.
+  std::mutex completions_mu_;
+  std::condition_variable completions_cv_;
+  std::size_t completions_pending_ = 0;
 };
 
 // Actor::send's definitions need the complete ActorSystem.

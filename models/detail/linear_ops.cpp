@@ -1,23 +1,22 @@
 #include "models/detail/linear_ops.hpp"
 
-#include "models/kernels/cpu/gemm.hpp"
-
 namespace tandem::models::detail {
 
-void linear_forward(const float* x, std::int64_t rows, std::int64_t in, const float* w,
-                    const float* b, std::int64_t out, cpu::Activation act, float* y, float* pre) {
-  cpu::gemm(false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
-  cpu::bias_act_forward(y, b, rows, out, act, pre);
+void linear_forward(const Kernels& k, const float* x, std::int64_t rows, std::int64_t in,
+                    const float* w, const float* b, std::int64_t out, Activation act, float* y,
+                    float* pre) {
+  k.gemm(false, true, rows, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+  k.bias_act_forward(y, b, rows, out, act, pre);
 }
 
-void linear_backward_input(const float* dz, std::int64_t rows, std::int64_t in, const float* w,
-                           std::int64_t out, float* dx) {
-  cpu::gemm(false, false, rows, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in);
+void linear_backward_input(const Kernels& k, const float* dz, std::int64_t rows, std::int64_t in,
+                           const float* w, std::int64_t out, float* dx) {
+  k.gemm(false, false, rows, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in);
 }
 
-void linear_backward_weight(const float* dz, const float* x, std::int64_t rows, std::int64_t in,
-                            std::int64_t out, float alpha, float beta, float* dw) {
-  cpu::gemm(true, false, out, in, rows, alpha, dz, out, x, in, beta, dw, in);
+void linear_backward_weight(const Kernels& k, const float* dz, const float* x, std::int64_t rows,
+                            std::int64_t in, std::int64_t out, float alpha, float beta, float* dw) {
+  k.gemm(true, false, out, in, rows, alpha, dz, out, x, in, beta, dw, in);
 }
 
 }  // namespace tandem::models::detail

@@ -2,21 +2,23 @@
 
 #include <cstdint>
 
-#include "models/kernels/cpu/activation.hpp"
+#include "models/kernels/kernels.hpp"
 
 namespace tandem::models::detail {
 
 // The arithmetic of a fully connected layer on row-major 2-D data, shared by Linear and the
-// layers built from linear maps (attention, transformer block). Weight is [out, in].
+// layers built from linear maps (attention, transformer block). Weight is [out, in]. Pointers
+// are into memory of k's device.
 
 // y = act(x W^T + b); pre receives x W^T + b when act needs it (gelu).
-void linear_forward(const float* x, std::int64_t rows, std::int64_t in, const float* w,
-                    const float* b, std::int64_t out, cpu::Activation act, float* y, float* pre);
+void linear_forward(const Kernels& k, const float* x, std::int64_t rows, std::int64_t in,
+                    const float* w, const float* b, std::int64_t out, Activation act, float* y,
+                    float* pre);
 // dx = dz W.
-void linear_backward_input(const float* dz, std::int64_t rows, std::int64_t in, const float* w,
-                           std::int64_t out, float* dx);
+void linear_backward_input(const Kernels& k, const float* dz, std::int64_t rows, std::int64_t in,
+                           const float* w, std::int64_t out, float* dx);
 // dW = alpha * dz^T x + beta * dW.
-void linear_backward_weight(const float* dz, const float* x, std::int64_t rows, std::int64_t in,
-                            std::int64_t out, float alpha, float beta, float* dw);
+void linear_backward_weight(const Kernels& k, const float* dz, const float* x, std::int64_t rows,
+                            std::int64_t in, std::int64_t out, float alpha, float beta, float* dw);
 
 }  // namespace tandem::models::detail

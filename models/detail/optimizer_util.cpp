@@ -5,8 +5,8 @@
 namespace tandem::models::detail {
 
 void check_step_args(const ParamSet& params, const ParamSet& grads, const std::string& who,
-                     bool sim) {
-  const Device device = sim ? Device::sim() : Device::cpu();
+                     Device device) {
+  const bool sim = device.is_sim();
   if (params.size() != grads.size()) {
     throw std::invalid_argument(who + ": " + std::to_string(params.size()) + " parameters but " +
                                 std::to_string(grads.size()) + " gradients");
@@ -29,10 +29,10 @@ void check_step_args(const ParamSet& params, const ParamSet& grads, const std::s
   }
 }
 
-UpdateTarget update_target(ParamSet& params, std::int64_t i) {
+UpdateTarget update_target(ParamSet& params, std::int64_t i, const Kernels& k) {
   if (params[i].storage_unique()) return {params[i], params[i]};
   Tensor old = params[i];
-  params[i] = Tensor::empty(old.shape(), old.dtype(), old.device());
+  params[i] = k.empty(old.shape(), old.dtype());
   return {old, params[i]};
 }
 

@@ -4,8 +4,6 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/linear_ops.hpp"
-#include "models/kernels/cpu/attention.hpp"
-#include "models/kernels/cpu/reduce.hpp"
 
 namespace tandem::models {
 namespace {
@@ -56,75 +54,76 @@ LayerCost CausalSelfAttention::cost(const Shape& input) const {
 
 ForwardResult CausalSelfAttention::forward(const Context& ctx, ParamView params,
                                            const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, param_specs(), who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape shape = output_shape(x32.shape());
   const std::int64_t b = shape[0];
   const std::int64_t t = shape[1];
   const std::int64_t n = b * t;
-  Tensor qkv = detail::new_f32({b, t, 3 * d_});
-  Tensor probs = detail::new_f32({b, heads_, t, t});
-  Tensor att = detail::new_f32(shape);
-  Tensor y = detail::new_f32(shape);
-  detail::linear_forward(x32.data<float>(), n, d_, params[0].data<float>(), params[1].data<float>(),
-                         3 * d_, cpu::Activation::none, qkv.data<float>(), nullptr);
-  cpu::causal_attention_forward(qkv.data<float>(), att.data<float>(), probs.data<float>(), b, t,
-                                heads_, d_ / heads_);
-  detail::linear_forward(att.data<float>(), n, d_, params[2].data<float>(), params[3].data<float>(),
-                         d_, cpu::Activation::none, y.data<float>(), nullptr);
+  using detail::ptr;
+  Tensor qkv = k.empty({b, t, 3 * d_});
+  Tensor probs = k.empty({b, heads_, t, t});
+  Tensor att = k.empty(shape);
+  Tensor y = k.empty(shape);
+  detail::linear_forward(k, ptr(x32), n, d_, ptr(params[0]), ptr(params[1]), 3 * d_,
+                         Activation::none, ptr(qkv), nullptr);
+  k.causal_attention_forward(ptr(qkv), ptr(att), ptr(probs), b, t, heads_, d_ / heads_);
+  detail::linear_forward(k, ptr(att), n, d_, ptr(params[2]), ptr(params[3]), d_, Activation::none,
+                         ptr(y), nullptr);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) r.saved = {x32, qkv, probs, att};
   return r;
 }
 
-Tensor CausalSelfAttention::backward_input(const Context& /*ctx*/, ParamView params, Saved& saved,
+Tensor CausalSelfAttention::backward_input(const Context& ctx, ParamView params, Saved& saved,
                                            const Tensor& dy) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
+  detail::require_params(k, params, param_specs(), who);
   detail::require_saved(saved, kForwardSaved, who);
   saved.resize(kForwardSaved);  // drop gradients of an earlier backward_input
   const Tensor& x = saved[0];
   const Tensor& qkv = saved[1];
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, x.shape(), who, "output gradient");
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, x.shape(), who, "output gradient");
   const std::int64_t b = x.dim(0);
   const std::int64_t t = x.dim(1);
   const std::int64_t n = b * t;
-  Tensor datt = detail::new_f32(x.shape());
-  detail::linear_backward_input(dy32.data<float>(), n, d_, params[2].data<float>(), d_,
-                                datt.data<float>());
-  Tensor dqkv = detail::new_f32(qkv.shape());
-  cpu::causal_attention_backward(qkv.data<float>(), saved[2].data<float>(), datt.data<float>(),
-                                 dqkv.data<float>(), b, t, heads_, d_ / heads_);
-  Tensor dx = detail::new_f32(x.shape());
-  detail::linear_backward_input(dqkv.data<float>(), n, d_, params[0].data<float>(), 3 * d_,
-                                dx.data<float>());
+  using detail::ptr;
+  Tensor datt = k.empty(x.shape());
+  detail::linear_backward_input(k, ptr(dy32), n, d_, ptr(params[2]), d_, ptr(datt));
+  Tensor dqkv = k.empty(qkv.shape());
+  k.causal_attention_backward(ptr(qkv), ptr(saved[2]), ptr(datt), ptr(dqkv), b, t, heads_,
+                              d_ / heads_);
+  Tensor dx = k.empty(x.shape());
+  detail::linear_backward_input(k, ptr(dqkv), n, d_, ptr(params[0]), 3 * d_, ptr(dx));
   saved.push_back(dqkv);
   return dx;
 }
 
-void CausalSelfAttention::backward_weight_into(const Context& /*ctx*/, const Saved& saved,
+void CausalSelfAttention::backward_weight_into(const Context& ctx, const Saved& saved,
                                                const Tensor& dy, const GradSink& sink) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_sink(sink, param_specs(), who);
+  detail::require_sink(k, sink, param_specs(), who);
   if (saved.size() != kForwardSaved + 1) {
     throw std::invalid_argument(who + ": backward_weight needs backward_input to run first");
   }
   const Tensor& x = saved[0];
   const Tensor& att = saved[3];
   const Tensor& dqkv = saved[4];
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, x.shape(), who, "output gradient");
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, x.shape(), who, "output gradient");
   const std::int64_t n = x.dim(0) * x.dim(1);
   const float a = sink.alpha;
   const float bt = sink.beta;
-  detail::linear_backward_weight(dqkv.data<float>(), x.data<float>(), n, d_, 3 * d_, a, bt,
-                                 sink.grads[0].data<float>());
-  cpu::column_sum(dqkv.data<float>(), n, 3 * d_, a, bt, sink.grads[1].data<float>());
-  detail::linear_backward_weight(dy32.data<float>(), att.data<float>(), n, d_, d_, a, bt,
-                                 sink.grads[2].data<float>());
-  cpu::column_sum(dy32.data<float>(), n, d_, a, bt, sink.grads[3].data<float>());
+  using detail::ptr;
+  detail::linear_backward_weight(k, ptr(dqkv), ptr(x), n, d_, 3 * d_, a, bt, ptr(sink.grads[0]));
+  k.column_sum(ptr(dqkv), n, 3 * d_, a, bt, ptr(sink.grads[1]));
+  detail::linear_backward_weight(k, ptr(dy32), ptr(att), n, d_, d_, a, bt, ptr(sink.grads[2]));
+  k.column_sum(ptr(dy32), n, d_, a, bt, ptr(sink.grads[3]));
 }
 
 }  // namespace tandem::models

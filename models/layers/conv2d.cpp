@@ -2,12 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <vector>
 
 #include "models/detail/checks.hpp"
-#include "models/kernels/cpu/conv.hpp"
-#include "models/kernels/cpu/gemm.hpp"
-#include "models/kernels/cpu/threading.hpp"
 
 namespace tandem::models {
 namespace {
@@ -70,9 +66,10 @@ LayerCost Conv2d::cost(const Shape& input) const {
 }
 
 ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, param_specs(), who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape out_shape = output_shape(x32.shape());
   const cpu::ConvGeometry g{in_, x32.dim(2), x32.dim(3), kernel_, stride_, pad_};
   const std::int64_t batch = out_shape[0];
@@ -80,31 +77,19 @@ ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor
   const std::int64_t ckk = g.col_rows();
   const std::int64_t chunk = std::clamp<std::int64_t>(
       kColBudget / std::max<std::int64_t>(1, ckk * ohw), 1, std::max<std::int64_t>(batch, 1));
-  Tensor y = detail::new_f32(out_shape);
-  std::vector<float> col(static_cast<std::size_t>(ckk * chunk * ohw));
-  std::vector<float> ycm(static_cast<std::size_t>(out_ * chunk * ohw));
-  const float* w = params[0].data<float>();
-  const float* bias = params[1].data<float>();
+  Tensor y = k.empty(out_shape);
+  Tensor col = k.empty({ckk, chunk * ohw});
+  Tensor ycm = k.empty({out_, chunk * ohw});
+  const float* w = detail::ptr(params[0]);
+  const float* bias = detail::ptr(params[1]);
   for (std::int64_t s0 = 0; s0 < batch; s0 += chunk) {
     const std::int64_t n = std::min(chunk, batch - s0);
     const std::int64_t cols = n * ohw;
-    cpu::im2col(x32.data<float>() + s0 * g.sample_size(), g, n, col.data());
-    cpu::gemm(false, false, out_, cols, ckk, 1.0f, w, ckk, col.data(), cols, 0.0f, ycm.data(),
-              cols);
-    cpu::parallel_for(
-        out_, std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols)),
-        [&](std::int64_t c0, std::int64_t c1) {
-          for (std::int64_t c = c0; c < c1; ++c) {
-            float* row = ycm.data() + c * cols;
-            const float bc = bias[c];
-            if (act_ == cpu::Activation::relu) {
-              for (std::int64_t i = 0; i < cols; ++i) row[i] = std::max(row[i] + bc, 0.0f);
-            } else {
-              for (std::int64_t i = 0; i < cols; ++i) row[i] += bc;
-            }
-          }
-        });
-    cpu::cm_to_nchw(ycm.data(), n, out_, ohw, y.data<float>() + s0 * out_ * ohw);
+    k.im2col(detail::ptr(x32) + s0 * g.sample_size(), g, n, detail::ptr(col));
+    k.gemm(false, false, out_, cols, ckk, 1.0f, w, ckk, detail::ptr(col), cols, 0.0f,
+           detail::ptr(ycm), cols);
+    k.row_bias_act_forward(detail::ptr(ycm), bias, out_, cols, act_);
+    k.cm_to_nchw(detail::ptr(ycm), n, out_, ohw, detail::ptr(y) + s0 * out_ * ohw);
   }
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
@@ -114,14 +99,14 @@ ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor
   return r;
 }
 
-Tensor Conv2d::run_backward(ParamView params, const Saved& saved, const Tensor& dy, bool need_dx,
-                            const GradSink* sink) const {
+Tensor Conv2d::run_backward(const Kernels& k, ParamView params, const Saved& saved,
+                            const Tensor& dy, bool need_dx, const GradSink* sink) const {
   const std::string who = describe();
   detail::require_saved(saved, act_ == cpu::Activation::none ? 1 : 2, who);
   const Tensor& x = saved[0];
   const Shape out_shape = output_shape(x.shape());
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, out_shape, who, "output gradient");
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, out_shape, who, "output gradient");
   const cpu::ConvGeometry g{in_, x.dim(2), x.dim(3), kernel_, stride_, pad_};
   const std::int64_t batch = out_shape[0];
   const std::int64_t ohw = g.out_hw();
@@ -132,86 +117,73 @@ Tensor Conv2d::run_backward(ParamView params, const Saved& saved, const Tensor& 
 
   Tensor dz = dy32;
   if (act_ == cpu::Activation::relu) {
-    dz = detail::new_f32(out_shape);
-    cpu::act_backward(dy32.data<float>(), saved[1].data<float>(), dz.data<float>(), dz.numel(),
-                      act_);
+    dz = k.empty(out_shape);
+    k.act_backward(detail::ptr(dy32), detail::ptr(saved[1]), detail::ptr(dz), dz.numel(), act_);
   }
-  std::vector<float> dzcm(static_cast<std::size_t>(out_ * chunk * ohw));
-  std::vector<float> col(static_cast<std::size_t>(ckk * chunk * ohw));
+  Tensor dzcm = k.empty({out_, chunk * ohw});
+  Tensor col = k.empty({ckk, chunk * ohw});
   std::int64_t dzcm_chunk = -1;  // which chunk dzcm holds
-  auto load_dz = [&](std::int64_t k) {
-    if (dzcm_chunk == k) return;
-    const std::int64_t s0 = k * chunk;
-    cpu::nchw_to_cm(dz.data<float>() + s0 * out_ * ohw, std::min(chunk, batch - s0), out_, ohw,
-                    dzcm.data());
-    dzcm_chunk = k;
+  auto load_dz = [&](std::int64_t c) {
+    if (dzcm_chunk == c) return;
+    const std::int64_t s0 = c * chunk;
+    k.nchw_to_cm(detail::ptr(dz) + s0 * out_ * ohw, std::min(chunk, batch - s0), out_, ohw,
+                 detail::ptr(dzcm));
+    dzcm_chunk = c;
   };
   Tensor dx;
   // All of dx first: the sink may alias the weight (fused SGD), which dx still needs.
   if (need_dx) {
-    dx = detail::new_f32(x.shape());
-    const float* w = params[0].data<float>();
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      const std::int64_t s0 = k * chunk;
+    dx = k.empty(x.shape());
+    const float* w = detail::ptr(params[0]);
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t s0 = c * chunk;
       const std::int64_t cols = std::min(chunk, batch - s0) * ohw;
-      load_dz(k);
-      cpu::gemm(true, false, ckk, cols, out_, 1.0f, w, ckk, dzcm.data(), cols, 0.0f, col.data(),
-                cols);
-      cpu::col2im(col.data(), g, std::min(chunk, batch - s0),
-                  dx.data<float>() + s0 * g.sample_size());
+      load_dz(c);
+      k.gemm(true, false, ckk, cols, out_, 1.0f, w, ckk, detail::ptr(dzcm), cols, 0.0f,
+             detail::ptr(col), cols);
+      k.col2im(detail::ptr(col), g, std::min(chunk, batch - s0),
+               detail::ptr(dx) + s0 * g.sample_size());
     }
   }
   if (sink != nullptr) {
-    float* dw = sink->grads[0].data<float>();
-    float* db = sink->grads[1].data<float>();
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      const std::int64_t s0 = k * chunk;
+    float* dw = detail::ptr(sink->grads[0]);
+    float* db = detail::ptr(sink->grads[1]);
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t s0 = c * chunk;
       const std::int64_t n = std::min(chunk, batch - s0);
       const std::int64_t cols = n * ohw;
-      const float beta = k == 0 ? sink->beta : 1.0f;
-      load_dz(k);
-      cpu::im2col(x.data<float>() + s0 * g.sample_size(), g, n, col.data());
-      cpu::gemm(false, true, out_, ckk, cols, sink->alpha, dzcm.data(), cols, col.data(), cols,
-                beta, dw, ckk);
-      cpu::parallel_for(
-          out_, std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols)),
-          [&](std::int64_t c0, std::int64_t c1) {
-            for (std::int64_t c = c0; c < c1; ++c) {
-              const float* row = dzcm.data() + c * cols;
-              float sum = 0.0f;
-              for (std::int64_t i = 0; i < cols; ++i) sum += row[i];
-              db[c] = beta == 0.0f ? sink->alpha * sum : sink->alpha * sum + beta * db[c];
-            }
-          });
+      const float beta = c == 0 ? sink->beta : 1.0f;
+      load_dz(c);
+      k.im2col(detail::ptr(x) + s0 * g.sample_size(), g, n, detail::ptr(col));
+      k.gemm(false, true, out_, ckk, cols, sink->alpha, detail::ptr(dzcm), cols, detail::ptr(col),
+             cols, beta, dw, ckk);
+      k.row_sum(detail::ptr(dzcm), out_, cols, sink->alpha, beta, db);
     }
+    // An empty batch still owes the sink its beta scaling.
     if (chunks == 0) {
-      for (Tensor t : sink->grads) {
-        float* p = t.data<float>();
-        for (std::int64_t i = 0; i < t.numel(); ++i)
-          p[i] = sink->beta == 0.0f ? 0.0f : sink->beta * p[i];
-      }
+      for (Tensor& t : sink->grads) k.scale(detail::ptr(t), t.numel(), sink->beta);
     }
   }
   return dx;
 }
 
-Tensor Conv2d::backward_input(const Context& /*ctx*/, ParamView params, Saved& saved,
+Tensor Conv2d::backward_input(const Context& ctx, ParamView params, Saved& saved,
                               const Tensor& dy) const {
-  detail::require_params(params, param_specs(), describe());
-  return run_backward(params, saved, dy, true, nullptr);
+  detail::require_params(ctx.k(), params, param_specs(), describe());
+  return run_backward(ctx.k(), params, saved, dy, true, nullptr);
 }
 
-void Conv2d::backward_weight_into(const Context& /*ctx*/, const Saved& saved, const Tensor& dy,
+void Conv2d::backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                                   const GradSink& sink) const {
-  detail::require_sink(sink, param_specs(), describe());
-  run_backward({}, saved, dy, false, &sink);
+  detail::require_sink(ctx.k(), sink, param_specs(), describe());
+  run_backward(ctx.k(), {}, saved, dy, false, &sink);
 }
 
-Tensor Conv2d::backward_into(const Context& /*ctx*/, ParamView params, Saved& saved,
-                             const Tensor& dy, bool need_dx, const GradSink& sink) const {
-  detail::require_params(params, param_specs(), describe());
-  detail::require_sink(sink, param_specs(), describe());
-  return run_backward(params, saved, dy, need_dx, &sink);
+Tensor Conv2d::backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                             bool need_dx, const GradSink& sink) const {
+  detail::require_params(ctx.k(), params, param_specs(), describe());
+  detail::require_sink(ctx.k(), sink, param_specs(), describe());
+  return run_backward(ctx.k(), params, saved, dy, need_dx, &sink);
 }
 
 }  // namespace tandem::models

@@ -28,8 +28,8 @@ class Conv2d final : public Layer {
                        bool need_dx, const GradSink& sink) const override;
 
  private:
-  Tensor run_backward(ParamView params, const Saved& saved, const Tensor& dy, bool need_dx,
-                      const GradSink* sink) const;
+  Tensor run_backward(const Kernels& k, ParamView params, const Saved& saved, const Tensor& dy,
+                      bool need_dx, const GradSink* sink) const;
 
   std::int64_t in_;
   std::int64_t out_;

@@ -4,7 +4,6 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
-#include "models/kernels/cpu/dropout.hpp"
 #include "runtime/counter_rng.hpp"
 
 namespace tandem::models {
@@ -24,20 +23,21 @@ std::uint64_t Dropout::key(std::uint64_t seed, std::uint64_t salt) {
 }
 
 ForwardResult Dropout::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, {}, who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, {}, who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   if (!ctx.training || p_ == 0.0f) return {x32, {}};
   if (x32.rank() == 0)
     throw std::invalid_argument(who + ": input " + x32.describe() + " has no batch dimension");
-  const detail::DropoutKey k{key(ctx.seed, salt_), ctx.sample_begin};
-  Tensor y = detail::new_f32(x32.shape());
+  const detail::DropoutKey dk{key(ctx.seed, salt_), ctx.sample_begin};
+  Tensor y = k.empty(x32.shape());
   const std::int64_t samples = x32.dim(0);
-  cpu::dropout_apply(x32.data<float>(), y.data<float>(), samples,
-                     samples == 0 ? 0 : x32.numel() / samples, p_, k.key, k.first_sample);
+  k.dropout_apply(detail::ptr(x32), detail::ptr(y), samples,
+                  samples == 0 ? 0 : x32.numel() / samples, p_, dk.key, dk.first_sample);
   ForwardResult r{y, {}};
   // Backward recomputes the mask from this record instead of keeping it.
-  if (ctx.keep_saved) r.saved.push_back(detail::encode_dropout(k));
+  if (ctx.keep_saved) r.saved.push_back(detail::encode_dropout(dk));
   return r;
 }
 
@@ -45,15 +45,16 @@ SavedLayout Dropout::saved_layout(std::size_t /*k*/) const {
   return SavedLayout::dropout_record;  // the only thing a training forward keeps
 }
 
-Tensor Dropout::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,
+Tensor Dropout::backward_input(const Context& ctx, ParamView /*params*/, Saved& saved,
                                const Tensor& dy) const {
-  const Tensor dy32 = detail::as_f32(dy, describe(), "output gradient");
+  const Kernels& k = ctx.k();
+  const Tensor dy32 = detail::as_f32(k, dy, describe(), "output gradient");
   if (saved.empty()) return dy32;  // identity forward
-  const detail::DropoutKey k = detail::decode_dropout(saved[0]);
-  Tensor dx = detail::new_f32(dy32.shape());
+  const detail::DropoutKey dk = detail::decode_dropout(saved[0]);
+  Tensor dx = k.empty(dy32.shape());
   const std::int64_t samples = dy32.dim(0);
-  cpu::dropout_apply(dy32.data<float>(), dx.data<float>(), samples,
-                     samples == 0 ? 0 : dy32.numel() / samples, p_, k.key, k.first_sample);
+  k.dropout_apply(detail::ptr(dy32), detail::ptr(dx), samples,
+                  samples == 0 ? 0 : dy32.numel() / samples, p_, dk.key, dk.first_sample);
   return dx;
 }
 

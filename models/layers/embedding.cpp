@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "models/detail/checks.hpp"
-#include "models/kernels/cpu/embedding.hpp"
 
 namespace tandem::models {
 
@@ -37,17 +36,18 @@ Shape Embedding::output_shape(const Shape& input) const {
 }
 
 ForwardResult Embedding::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  detail::require_cpu(x, who, "input");
+  detail::require_params(k, params, param_specs(), who);
+  detail::require_on(k, x, who, "input");
   if (x.dtype() != DType::i32) {
     throw std::invalid_argument(who + ": input must be i32 token ids, got " + x.describe());
   }
   const Shape out = output_shape(x.shape());
-  Tensor y = detail::new_f32(out);
-  cpu::embedding_forward(x.data<std::int32_t>(), params[0].data<float>(),
-                         max_seq_ > 0 ? params[1].data<float>() : nullptr, y.data<float>(), out[0],
-                         out[1], vocab_, dim_);
+  Tensor y = k.empty(out);
+  k.embedding_forward(detail::ids(x), detail::ptr(params[0]),
+                      max_seq_ > 0 ? detail::ptr(params[1]) : nullptr, detail::ptr(y), out[0],
+                      out[1], vocab_, dim_);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) r.saved.push_back(x);
   return r;
@@ -58,26 +58,24 @@ Tensor Embedding::backward_input(const Context& /*ctx*/, ParamView /*params*/, S
   return Tensor();
 }
 
-void Embedding::backward_weight_into(const Context& /*ctx*/, const Saved& saved, const Tensor& dy,
+void Embedding::backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                                      const GradSink& sink) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_sink(sink, param_specs(), who);
+  detail::require_sink(k, sink, param_specs(), who);
   detail::require_saved(saved, 1, who);
   const Tensor& ids = saved[0];
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, output_shape(ids.shape()), who, "output gradient");
-  Tensor dpos;
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, output_shape(ids.shape()), who, "output gradient");
+  float* dpos = nullptr;
   if (max_seq_ > 0) {
     // Positions past the sequence get no gradient: their rows only scale by beta.
-    dpos = sink.grads[1];
+    dpos = detail::ptr(sink.grads[1]);
     const std::int64_t seq = ids.dim(1);
-    float* p = dpos.data<float>();
-    for (std::int64_t i = seq * dim_; i < max_seq_ * dim_; ++i)
-      p[i] = sink.beta == 0.0f ? 0.0f : sink.beta * p[i];
+    k.scale(dpos + seq * dim_, (max_seq_ - seq) * dim_, sink.beta);
   }
-  cpu::embedding_backward(ids.data<std::int32_t>(), dy32.data<float>(), sink.grads[0].data<float>(),
-                          dpos.defined() ? dpos.data<float>() : nullptr, ids.dim(0), ids.dim(1),
-                          vocab_, dim_, sink.alpha, sink.beta);
+  k.embedding_backward(detail::ids(ids), detail::ptr(dy32), detail::ptr(sink.grads[0]), dpos,
+                       ids.dim(0), ids.dim(1), vocab_, dim_, sink.alpha, sink.beta);
 }
 
 Tensor Embedding::backward_into(const Context& ctx, ParamView /*params*/, Saved& saved,

@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "models/detail/checks.hpp"
-#include "models/kernels/cpu/layer_norm.hpp"
 
 namespace tandem::models {
 
@@ -29,45 +28,49 @@ Shape LayerNorm::output_shape(const Shape& input) const {
 }
 
 ForwardResult LayerNorm::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, param_specs(), who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   output_shape(x32.shape());
   const std::int64_t rows = x32.numel() / dim_;
-  Tensor y = detail::new_f32(x32.shape());
-  Tensor xhat = detail::new_f32(x32.shape());
-  Tensor rstd = detail::new_f32({rows});
-  cpu::layer_norm_forward(x32.data<float>(), params[0].data<float>(), params[1].data<float>(),
-                          y.data<float>(), xhat.data<float>(), rstd.data<float>(), rows, dim_,
-                          eps_);
+  Tensor y = k.empty(x32.shape());
+  Tensor xhat = k.empty(x32.shape());
+  Tensor rstd = k.empty({rows});
+  using detail::ptr;
+  k.layer_norm_forward(ptr(x32), ptr(params[0]), ptr(params[1]), ptr(y), ptr(xhat), ptr(rstd), rows,
+                       dim_, eps_);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) r.saved = {xhat, rstd};
   return r;
 }
 
-Tensor LayerNorm::backward_input(const Context& /*ctx*/, ParamView params, Saved& saved,
+Tensor LayerNorm::backward_input(const Context& ctx, ParamView params, Saved& saved,
                                  const Tensor& dy) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
+  detail::require_params(k, params, param_specs(), who);
   detail::require_saved(saved, 2, who);
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, saved[0].shape(), who, "output gradient");
-  Tensor dx = detail::new_f32(dy32.shape());
-  cpu::layer_norm_backward_input(dy32.data<float>(), saved[0].data<float>(), saved[1].data<float>(),
-                                 params[0].data<float>(), dx.data<float>(), saved[1].numel(), dim_);
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, saved[0].shape(), who, "output gradient");
+  Tensor dx = k.empty(dy32.shape());
+  using detail::ptr;
+  k.layer_norm_backward_input(ptr(dy32), ptr(saved[0]), ptr(saved[1]), ptr(params[0]), ptr(dx),
+                              saved[1].numel(), dim_);
   return dx;
 }
 
-void LayerNorm::backward_weight_into(const Context& /*ctx*/, const Saved& saved, const Tensor& dy,
+void LayerNorm::backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                                      const GradSink& sink) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_sink(sink, param_specs(), who);
+  detail::require_sink(k, sink, param_specs(), who);
   detail::require_saved(saved, 2, who);
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, saved[0].shape(), who, "output gradient");
-  cpu::layer_norm_backward_weight(dy32.data<float>(), saved[0].data<float>(),
-                                  sink.grads[0].data<float>(), sink.grads[1].data<float>(),
-                                  saved[1].numel(), dim_, sink.alpha, sink.beta);
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, saved[0].shape(), who, "output gradient");
+  using detail::ptr;
+  k.layer_norm_backward_weight(ptr(dy32), ptr(saved[0]), ptr(sink.grads[0]), ptr(sink.grads[1]),
+                               saved[1].numel(), dim_, sink.alpha, sink.beta);
 }
 
 }  // namespace tandem::models

@@ -4,7 +4,6 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/linear_ops.hpp"
-#include "models/kernels/cpu/reduce.hpp"
 
 namespace tandem::models {
 
@@ -51,17 +50,18 @@ LayerCost Linear::cost(const Shape& input) const {
 }
 
 ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, param_specs(), who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape out_shape = output_shape(x32.shape());
   const std::int64_t rows = x32.numel() / in_;
-  Tensor y = detail::new_f32(out_shape);
+  Tensor y = k.empty(out_shape);
   Tensor pre;
-  if (act_ == cpu::Activation::gelu) pre = detail::new_f32(out_shape);
-  detail::linear_forward(x32.data<float>(), rows, in_, params[0].data<float>(),
-                         bias_ ? params[1].data<float>() : nullptr, out_, act_, y.data<float>(),
-                         pre.defined() ? pre.data<float>() : nullptr);
+  if (act_ == cpu::Activation::gelu) pre = k.empty(out_shape);
+  detail::linear_forward(k, detail::ptr(x32), rows, in_, detail::ptr(params[0]),
+                         bias_ ? detail::ptr(params[1]) : nullptr, out_, act_, detail::ptr(y),
+                         pre.defined() ? detail::ptr(pre) : nullptr);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
     r.saved.push_back(x32);
@@ -71,65 +71,68 @@ ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor
   return r;
 }
 
-Tensor Linear::grad_pre_activation(const Saved& saved, const Tensor& dy,
+Tensor Linear::grad_pre_activation(const Kernels& k, const Saved& saved, const Tensor& dy,
                                    const GradSink* sink) const {
   const std::string who = describe();
   detail::require_saved(saved, act_ == cpu::Activation::none ? 1 : 2, who);
   const Tensor& x = saved[0];
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, output_shape(x.shape()), who, "output gradient");
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, output_shape(x.shape()), who, "output gradient");
   const std::int64_t rows = x.numel() / in_;
   float* db = nullptr;
-  if (sink != nullptr && bias_) db = sink->grads[1].data<float>();
+  if (sink != nullptr && bias_) db = detail::ptr(sink->grads[1]);
   if (act_ == cpu::Activation::none) {
-    if (db != nullptr) cpu::column_sum(dy32.data<float>(), rows, out_, sink->alpha, sink->beta, db);
+    if (db != nullptr) k.column_sum(detail::ptr(dy32), rows, out_, sink->alpha, sink->beta, db);
     return dy32;
   }
-  Tensor dz = detail::new_f32(dy32.shape());
-  cpu::act_backward_bias(dy32.data<float>(), saved[1].data<float>(), dz.data<float>(), rows, out_,
-                         act_, db, sink != nullptr ? sink->alpha : 1.0f,
-                         sink != nullptr ? sink->beta : 0.0f);
+  Tensor dz = k.empty(dy32.shape());
+  k.act_backward_bias(detail::ptr(dy32), detail::ptr(saved[1]), detail::ptr(dz), rows, out_, act_,
+                      db, sink != nullptr ? sink->alpha : 1.0f,
+                      sink != nullptr ? sink->beta : 0.0f);
   return dz;
 }
 
-Tensor Linear::backward_input(const Context& /*ctx*/, ParamView params, Saved& saved,
+Tensor Linear::backward_input(const Context& ctx, ParamView params, Saved& saved,
                               const Tensor& dy) const {
-  detail::require_params(params, param_specs(), describe());
-  const Tensor dz = grad_pre_activation(saved, dy, nullptr);
+  const Kernels& k = ctx.k();
+  detail::require_params(k, params, param_specs(), describe());
+  const Tensor dz = grad_pre_activation(k, saved, dy, nullptr);
   const Tensor& x = saved[0];
-  Tensor dx = detail::new_f32(x.shape());
-  detail::linear_backward_input(dz.data<float>(), x.numel() / in_, in_, params[0].data<float>(),
-                                out_, dx.data<float>());
+  Tensor dx = k.empty(x.shape());
+  detail::linear_backward_input(k, detail::ptr(dz), x.numel() / in_, in_, detail::ptr(params[0]),
+                                out_, detail::ptr(dx));
   return dx;
 }
 
-void Linear::backward_weight_into(const Context& /*ctx*/, const Saved& saved, const Tensor& dy,
+void Linear::backward_weight_into(const Context& ctx, const Saved& saved, const Tensor& dy,
                                   const GradSink& sink) const {
-  detail::require_sink(sink, param_specs(), describe());
-  const Tensor dz = grad_pre_activation(saved, dy, &sink);
+  const Kernels& k = ctx.k();
+  detail::require_sink(k, sink, param_specs(), describe());
+  const Tensor dz = grad_pre_activation(k, saved, dy, &sink);
   const Tensor& x = saved[0];
-  detail::linear_backward_weight(dz.data<float>(), x.data<float>(), x.numel() / in_, in_, out_,
-                                 sink.alpha, sink.beta, sink.grads[0].data<float>());
+  detail::linear_backward_weight(k, detail::ptr(dz), detail::ptr(x), x.numel() / in_, in_, out_,
+                                 sink.alpha, sink.beta, detail::ptr(sink.grads[0]));
 }
 
-Tensor Linear::backward_into(const Context& /*ctx*/, ParamView params, Saved& saved,
-                             const Tensor& dy, bool need_dx, const GradSink& sink) const {
+Tensor Linear::backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
+                             bool need_dx, const GradSink& sink) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, param_specs(), who);
-  detail::require_sink(sink, param_specs(), who);
+  detail::require_params(k, params, param_specs(), who);
+  detail::require_sink(k, sink, param_specs(), who);
   // The bias gradient may be written first (backward never reads the bias); the weight
   // gradient only after dx, since the sink may alias the weight (fused SGD).
-  const Tensor dz = grad_pre_activation(saved, dy, &sink);
+  const Tensor dz = grad_pre_activation(k, saved, dy, &sink);
   const Tensor& x = saved[0];
   const std::int64_t rows = x.numel() / in_;
   Tensor dx;
   if (need_dx) {
-    dx = detail::new_f32(x.shape());
-    detail::linear_backward_input(dz.data<float>(), rows, in_, params[0].data<float>(), out_,
-                                  dx.data<float>());
+    dx = k.empty(x.shape());
+    detail::linear_backward_input(k, detail::ptr(dz), rows, in_, detail::ptr(params[0]), out_,
+                                  detail::ptr(dx));
   }
-  detail::linear_backward_weight(dz.data<float>(), x.data<float>(), rows, in_, out_, sink.alpha,
-                                 sink.beta, sink.grads[0].data<float>());
+  detail::linear_backward_weight(k, detail::ptr(dz), detail::ptr(x), rows, in_, out_, sink.alpha,
+                                 sink.beta, detail::ptr(sink.grads[0]));
   return dx;
 }
 

@@ -35,7 +35,8 @@ class Linear final : public Layer {
  private:
   // dz = dy * act'(.), with the bias gradient when sink is given. Returns dy itself when there
   // is no activation.
-  Tensor grad_pre_activation(const Saved& saved, const Tensor& dy, const GradSink* sink) const;
+  Tensor grad_pre_activation(const Kernels& k, const Saved& saved, const Tensor& dy,
+                             const GradSink* sink) const;
 
   std::int64_t in_;
   std::int64_t out_;

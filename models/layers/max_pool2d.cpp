@@ -4,7 +4,6 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
-#include "models/kernels/cpu/conv.hpp"
 
 namespace tandem::models {
 
@@ -29,14 +28,15 @@ Shape MaxPool2d::output_shape(const Shape& input) const {
 }
 
 ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(params, {}, who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, params, {}, who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape out = output_shape(x32.shape());
-  const cpu::ConvGeometry g{x32.dim(1), x32.dim(2), x32.dim(3), kernel_, stride_, 0};
-  Tensor y = detail::new_f32(out);
-  Tensor argmax = Tensor::empty(out, DType::i32);
-  cpu::max_pool_forward(x32.data<float>(), g, out[0], y.data<float>(), argmax.data<std::int32_t>());
+  const ConvGeometry g{x32.dim(1), x32.dim(2), x32.dim(3), kernel_, stride_, 0};
+  Tensor y = k.empty(out);
+  Tensor argmax = k.empty(out, DType::i32);
+  k.max_pool_forward(detail::ptr(x32), g, out[0], detail::ptr(y), detail::ids(argmax));
   ForwardResult r{y, {}};
   if (ctx.keep_saved) r.saved = {argmax, detail::encode_shape(x32.shape())};
   return r;
@@ -46,17 +46,17 @@ SavedLayout MaxPool2d::saved_layout(std::size_t k) const {
   return k == 1 ? SavedLayout::shape_record : SavedLayout::rows;
 }
 
-Tensor MaxPool2d::backward_input(const Context& /*ctx*/, ParamView /*params*/, Saved& saved,
+Tensor MaxPool2d::backward_input(const Context& ctx, ParamView /*params*/, Saved& saved,
                                  const Tensor& dy) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
   detail::require_saved(saved, 2, who);
   const Shape in = detail::decode_shape(saved[1]);
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, output_shape(in), who, "output gradient");
-  const cpu::ConvGeometry g{in[1], in[2], in[3], kernel_, stride_, 0};
-  Tensor dx = detail::new_f32(in);
-  cpu::max_pool_backward(dy32.data<float>(), saved[0].data<std::int32_t>(), g, in[0],
-                         dx.data<float>());
+  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, output_shape(in), who, "output gradient");
+  const ConvGeometry g{in[1], in[2], in[3], kernel_, stride_, 0};
+  Tensor dx = k.empty(in);
+  k.max_pool_backward(detail::ptr(dy32), detail::ids(saved[0]), g, in[0], detail::ptr(dx));
   return dx;
 }
 

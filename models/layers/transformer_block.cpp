@@ -6,11 +6,6 @@
 #include "models/detail/checks.hpp"
 #include "models/detail/linear_ops.hpp"
 #include "models/detail/meta.hpp"
-#include "models/kernels/cpu/attention.hpp"
-#include "models/kernels/cpu/dropout.hpp"
-#include "models/kernels/cpu/layer_norm.hpp"
-#include "models/kernels/cpu/reduce.hpp"
-#include "models/kernels/cpu/threading.hpp"
 #include "models/layers/dropout.hpp"
 
 namespace tandem::models {
@@ -51,12 +46,6 @@ enum : std::size_t {
 enum : std::size_t { kDm = kForwardSaved, kDpre, kDh2, kDa, kDqkv, kDh1, kAllSaved };
 
 constexpr float kLnEps = 1e-5f;
-
-void add_into(float* dst, const float* a, const float* b, std::int64_t n) {
-  cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) dst[i] = a[i] + b[i];
-  });
-}
 
 }  // namespace
 
@@ -120,47 +109,49 @@ LayerCost TransformerBlock::cost(const Shape& input) const {
 }
 
 ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const Tensor& x) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(p, param_specs(), who);
-  const Tensor x32 = detail::as_f32(x, who, "input");
+  detail::require_params(k, p, param_specs(), who);
+  const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape shape = output_shape(x32.shape());
   const std::int64_t b = shape[0];
   const std::int64_t t = shape[1];
   const std::int64_t n = b * t;
   const bool drop = ctx.training && dropout_ > 0.0f;
-  auto f = [](Tensor v) { return v.data<float>(); };
-  auto pf = [&](std::size_t i) { return p[i].data<float>(); };
+  auto f = [](Tensor& v) { return detail::ptr(v); };
+  auto pf = [&](std::size_t i) { return detail::ptr(p[i]); };
 
-  Tensor xhat1 = detail::new_f32(shape), rstd1 = detail::new_f32({n}), h1 = detail::new_f32(shape);
-  cpu::layer_norm_forward(f(x32), pf(kLn1W), pf(kLn1B), f(h1), f(xhat1), f(rstd1), n, d_, kLnEps);
-  Tensor qkv = detail::new_f32({b, t, 3 * d_});
-  detail::linear_forward(f(h1), n, d_, pf(kQkvW), pf(kQkvB), 3 * d_, cpu::Activation::none, f(qkv),
+  Tensor xhat1 = k.empty(shape), rstd1 = k.empty({n}), h1 = k.empty(shape);
+  k.layer_norm_forward(detail::ptr(x32), pf(kLn1W), pf(kLn1B), f(h1), f(xhat1), f(rstd1), n, d_,
+                       kLnEps);
+  Tensor qkv = k.empty({b, t, 3 * d_});
+  detail::linear_forward(k, f(h1), n, d_, pf(kQkvW), pf(kQkvB), 3 * d_, Activation::none, f(qkv),
                          nullptr);
-  Tensor probs = detail::new_f32({b, heads_, t, t});
-  Tensor att = detail::new_f32(shape);
-  cpu::causal_attention_forward(f(qkv), f(att), f(probs), b, t, heads_, d_ / heads_);
-  Tensor a = detail::new_f32(shape);
-  detail::linear_forward(f(att), n, d_, pf(kProjW), pf(kProjB), d_, cpu::Activation::none, f(a),
+  Tensor probs = k.empty({b, heads_, t, t});
+  Tensor att = k.empty(shape);
+  k.causal_attention_forward(f(qkv), f(att), f(probs), b, t, heads_, d_ / heads_);
+  Tensor a = k.empty(shape);
+  detail::linear_forward(k, f(att), n, d_, pf(kProjW), pf(kProjB), d_, Activation::none, f(a),
                          nullptr);
   const detail::DropoutKey key{Dropout::key(ctx.seed, salt_), ctx.sample_begin};
   const std::int64_t per_sample = t * d_;
-  if (drop) cpu::dropout_apply(f(a), f(a), b, per_sample, dropout_, key.key, key.first_sample);
-  Tensor x1 = detail::new_f32(shape);
-  add_into(f(x1), f(x32), f(a), n * d_);
+  if (drop) k.dropout_apply(f(a), f(a), b, per_sample, dropout_, key.key, key.first_sample);
+  Tensor x1 = k.empty(shape);
+  k.add(detail::ptr(x32), f(a), f(x1), n * d_);
 
-  Tensor xhat2 = detail::new_f32(shape), rstd2 = detail::new_f32({n}), h2 = detail::new_f32(shape);
-  cpu::layer_norm_forward(f(x1), pf(kLn2W), pf(kLn2B), f(h2), f(xhat2), f(rstd2), n, d_, kLnEps);
-  Tensor pre = detail::new_f32({b, t, d_ff_});
-  Tensor hidden = detail::new_f32({b, t, d_ff_});
-  detail::linear_forward(f(h2), n, d_, pf(kFcW), pf(kFcB), d_ff_, cpu::Activation::gelu, f(hidden),
+  Tensor xhat2 = k.empty(shape), rstd2 = k.empty({n}), h2 = k.empty(shape);
+  k.layer_norm_forward(f(x1), pf(kLn2W), pf(kLn2B), f(h2), f(xhat2), f(rstd2), n, d_, kLnEps);
+  Tensor pre = k.empty({b, t, d_ff_});
+  Tensor hidden = k.empty({b, t, d_ff_});
+  detail::linear_forward(k, f(h2), n, d_, pf(kFcW), pf(kFcB), d_ff_, Activation::gelu, f(hidden),
                          f(pre));
-  Tensor m = detail::new_f32(shape);
-  detail::linear_forward(f(hidden), n, d_ff_, pf(kOutW), pf(kOutB), d_, cpu::Activation::none, f(m),
+  Tensor m = k.empty(shape);
+  detail::linear_forward(k, f(hidden), n, d_ff_, pf(kOutW), pf(kOutB), d_, Activation::none, f(m),
                          nullptr);
   const std::uint64_t key2 = key.key ^ 0x9e3779b97f4a7c15ull;  // second dropout of the block
-  if (drop) cpu::dropout_apply(f(m), f(m), b, per_sample, dropout_, key2, key.first_sample);
+  if (drop) k.dropout_apply(f(m), f(m), b, per_sample, dropout_, key2, key.first_sample);
   Tensor y = x1;  // y = x1 + m, in place: x1 itself is not needed by backward
-  add_into(f(y), f(x1), f(m), n * d_);
+  k.add(f(x1), f(m), f(y), n * d_);
 
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
@@ -174,20 +165,21 @@ SavedLayout TransformerBlock::saved_layout(std::size_t k) const {
   return k == kDropKey ? SavedLayout::dropout_record : SavedLayout::rows;
 }
 
-Tensor TransformerBlock::backward_input(const Context& /*ctx*/, ParamView p, Saved& s,
+Tensor TransformerBlock::backward_input(const Context& ctx, ParamView p, Saved& s,
                                         const Tensor& dy) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_params(p, param_specs(), who);
+  detail::require_params(k, p, param_specs(), who);
   detail::require_saved(s, kForwardSaved, who);
   s.resize(kForwardSaved);  // drop gradients of an earlier backward_input
   const Shape shape = s[kXhat1].shape();
-  const Tensor dy32 = detail::as_f32(dy, who, "output gradient");
-  detail::require_f32_shape(dy32, shape, who, "output gradient");
+  Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  detail::require_f32_shape(k, dy32, shape, who, "output gradient");
   const std::int64_t b = shape[0];
   const std::int64_t t = shape[1];
   const std::int64_t n = b * t;
-  auto f = [](Tensor v) { return v.data<float>(); };
-  auto pf = [&](std::size_t i) { return p[i].data<float>(); };
+  auto f = [](Tensor& v) { return detail::ptr(v); };
+  auto pf = [&](std::size_t i) { return detail::ptr(p[i]); };
   const bool drop = s[kDropKey].defined();
   detail::DropoutKey key;
   if (drop) key = detail::decode_dropout(s[kDropKey]);
@@ -196,35 +188,35 @@ Tensor TransformerBlock::backward_input(const Context& /*ctx*/, ParamView p, Sav
   // MLP branch: m = dropout(W2 gelu(W1 h2)).
   Tensor dm = dy32;
   if (drop) {
-    dm = detail::new_f32(shape);
-    cpu::dropout_apply(f(dy32), f(dm), b, per_sample, dropout_, key.key ^ 0x9e3779b97f4a7c15ull,
-                       key.first_sample);
+    dm = k.empty(shape);
+    k.dropout_apply(f(dy32), f(dm), b, per_sample, dropout_, key.key ^ 0x9e3779b97f4a7c15ull,
+                    key.first_sample);
   }
-  Tensor dpre = detail::new_f32({b, t, d_ff_});
-  detail::linear_backward_input(f(dm), n, d_ff_, pf(kOutW), d_, f(dpre));
-  cpu::act_backward(f(dpre), f(s[kPre]), f(dpre), n * d_ff_, cpu::Activation::gelu);
-  Tensor dh2 = detail::new_f32(shape);
-  detail::linear_backward_input(f(dpre), n, d_, pf(kFcW), d_ff_, f(dh2));
-  Tensor dx1 = detail::new_f32(shape);
-  cpu::layer_norm_backward_input(f(dh2), f(s[kXhat2]), f(s[kRstd2]), pf(kLn2W), f(dx1), n, d_);
-  add_into(f(dx1), f(dx1), f(dy32), n * d_);
+  Tensor dpre = k.empty({b, t, d_ff_});
+  detail::linear_backward_input(k, f(dm), n, d_ff_, pf(kOutW), d_, f(dpre));
+  k.act_backward(f(dpre), f(s[kPre]), f(dpre), n * d_ff_, Activation::gelu);
+  Tensor dh2 = k.empty(shape);
+  detail::linear_backward_input(k, f(dpre), n, d_, pf(kFcW), d_ff_, f(dh2));
+  Tensor dx1 = k.empty(shape);
+  k.layer_norm_backward_input(f(dh2), f(s[kXhat2]), f(s[kRstd2]), pf(kLn2W), f(dx1), n, d_);
+  k.add(f(dx1), f(dy32), f(dx1), n * d_);
 
   // Attention branch: a = dropout(Wp attention(Wqkv h1)).
   Tensor da = dx1;
   if (drop) {
-    da = detail::new_f32(shape);
-    cpu::dropout_apply(f(dx1), f(da), b, per_sample, dropout_, key.key, key.first_sample);
+    da = k.empty(shape);
+    k.dropout_apply(f(dx1), f(da), b, per_sample, dropout_, key.key, key.first_sample);
   }
-  Tensor datt = detail::new_f32(shape);
-  detail::linear_backward_input(f(da), n, d_, pf(kProjW), d_, f(datt));
-  Tensor dqkv = detail::new_f32({b, t, 3 * d_});
-  cpu::causal_attention_backward(f(s[kQkv]), f(s[kProbs]), f(datt), f(dqkv), b, t, heads_,
-                                 d_ / heads_);
+  Tensor datt = k.empty(shape);
+  detail::linear_backward_input(k, f(da), n, d_, pf(kProjW), d_, f(datt));
+  Tensor dqkv = k.empty({b, t, 3 * d_});
+  k.causal_attention_backward(f(s[kQkv]), f(s[kProbs]), f(datt), f(dqkv), b, t, heads_,
+                              d_ / heads_);
   Tensor dh1 = datt;  // datt is dead: reuse its memory
-  detail::linear_backward_input(f(dqkv), n, d_, pf(kQkvW), 3 * d_, f(dh1));
-  Tensor dx = detail::new_f32(shape);
-  cpu::layer_norm_backward_input(f(dh1), f(s[kXhat1]), f(s[kRstd1]), pf(kLn1W), f(dx), n, d_);
-  add_into(f(dx), f(dx), f(dx1), n * d_);
+  detail::linear_backward_input(k, f(dqkv), n, d_, pf(kQkvW), 3 * d_, f(dh1));
+  Tensor dx = k.empty(shape);
+  k.layer_norm_backward_input(f(dh1), f(s[kXhat1]), f(s[kRstd1]), pf(kLn1W), f(dx), n, d_);
+  k.add(f(dx), f(dx1), f(dx), n * d_);
 
   s.push_back(dm);
   s.push_back(dpre);
@@ -235,28 +227,29 @@ Tensor TransformerBlock::backward_input(const Context& /*ctx*/, ParamView p, Sav
   return dx;
 }
 
-void TransformerBlock::backward_weight_into(const Context& /*ctx*/, const Saved& s,
+void TransformerBlock::backward_weight_into(const Context& ctx, const Saved& s,
                                             const Tensor& /*dy*/, const GradSink& sink) const {
+  const Kernels& k = ctx.k();
   const std::string who = describe();
-  detail::require_sink(sink, param_specs(), who);
+  detail::require_sink(k, sink, param_specs(), who);
   if (s.size() != kAllSaved) {
     throw std::invalid_argument(who + ": backward_weight needs backward_input to run first");
   }
   const std::int64_t n = s[kRstd1].numel();
-  auto f = [](Tensor v) { return v.data<float>(); };
-  auto g = [&](std::size_t i) { return sink.grads[i].data<float>(); };
+  auto f = [&](std::size_t i) { return detail::ptr(s[i]); };
+  auto g = [&](std::size_t i) { return detail::ptr(sink.grads[i]); };
   const float a = sink.alpha;
   const float bt = sink.beta;
-  detail::linear_backward_weight(f(s[kDm]), f(s[kF]), n, d_ff_, d_, a, bt, g(kOutW));
-  cpu::column_sum(f(s[kDm]), n, d_, a, bt, g(kOutB));
-  detail::linear_backward_weight(f(s[kDpre]), f(s[kH2]), n, d_, d_ff_, a, bt, g(kFcW));
-  cpu::column_sum(f(s[kDpre]), n, d_ff_, a, bt, g(kFcB));
-  cpu::layer_norm_backward_weight(f(s[kDh2]), f(s[kXhat2]), g(kLn2W), g(kLn2B), n, d_, a, bt);
-  detail::linear_backward_weight(f(s[kDa]), f(s[kAtt]), n, d_, d_, a, bt, g(kProjW));
-  cpu::column_sum(f(s[kDa]), n, d_, a, bt, g(kProjB));
-  detail::linear_backward_weight(f(s[kDqkv]), f(s[kH1]), n, d_, 3 * d_, a, bt, g(kQkvW));
-  cpu::column_sum(f(s[kDqkv]), n, 3 * d_, a, bt, g(kQkvB));
-  cpu::layer_norm_backward_weight(f(s[kDh1]), f(s[kXhat1]), g(kLn1W), g(kLn1B), n, d_, a, bt);
+  detail::linear_backward_weight(k, f(kDm), f(kF), n, d_ff_, d_, a, bt, g(kOutW));
+  k.column_sum(f(kDm), n, d_, a, bt, g(kOutB));
+  detail::linear_backward_weight(k, f(kDpre), f(kH2), n, d_, d_ff_, a, bt, g(kFcW));
+  k.column_sum(f(kDpre), n, d_ff_, a, bt, g(kFcB));
+  k.layer_norm_backward_weight(f(kDh2), f(kXhat2), g(kLn2W), g(kLn2B), n, d_, a, bt);
+  detail::linear_backward_weight(k, f(kDa), f(kAtt), n, d_, d_, a, bt, g(kProjW));
+  k.column_sum(f(kDa), n, d_, a, bt, g(kProjB));
+  detail::linear_backward_weight(k, f(kDqkv), f(kH1), n, d_, 3 * d_, a, bt, g(kQkvW));
+  k.column_sum(f(kDqkv), n, 3 * d_, a, bt, g(kQkvB));
+  k.layer_norm_backward_weight(f(kDh1), f(kXhat1), g(kLn1W), g(kLn1B), n, d_, a, bt);
 }
 
 }  // namespace tandem::models

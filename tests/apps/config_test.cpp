@@ -296,6 +296,10 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
       "test.yaml");
   const schedules::Plan gp = pipeline_plan(*g.pipeline, 32, 4, 10);
   EXPECT_TRUE(gp.schedule.rematerialize);
+  EXPECT_EQ(g.pipeline->precision, models::MatmulPrecision::f32);  // the default
+  EXPECT_EQ(parse_config(pipeline("  schedule: 1f1b\n  precision: tf32\n", kTwoStages), "t")
+                .pipeline->precision,
+            models::MatmulPrecision::tf32);
   EXPECT_EQ(gp.schedule.replicas, (std::vector<int>{2, 1}));
   EXPECT_EQ(gp.stages[0].replicas.size(), 2u);
   EXPECT_EQ(gp.stages[0].replicas[1].device, "cpu");
@@ -338,6 +342,8 @@ TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
                {"pipeline.rematerialize", "gpipe only"});
   expect_error(pipeline("  schedule: gpipe\n  rematerialize: maybe\n", kTwoStages), 6,
                {"pipeline.rematerialize"});
+  expect_error(pipeline("  schedule: 1f1b\n  precision: fp8\n", kTwoStages), 6,
+               {"pipeline.precision", "'fp8'", "expected f32, tf32 or bf16"});
   expect_error(pipeline("  schedule: 1f1b\n  slices: [4, 2]\n", kTwoStages), 6,
                {"pipeline.slices", "umpipe"});
   expect_error(pipeline("  slices: 64\n", kTwoStages), 5, {"pipeline.slices", "empty"});

@@ -1,0 +1,205 @@
+#include "models/kernels/cuda/cuda_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "models/kernels/cuda/activation.hpp"
+#include "models/kernels/cuda/attention.hpp"
+#include "models/kernels/cuda/conv.hpp"
+#include "models/kernels/cuda/dropout.hpp"
+#include "models/kernels/cuda/elementwise.hpp"
+#include "models/kernels/cuda/embedding.hpp"
+#include "models/kernels/cuda/layer_norm.hpp"
+#include "models/kernels/cuda/optimizer.hpp"
+#include "models/kernels/cuda/reduce.hpp"
+
+namespace tandem::models {
+
+CudaKernels::CudaKernels(Stream stream, cuda::GemmPrecision precision)
+    : stream_(std::move(stream)),
+      native_(stream_.native_handle()),
+      device_(stream_.device()),
+      precision_(precision) {
+  if (!device_.is_cuda()) {
+    throw std::invalid_argument("CudaKernels: a stream on " + device_.str() +
+                                ", not on a cuda device");
+  }
+}
+
+std::vector<Tensor> CudaKernels::take_allocations() const {
+  return std::exchange(allocations_, {});
+}
+
+Tensor CudaKernels::empty(const Shape& shape, DType dtype) const {
+  Tensor t = Tensor::empty(shape, dtype, device_);
+  allocations_.push_back(t);
+  return t;
+}
+
+Tensor CudaKernels::to_f32(const Tensor& t) const {
+  if (t.dtype() == DType::f32) return t;
+  if (t.dtype() != DType::i32) {
+    throw std::invalid_argument("CudaKernels::to_f32: " + t.describe() +
+                                " (f32 and i32 tensors only)");
+  }
+  Tensor out = empty(t.shape(), DType::f32);
+  cuda::i32_to_f32(static_cast<const std::int32_t*>(t.raw_data()),
+                   static_cast<float*>(out.raw_data()), t.numel(), native_);
+  return out;
+}
+
+void CudaKernels::copy(const float* src, float* dst, std::int64_t n) const {
+  if (n <= 0) return;
+  const cudaError_t status =
+      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(float),
+                      cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(native_));
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string("CudaKernels::copy: ") + cudaGetErrorString(status));
+  }
+}
+
+void CudaKernels::scale(float* x, std::int64_t n, float beta) const {
+  cuda::scale(x, n, beta, native_);
+}
+
+void CudaKernels::add(const float* a, const float* b, float* dst, std::int64_t n) const {
+  cuda::add(a, b, dst, n, native_);
+}
+
+void CudaKernels::gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       float alpha, const float* a, std::int64_t lda, const float* b,
+                       std::int64_t ldb, float beta, float* c, std::int64_t ldc) const {
+  cuda::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, precision_, native_);
+}
+
+void CudaKernels::bias_act_forward(float* y, const float* bias, std::int64_t rows,
+                                   std::int64_t cols, Activation act, float* pre) const {
+  cuda::bias_act_forward(y, bias, rows, cols, act, pre, native_);
+}
+
+void CudaKernels::act_forward(const float* x, float* y, std::int64_t n, Activation act) const {
+  cuda::act_forward(x, y, n, act, native_);
+}
+
+void CudaKernels::act_backward(const float* dy, const float* saved, float* dz, std::int64_t n,
+                               Activation act) const {
+  cuda::act_backward(dy, saved, dz, n, act, native_);
+}
+
+void CudaKernels::act_backward_bias(const float* dy, const float* saved, float* dz,
+                                    std::int64_t rows, std::int64_t cols, Activation act, float* db,
+                                    float alpha, float beta) const {
+  cuda::act_backward_bias(dy, saved, dz, rows, cols, act, db, alpha, beta, native_);
+}
+
+void CudaKernels::column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
+                             float beta, float* out) const {
+  cuda::column_sum(x, rows, cols, alpha, beta, out, native_);
+}
+
+void CudaKernels::row_bias_act_forward(float* y, const float* bias, std::int64_t rows,
+                                       std::int64_t cols, Activation act) const {
+  cuda::row_bias_act_forward(y, bias, rows, cols, act, native_);
+}
+
+void CudaKernels::row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
+                          float beta, float* out) const {
+  cuda::row_sum(x, rows, cols, alpha, beta, out, native_);
+}
+
+void CudaKernels::layer_norm_forward(const float* x, const float* gamma, const float* beta,
+                                     float* y, float* xhat, float* rstd, std::int64_t rows,
+                                     std::int64_t cols, float eps) const {
+  cuda::layer_norm_forward(x, gamma, beta, y, xhat, rstd, rows, cols, eps, native_);
+}
+
+void CudaKernels::layer_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                            const float* gamma, float* dx, std::int64_t rows,
+                                            std::int64_t cols) const {
+  cuda::layer_norm_backward_input(dy, xhat, rstd, gamma, dx, rows, cols, native_);
+}
+
+void CudaKernels::layer_norm_backward_weight(const float* dy, const float* xhat, float* dgamma,
+                                             float* dbeta, std::int64_t rows, std::int64_t cols,
+                                             float alpha, float beta) const {
+  cuda::layer_norm_backward_weight(dy, xhat, dgamma, dbeta, rows, cols, alpha, beta, native_);
+}
+
+void CudaKernels::embedding_forward(const std::int32_t* ids, const float* table, const float* pos,
+                                    float* y, std::int64_t batch, std::int64_t seq,
+                                    std::int64_t vocab, std::int64_t dim) const {
+  cuda::embedding_forward(ids, table, pos, y, batch, seq, vocab, dim, native_);
+}
+
+void CudaKernels::embedding_backward(const std::int32_t* ids, const float* dy, float* dtable,
+                                     float* dpos, std::int64_t batch, std::int64_t seq,
+                                     std::int64_t vocab, std::int64_t dim, float alpha,
+                                     float beta) const {
+  cuda::embedding_backward(ids, dy, dtable, dpos, batch, seq, vocab, dim, alpha, beta, native_);
+}
+
+void CudaKernels::dropout_apply(const float* x, float* y, std::int64_t samples,
+                                std::int64_t per_sample, float p, std::uint64_t key,
+                                std::int64_t first_sample) const {
+  cuda::dropout_apply(x, y, samples, per_sample, p, key, first_sample, native_);
+}
+
+void CudaKernels::causal_attention_forward(const float* qkv, float* out, float* probs,
+                                           std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                                           std::int64_t d_head) const {
+  cuda::causal_attention_forward(qkv, out, probs, batch, seq, heads, d_head, precision_, native_);
+}
+
+void CudaKernels::causal_attention_backward(const float* qkv, const float* probs, const float* dout,
+                                            float* dqkv, std::int64_t batch, std::int64_t seq,
+                                            std::int64_t heads, std::int64_t d_head) const {
+  const std::size_t bytes = cuda::causal_attention_scratch_bytes(seq, heads);
+  Tensor scratch = empty({static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
+  cuda::causal_attention_backward(qkv, probs, dout, dqkv, batch, seq, heads, d_head,
+                                  scratch.raw_data(), precision_, native_);
+}
+
+void CudaKernels::im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const {
+  cuda::im2col(x, g, n, col, native_);
+}
+
+void CudaKernels::col2im(const float* col, const ConvGeometry& g, std::int64_t n, float* dx) const {
+  cuda::col2im(col, g, n, dx, native_);
+}
+
+void CudaKernels::nchw_to_cm(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw,
+                             float* out) const {
+  cuda::nchw_to_cm(x, n, c, hw, out, native_);
+}
+
+void CudaKernels::cm_to_nchw(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw,
+                             float* out) const {
+  cuda::cm_to_nchw(x, n, c, hw, out, native_);
+}
+
+void CudaKernels::max_pool_forward(const float* x, const ConvGeometry& g, std::int64_t n, float* y,
+                                   std::int32_t* argmax) const {
+  cuda::max_pool_forward(x, g, n, y, argmax, native_);
+}
+
+void CudaKernels::max_pool_backward(const float* dy, const std::int32_t* argmax,
+                                    const ConvGeometry& g, std::int64_t n, float* dx) const {
+  cuda::max_pool_backward(dy, argmax, g, n, dx, native_);
+}
+
+void CudaKernels::sgd_update(const float* p, const float* g, float* buf, float* out, std::int64_t n,
+                             double lr, double weight_decay, double momentum, bool nesterov,
+                             bool first_step) const {
+  cuda::sgd_update(p, g, buf, out, n, lr, weight_decay, momentum, nesterov, first_step, native_);
+}
+
+void CudaKernels::adamw_update(const float* p, const float* g, float* m, float* v, float* out,
+                               std::int64_t n, double lr, double weight_decay, double beta1,
+                               double beta2, double eps, std::int64_t t) const {
+  cuda::adamw_update(p, g, m, v, out, n, lr, weight_decay, beta1, beta2, eps, t, native_);
+}
+
+}  // namespace tandem::models

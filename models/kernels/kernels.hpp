@@ -1,0 +1,130 @@
+#pragma once
+// The per-device kernel interface: the one seam between the layers and the devices. A layer
+// takes its Kernels from its Context and never asks which device it is on: it allocates its
+// outputs and scratch through empty() and computes through the methods below, all of which take
+// pointers into memory of device() (Tensor::raw_data() of tensors on that device). The CPU
+// implementation runs each call to completion before it returns; the CUDA one enqueues it on
+// the Context's stream and returns at once, so results are ready only when the Executor says
+// the work is done (models/executor.hpp).
+//
+// The sim device has no Kernels: its costs are configured per layer, not per kernel, so
+// Model dispatches a whole layer op to detail::sim_forward / sim_backward instead
+// (models/detail/sim_ops.hpp).
+//
+// The methods mirror models/kernels/cpu/*.hpp, whose comments define their semantics; the
+// CUDA twins in models/kernels/cuda/ take the same arguments plus a stream.
+#include <cstdint>
+
+#include "models/kernels/cpu/activation.hpp"
+#include "models/kernels/cpu/conv.hpp"
+#include "models/kernels/cpu/cross_entropy.hpp"
+#include "runtime/device.hpp"
+#include "runtime/dtype.hpp"
+#include "runtime/tensor.hpp"
+
+namespace tandem::models {
+
+using cpu::Activation;
+using cpu::ConvGeometry;
+using cpu::CrossEntropySums;
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+
+  virtual Device device() const = 0;
+
+  // --- memory on device() ---
+  // A tensor whose contents are unspecified (the caller writes every element).
+  virtual Tensor empty(const Shape& shape, DType dtype = DType::f32) const = 0;
+  // `t` (a tensor on device()) as f32: itself when it already is; a converting copy otherwise.
+  virtual Tensor to_f32(const Tensor& t) const = 0;
+  // dst[i] = src[i]; the ranges may not overlap.
+  virtual void copy(const float* src, float* dst, std::int64_t n) const = 0;
+  // x[i] = beta * x[i] (beta 0 writes zeros without reading x, which may hold NaN).
+  virtual void scale(float* x, std::int64_t n, float beta) const = 0;
+  // dst[i] = a[i] + b[i]; dst may alias a or b.
+  virtual void add(const float* a, const float* b, float* dst, std::int64_t n) const = 0;
+
+  // --- dense algebra (models/kernels/cpu/gemm.hpp) ---
+  virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                    float beta, float* c, std::int64_t ldc) const = 0;
+
+  // --- activations and reductions (activation.hpp, reduce.hpp) ---
+  virtual void bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
+                                Activation act, float* pre) const = 0;
+  virtual void act_forward(const float* x, float* y, std::int64_t n, Activation act) const = 0;
+  virtual void act_backward(const float* dy, const float* saved, float* dz, std::int64_t n,
+                            Activation act) const = 0;
+  virtual void act_backward_bias(const float* dy, const float* saved, float* dz, std::int64_t rows,
+                                 std::int64_t cols, Activation act, float* db, float alpha,
+                                 float beta) const = 0;
+  // out[c] = alpha * sum_r x[r, c] + beta * out[c] over a row-major [rows, cols] matrix.
+  virtual void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
+                          float beta, float* out) const = 0;
+  // In place on a row-major [rows, cols] matrix whose rows are channels (the channel-major
+  // layout of a convolution's GEMM): y[r, :] = act(y[r, :] + bias[r]); act is none or relu.
+  virtual void row_bias_act_forward(float* y, const float* bias, std::int64_t rows,
+                                    std::int64_t cols, Activation act) const = 0;
+  // out[r] = alpha * sum_c x[r, c] + beta * out[r] (a convolution's bias gradient).
+  virtual void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
+                       float beta, float* out) const = 0;
+
+  // --- normalisation, embedding, dropout, attention ---
+  virtual void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                                  float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,
+                                  float eps) const = 0;
+  virtual void layer_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                         const float* gamma, float* dx, std::int64_t rows,
+                                         std::int64_t cols) const = 0;
+  virtual void layer_norm_backward_weight(const float* dy, const float* xhat, float* dgamma,
+                                          float* dbeta, std::int64_t rows, std::int64_t cols,
+                                          float alpha, float beta) const = 0;
+  virtual void embedding_forward(const std::int32_t* ids, const float* table, const float* pos,
+                                 float* y, std::int64_t batch, std::int64_t seq, std::int64_t vocab,
+                                 std::int64_t dim) const = 0;
+  virtual void embedding_backward(const std::int32_t* ids, const float* dy, float* dtable,
+                                  float* dpos, std::int64_t batch, std::int64_t seq,
+                                  std::int64_t vocab, std::int64_t dim, float alpha,
+                                  float beta) const = 0;
+  virtual void dropout_apply(const float* x, float* y, std::int64_t samples,
+                             std::int64_t per_sample, float p, std::uint64_t key,
+                             std::int64_t first_sample) const = 0;
+  virtual void causal_attention_forward(const float* qkv, float* out, float* probs,
+                                        std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                                        std::int64_t d_head) const = 0;
+  virtual void causal_attention_backward(const float* qkv, const float* probs, const float* dout,
+                                         float* dqkv, std::int64_t batch, std::int64_t seq,
+                                         std::int64_t heads, std::int64_t d_head) const = 0;
+
+  // --- convolution and pooling (conv.hpp) ---
+  virtual void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const = 0;
+  virtual void col2im(const float* col, const ConvGeometry& g, std::int64_t n, float* dx) const = 0;
+  virtual void nchw_to_cm(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw,
+                          float* out) const = 0;
+  virtual void cm_to_nchw(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw,
+                          float* out) const = 0;
+  virtual void max_pool_forward(const float* x, const ConvGeometry& g, std::int64_t n, float* y,
+                                std::int32_t* argmax) const = 0;
+  virtual void max_pool_backward(const float* dy, const std::int32_t* argmax, const ConvGeometry& g,
+                                 std::int64_t n, float* dx) const = 0;
+
+  // --- optimizer updates (the optimizers' inner loops; models/kernels/cuda/optimizer.hpp
+  // defines them). Hyper-parameters in the optimizers' own double type, converted to f32 as the
+  // optimizers always have. out may alias p.
+  // PyTorch's SGD: d = g + wd p; with momentum, buf = d on the first step, momentum * buf + d
+  // after, d = nesterov ? d + momentum * buf : buf; out = p - lr d. buf unused at momentum 0.
+  virtual void sgd_update(const float* p, const float* g, float* buf, float* out, std::int64_t n,
+                          double lr, double weight_decay, double momentum, bool nesterov,
+                          bool first_step) const = 0;
+  // PyTorch's AdamW at step t (1-based), moments m and v updated in place.
+  virtual void adamw_update(const float* p, const float* g, float* m, float* v, float* out,
+                            std::int64_t n, double lr, double weight_decay, double beta1,
+                            double beta2, double eps, std::int64_t t) const = 0;
+};
+
+// The CPU's kernels (models/kernels/cpu/), for every Context that names no other.
+const Kernels& cpu_kernels();
+
+}  // namespace tandem::models

@@ -1,0 +1,165 @@
+// The stage actors' path for asynchronous devices (cuda), on the CPU: an executor that computes
+// inline but reports completion through an Event of a cpu Stream that runs late, and hands the
+// loss over only when that event completes. A stage that sent its results, built its loss
+// report or started a SYNC before the completion would show here as wrong losses or weights,
+// exactly as it would on a GPU. A device failure carried by the event must stop the run with
+// an error naming the stage.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "models/executor.hpp"
+#include "pipeline_harness.hpp"
+#include "runtime/stream.hpp"
+
+namespace tandem::actors {
+namespace {
+
+using namespace testing;
+using schedules::ScheduleKind;
+using schedules::ScheduleParams;
+
+// Computes on the CPU at once, but says the work is done only when its stream reaches the
+// completion: the stream first sleeps a little, so later actions are submitted before earlier
+// ones complete. The loss sums reach the host on the stream too.
+class LateCpuExecutor final : public models::Executor {
+ public:
+  // fail_after >= 0: the work of that many runs later fails on the device.
+  explicit LateCpuExecutor(int fail_after = -1) : fail_after_(fail_after) {}
+  Device device() const override { return Device::cpu(); }
+
+  models::Completion run(models::Context ctx,
+                         const std::function<void(const models::Context&)>& work) override {
+    inner_->run(ctx, work);
+    const int n = runs_++;
+    stream_.enqueue([n, fail = fail_after_] {
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      if (fail >= 0 && n >= fail) throw std::runtime_error("simulated device fault");
+    });
+    models::Completion c;
+    c.done = stream_.record();
+    return c;
+  }
+
+  models::LossResult loss(const models::Context& ctx, const Tensor& logits, const Tensor& targets,
+                          float grad_scale) const override {
+    const models::LossResult now = inner_->loss(ctx, logits, targets, grad_scale);
+    models::LossResult r;
+    r.count = now.count;
+    r.dlogits = now.dlogits;
+    r.pending_sums = Tensor::zeros({4}, DType::f32);
+    // Written on the stream: a stage that read the sums before the completion reads zeros.
+    stream_.enqueue(
+        [sums = r.pending_sums, loss_sum = now.loss_sum, correct = now.correct]() mutable {
+          auto* bytes = static_cast<unsigned char*>(sums.raw_data());
+          std::memcpy(bytes, &loss_sum, sizeof loss_sum);
+          std::memcpy(bytes + sizeof(double), &correct, sizeof correct);
+        });
+    return r;
+  }
+
+  void step(const models::Context& ctx, models::Optimizer& optimizer, models::ParamSet& params,
+            const models::ParamSet& grads) const override {
+    inner_->step(ctx, optimizer, params, grads);
+  }
+
+ private:
+  std::unique_ptr<models::Executor> inner_ = models::make_executor(Device::cpu(), {}, 1);
+  mutable Stream stream_;
+  int fail_after_;
+  int runs_ = 0;
+};
+
+ScheduleParams params(ScheduleKind kind, int stages, std::vector<int> replicas,
+                      std::int64_t minibatches) {
+  ScheduleParams p;
+  p.kind = kind;
+  p.stages = stages;
+  p.replicas = std::move(replicas);
+  p.slices = kind == ScheduleKind::pipedream ? 1 : 4;  // PipeDream runs whole minibatches
+  p.minibatch_size = 8;
+  p.minibatches = minibatches;
+  return p;
+}
+
+struct Run {
+  PipelineResult result;
+  std::vector<models::ParamSet> params;
+};
+
+Run run(const models::Model& model, const ScheduleParams& p, bool late) {
+  PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = even_plan(model, p);
+  spec.optimizer = sgd_momentum();
+  spec.seed = 5;
+  spec.data = [&](std::int64_t b) { return make_minibatch(model, p.minibatch_size, b); };
+  if (late) {
+    spec.make_executor = [](Device, int) { return std::make_unique<LateCpuExecutor>(); };
+  }
+  Pipeline pipeline(std::move(spec), make_work_sharing({.workers = 2}));
+  Run r;
+  r.result = pipeline.run();
+  int replicas = 1;
+  for (int s = 0; s < p.stages; ++s) replicas = std::max(replicas, p.replicas_of(s));
+  for (int i = 0; i < replicas; ++i) r.params.push_back(pipeline.params(i));
+  return r;
+}
+
+void expect_same_training(const models::Model& model, const ScheduleParams& p) {
+  const Run sync = run(model, p, false);
+  const Run late = run(model, p, true);
+  ASSERT_EQ(late.result.losses.size(), sync.result.losses.size());
+  for (std::size_t i = 0; i < sync.result.losses.size(); ++i) {
+    EXPECT_EQ(late.result.losses[i], sync.result.losses[i]) << "minibatch " << i;
+  }
+  for (std::size_t d = 0; d < sync.params.size(); ++d) {
+    EXPECT_EQ(max_relative_error(late.params[d], sync.params[d]), 0.0) << "replica " << d;
+  }
+}
+
+TEST(AsyncDevice, GPipeTrainsAsWithTheSynchronousCpu) {
+  const models::Model model = tiny_mlp();
+  expect_same_training(model, params(ScheduleKind::gpipe, 3, {1, 1, 1}, 3));
+}
+
+TEST(AsyncDevice, OneFOneBWithAReplicatedStageTrainsAsWithTheSynchronousCpu) {
+  const models::Model model = tiny_gpt(0.0f);
+  expect_same_training(model, params(ScheduleKind::one_f_one_b, 3, {1, 2, 1}, 3));
+}
+
+TEST(AsyncDevice, PipeDreamTrainsAsWithTheSynchronousCpu) {
+  const models::Model model = tiny_mlp();
+  expect_same_training(model, params(ScheduleKind::pipedream, 3, {1, 1, 1}, 4));
+}
+
+TEST(AsyncDevice, AFailureOnTheDeviceStopsTheRunNamingTheStage) {
+  const models::Model model = tiny_mlp();
+  const ScheduleParams p = params(ScheduleKind::gpipe, 2, {1, 1}, 3);
+  PipelineSpec spec;
+  spec.model = &model;
+  spec.plan = even_plan(model, p);
+  spec.optimizer = sgd_momentum();
+  spec.seed = 5;
+  spec.data = [&](std::int64_t b) { return make_minibatch(model, p.minibatch_size, b); };
+  spec.make_executor = [](Device, int) { return std::make_unique<LateCpuExecutor>(3); };
+  Pipeline pipeline(std::move(spec), make_work_sharing({.workers = 2}));
+  std::string error;
+  try {
+    pipeline.run();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("device work failed: simulated device fault"), std::string::npos) << error;
+  EXPECT_NE(error.find("stage "), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace tandem::actors
