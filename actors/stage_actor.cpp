@@ -248,6 +248,7 @@ void StageActor::execute(const Action& a) {
   sends_.clear();
   ready_in_ = std::chrono::nanoseconds(0);
   ready_ = Event();
+  held_.clear();
   try {
     switch (a.op) {
       case Op::F:
@@ -278,6 +279,20 @@ void StageActor::charge(const models::Completion& done) {
   ready_ = done.done;
 }
 
+void StageActor::hold(const Tensor& t) {
+  if (t.defined()) held_.push_back(t);
+}
+
+void StageActor::hold(const models::ParamSet& p) {
+  for (std::int64_t i = 0; i < p.size(); ++i) hold(p[i]);
+}
+
+void StageActor::hold(const std::vector<models::Saved>& saved) {
+  for (const models::Saved& layer : saved) {
+    for (const Tensor& t : layer) hold(t);
+  }
+}
+
 void StageActor::flush(std::vector<Send>& sends) {
   for (Send& s : sends) {
     if (s.make) s.msg = s.make();
@@ -299,6 +314,8 @@ void StageActor::complete() {
     Pending& later = pending_[seq_];
     later.sends.swap(sends_);
     later.done = ready_;
+    // Only an event says when the device is done with them; a sim op touches no memory.
+    if (ready_.recorded()) later.held.swap(held_);
     if (ready_.recorded()) {
       system().send_when(ready_, this, make_message(OpDone{seq_}));
     } else {
@@ -306,7 +323,9 @@ void StageActor::complete() {
     }
     ready_in_ = std::chrono::nanoseconds(0);
     ready_ = Event();
+    held_.clear();
   } else {
+    held_.clear();
     flush(sends_);
   }
   ahead_.pop_front();
@@ -479,6 +498,11 @@ void StageActor::run_forward(const Action& a) {
       sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
     }
   }
+  hold(x);
+  hold(targets);
+  hold(weights);
+  hold(y);
+  hold(fwd.saved);
   for (const models::Saved& layer : fwd.saved) {
     for (const Tensor& t : layer) fwd.bytes += t.defined() ? t.nbytes() : 0;
   }
@@ -585,6 +609,12 @@ void StageActor::run_backward(const Action& a) {
       dx = s_.model->backward_input(c, weights, saved, dy, layers.begin, layers.end, need_dx);
     }
   });
+  hold(saved);
+  hold(input);
+  hold(dy);
+  hold(dx);
+  hold(weights);
+  hold(g);
   if (!a.with_weight) {
     weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
         PendingWeight{std::move(saved), version};
@@ -616,6 +646,9 @@ void StageActor::run_weight(const Action& a) {
     s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f,
                               fresh(a.chunk) ? 0.0f : 1.0f);
   });
+  hold(pw.saved);
+  hold(g);
+  hold(versions_.get(pw.version));
   written_[static_cast<std::size_t>(a.chunk)] = true;
   versions_.unpin(pw.version);
   contributed_ = true;
@@ -657,10 +690,15 @@ void StageActor::run_step(const Action& a) {
   versions_.collect(min_needed);
   models::ParamSet& g = grads();
   models::ParamSet next = versions_.begin_update(min_needed);
+  // Before the update: the tensors it reads (the latest version's, which `next` shares or took
+  // over and the collect below may drop); after it, those it writes.
+  hold(next);
+  hold(g);
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));
   models::Context ctx;
   const models::Completion device_time = s_.executor->run(
       ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });
+  hold(next);
   versions_.publish(std::move(next));
   versions_.collect(min_needed);
   stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());

@@ -147,6 +147,7 @@ class StageActor final : public Actor {
   struct Pending {
     std::vector<Send> sends;
     Event done;
+    std::vector<Tensor> held;  // what the work reads or writes (see hold)
   };
   using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
 
@@ -182,6 +183,13 @@ class StageActor final : public Actor {
   // returns the update with the round's learning rate.
   std::optional<models::FusedUpdate> begin_fused_update(const Action& a, std::int64_t version);
   void charge(const models::Completion& done);
+  // Keeps tensors the current action's device work uses until that work has completed. The
+  // actor drops its own handles as soon as it has submitted the work (activations after their
+  // backward, old weight versions after a step); on a GPU that work may still be queued, and
+  // the caching allocator would hand the memory to the next allocation, of any stream.
+  void hold(const Tensor& t);
+  void hold(const models::ParamSet& p);
+  void hold(const std::vector<models::Saved>& saved);
   void flush(std::vector<Send>& sends);
   void emit(const Action& a, std::int64_t version, const models::ParamSet* weights,
             const models::ParamSet* grads, std::chrono::steady_clock::time_point start);
@@ -219,6 +227,7 @@ class StageActor final : public Actor {
   std::vector<Send> sends_;               // sent when the current action completes
   std::chrono::nanoseconds ready_in_{0};  // the current action's results are ready this late
   Event ready_;                           // or then (an asynchronous device's completion)
+  std::vector<Tensor> held_;              // by the current action, until ready_ (hold)
   // Actions submitted to an asynchronous device, by sequence number.
   std::map<std::uint64_t, Pending> pending_;
   std::chrono::steady_clock::time_point started_;
