@@ -466,6 +466,10 @@ void StageActor::run_forward(const Action& a) {
   if (a.recompute) fwd.input = x;
   Tensor y;
   models::LossResult loss;
+  // What the work reads, held before it runs; what it writes, after.
+  hold(x);
+  hold(targets);
+  hold(weights);
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     models::Model::RangeForward r = s_.model->forward(c, weights, x, layers.begin, layers.end);
     if (!a.recompute) fwd.saved = std::move(r.saved);
@@ -498,9 +502,6 @@ void StageActor::run_forward(const Action& a) {
       sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
     }
   }
-  hold(x);
-  hold(targets);
-  hold(weights);
   hold(y);
   hold(fwd.saved);
   for (const models::Saved& layer : fwd.saved) {
@@ -596,6 +597,13 @@ void StageActor::run_backward(const Action& a) {
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Tensor dx;
+  // What the work reads, held before it runs (Model::backward releases each layer's saved
+  // tensors as it goes); what it writes, after.
+  hold(saved);
+  hold(input);
+  hold(dy);
+  hold(weights);
+  hold(g);
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     if (recompute) {
       saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
@@ -610,10 +618,7 @@ void StageActor::run_backward(const Action& a) {
     }
   });
   hold(saved);
-  hold(input);
-  hold(dy);
   hold(dx);
-  hold(weights);
   hold(g);
   if (!a.with_weight) {
     weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
@@ -642,13 +647,15 @@ void StageActor::run_weight(const Action& a) {
   ctx.training = true;
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
+  // What the work reads, held before it runs: backward_weight releases the saved tensors as it
+  // goes.
+  hold(pw.saved);
+  hold(g);
+  hold(versions_.get(pw.version));
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
     s_.model->backward_weight(c, pw.saved, layers.begin, layers.end, g, 1.0f,
                               fresh(a.chunk) ? 0.0f : 1.0f);
   });
-  hold(pw.saved);
-  hold(g);
-  hold(versions_.get(pw.version));
   written_[static_cast<std::size_t>(a.chunk)] = true;
   versions_.unpin(pw.version);
   contributed_ = true;

@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "deferred_cpu_device.hpp"
 #include "models/executor.hpp"
 #include "pipeline_harness.hpp"
 #include "runtime/stream.hpp"
@@ -89,23 +91,28 @@ ScheduleParams params(ScheduleKind kind, int stages, std::vector<int> replicas,
   return p;
 }
 
-struct Run {
+struct Trained {
   PipelineResult result;
   std::vector<models::ParamSet> params;
 };
 
-Run run(const models::Model& model, const ScheduleParams& p, bool late) {
+enum class Device_ { sync, late, deferred };
+
+Trained train(const models::Model& model, const ScheduleParams& p, Device_ device,
+        const schedules::Plan* plan = nullptr) {
   PipelineSpec spec;
   spec.model = &model;
-  spec.plan = even_plan(model, p);
+  spec.plan = plan != nullptr ? *plan : even_plan(model, p);
   spec.optimizer = sgd_momentum();
   spec.seed = 5;
   spec.data = [&](std::int64_t b) { return make_minibatch(model, p.minibatch_size, b); };
-  if (late) {
+  if (device == Device_::late) {
     spec.make_executor = [](Device, int) { return std::make_unique<LateCpuExecutor>(); };
+  } else if (device == Device_::deferred) {
+    spec.make_executor = [](Device, int) { return std::make_unique<DeferredCpuExecutor>(); };
   }
   Pipeline pipeline(std::move(spec), make_work_sharing({.workers = 2}));
-  Run r;
+  Trained r;
   r.result = pipeline.run();
   int replicas = 1;
   for (int s = 0; s < p.stages; ++s) replicas = std::max(replicas, p.replicas_of(s));
@@ -114,8 +121,8 @@ Run run(const models::Model& model, const ScheduleParams& p, bool late) {
 }
 
 void expect_same_training(const models::Model& model, const ScheduleParams& p) {
-  const Run sync = run(model, p, false);
-  const Run late = run(model, p, true);
+  const Trained sync = train(model, p, Device_::sync);
+  const Trained late = train(model, p, Device_::late);
   ASSERT_EQ(late.result.losses.size(), sync.result.losses.size());
   for (std::size_t i = 0; i < sync.result.losses.size(); ++i) {
     EXPECT_EQ(late.result.losses[i], sync.result.losses[i]) << "minibatch " << i;
@@ -139,6 +146,56 @@ TEST(AsyncDevice, PipeDreamTrainsAsWithTheSynchronousCpu) {
   const models::Model model = tiny_mlp();
   expect_same_training(model, params(ScheduleKind::pipedream, 3, {1, 1, 1}, 4));
 }
+
+// Kernels that run only when the stream gets to them, on memory poisoned with NaN: every
+// schedule must train as the synchronous CPU does (the same kernels, so up to the summation
+// order of the kernels' thread split).
+struct DeferredCase {
+  const char* name;
+  ScheduleKind kind;
+  int stages;
+  std::vector<int> replicas;
+  int slices;
+  int chunks = 1;
+  bool remat = false;
+  friend void PrintTo(const DeferredCase& c, std::ostream* os) { *os << c.name; }
+};
+
+class DeferredDevice : public ::testing::TestWithParam<DeferredCase> {};
+
+TEST_P(DeferredDevice, TrainsAsTheSynchronousCpu) {
+  const DeferredCase& c = GetParam();
+  for (const bool gpt : {false, true}) {
+    const models::Model model = gpt ? tiny_gpt(0.1f) : tiny_mlp();
+    ScheduleParams p = params(c.kind, c.stages, c.replicas, 3);
+    p.slices = c.slices;
+    p.chunks = c.chunks;
+    p.rematerialize = c.remat;
+    const Trained sync = train(model, p, Device_::sync);
+    const Trained deferred = train(model, p, Device_::deferred);
+    const std::string what = std::string(c.name) + (gpt ? " gpt" : " mlp");
+    ASSERT_EQ(deferred.result.losses.size(), sync.result.losses.size()) << what;
+    for (std::size_t i = 0; i < sync.result.losses.size(); ++i) {
+      EXPECT_NEAR(deferred.result.losses[i], sync.result.losses[i],
+                  1e-6 * std::max(1.0, std::fabs(sync.result.losses[i])))
+          << what << " minibatch " << i;
+    }
+    for (std::size_t d = 0; d < sync.params.size(); ++d) {
+      EXPECT_LE(max_relative_error(deferred.params[d], sync.params[d]), 1e-5)
+          << what << " replica " << d;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, DeferredDevice,
+    ::testing::Values(DeferredCase{"gpipe", ScheduleKind::gpipe, 3, {1, 1, 1}, 4},
+                      DeferredCase{"gpipe_remat", ScheduleKind::gpipe, 2, {1, 1}, 4, 1, true},
+                      DeferredCase{"one_f_one_b_121", ScheduleKind::one_f_one_b, 3, {1, 2, 1}, 4},
+                      DeferredCase{"pipedream", ScheduleKind::pipedream, 3, {1, 1, 1}, 1},
+                      DeferredCase{"zb_h1", ScheduleKind::zb_h1, 3, {1, 1, 1}, 4},
+                      DeferredCase{"interleaved", ScheduleKind::interleaved, 2, {1, 1}, 4, 2}),
+    [](const ::testing::TestParamInfo<DeferredCase>& i) { return std::string(i.param.name); });
 
 TEST(AsyncDevice, AFailureOnTheDeviceStopsTheRunNamingTheStage) {
   const models::Model model = tiny_mlp();
