@@ -6,6 +6,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/step_seed.hpp"
+#include "models/concat_rows.hpp"
 #include "runtime/actor_system.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/weight_versions.hpp"
@@ -540,6 +541,11 @@ void StageActor::run_backward(const Action& a) {
   std::vector<models::Saved> saved;
   Tensor dy;
   Tensor input;
+  // Backward slices that cut across forward ones: the parts are joined inside the work below,
+  // through the device's kernels, after the forwards that wrote them.
+  std::vector<std::vector<models::Saved>> pieces;
+  std::vector<std::int64_t> sizes;
+  std::vector<Tensor> dys;
   const bool whole = parts.size() == 1 && parts.front()->second.slice == a.slice;
   if (whole) {
     Forward& f = parts.front()->second;
@@ -549,9 +555,6 @@ void StageActor::run_backward(const Action& a) {
   } else {
     if (recompute)
       throw std::logic_error("re-materialization needs equal forward and backward slices");
-    std::vector<std::vector<models::Saved>> pieces;
-    std::vector<std::int64_t> sizes;
-    std::vector<Tensor> dys;
     for (auto& it : parts) {
       Forward& f = it->second;
       const std::int64_t lo = std::max(f.slice.begin, a.slice.begin);
@@ -565,8 +568,6 @@ void StageActor::run_backward(const Action& a) {
       sizes.push_back(hi - lo);
       if (last) dys.push_back(rows(f.dlogits, f.slice.begin, lo, hi));
     }
-    saved = s_.model->concat_saved(pieces, sizes, layers.begin, layers.end);
-    if (last) dy = dys.size() == 1 ? dys.front() : concat_rows(dys);
   }
   if (!last) dy = s_.executor->to_device(take_inputs(a, Port::gradient, nullptr));
   // A split backward's W holds the version until it ran.
@@ -604,7 +605,13 @@ void StageActor::run_backward(const Action& a) {
   hold(dy);
   hold(weights);
   hold(g);
+  for (const std::vector<models::Saved>& piece : pieces) hold(piece);
+  for (const Tensor& d : dys) hold(d);
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    if (!pieces.empty()) {
+      saved = s_.model->concat_saved(pieces, sizes, layers.begin, layers.end, c.k());
+      if (last) dy = models::concat_rows(c.k(), dys);
+    }
     if (recompute) {
       saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
     }

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "models/concat_rows.hpp"
 #include "models/detail/meta.hpp"
 #include "models/detail/sim_ops.hpp"
 #include "runtime/counter_rng.hpp"
@@ -335,8 +336,8 @@ std::vector<Saved> Model::slice_saved(const std::vector<Saved>& saved, int begin
 }
 
 std::vector<Saved> Model::concat_saved(std::span<const std::vector<Saved>> parts,
-                                       std::span<const std::int64_t> batches, int begin,
-                                       int end) const {
+                                       std::span<const std::int64_t> batches, int begin, int end,
+                                       const Kernels& kernels) const {
   if (parts.empty() || parts.size() != batches.size()) {
     throw std::invalid_argument("Model::concat_saved: " + std::to_string(parts.size()) +
                                 " parts with " + std::to_string(batches.size()) +
@@ -398,7 +399,8 @@ std::vector<Saved> Model::concat_saved(std::span<const std::vector<Saved>> parts
                                           " rows per sample, part 0 has " + std::to_string(r));
             }
           }
-          o.push_back(concat_rows(ts));
+          // Sim tensors have no data: the runtime's join gives the shape.
+          o.push_back(sim ? tandem::concat_rows(ts) : models::concat_rows(kernels, ts));
           break;
         }
         case SavedLayout::shape_record: {

@@ -92,9 +92,11 @@ class Model {
   // The saved states of consecutive slices (in sample order, with their sample counts) joined
   // as if one forward had run over all of them (rows are copied, except for a single part).
   // Throws when the parts do not fit together (different layouts, dropout records of
-  // non-adjacent slices or other steps).
+  // non-adjacent slices or other steps). Rows are copied through `k` (a device's copies are
+  // ordered after the work that wrote the parts).
   std::vector<Saved> concat_saved(std::span<const std::vector<Saved>> parts,
-                                  std::span<const std::int64_t> batches, int begin, int end) const;
+                                  std::span<const std::int64_t> batches, int begin, int end,
+                                  const Kernels& k = cpu_kernels()) const;
 
  private:
   ModelSpec spec_;

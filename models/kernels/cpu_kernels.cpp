@@ -43,6 +43,9 @@ class CpuKernels final : public Kernels {
     return t.to(DType::f32);
   }
 
+  void copy_bytes(const void* src, void* dst, std::size_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
   void copy(const float* src, float* dst, std::int64_t n) const override {
     cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
       std::memcpy(dst + i0, src + i0, static_cast<std::size_t>(i1 - i0) * sizeof(float));

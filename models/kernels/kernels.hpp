@@ -41,6 +41,8 @@ class Kernels {
   virtual Tensor to_f32(const Tensor& t) const = 0;
   // dst[i] = src[i]; the ranges may not overlap.
   virtual void copy(const float* src, float* dst, std::int64_t n) const = 0;
+  // The same for `bytes` bytes of any dtype (joining token ids, say).
+  virtual void copy_bytes(const void* src, void* dst, std::size_t bytes) const = 0;
   // x[i] = beta * x[i] (beta 0 writes zeros without reading x, which may hold NaN).
   virtual void scale(float* x, std::int64_t n, float beta) const = 0;
   // dst[i] = a[i] + b[i]; dst may alias a or b.

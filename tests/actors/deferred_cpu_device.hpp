@@ -40,6 +40,9 @@ class DeferredCpuKernels final : public models::Kernels {
     throw std::invalid_argument("DeferredCpuKernels::to_f32: " + t.describe() + " (f32 only)");
   }
   std::vector<Tensor> take_allocations() const { return std::exchange(allocations_, {}); }
+  void copy_bytes(const void* src, void* dst, std::size_t bytes) const override {
+    stream_.enqueue([=] { models::cpu_kernels().copy_bytes(src, dst, bytes); });
+  }
 
   void copy(const float* src, float* dst, std::int64_t n) const override {
     stream_.enqueue([=] { models::cpu_kernels().copy(src, dst, n); });

@@ -99,7 +99,7 @@ struct Trained {
 enum class Device_ { sync, late, deferred };
 
 Trained train(const models::Model& model, const ScheduleParams& p, Device_ device,
-        const schedules::Plan* plan = nullptr) {
+              const schedules::Plan* plan = nullptr) {
   PipelineSpec spec;
   spec.model = &model;
   spec.plan = plan != nullptr ? *plan : even_plan(model, p);
@@ -158,6 +158,7 @@ struct DeferredCase {
   int slices;
   int chunks = 1;
   bool remat = false;
+  std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};  // umpipe: slices per stage
   friend void PrintTo(const DeferredCase& c, std::ostream* os) { *os << c.name; }
 };
 
@@ -171,6 +172,8 @@ TEST_P(DeferredDevice, TrainsAsTheSynchronousCpu) {
     p.slices = c.slices;
     p.chunks = c.chunks;
     p.rematerialize = c.remat;
+    p.forward_slices = c.fwd;
+    p.backward_slices = c.bwd;
     const Trained sync = train(model, p, Device_::sync);
     const Trained deferred = train(model, p, Device_::deferred);
     const std::string what = std::string(c.name) + (gpt ? " gpt" : " mlp");
@@ -194,7 +197,18 @@ INSTANTIATE_TEST_SUITE_P(
                       DeferredCase{"one_f_one_b_121", ScheduleKind::one_f_one_b, 3, {1, 2, 1}, 4},
                       DeferredCase{"pipedream", ScheduleKind::pipedream, 3, {1, 1, 1}, 1},
                       DeferredCase{"zb_h1", ScheduleKind::zb_h1, 3, {1, 1, 1}, 4},
-                      DeferredCase{"interleaved", ScheduleKind::interleaved, 2, {1, 1}, 4, 2}),
+                      DeferredCase{"interleaved", ScheduleKind::interleaved, 2, {1, 1}, 4, 2},
+                      // Backward slices cut across forward ones: saved state and the loss
+                      // gradient are re-sliced and joined, on the device.
+                      DeferredCase{"umpipe",
+                                   ScheduleKind::umpipe,
+                                   3,
+                                   {1, 1, 1},
+                                   2,
+                                   1,
+                                   false,
+                                   {{1, 3, 4}, {4, 4}, {2, 6}},
+                                   {{3, 5}, {8}, {5, 3}}}),
     [](const ::testing::TestParamInfo<DeferredCase>& i) { return std::string(i.param.name); });
 
 TEST(AsyncDevice, AFailureOnTheDeviceStopsTheRunNamingTheStage) {

@@ -211,6 +211,10 @@ class RecordingKernels final : public Kernels {
     seen("max_pool_backward", {dy, argmax, dx});
     inner_.max_pool_backward(dy, argmax, g, n, dx);
   }
+  void copy_bytes(const void* src, void* dst, std::size_t bytes) const override {
+    seen("copy_bytes", {src, dst});
+    inner_.copy_bytes(src, dst, bytes);
+  }
   void sgd_update(const float* p, const float* g, float* buf, float* out, std::int64_t n, double lr,
                   double weight_decay, double momentum, bool nesterov,
                   bool first_step) const override {

@@ -52,10 +52,13 @@ Tensor CudaKernels::to_f32(const Tensor& t) const {
 }
 
 void CudaKernels::copy(const float* src, float* dst, std::int64_t n) const {
-  if (n <= 0) return;
-  const cudaError_t status =
-      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(float),
-                      cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(native_));
+  if (n > 0) copy_bytes(src, dst, static_cast<std::size_t>(n) * sizeof(float));
+}
+
+void CudaKernels::copy_bytes(const void* src, void* dst, std::size_t bytes) const {
+  if (bytes == 0) return;
+  const cudaError_t status = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                             static_cast<cudaStream_t>(native_));
   if (status != cudaSuccess) {
     throw std::runtime_error(std::string("CudaKernels::copy: ") + cudaGetErrorString(status));
   }

@@ -29,6 +29,7 @@ class CudaKernels final : public Kernels {
   Tensor empty(const Shape& shape, DType dtype = DType::f32) const override;
   Tensor to_f32(const Tensor& t) const override;
   void copy(const float* src, float* dst, std::int64_t n) const override;
+  void copy_bytes(const void* src, void* dst, std::size_t bytes) const override;
   void scale(float* x, std::int64_t n, float beta) const override;
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override;
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
