@@ -406,15 +406,29 @@ bool Pipeline::hosts_stage(int stage, int replica) const {
   return impl_->stages.at(static_cast<std::size_t>(p.device_of(stage, replica))) != nullptr;
 }
 
+namespace {
+
+// What leaves the pipeline (checkpoints, evaluation, a resumed run's inputs) is on the CPU,
+// whatever device a stage computed on; cpu and sim tensors are returned as they are.
+models::ParamSet on_host(const models::ParamSet& p) {
+  models::ParamSet out;
+  for (std::int64_t i = 0; i < p.size(); ++i) {
+    out.add(p.name(i), p[i].device().is_cuda() ? p[i].to(Device::cpu()) : p[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 OptimizerState Pipeline::optimizer_state(int s) const {
   const models::Optimizer& o = stage(s, hosted_replica(s, 0)).optimizer();
-  return {o.state(), o.steps()};
+  return {on_host(o.state()), o.steps()};
 }
 
 std::map<std::int64_t, models::ParamSet> Pipeline::older_versions(int s) const {
   std::map<std::int64_t, models::ParamSet> out;
   for (const auto& [v, params] : stage(s, hosted_replica(s, 0)).older_versions()) {
-    out.emplace(v, *params);
+    out.emplace(v, on_host(*params));
   }
   return out;
 }
@@ -434,7 +448,7 @@ models::ParamSet Pipeline::params(int replica) const {
   models::ParamSet out;
   for (int s = 0; s < p.stages; ++s) {
     const int r = hosted_replica(s, std::min(replica, p.replicas_of(s) - 1));
-    if (hosts_stage(s, r)) out.merge(stage(s, r).latest_params());
+    if (hosts_stage(s, r)) out.merge(on_host(stage(s, r).latest_params()));
   }
   return out;
 }

@@ -149,8 +149,9 @@ class Pipeline {
   // first reason given, when several are). No effect after run() returned.
   void stop_with_error(std::string why);
 
-  // After run(): the whole model's weights, stage by stage from replica min(replica, r_s - 1)
-  // (the stages this process hosts, when spread over processes).
+  // After run(): the whole model's weights (on the CPU, copied from a GPU stage), stage by
+  // stage from replica min(replica, r_s - 1) (the stages this process hosts, when spread over
+  // processes).
   models::ParamSet params(int replica = 0) const;
   const StageActor& stage(int stage, int replica = 0) const;
   // After run(): the optimizer state of a stage (from its replica 0, or the first replica this
