@@ -32,6 +32,7 @@ constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", 
 
 // Data planes a cluster section may name.
 constexpr std::array<std::string_view, 3> kTransports = {"auto", "tcp", "ucx"};
+constexpr std::array<std::string_view, 3> kCollectives = {"auto", "gloo", "nccl"};
 
 // Ranks beyond this are a typo (transport/control_frame.hpp's kMaxWorldSize).
 constexpr int64_t kMaxRank = 65535;
@@ -870,6 +871,12 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
         kTransports.end()) {
       cl->fail("transport", "unknown transport '" + c.cluster.transport + "' (expected " +
                                 join(kTransports) + ")");
+    }
+    c.cluster.collectives = cl->get_or<std::string>("collectives", c.cluster.collectives);
+    if (std::find(kCollectives.begin(), kCollectives.end(), c.cluster.collectives) ==
+        kCollectives.end()) {
+      cl->fail("collectives", "unknown collectives '" + c.cluster.collectives + "' (expected " +
+                                  join(kCollectives) + ")");
     }
     cl->finish();
   }

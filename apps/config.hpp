@@ -102,6 +102,10 @@ struct ClusterConfig {
   // The data plane between processes: "auto" (tcp; ucx once built), "tcp" or "ucx". A job of
   // one process uses none.
   std::string transport = "auto";
+  // What replicated stages reduce their gradients through when their replicas span processes:
+  // "auto" (nccl when every such replica is on a cuda device and the build has NCCL, else gloo),
+  // "gloo" (host memory) or "nccl" (GPUs).
+  std::string collectives = "auto";
   ConfigLocation where;
 };
 

@@ -10,6 +10,7 @@
 
 #include "actors/pipeline_wire_types.hpp"
 #include "transport/gloo_collectives.hpp"
+#include "transport/nccl_collectives.hpp"
 #include "transport/tcp_channel.hpp"
 #include "transport/ucx_channel.hpp"
 #include "transport/wire_message.hpp"
@@ -51,6 +52,27 @@ std::string bytes_text(const std::vector<std::byte>& b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
+// cluster.collectives: nccl when asked for, or for "auto" when every replica of every
+// replicated stage computes on a cuda device and NCCL was built (Gloo reduces host memory only).
+bool use_nccl(const std::string& choice, const schedules::Plan& plan) {
+  if (choice == "nccl") return true;
+  if (choice != "auto") return false;
+#if TANDEM_HAVE_NCCL
+  bool any = false;
+  for (const schedules::StagePlan& stage : plan.stages) {
+    if (stage.replicas.size() < 2) continue;
+    for (const schedules::Placement& r : stage.replicas) {
+      if (!Device::parse(r.device).is_cuda()) return false;
+    }
+    any = true;
+  }
+  return any;
+#else
+  (void)plan;
+  return false;
+#endif
+}
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -63,7 +85,7 @@ struct ProcessGroup::Impl {
   // The channel of the pipeline being prepared (owned by it): one of the two.
   transport::TcpChannel* tcp = nullptr;
   transport::UcxChannel* ucx = nullptr;
-  std::unique_ptr<transport::GlooCollectives> collectives;
+  std::unique_ptr<transport::Collectives> collectives;
   bool shut_down = false;
 
   // From the control plane's or the data plane's thread.
@@ -158,7 +180,13 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     m.tcp = ch.get();
     return ch;
   };
-  if (placement.replicas_span_processes()) {
+  if (placement.replicas_span_processes() && use_nccl(m.opt.collectives, spec.plan)) {
+    transport::NcclCollectivesOptions no;
+    no.key_prefix = "nccl/" + std::to_string(segment);
+    no.on_error = [&m](const std::string& why) { m.failed("collectives: " + why); };
+    m.collectives = std::make_unique<transport::NcclCollectives>(*m.rendezvous, std::move(no));
+    spec.collectives = m.collectives.get();
+  } else if (placement.replicas_span_processes()) {
     transport::GlooCollectivesOptions go;
     go.hostname = m.opt.host;
     go.key_prefix = "gloo/" + std::to_string(segment);
@@ -268,12 +296,14 @@ void ProcessGroup::shutdown() {
   impl_->rendezvous->shutdown();
 }
 
-std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport) {
+std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
+                                                const std::string& collectives) {
   const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
   if (env.world_size <= 1) return nullptr;
   ProcessGroupOptions o;
   o.env = env;
   o.transport = transport;
+  o.collectives = collectives;
   if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
   return std::make_unique<ProcessGroup>(std::move(o));
 }

@@ -31,6 +31,9 @@ struct ProcessGroupOptions {
   std::string host;
   // The data plane: "tcp" or "ucx" ("auto": tcp).
   std::string transport = "auto";
+  // Replicas' reductions across processes: "gloo", "nccl" or "auto" (nccl when every replica of
+  // every replicated stage is on a cuda device and the build has NCCL).
+  std::string collectives = "auto";
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
@@ -84,6 +87,7 @@ class ProcessGroup {
 // When a launcher started this process as one of several (transport::read_launch_env), joins
 // the job (TANDEM_HOST, when set, is this process's address); otherwise null. Throws
 // transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
-std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport);
+std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
+                                                const std::string& collectives = "auto");
 
 }  // namespace tandem::apps

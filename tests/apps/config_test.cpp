@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -312,6 +313,16 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   EXPECT_EQ(up.schedule.forward_slices,
             (std::vector<std::vector<int64_t>>{{8, 8, 8, 8}, {16, 16}}));
   EXPECT_EQ(up.schedule.backward_slices, up.schedule.forward_slices);
+}
+
+TEST(ConfigTest, ClusterCollectivesAreAutoGlooOrNccl) {
+  const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
+  EXPECT_EQ(parse_config(base, "t").cluster.collectives, "auto");
+  EXPECT_EQ(parse_config(base + "cluster: {collectives: nccl}\n", "t").cluster.collectives, "nccl");
+  EXPECT_EQ(parse_config(base + "cluster: {collectives: gloo}\n", "t").cluster.collectives, "gloo");
+  const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+  expect_error(base + "cluster: {collectives: mpi}\n", line,
+               {"cluster.collectives", "unknown collectives 'mpi'", "auto, gloo, nccl"});
 }
 
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
