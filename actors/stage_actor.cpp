@@ -103,6 +103,9 @@ void StageActor::on_message(Message& msg) {
                              std::to_string(msg.as<OpDone>().seq) + ", which is not in flight");
     }
     if (it->second.done.recorded()) {
+      if (const auto took = it->second.done.elapsed_since(it->second.started)) {
+        stats_.busy_s += std::chrono::duration<double>(*took).count();
+      }
       if (const std::exception_ptr failure = it->second.done.error()) {
         try {
           std::rethrow_exception(failure);
@@ -249,6 +252,7 @@ void StageActor::execute(const Action& a) {
   sends_.clear();
   ready_in_ = std::chrono::nanoseconds(0);
   ready_ = Event();
+  ready_started_ = Event();
   held_.clear();
   try {
     switch (a.op) {
@@ -278,6 +282,7 @@ void StageActor::charge(const models::Completion& done) {
   stats_.busy_s += std::chrono::duration<double>(done.busy).count();
   ready_in_ = done.ready_in;
   ready_ = done.done;
+  ready_started_ = done.started;
 }
 
 void StageActor::hold(const Tensor& t) {
@@ -315,6 +320,7 @@ void StageActor::complete() {
     Pending& later = pending_[seq_];
     later.sends.swap(sends_);
     later.done = ready_;
+    later.started = ready_started_;
     // Only an event says when the device is done with them; a sim op touches no memory.
     if (ready_.recorded()) later.held.swap(held_);
     if (ready_.recorded()) {
@@ -324,6 +330,7 @@ void StageActor::complete() {
     }
     ready_in_ = std::chrono::nanoseconds(0);
     ready_ = Event();
+    ready_started_ = Event();
     held_.clear();
   } else {
     held_.clear();
@@ -441,6 +448,8 @@ void StageActor::emit(const Action& a, std::int64_t version, const models::Param
   e.grads = grads;
   e.start = start;
   e.end = Clock::now();
+  e.device_started = ready_started_;
+  e.device_done = ready_;
   s_.observer(e);
 }
 
@@ -717,10 +726,10 @@ void StageActor::run_step(const Action& a) {
   versions_.collect(min_needed);
   stats_.peak_versions = std::max(stats_.peak_versions, versions_.peak_held());
   note_memory();
+  charge(device_time);
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
   written_.assign(written_.size(), false);
   contributed_ = false;
-  charge(device_time);
 }
 
 }  // namespace tandem::actors

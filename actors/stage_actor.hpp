@@ -73,7 +73,9 @@ struct StageStats {
   int device = 0, stage = 0, replica = 0;
   std::string device_name;
   std::int64_t actions = 0;
-  double busy_s = 0;  // time its device was busy (measured on cpu, charged on sim)
+  // Time its device was busy: measured on cpu, charged on sim, from timed events on an
+  // asynchronous device (cuda), added as each action completes.
+  double busy_s = 0;
   std::size_t peak_versions = 0;
   std::size_t peak_activations = 0;  // forward slices kept for backward at once
   std::size_t peak_received = 0;     // tensors received and not yet consumed, at once
@@ -146,7 +148,7 @@ class StageActor final : public Actor {
   // message, and the event that carries the device's failure (recorded on cuda only).
   struct Pending {
     std::vector<Send> sends;
-    Event done;
+    Event started, done;       // done.elapsed_since(started): its device time (busy_s), when timed
     std::vector<Tensor> held;  // what the work reads or writes (see hold)
   };
   using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
@@ -227,6 +229,7 @@ class StageActor final : public Actor {
   std::vector<Send> sends_;               // sent when the current action completes
   std::chrono::nanoseconds ready_in_{0};  // the current action's results are ready this late
   Event ready_;                           // or then (an asynchronous device's completion)
+  Event ready_started_;                   // timed, before the current action's device work
   std::vector<Tensor> held_;              // by the current action, until ready_ (hold)
   // Actions submitted to an asynchronous device, by sequence number.
   std::map<std::uint64_t, Pending> pending_;

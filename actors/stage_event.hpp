@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "models/param_set.hpp"
+#include "runtime/event.hpp"
 #include "schedules/action.hpp"
 
 namespace tandem::actors {
@@ -21,7 +22,11 @@ struct StageEvent {
   const models::ParamSet* weights = nullptr;
   // STEP: the gradients it applied (after SYNC); SYNC: the replica's gradients before it.
   const models::ParamSet* grads = nullptr;
+  // When the actor ran the action (on an asynchronous device: when it submitted the work).
   std::chrono::steady_clock::time_point start, end;
+  // An asynchronous device's timed events around the action's work (Completion::started,
+  // done), unrecorded otherwise: once complete, where the device actually ran it.
+  Event device_started, device_done;
 };
 
 using StageObserver = std::function<void(const StageEvent&)>;

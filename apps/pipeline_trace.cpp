@@ -110,7 +110,8 @@ void PipelineTrace::attach(actors::PipelineSpec& spec) {
   spec.observer = [this, previous = std::move(spec.observer)](const actors::StageEvent& e) {
     if (previous) previous(e);
     std::lock_guard lock(mu_);
-    actions_.push_back({e.device, e.action, e.version, e.start, e.end});
+    actions_.push_back(
+        {e.device, e.action, e.version, e.start, e.end, e.device_started, e.device_done});
   };
   spec.on_event = [this, previous = std::move(spec.on_event)](const actors::PipelineEvent& e) {
     if (previous) previous(e);
@@ -134,17 +135,29 @@ nlohmann::json PipelineTrace::to_json() const {
   const int V = params.stages * params.chunks;
   const std::uint32_t coordinator_track = stage_track(R);
 
+  // An asynchronous device's action is drawn where the device ran it, not where the actor
+  // submitted it (its timed events place it on the host's clock once the run is over).
+  std::vector<Action> spans = actions_;
+  for (Action& a : spans) {
+    const std::optional<Clock::time_point> at = a.device_started.completed_at();
+    const std::optional<std::chrono::nanoseconds> took =
+        a.device_done.elapsed_since(a.device_started);
+    if (at && took) {
+      a.start = *at;
+      a.end = *at + std::chrono::duration_cast<Clock::duration>(*took);
+    }
+  }
   Clock::time_point origin = Clock::time_point::max();
-  for (const Action& a : actions_) origin = std::min(origin, a.start);
+  for (const Action& a : spans) origin = std::min(origin, a.start);
   for (const actors::PipelineEvent& e : events_) origin = std::min(origin, e.start);
   const auto ns = [origin](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count();
   };
 
   std::vector<Pending> out;
-  std::map<Key, std::size_t> producers;  // F/B/W -> index in actions_
-  for (std::size_t i = 0; i < actions_.size(); ++i) {
-    const Action& a = actions_[i];
+  std::map<Key, std::size_t> producers;  // F/B/W -> index in spans
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const Action& a = spans[i];
     const schedules::Action& x = a.action;
     TraceArgs args{{"op", std::string(schedules::to_string(x.op))}};
     if (x.op == Op::STEP || x.op == Op::SYNC) {
@@ -197,7 +210,7 @@ nlohmann::json PipelineTrace::to_json() const {
     out.push_back({'f', to, ns(to_start) + to_eps, 0, id, name, "flow", {}});
   };
   std::vector<schedules::Route> inputs;
-  for (const Action& a : actions_) {
+  for (const Action& a : spans) {
     if (a.action.op != Op::F && a.action.op != Op::B) continue;
     routing.inputs(a.device, a.action, inputs);
     for (const schedules::Route& r : inputs) {
@@ -213,7 +226,7 @@ nlohmann::json PipelineTrace::to_json() const {
       const auto it =
           producers.find({vs, static_cast<int>(r.op), r.minibatch, r.slice.begin, r.slice.end});
       if (it == producers.end()) continue;  // a run that stopped before its producer ran
-      const Action& p = actions_[it->second];
+      const Action& p = spans[it->second];
       flow(stage_track(p.device), p.start, p.end, stage_track(a.device), a.start, a.end,
            port_name(r.port));
     }
@@ -222,7 +235,7 @@ nlohmann::json PipelineTrace::to_json() const {
     if (e.kind != actors::PipelineEvent::Kind::coordinator_loss) continue;
     const auto it = producers.find({V - 1, static_cast<int>(Op::F), e.minibatch, e.begin, e.end});
     if (it == producers.end()) continue;
-    const Action& p = actions_[it->second];
+    const Action& p = spans[it->second];
     flow(stage_track(p.device), p.start, p.end, coordinator_track, e.start, e.finish, "loss");
   }
   std::stable_sort(out.begin(), out.end(),

@@ -45,6 +45,7 @@ class PipelineTrace {
     schedules::Action action;
     std::int64_t version;
     std::chrono::steady_clock::time_point start, end;
+    Event device_started, device_done;  // an asynchronous device's (StageEvent)
   };
 
   mutable std::mutex mu_;

@@ -111,7 +111,9 @@ cuda::GemmPrecision gemm_precision(MatmulPrecision p) {
 class CudaExecutor final : public Executor {
  public:
   CudaExecutor(Device device, MatmulPrecision precision)
-      : stream_(device), kernels_(stream_, gemm_precision(precision)) {}
+      : stream_(device), copy_(device), kernels_(stream_, gemm_precision(precision)) {
+    enable_peer_access(device.index());
+  }
   Device device() const override { return stream_.device(); }
 
   Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
@@ -124,6 +126,7 @@ class CudaExecutor final : public Executor {
                                "): " + cudaGetErrorString(status));
     }
     Completion c;
+    c.started = stream_.record_timed();
     try {
       work(ctx);
     } catch (...) {
@@ -131,7 +134,7 @@ class CudaExecutor final : public Executor {
       keep_until(stream_.record());
       throw;
     }
-    c.done = stream_.record();
+    c.done = stream_.record_timed();
     keep_until(c.done);
     return c;
   }
@@ -172,14 +175,37 @@ class CudaExecutor final : public Executor {
     optimizer.step(params, grads, kernels_);
   }
 
+  // On the copy stream, so that an input arriving from the host or from another GPU is copied
+  // while the compute stream still runs the actions submitted before; the compute stream waits
+  // for the copy only where the next work begins.
   Tensor to_device(const Tensor& t) override {
-    if (!t.defined()) return t;
-    const Tensor d = on_device(t);
+    if (!t.defined() || t.device() == stream_.device()) return t;
+    Tensor d = kernels_.empty(t.shape(), t.dtype());
+    d.copy_from(t, copy_);
+    stream_.wait(copy_.record());
     keep_until(stream_.record());
     return d;
   }
 
  private:
+  // Lets copies from the other GPUs this one can reach go device to device; where it cannot
+  // (no peer access), cudaMemcpyAsync stages them through the host itself.
+  static void enable_peer_access(int device) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) return;
+    for (int peer = 0; peer < count; ++peer) {
+      int can = 0;
+      if (peer == device || cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || !can) {
+        continue;
+      }
+      if (cudaSetDevice(device) != cudaSuccess) return;
+      const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+      // Already enabled by an executor before this one: fine. Either way the error must not
+      // linger for the next cudaGetLastError of a kernel launch.
+      if (status != cudaSuccess) (void)cudaGetLastError();
+    }
+  }
+
   // `t` on this device: itself, or a copy enqueued on the stream (a batch from the loader).
   Tensor on_device(const Tensor& t) const {
     if (t.device() == stream_.device()) return t;
@@ -194,6 +220,7 @@ class CudaExecutor final : public Executor {
   }
 
   mutable Stream stream_;  // copies enqueue on it from const members (loss)
+  Stream copy_;            // inputs from elsewhere (to_device)
   CudaKernels kernels_;
 };
 #endif

@@ -27,6 +27,10 @@ struct Completion {
   // Asynchronous devices (cuda): completes once the work's results are ready, and carries its
   // failure (Event::error()); busy and ready_in are then 0. Never recorded for cpu and sim.
   Event done;
+  // With `done`: a timed event recorded before the work, `done` timed too, so that
+  // done.elapsed_since(started) is the device time the work took and completed_at() places it
+  // (busy time and traces of asynchronous stages). Unrecorded where the device keeps no times.
+  Event started;
 };
 
 class Executor {

@@ -31,4 +31,15 @@ std::exception_ptr Event::error() const {
   return impl_ == nullptr ? nullptr : impl_->error();
 }
 
+std::optional<std::chrono::steady_clock::time_point> Event::completed_at() const {
+  if (impl_ == nullptr) return std::nullopt;
+  return impl_->completed_at();
+}
+
+std::optional<std::chrono::nanoseconds> Event::elapsed_since(const Event& earlier) const {
+  if (impl_ == nullptr || earlier.impl_ == nullptr) return std::nullopt;
+  if (impl_->device() != earlier.impl_->device()) return std::nullopt;
+  return impl_->elapsed_since(*earlier.impl_);
+}
+
 }  // namespace tandem

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "runtime/device.hpp"
 
@@ -37,6 +39,17 @@ class Event {
   // After completion: the failure of work enqueued before the event on its stream (or on a
   // stream it waited on), or nullptr. Before completion: nullptr.
   std::exception_ptr error() const;
+
+  // When the device reached the event, on the host's steady clock: for a completed event of a
+  // cpu stream (any record) or of a cuda stream (Stream::record_timed only); nullopt otherwise
+  // (pending, untimed, never recorded). cuda: placed through an anchor event the stream
+  // records when it is created, to within cudaEventElapsedTime's resolution (about 0.5 us,
+  // coarser hours into a run since the offset is a float of milliseconds).
+  std::optional<std::chrono::steady_clock::time_point> completed_at() const;
+  // The device time from `earlier` to this event, both completed and timed and recorded on the
+  // same device: what the work between them took on that device (queueing before `earlier`
+  // excluded). nullopt otherwise.
+  std::optional<std::chrono::nanoseconds> elapsed_since(const Event& earlier) const;
 
  private:
   friend class Stream;

@@ -47,6 +47,10 @@ Event Stream::record() {
   return Event(impl_->record());
 }
 
+Event Stream::record_timed() {
+  return Event(impl_->record_timed());
+}
+
 void Stream::wait(const Event& event) {
   if (!event.recorded()) return;
   impl_->wait(event.impl_);

@@ -40,6 +40,10 @@ class Stream {
   void enqueue(std::function<void()> fn);
   // An event that completes after everything enqueued so far.
   Event record();
+  // record(), and the event keeps the time it completed at (Event::completed_at,
+  // Event::elapsed_since). cpu events always do; on cuda this one costs a timestamp on the
+  // device, so untimed record() stays the default for ordering and lifetimes.
+  Event record_timed();
   // Work enqueued on this stream from now on runs only after `event` has completed. Returns at
   // once (the caller never blocks). A cuda stream cannot wait on a pending cpu event
   // (std::invalid_argument): the device cannot observe host work without stalling a driver

@@ -4,10 +4,12 @@
 // are few (a handful per stage), so the threads are cheap.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -50,11 +52,19 @@ class CpuEvent final : public EventImpl {
     return error_;
   }
 
+  std::optional<std::chrono::steady_clock::time_point> completed_at() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) return std::nullopt;
+    return at_;
+  }
+
   void complete(std::exception_ptr error) {
+    const auto now = std::chrono::steady_clock::now();
     std::vector<std::function<void()>> callbacks;
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_ = true;
+      at_ = now;
       error_ = std::move(error);
       callbacks.swap(callbacks_);
     }
@@ -66,6 +76,7 @@ class CpuEvent final : public EventImpl {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::chrono::steady_clock::time_point at_;  // when the stream's worker reached it
   std::exception_ptr error_;
   std::vector<std::function<void()>> callbacks_;
 };

@@ -10,11 +10,13 @@
 // progress thread (progress_thread.hpp), which runs it.
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -27,13 +29,14 @@ namespace {
 
 // Events are recorded once per Event handle; recycling them keeps cudaEventCreate off the hot
 // path. Re-recording a recycled event is safe: cudaStreamWaitEvent and a pending query see the
-// record that was current when they were called.
+// record that was current when they were called. Timed events (record_timed) are pooled apart:
+// untimed ones are cheaper to record and to wait on.
 class EventPool {
  public:
-  cudaEvent_t take(int index) {
+  cudaEvent_t take(int index, bool timed) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      std::vector<cudaEvent_t>& free = free_[index];
+      std::vector<cudaEvent_t>& free = free_[{index, timed}];
       if (!free.empty()) {
         cudaEvent_t e = free.back();
         free.pop_back();
@@ -42,15 +45,15 @@ class EventPool {
     }
     CudaDeviceGuard guard(index);
     cudaEvent_t e = nullptr;
-    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags",
-               index);
+    cuda_check(cudaEventCreateWithFlags(&e, timed ? cudaEventDefault : cudaEventDisableTiming),
+               "cudaEventCreateWithFlags", index);
     return e;
   }
 
-  void give(int index, cudaEvent_t e) noexcept {
+  void give(int index, bool timed, cudaEvent_t e) noexcept {
     try {
       std::lock_guard<std::mutex> lock(mu_);
-      free_[index].push_back(e);
+      free_[{index, timed}].push_back(e);
     } catch (...) {
       cudaEventDestroy(e);
     }
@@ -58,7 +61,7 @@ class EventPool {
 
  private:
   std::mutex mu_;
-  std::unordered_map<int, std::vector<cudaEvent_t>> free_;
+  std::map<std::pair<int, bool>, std::vector<cudaEvent_t>> free_;
 };
 
 EventPool& event_pool() {
@@ -73,11 +76,24 @@ void CUDART_CB run_host_callback(void* data) {
 
 class CudaStream;
 
+// A timed event a stream records when it is created (the stream empty, so it completes at once)
+// together with the host's time then: timed events are placed on the host's clock by their
+// elapsed time from it.
+struct CudaAnchor {
+  int index = 0;
+  cudaEvent_t event = nullptr;
+  std::chrono::steady_clock::time_point host;
+  ~CudaAnchor() {
+    if (event != nullptr) event_pool().give(index, true, event);
+  }
+};
+
 class CudaEvent final : public EventImpl {
  public:
-  CudaEvent(std::weak_ptr<CudaStream> stream, int index, cudaEvent_t event)
-      : stream_(std::move(stream)), index_(index), event_(event) {}
-  ~CudaEvent() override { event_pool().give(index_, event_); }
+  CudaEvent(std::weak_ptr<CudaStream> stream, int index, cudaEvent_t event,
+            std::shared_ptr<const CudaAnchor> anchor)
+      : stream_(std::move(stream)), index_(index), event_(event), anchor_(std::move(anchor)) {}
+  ~CudaEvent() override { event_pool().give(index_, anchor_ != nullptr, event_); }
 
   Device device() const override { return Device::cuda(index_); }
   cudaEvent_t native() const { return event_; }
@@ -106,10 +122,39 @@ class CudaEvent final : public EventImpl {
 
   void on_complete(std::function<void()> fn) override;
 
+  std::optional<std::chrono::steady_clock::time_point> completed_at() override {
+    if (anchor_ == nullptr) return std::nullopt;
+    const std::optional<float> ms = elapsed_ms(anchor_->event, event_);
+    if (!ms) return std::nullopt;
+    return anchor_->host + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double, std::milli>(*ms));
+  }
+
+  std::optional<std::chrono::nanoseconds> elapsed_since(EventImpl& earlier) override {
+    auto* start = dynamic_cast<CudaEvent*>(&earlier);
+    if (anchor_ == nullptr || start == nullptr || start->anchor_ == nullptr) return std::nullopt;
+    const std::optional<float> ms = elapsed_ms(start->event_, event_);
+    if (!ms) return std::nullopt;
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double, std::milli>(*ms));
+  }
+
  private:
+  // Both complete and timed: the milliseconds between them; else nullopt (a pending event, or a
+  // device error, which error() reports).
+  static std::optional<float> elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
+    if (cudaEventQuery(to) != cudaSuccess || cudaEventQuery(from) != cudaSuccess) {
+      return std::nullopt;
+    }
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, from, to) != cudaSuccess) return std::nullopt;
+    return ms;
+  }
+
   std::weak_ptr<CudaStream> stream_;
   int index_;
   cudaEvent_t event_;
+  std::shared_ptr<const CudaAnchor> anchor_;  // set for a timed event
 };
 
 class CudaStream final : public StreamImpl, public std::enable_shared_from_this<CudaStream> {
@@ -122,6 +167,19 @@ class CudaStream final : public StreamImpl, public std::enable_shared_from_this<
     if (status != cudaSuccess) {
       cudaStreamDestroy(stream_);
       cuda_check(status, "cudaStreamCreateWithFlags (notify stream)", index);
+    }
+    try {
+      auto anchor = std::make_shared<CudaAnchor>();
+      anchor->index = index;
+      anchor->event = event_pool().take(index, true);
+      cuda_check(cudaEventRecord(anchor->event, stream_), "cudaEventRecord (anchor)", index);
+      cuda_check(cudaEventSynchronize(anchor->event), "cudaEventSynchronize (anchor)", index);
+      anchor->host = std::chrono::steady_clock::now();
+      anchor_ = std::move(anchor);
+    } catch (...) {
+      cudaStreamDestroy(notify_);
+      cudaStreamDestroy(stream_);
+      throw;
     }
   }
 
@@ -144,15 +202,8 @@ class CudaStream final : public StreamImpl, public std::enable_shared_from_this<
         "host work on a cpu stream that waits on a cuda event");
   }
 
-  std::shared_ptr<EventImpl> record() override {
-    cudaEvent_t e = event_pool().take(index_);
-    const cudaError_t status = cudaEventRecord(e, stream_);
-    if (status != cudaSuccess) {
-      event_pool().give(index_, e);
-      cuda_check(status, "cudaEventRecord", index_);
-    }
-    return std::make_shared<CudaEvent>(weak_from_this(), index_, e);
-  }
+  std::shared_ptr<EventImpl> record() override { return record(false); }
+  std::shared_ptr<EventImpl> record_timed() override { return record(true); }
 
   void wait(const std::shared_ptr<EventImpl>& event) override {
     if (auto* cuda = dynamic_cast<CudaEvent*>(event.get())) {
@@ -172,6 +223,17 @@ class CudaStream final : public StreamImpl, public std::enable_shared_from_this<
 
   void* native_handle() const override { return static_cast<void*>(stream_); }
 
+  std::shared_ptr<EventImpl> record(bool timed) {
+    cudaEvent_t e = event_pool().take(index_, timed);
+    const cudaError_t status = cudaEventRecord(e, stream_);
+    if (status != cudaSuccess) {
+      event_pool().give(index_, timed, e);
+      cuda_check(status, "cudaEventRecord", index_);
+    }
+    return std::make_shared<CudaEvent>(weak_from_this(), index_, e,
+                                       timed ? anchor_ : std::shared_ptr<const CudaAnchor>());
+  }
+
   void notify_after(cudaEvent_t event, std::function<void()> fn) {
     auto holder = std::make_unique<std::function<void()>>(std::move(fn));
     // Keeps each wait next to its host function on the notify stream, so a callback never
@@ -189,6 +251,7 @@ class CudaStream final : public StreamImpl, public std::enable_shared_from_this<
   cudaStream_t stream_ = nullptr;
   cudaStream_t notify_ = nullptr;
   std::mutex notify_mu_;
+  std::shared_ptr<const CudaAnchor> anchor_;
 };
 
 void CudaEvent::on_complete(std::function<void()> fn) {

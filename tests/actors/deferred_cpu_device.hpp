@@ -201,9 +201,10 @@ class DeferredCpuExecutor final : public models::Executor {
                          const std::function<void(const models::Context&)>& work) override {
     ctx.sim_clock = nullptr;
     ctx.kernels = &kernels_;
-    work(ctx);
     models::Completion c;
-    c.done = kernels_.stream().record();
+    c.started = kernels_.stream().record_timed();
+    work(ctx);
+    c.done = kernels_.stream().record_timed();
     std::vector<Tensor> keep = kernels_.take_allocations();
     c.done.on_complete([keep = std::move(keep)]() mutable { keep.clear(); });
     return c;

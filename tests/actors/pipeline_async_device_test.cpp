@@ -11,15 +11,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "deferred_cpu_device.hpp"
 #include "models/executor.hpp"
 #include "pipeline_harness.hpp"
 #include "runtime/stream.hpp"
+#include "schedules/action.hpp"
 
 namespace tandem::actors {
 namespace {
@@ -99,8 +104,9 @@ struct Trained {
 enum class Device_ { sync, late, deferred };
 
 Trained train(const models::Model& model, const ScheduleParams& p, Device_ device,
-              const schedules::Plan* plan = nullptr) {
+              const schedules::Plan* plan = nullptr, StageObserver observer = {}) {
   PipelineSpec spec;
+  spec.observer = std::move(observer);
   spec.model = &model;
   spec.plan = plan != nullptr ? *plan : even_plan(model, p);
   spec.optimizer = sgd_momentum();
@@ -210,6 +216,46 @@ INSTANTIATE_TEST_SUITE_P(
                                    {{1, 3, 4}, {4, 4}, {2, 6}},
                                    {{3, 5}, {8}, {5, 3}}}),
     [](const ::testing::TestParamInfo<DeferredCase>& i) { return std::string(i.param.name); });
+
+// An asynchronous stage charges the device time its executor's timed events measured (busy_s,
+// hence utilization) and reports those events with each action, so that a trace draws an action
+// where the device ran it rather than where the actor submitted it.
+TEST(AsyncDevice, BusyTimeAndActionTimesComeFromTheDevicesEvents) {
+  const models::Model model = tiny_mlp();
+  const ScheduleParams p = params(ScheduleKind::one_f_one_b, 2, {1, 1}, 3);
+  std::mutex mu;
+  std::vector<StageEvent> seen;  // weights/grads pointers are not read after the call
+  const Trained t = train(model, p, Device_::deferred, nullptr, [&](const StageEvent& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(e);
+  });
+  std::map<int, std::vector<const StageEvent*>> by_device;
+  for (const StageEvent& e : seen) by_device[e.device].push_back(&e);
+  ASSERT_EQ(t.result.stages.size(), 2u);
+  for (const StageStats& stats : t.result.stages) {
+    SCOPED_TRACE("device " + std::to_string(stats.device));
+    const std::vector<const StageEvent*>& events = by_device[stats.device];
+    ASSERT_FALSE(events.empty());
+    double device_s = 0;
+    std::optional<std::chrono::steady_clock::time_point> previous_end;
+    for (const StageEvent* e : events) {
+      ASSERT_TRUE(e->device_done.recorded()) << schedules::to_string(e->action);
+      const auto at = e->device_started.completed_at();
+      const auto took = e->device_done.elapsed_since(e->device_started);
+      ASSERT_TRUE(at.has_value() && took.has_value()) << schedules::to_string(e->action);
+      EXPECT_GE(*at, e->start) << "the stream reached the work after the actor submitted it";
+      EXPECT_GE(took->count(), 0);
+      // The stage's stream runs its actions in the order it submitted them.
+      if (previous_end) {
+        EXPECT_GE(*at, *previous_end) << schedules::to_string(e->action);
+      }
+      previous_end = e->device_done.completed_at();
+      device_s += std::chrono::duration<double>(*took).count();
+    }
+    EXPECT_GT(stats.busy_s, 0.0);
+    EXPECT_NEAR(stats.busy_s, device_s, 1e-9 * static_cast<double>(events.size()));
+  }
+}
 
 TEST(AsyncDevice, AFailureOnTheDeviceStopsTheRunNamingTheStage) {
   const models::Model model = tiny_mlp();

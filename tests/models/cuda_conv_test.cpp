@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/device.hpp"
+#include "tests/runtime/require_gpu.hpp"
 
 #if TANDEM_HAVE_CUDA
 #include <fmt/format.h>
@@ -28,9 +29,6 @@
 
 namespace tandem::models {
 namespace {
-
-#define TANDEM_REQUIRE_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
 #if TANDEM_HAVE_CUDA
 using namespace cuda_test;  // NOLINT(google-build-using-namespace): test helpers only

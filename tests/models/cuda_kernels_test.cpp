@@ -23,6 +23,7 @@
 #include "runtime/device.hpp"
 #include "runtime/stream.hpp"
 #include "runtime/tensor.hpp"
+#include "tests/runtime/require_gpu.hpp"
 
 #if TANDEM_HAVE_CUDA
 #include "models/kernels/cpu/activation.hpp"
@@ -47,9 +48,6 @@ namespace {
 
 // The body after this runs only when the kernels exist and a GPU can run them; without the
 // backend cuda_device_count() is 0, so the #if'd bodies below are never needed there.
-#define TANDEM_REQUIRE_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
-
 #if TANDEM_HAVE_CUDA
 
 constexpr double kTolerance = 1e-5;

@@ -2,7 +2,9 @@
 // configuration (it uses the runtime's interface only) and skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <future>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -13,12 +15,10 @@
 #include "runtime/stream.hpp"
 #include "runtime/tensor.hpp"
 #include "tests/runtime/error_of.hpp"
+#include "tests/runtime/require_gpu.hpp"
 
 namespace tandem {
 namespace {
-
-#define TANDEM_REQUIRE_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
 using test::error_of;
 
@@ -197,6 +197,37 @@ TEST(CudaStream, PinnedTensorsRoundTripThroughTheDevice) {
   back.copy_from(device, stream);
   stream.synchronize();
   EXPECT_TRUE(is_iota(back));
+}
+
+// Timed events place device work on the host's clock: a large clear takes device time, lies
+// between the host's times around it, and untimed events keep no time.
+TEST(CudaStream, TimedEventsMeasureDeviceTime) {
+  TANDEM_REQUIRE_GPU();
+  Stream stream(kGpu);
+  Tensor big = Tensor::empty({std::int64_t{1} << 26}, DType::f32, kGpu);  // 256 MiB
+  const auto before = std::chrono::steady_clock::now();
+  const Event start = stream.record_timed();
+  for (int i = 0; i < 8; ++i) big.set_zero(stream);
+  const Event end = stream.record_timed();
+  const Event untimed = stream.record();
+  untimed.synchronize();
+  const auto after = std::chrono::steady_clock::now();
+  ASSERT_TRUE(start.completed_at().has_value());
+  ASSERT_TRUE(end.completed_at().has_value());
+  const std::optional<std::chrono::nanoseconds> took = end.elapsed_since(start);
+  ASSERT_TRUE(took.has_value());
+  EXPECT_GT(took->count(), 0) << "2 GiB written";
+  // The anchor is read on the host just after the device passed it: allow that much skew.
+  const auto slack = std::chrono::milliseconds(1);
+  EXPECT_LE(before - slack, *start.completed_at());
+  EXPECT_LE(*start.completed_at(), *end.completed_at());
+  EXPECT_LE(*end.completed_at(), after + slack);
+  EXPECT_FALSE(untimed.completed_at().has_value());
+  EXPECT_FALSE(untimed.elapsed_since(start).has_value());
+  Stream cpu(Device::cpu());
+  const Event on_cpu = cpu.record_timed();
+  on_cpu.synchronize();
+  EXPECT_FALSE(end.elapsed_since(on_cpu).has_value()) << "different devices";
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -133,6 +135,35 @@ TEST(Event, DefaultEventIsComplete) {
   std::promise<std::thread::id> ran;
   event.on_complete([&] { ran.set_value(std::this_thread::get_id()); });
   EXPECT_NE(ran.get_future().get(), std::this_thread::get_id());
+}
+
+// The sleep below only bounds the elapsed time from below (sleep_for never returns early); no
+// assertion depends on how fast the machine is.
+TEST(Event, TimedEventsSayWhenTheStreamReachedThem) {
+  using namespace std::chrono_literals;
+  Stream stream(Device::cpu());
+  Gate gate;
+  stream.enqueue(gate.work());
+  const auto before = std::chrono::steady_clock::now();
+  const Event start = stream.record_timed();
+  stream.enqueue([] { std::this_thread::sleep_for(20ms); });
+  const Event end = stream.record();  // every cpu event keeps its time
+  EXPECT_FALSE(start.completed_at().has_value()) << "pending: no time yet";
+  EXPECT_FALSE(end.elapsed_since(start).has_value());
+  gate.open();
+  end.synchronize();
+  const auto after = std::chrono::steady_clock::now();
+  ASSERT_TRUE(start.completed_at().has_value());
+  ASSERT_TRUE(end.completed_at().has_value());
+  EXPECT_LE(before, *start.completed_at());
+  EXPECT_LE(*start.completed_at(), *end.completed_at());
+  EXPECT_LE(*end.completed_at(), after);
+  const std::optional<std::chrono::nanoseconds> took = end.elapsed_since(start);
+  ASSERT_TRUE(took.has_value());
+  EXPECT_GE(*took, 20ms);
+  EXPECT_EQ(*took, *end.completed_at() - *start.completed_at());
+  EXPECT_FALSE(Event().completed_at().has_value()) << "never recorded";
+  EXPECT_FALSE(end.elapsed_since(Event()).has_value());
 }
 
 TEST(Stream, DestructionDrainsPendingWork) {

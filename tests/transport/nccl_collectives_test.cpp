@@ -16,14 +16,12 @@
 
 #include "runtime/device.hpp"
 #include "runtime/tensor.hpp"
+#include "tests/runtime/require_gpu.hpp"
 
 namespace tandem::transport {
 namespace {
 
 using namespace std::chrono_literals;
-
-#define TANDEM_REQUIRE_GPU() \
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
 void expect_contains(const std::string& text, std::string_view part) {
   EXPECT_NE(text.find(part), std::string::npos) << "'" << text << "' lacks '" << part << "'";

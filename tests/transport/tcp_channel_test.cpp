@@ -529,7 +529,7 @@ TEST(TcpChannel, APeerThatClosesMidFrameIsReported) {
     FakePeer peer(a.port());
     std::vector<std::byte> frame =
         encode_wire_message(kJob, 1, 0, numbered(1, 0), pipeline_types());
-    frame.resize(frame.size() - 5);
+    frame.erase(frame.end() - 5, frame.end());
     peer.write(frame);
   }  // closed without a goodbye, mid-frame
   const auto errors = wait_error(a);
