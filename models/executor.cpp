@@ -149,8 +149,8 @@ class CudaExecutor final : public Executor {
     }
     const std::int64_t classes = logits.shape().back();
     const std::int64_t rows = targets.numel();
-    const Tensor x = on_device(logits);
-    const Tensor t = on_device(targets);
+    const Tensor x = on_device(logits, stream_);
+    const Tensor t = on_device(targets, stream_);
     LossResult r;
     r.count = rows;
     r.dlogits = kernels_.empty(logits.shape());
@@ -180,8 +180,7 @@ class CudaExecutor final : public Executor {
   // for the copy only where the next work begins.
   Tensor to_device(const Tensor& t) override {
     if (!t.defined() || t.device() == stream_.device()) return t;
-    Tensor d = kernels_.empty(t.shape(), t.dtype());
-    d.copy_from(t, copy_);
+    const Tensor d = on_device(t, copy_);
     stream_.wait(copy_.record());
     keep_until(stream_.record());
     return d;
@@ -206,11 +205,11 @@ class CudaExecutor final : public Executor {
     }
   }
 
-  // `t` on this device: itself, or a copy enqueued on the stream (a batch from the loader).
-  Tensor on_device(const Tensor& t) const {
+  // `t` on this device: itself, or a copy enqueued on `stream` (the compute or the copy stream).
+  Tensor on_device(const Tensor& t, Stream& stream) const {
     if (t.device() == stream_.device()) return t;
     Tensor d = kernels_.empty(t.shape(), t.dtype());
-    d.copy_from(t, stream_);
+    d.copy_from(t, stream);
     return d;
   }
 
