@@ -46,8 +46,12 @@ __global__ void layer_norm_backward_input_kernel(const float* dy, const float* x
   const float n = static_cast<float>(cols);
   float sg = 0.0f;
   float sgh = 0.0f;
+  // __fmul_rn: the product rounded once, in both loops, so that nvcc cannot contract the second
+  // loop's `g - mean_g` into an fma whose unrounded product differs from the rounded g summed
+  // here (with one column, mean_g == g and dx must be exactly 0; the fma left rstd times the
+  // product's rounding error, ~1e-6 with rstd = 316).
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float g = dyr[c] * gamma[c];
+    const float g = __fmul_rn(dyr[c], gamma[c]);
     sg += g;
     sgh += g * hr[c];
   }
@@ -55,7 +59,7 @@ __global__ void layer_norm_backward_input_kernel(const float* dy, const float* x
   const float mean_gh = detail::block_sum(sgh, scratch) / n;
   const float rs = rstd[r];
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    dxr[c] = rs * (dyr[c] * gamma[c] - mean_g - hr[c] * mean_gh);
+    dxr[c] = rs * (__fmul_rn(dyr[c], gamma[c]) - mean_g - hr[c] * mean_gh);
   }
 }
 
