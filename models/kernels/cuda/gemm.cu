@@ -1,6 +1,8 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,18 +105,46 @@ Context& context_for(int device, cudaStream_t stream) {
 }
 
 // The packed bf16 copy of `count` matrices [rows, cols] with leading dimension ld, the i-th at
-// src + i * stride; matrix i lands at dst + i * rows * cols. Grid-stride over all elements.
-__global__ void to_bf16_kernel(const float* src, std::int64_t rows, std::int64_t cols,
-                               std::int64_t ld, std::int64_t stride, std::int64_t count,
-                               __nv_bfloat16* dst) {
-  const std::int64_t per = rows * cols;
-  const std::int64_t n = per * count;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t mat = i / per;
-    const std::int64_t r = (i % per) / cols;
-    const std::int64_t col = i % cols;
-    dst[i] = __float2bfloat16_rn(src[mat * stride + r * ld + col]);
+// src + i * stride; matrix i lands at dst + i * rows * cols. These conversions run before every
+// bf16 GEMM, over activations of up to tens of millions of elements, so they must move bytes at
+// memory speed: a first version decoded each element's (matrix, row, column) with four 64-bit
+// divisions and made bf16 blocks slower than TF32 ones (docs/benchmarks.md, H200).
+//
+// Contiguous operands (ld == cols, matrices back to back): a flat copy, four floats per load
+// when the source is 16-byte aligned.
+__global__ void to_bf16_flat_kernel(const float* src, std::int64_t n, bool vector,
+                                    __nv_bfloat16* dst) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  std::int64_t done = 0;
+  if (vector) {
+    const std::int64_t quads = n / 4;
+    const auto* in = reinterpret_cast<const float4*>(src);
+    auto* out = reinterpret_cast<__nv_bfloat162*>(dst);
+    for (std::int64_t i = first; i < quads; i += step) {
+      const float4 v = in[i];
+      out[2 * i] = __floats2bfloat162_rn(v.x, v.y);
+      out[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+    }
+    done = quads * 4;
+  }
+  for (std::int64_t i = done + first; i < n; i += step) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+// Padded or strided operands: blockIdx.y walks the rows of all matrices (one division per row),
+// the threads of x the columns.
+__global__ void to_bf16_rows_kernel(const float* src, std::int64_t rows, std::int64_t cols,
+                                    std::int64_t ld, std::int64_t stride, std::int64_t count,
+                                    __nv_bfloat16* dst) {
+  const std::int64_t all_rows = rows * count;
+  for (std::int64_t rr = blockIdx.y; rr < all_rows; rr += gridDim.y) {
+    const std::int64_t mat = rr / rows;
+    const float* from = src + mat * stride + (rr - mat * rows) * ld;
+    __nv_bfloat16* to = dst + rr * cols;
+    for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         c < cols; c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+      to[c] = __float2bfloat16_rn(from[c]);
+    }
   }
 }
 
@@ -146,8 +176,17 @@ struct Operand {
 Operand convert(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                 std::int64_t stride, std::int64_t batch, __nv_bfloat16* dst, cudaStream_t s) {
   const std::int64_t count = stride == 0 ? 1 : batch;
-  to_bf16_kernel<<<detail::grid_for(rows * cols * count), detail::kBlock, 0, s>>>(
-      src, rows, cols, ld, stride, count, dst);
+  if (ld == cols && (count == 1 || stride == rows * cols)) {
+    const std::int64_t n = rows * cols * count;
+    const bool vector = reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                        reinterpret_cast<std::uintptr_t>(dst) % 8 == 0;
+    to_bf16_flat_kernel<<<detail::grid_for(vector ? (n + 3) / 4 : n), detail::kBlock, 0, s>>>(
+        src, n, vector, dst);
+  } else {
+    const dim3 grid(static_cast<unsigned>((cols + detail::kBlock - 1) / detail::kBlock),
+                    static_cast<unsigned>(std::min<std::int64_t>(rows * count, 65535)));
+    to_bf16_rows_kernel<<<grid, detail::kBlock, 0, s>>>(src, rows, cols, ld, stride, count, dst);
+  }
   detail::check_launch("gemm to_bf16");
   return {dst, cols, stride == 0 ? 0 : rows * cols};
 }
