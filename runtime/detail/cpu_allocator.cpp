@@ -1,8 +1,12 @@
 #include "runtime/detail/cpu_allocator.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -13,9 +17,17 @@
 namespace tandem::detail {
 namespace {
 
+// A 2 MiB chunk carved into blocks of one size (see cpu_allocator.hpp): freed to the system only
+// once all of its blocks are back in the cache.
+struct Chunk {
+  std::size_t block = 0;
+  std::size_t blocks = 0;
+};
+
 struct Cache {
   std::mutex mutex;
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by rounded size
+  std::unordered_map<std::uintptr_t, Chunk> chunks;                 // carved, by base address
   std::size_t cached = 0;
 };
 
@@ -45,13 +57,68 @@ void count_allocated(std::size_t size) {
   }
 }
 
+std::uintptr_t chunk_of(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{kHugePageBytes} - 1);
+}
+
+bool huge_pages_wanted() {
+  static const bool wanted = [] {
+    const char* v = std::getenv("TANDEM_CPU_HUGE_PAGES");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return wanted;
+}
+
 std::size_t rounded(std::size_t bytes) {
   const std::size_t unit = bytes >= kCachedBlockMin ? std::size_t{4096} : kCpuAlignment;
   const std::size_t r = (bytes + unit - 1) / unit * unit;
   return r == 0 ? kCpuAlignment : r;
 }
 
+// A block on huge pages, under the cache's lock: a chunk of whole 2 MiB pages, aligned to them
+// and advised as huge; a block under 2 MiB takes the first slot of a carved chunk and the other
+// slots go to the cache. Null (the caller falls back to the plain path) where the layout wastes
+// more than an eighth, or the system has no memory for it.
+void* allocate_huge(Cache& c, std::size_t size) {
+  const HugeLayout layout = huge_layout(size);
+  if (layout.chunk_bytes == 0) return nullptr;
+  void* p = std::aligned_alloc(kHugePageBytes, layout.chunk_bytes);
+  if (p == nullptr) return nullptr;
+  if (layout.blocks > 1) {
+    try {
+      std::vector<void*>& list = c.free_blocks[size];
+      list.reserve(list.size() + layout.blocks - 1);
+      c.chunks.emplace(reinterpret_cast<std::uintptr_t>(p), Chunk{size, layout.blocks});
+      for (std::size_t i = 1; i < layout.blocks; ++i) {
+        list.push_back(static_cast<std::byte*>(p) + i * size);
+      }
+    } catch (...) {
+      c.chunks.erase(reinterpret_cast<std::uintptr_t>(p));
+      std::free(p);
+      return nullptr;
+    }
+    c.cached += (layout.blocks - 1) * size;
+  }
+  // Advice only: a kernel without transparent huge pages (or with them off) refuses or ignores it.
+  (void)::madvise(p, layout.chunk_bytes, MADV_HUGEPAGE);
+  counters().system_allocations.fetch_add(1, std::memory_order_relaxed);
+  count_allocated(size);
+  return p;
+}
+
 }  // namespace
+
+HugeLayout huge_layout(std::size_t size) {
+  if (size < kCachedBlockMin || !huge_pages_wanted()) return {};
+  if (size <= kHugePageBytes) {
+    const std::size_t blocks = kHugePageBytes / size;
+    if ((kHugePageBytes - blocks * size) * 8 > kHugePageBytes) return {};
+    return {kHugePageBytes, blocks};
+  }
+  const std::size_t chunk = (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if ((chunk - size) * 8 > size) return {};
+  return {chunk, 1};
+}
 
 void* cpu_allocate(std::size_t bytes) {
   const std::size_t size = rounded(bytes);
@@ -66,6 +133,7 @@ void* cpu_allocate(std::size_t bytes) {
       count_allocated(size);
       return p;
     }
+    if (void* p = allocate_huge(c, size)) return p;
   }
   void* p = std::aligned_alloc(kCpuAlignment, size);
   if (p == nullptr) {
@@ -85,13 +153,16 @@ void cpu_deallocate(void* ptr, std::size_t bytes) noexcept {
   if (size >= kCachedBlockMin) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (c.cached + size <= kMaxCachedBytes) {
+    // A carved block cannot go back to the system alone: it is cached whatever the cap.
+    const bool carved = size < kHugePageBytes && c.chunks.contains(chunk_of(ptr));
+    if (carved || c.cached + size <= kMaxCachedBytes) {
       try {
         c.free_blocks[size].push_back(ptr);
         c.cached += size;
         return;
       } catch (...) {
-        // No memory for the bookkeeping: free the block instead.
+        // No memory for the bookkeeping: free the block instead (a carved one is lost).
+        if (carved) return;
       }
     }
   }
@@ -101,13 +172,38 @@ void cpu_deallocate(void* ptr, std::size_t bytes) noexcept {
 std::size_t cpu_release_cached() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
+  // Carved chunks go back whole, once every block of theirs is cached; their other blocks stay.
+  std::unordered_map<std::uintptr_t, std::size_t> cached_of_chunk;
+  for (const auto& [size, blocks] : c.free_blocks) {
+    if (size >= kHugePageBytes) continue;
+    for (void* p : blocks) {
+      if (c.chunks.contains(chunk_of(p))) ++cached_of_chunk[chunk_of(p)];
+    }
+  }
+  const auto whole = [&](std::uintptr_t base) {
+    return cached_of_chunk.at(base) == c.chunks.at(base).blocks;
+  };
   std::size_t released = 0;
   for (auto& [size, blocks] : c.free_blocks) {
-    for (void* p : blocks) std::free(p);
-    released += size * blocks.size();
-    blocks.clear();
+    std::vector<void*> kept;
+    for (void* p : blocks) {
+      const bool carved = size < kHugePageBytes && c.chunks.contains(chunk_of(p));
+      if (carved && !whole(chunk_of(p))) {
+        kept.push_back(p);
+        continue;
+      }
+      if (!carved) std::free(p);
+      released += size;
+    }
+    blocks = std::move(kept);
   }
-  c.cached = 0;
+  for (const auto& [base, count] : cached_of_chunk) {
+    if (whole(base)) {
+      std::free(reinterpret_cast<void*>(base));
+      c.chunks.erase(base);
+    }
+  }
+  c.cached -= released;
   return released;
 }
 

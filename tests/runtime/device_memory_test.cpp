@@ -5,12 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "runtime/detail/caching_allocator.hpp"
+#include "runtime/detail/cpu_allocator.hpp"
 #include "runtime/tensor.hpp"
 
 namespace tandem {
@@ -44,6 +49,86 @@ TEST(DeviceMemory, CpuStatsCountLiveCachedAndPeak) {
   }
   EXPECT_GE(release_cached_memory(Device::cpu()), std::size_t{1} << 20);
   EXPECT_EQ(device_memory_stats(Device::cpu()).cached_bytes, 0u);
+}
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+std::uintptr_t huge_page_of(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{detail::kHugePageBytes} - 1);
+}
+
+bool huge_pages_off_by_env() {
+  const char* v = std::getenv("TANDEM_CPU_HUGE_PAGES");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+TEST(DeviceMemory, HugePageLayoutWastesAtMostAnEighth) {
+  if (huge_pages_off_by_env()) GTEST_SKIP() << "TANDEM_CPU_HUGE_PAGES=0";
+  using detail::huge_layout;
+  EXPECT_EQ(huge_layout(kMiB).chunk_bytes, 2 * kMiB);
+  EXPECT_EQ(huge_layout(kMiB).blocks, 2u);
+  EXPECT_EQ(huge_layout(256 << 10).blocks, 8u);
+  EXPECT_EQ(huge_layout(2 * kMiB).blocks, 1u);
+  EXPECT_EQ(huge_layout(16 * kMiB).chunk_bytes, 16 * kMiB);
+  EXPECT_EQ(huge_layout(17 * kMiB).chunk_bytes, 18 * kMiB);  // 1 MiB of 17 wasted: < 1/8
+  EXPECT_EQ(huge_layout(768 << 10).chunk_bytes, 0u);         // two fit, 512 KiB of 2 MiB left
+  EXPECT_EQ(huge_layout(2 * kMiB + 4096).chunk_bytes, 0u);   // 4 MiB for 2 MiB + 4 KiB
+  EXPECT_EQ(huge_layout(128 << 10).chunk_bytes, 0u);         // below the cached blocks
+}
+
+TEST(DeviceMemory, CpuBlocksUnderTwoMiBShareACarvedHugePage) {
+  if (huge_pages_off_by_env()) GTEST_SKIP() << "TANDEM_CPU_HUGE_PAGES=0";
+  release_cached_memory(Device::cpu());
+  const DeviceMemoryStats before = device_memory_stats(Device::cpu());
+  Tensor a = Tensor::empty({1 << 18});  // 1 MiB
+  Tensor b = Tensor::empty({1 << 18});
+  // One system allocation: a 2 MiB chunk whose second slot waited in the cache.
+  EXPECT_EQ(device_memory_stats(Device::cpu()).system_allocations, before.system_allocations + 1);
+  EXPECT_EQ(huge_page_of(a.raw_data()), huge_page_of(b.raw_data()));
+  EXPECT_NE(a.raw_data(), b.raw_data());
+  a.data<float>()[(1 << 18) - 1] = 1.0f;  // both slots are whole 1 MiB blocks
+  b.data<float>()[(1 << 18) - 1] = 2.0f;
+  EXPECT_EQ(a.data<float>()[(1 << 18) - 1], 1.0f);
+
+  // The chunk goes back to the system only whole: with `a` alive, b's slot stays cached.
+  b = Tensor();
+  EXPECT_EQ(release_cached_memory(Device::cpu()), 0u);
+  EXPECT_EQ(device_memory_stats(Device::cpu()).cached_bytes, kMiB);
+  a = Tensor();
+  EXPECT_EQ(release_cached_memory(Device::cpu()), 2 * kMiB);
+  EXPECT_EQ(device_memory_stats(Device::cpu()).cached_bytes, 0u);
+}
+
+// Where the kernel offers transparent huge pages, a large tensor sits on 2 MiB boundaries in a
+// mapping advised for them (the smaps field THPeligible).
+TEST(DeviceMemory, LargeCpuBlocksAreAdvisedAsHugePages) {
+  if (huge_pages_off_by_env()) GTEST_SKIP() << "TANDEM_CPU_HUGE_PAGES=0";
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(mode, modes);
+  if (modes.empty() || modes.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "transparent huge pages are off here ('" << modes << "')";
+  }
+  release_cached_memory(Device::cpu());
+  const Tensor t = Tensor::empty({1 << 22});  // 16 MiB
+  const auto at = reinterpret_cast<std::uintptr_t>(t.raw_data());
+  EXPECT_EQ(at % detail::kHugePageBytes, 0u);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  std::string eligible;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= at && at < hi;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) eligible = line;
+  }
+  if (eligible.empty()) GTEST_SKIP() << "this kernel's smaps has no THPeligible field";
+  EXPECT_NE(eligible.find('1'), std::string::npos) << eligible;
 }
 
 TEST(DeviceMemory, SimHasNoMemory) {
