@@ -123,8 +123,9 @@ struct UcxChannel::Impl {
     bool ended = false;  // nothing more will come from it
 
     ucp_ep_h ep = nullptr;     // the messages: error mode none, so shared memory may carry them
-    ucp_ep_h watch = nullptr;  // carries nothing: its error handler reports the peer lost
-    bool dead = false;         // failed, as the progress thread sees it
+    ucp_ep_h watch = nullptr;  // the hello only: its error handler reports the peer lost
+    ucp_ep_params_t data_params{};  // for `ep`, opened once the peer's hello arrived
+    bool dead = false;              // failed, as the progress thread sees it
     Clock::time_point hello_deadline;
     std::uint64_t next_in = 0;
     std::map<std::uint64_t, std::unique_ptr<UcxIncoming>> arrived;
@@ -144,7 +145,6 @@ struct UcxChannel::Impl {
   int worker_fd = -1;
   int wake_fd = -1;
   std::size_t max_header = 0;
-  bool shared_memory = true;  // the transports may include shared memory (see open())
   std::vector<std::byte> address;
 
   std::thread thread;
@@ -201,15 +201,6 @@ struct UcxChannel::Impl {
     attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
     check(ucp_worker_query(worker, &attr), "ucp_worker_query");
     max_header = attr.max_am_header;
-    std::string tls = opt.transports;
-    if (tls.empty()) {
-      const char* env = std::getenv("UCX_TLS");
-      tls = env != nullptr ? env : "all";
-    }
-    shared_memory = false;
-    for (const char* name : {"all", "sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"}) {
-      shared_memory = shared_memory || tls.find(name) != std::string::npos;
-    }
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                     UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -337,6 +328,7 @@ struct UcxChannel::Impl {
     for (;;) {
       wake_pending.store(false);
       if (stop_requested.load()) break;
+      open_data_endpoints();
       post_queued();
       while (ucp_worker_progress(worker) != 0) {
       }
@@ -378,11 +370,17 @@ struct UcxChannel::Impl {
 
   void open(UcxPeerState& p) {
     p.hello_deadline = Clock::now() + opt.connect_timeout + opt.hello_timeout;
-    // UCX 1.13 runs an endpoint in error mode "peer" only over transports that can tell a dead
-    // peer (TCP, RDMA), never over shared memory. Where shared memory may be used, the messages
-    // go on an endpoint without error handling (UCX picks shared memory on one host) and a
-    // second endpoint in mode "peer", which carries nothing, watches the peer: its error
-    // handler reports it lost. Otherwise one endpoint in mode "peer" does both.
+    // Two endpoints per peer. The first, in error mode "peer", carries the hello only; its error
+    // handler reports the peer lost. The messages go on a second one without error handling,
+    // opened once the peer's hello arrived (its worker answers): UCX 1.13 runs an endpoint in
+    // mode "peer" only over transports that can tell a dead peer (never shared memory) and only
+    // with protocols it can fail cleanly, so over TCP it sent every active message above 16 KiB
+    // eagerly ("copy-in", one lane), where an endpoint without error handling uses zero-copy
+    // rendezvous writes striped over every interface reaching the peer, as ucx_perftest does
+    // (UCX_PROTO_INFO=y). Opened before the hello, such an endpoint to a peer that never answers
+    // makes ucp_worker_destroy assert (a wire-up request left pending on TCP). UCX pairs the
+    // endpoints two workers open to each other in order and refuses a pair whose modes differ:
+    // every channel opens the "peer" one first.
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -390,18 +388,10 @@ struct UcxChannel::Impl {
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &Impl::on_ep_error;
     ep.err_handler.arg = &p;
-    ucp_ep_params_t data = ep;
-    if (shared_memory) {
-      data.field_mask &= ~std::uint64_t{UCP_EP_PARAM_FIELD_ERR_HANDLER};
-      data.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    }
-    ucs_status_t s = ucp_ep_create(worker, &data, &p.ep);
-    if (s != UCS_OK) {
-      p.ep = nullptr;
-      fail_peer(p, "cannot open an endpoint to its worker address: " + status_text(s));
-      return;
-    }
-    s = shared_memory ? ucp_ep_create(worker, &ep, &p.watch) : UCS_OK;
+    p.data_params = ep;
+    p.data_params.field_mask &= ~std::uint64_t{UCP_EP_PARAM_FIELD_ERR_HANDLER};
+    p.data_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    const ucs_status_t s = ucp_ep_create(worker, &ep, &p.watch);
     if (s != UCS_OK) {
       p.watch = nullptr;
       spdlog::warn(
@@ -409,6 +399,7 @@ struct UcxChannel::Impl {
           "mode 'peer', e.g. UCX_TLS without tcp): {}; a lost peer is noticed only by the "
           "control plane",
           opt.rank, p.name, status_text(s));
+      if (!open_data_endpoint(p)) return;
     }
     auto hello = std::make_unique<Impl::UcxOutgoing>();
     hello->peer = &p;
@@ -423,9 +414,29 @@ struct UcxChannel::Impl {
     post(hello.release());
   }
 
+  bool open_data_endpoint(UcxPeerState& p) {
+    const ucs_status_t s = ucp_ep_create(worker, &p.data_params, &p.ep);
+    if (s == UCS_OK) return true;
+    p.ep = nullptr;
+    fail_peer(p, "cannot open an endpoint to its worker address: " + status_text(s));
+    return false;
+  }
+
+  void open_data_endpoints() {
+    for (auto& p : peers) {
+      if (p->dead || p->ep != nullptr) continue;
+      bool hello = false;
+      {
+        std::lock_guard lock(p->mu);
+        hello = p->connected;
+      }
+      if (hello) open_data_endpoint(*p);
+    }
+  }
+
   void post_queued() {
     for (auto& p : peers) {
-      if (p->dead) continue;
+      if (p->dead || p->ep == nullptr) continue;
       std::deque<std::unique_ptr<UcxOutgoing>> batch;
       {
         std::lock_guard lock(p->mu);
@@ -460,13 +471,15 @@ struct UcxChannel::Impl {
       count = o->iov.size();
       prm.datatype = ucp_dt_make_iov();
     }
-    if (o->peer->ep == nullptr || o->peer->dead) {
+    ucp_ep_h on = o->peer->ep;
+    if (o->kind == WireFrameKind::hello && o->peer->watch != nullptr) on = o->peer->watch;
+    if (on == nullptr || o->peer->dead) {
       sent(o, UCS_ERR_CANCELED);
       return;
     }
     sending.insert(o);
-    const ucs_status_ptr_t r = ucp_am_send_nbx(o->peer->ep, kUcxAmId, o->header.data(),
-                                               o->header.size(), buffer, count, &prm);
+    const ucs_status_ptr_t r =
+        ucp_am_send_nbx(on, kUcxAmId, o->header.data(), o->header.size(), buffer, count, &prm);
     if (UCS_PTR_IS_PTR(r)) return;  // on_sent follows
     sent(o, UCS_PTR_STATUS(r));
   }
@@ -756,6 +769,7 @@ struct UcxChannel::Impl {
           std::lock_guard lock(p.mu);
           p.connected = true;
         }
+        wake_pending.store(true);
         notify();
         continue;
       }

@@ -309,11 +309,7 @@ TEST_P(UcxChannelTest, APeerThatNeverSaysHelloFailsTheWait) {
 // progressed by its own thread; every use of the worker holds mu_.
 class FakePeer {
  public:
-  // Chooses its endpoint's error mode as a channel with the same transports would.
-  explicit FakePeer(const std::string& transports)
-      : shared_memory_(transports.empty() ? std::getenv("UCX_TLS") == nullptr ||
-                                                std::string(std::getenv("UCX_TLS")) != "tcp"
-                                          : transports != "tcp") {
+  explicit FakePeer(const std::string& transports) {
     ucp_config_t* config = nullptr;
     EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
     if (!transports.empty()) {
@@ -366,8 +362,9 @@ class FakePeer {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.address = reinterpret_cast<const ucp_address_t*>(channel_address.data());
-    // As a channel's message endpoint: without error handling where shared memory may carry it.
-    ep.err_mode = shared_memory_ ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    // As a channel's first endpoint, the one its hello takes: error mode "peer" (UCX pairs the
+    // endpoints two workers open to each other in order, and refuses a pair whose modes differ).
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ASSERT_EQ(ucp_ep_create(worker_, &ep, &ep_), UCS_OK);
   }
 
@@ -429,7 +426,6 @@ class FakePeer {
     for (int i = 0; i < n; ++i) b[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
   }
 
-  const bool shared_memory_;
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
