@@ -17,17 +17,12 @@
 namespace tandem::detail {
 namespace {
 
-// A 2 MiB chunk carved into blocks of one size (see cpu_allocator.hpp): freed to the system only
-// once all of its blocks are back in the cache.
-struct Chunk {
-  std::size_t block = 0;
-  std::size_t blocks = 0;
-};
-
 struct Cache {
   std::mutex mutex;
   std::unordered_map<std::size_t, std::vector<void*>> free_blocks;  // by rounded size
-  std::unordered_map<std::uintptr_t, Chunk> chunks;                 // carved, by base address
+  // 2 MiB chunks carved into blocks of one size (see cpu_allocator.hpp), by base address: how
+  // many blocks each holds. A chunk goes back to the system only once all are cached.
+  std::unordered_map<std::uintptr_t, std::size_t> chunks;
   std::size_t cached = 0;
 };
 
@@ -61,6 +56,11 @@ std::uintptr_t chunk_of(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t{kHugePageBytes} - 1);
 }
 
+// Whether `p`, a block of `size` bytes, is a slot of a carved chunk (under the cache's lock).
+bool carved(const Cache& c, const void* p, std::size_t size) {
+  return size < kHugePageBytes && c.chunks.contains(chunk_of(p));
+}
+
 bool huge_pages_wanted() {
   static const bool wanted = [] {
     const char* v = std::getenv("TANDEM_CPU_HUGE_PAGES");
@@ -88,7 +88,7 @@ void* allocate_huge(Cache& c, std::size_t size) {
     try {
       std::vector<void*>& list = c.free_blocks[size];
       list.reserve(list.size() + layout.blocks - 1);
-      c.chunks.emplace(reinterpret_cast<std::uintptr_t>(p), Chunk{size, layout.blocks});
+      c.chunks.emplace(reinterpret_cast<std::uintptr_t>(p), layout.blocks);
       for (std::size_t i = 1; i < layout.blocks; ++i) {
         list.push_back(static_cast<std::byte*>(p) + i * size);
       }
@@ -154,15 +154,15 @@ void cpu_deallocate(void* ptr, std::size_t bytes) noexcept {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
     // A carved block cannot go back to the system alone: it is cached whatever the cap.
-    const bool carved = size < kHugePageBytes && c.chunks.contains(chunk_of(ptr));
-    if (carved || c.cached + size <= kMaxCachedBytes) {
+    const bool slot = carved(c, ptr, size);
+    if (slot || c.cached + size <= kMaxCachedBytes) {
       try {
         c.free_blocks[size].push_back(ptr);
         c.cached += size;
         return;
       } catch (...) {
         // No memory for the bookkeeping: free the block instead (a carved one is lost).
-        if (carved) return;
+        if (slot) return;
       }
     }
   }
@@ -175,24 +175,23 @@ std::size_t cpu_release_cached() {
   // Carved chunks go back whole, once every block of theirs is cached; their other blocks stay.
   std::unordered_map<std::uintptr_t, std::size_t> cached_of_chunk;
   for (const auto& [size, blocks] : c.free_blocks) {
-    if (size >= kHugePageBytes) continue;
     for (void* p : blocks) {
-      if (c.chunks.contains(chunk_of(p))) ++cached_of_chunk[chunk_of(p)];
+      if (carved(c, p, size)) ++cached_of_chunk[chunk_of(p)];
     }
   }
   const auto whole = [&](std::uintptr_t base) {
-    return cached_of_chunk.at(base) == c.chunks.at(base).blocks;
+    return cached_of_chunk.at(base) == c.chunks.at(base);
   };
   std::size_t released = 0;
   for (auto& [size, blocks] : c.free_blocks) {
     std::vector<void*> kept;
     for (void* p : blocks) {
-      const bool carved = size < kHugePageBytes && c.chunks.contains(chunk_of(p));
-      if (carved && !whole(chunk_of(p))) {
+      const bool slot = carved(c, p, size);
+      if (slot && !whole(chunk_of(p))) {
         kept.push_back(p);
         continue;
       }
-      if (!carved) std::free(p);
+      if (!slot) std::free(p);
       released += size;
     }
     blocks = std::move(kept);
