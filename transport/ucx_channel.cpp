@@ -510,13 +510,21 @@ struct UcxChannel::Impl {
       } else {
         what = o->kind == WireFrameKind::hello ? "the hello" : "the goodbye";
       }
-      fail_peer(p, fmt::format("sending {}: {}", what, status_text(status)), true);
+      // A send that fails because the peer's side is gone races the endpoint's error handler
+      // (over TCP a pending wire-up times out first): either way the peer is lost.
+      const std::string failed = fmt::format("sending {}: {}", what, status_text(status));
+      fail_peer(p, peer_gone(status) ? "lost (" + failed + ")" : failed, true);
     }
     {
       std::lock_guard lock(p.mu);
       --p.in_flight;
     }
     notify();  // close() waits for drained peers
+  }
+
+  static bool peer_gone(ucs_status_t status) {
+    return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET ||
+           status == UCS_ERR_UNREACHABLE || status == UCS_ERR_NOT_CONNECTED;
   }
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {

@@ -309,7 +309,8 @@ TEST_P(UcxChannelTest, APeerThatNeverSaysHelloFailsTheWait) {
 // progressed by its own thread; every use of the worker holds mu_.
 class FakePeer {
  public:
-  explicit FakePeer(const std::string& transports) {
+  // `progress` false: the worker is never progressed (a peer that hangs before it answers).
+  explicit FakePeer(const std::string& transports, bool progress = true) {
     ucp_config_t* config = nullptr;
     EXPECT_EQ(ucp_config_read(nullptr, nullptr, &config), UCS_OK);
     if (!transports.empty()) {
@@ -342,6 +343,7 @@ class FakePeer {
     address_.assign(reinterpret_cast<const std::byte*>(a),
                     reinterpret_cast<const std::byte*>(a) + n);
     ucp_worker_release_address(worker_, a);
+    if (!progress) return;
     thread_ = std::thread([this] {
       while (!stop_.load()) {
         {
@@ -404,7 +406,7 @@ class FakePeer {
   void vanish() {
     if (worker_ == nullptr) return;
     stop_.store(true);
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
     if (ep_ != nullptr) {
       ucp_request_param_t prm{};
       prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -591,6 +593,29 @@ TEST_P(UcxChannelTest, APeerThatVanishesIsReported) {
   EXPECT_TRUE(eventually([&] { return w.sys.stopped(); }));  // stopped after the report
   EXPECT_EQ(w.a->send(0, 1, numbered(0, 1)).status, SendStatus::target_stopped);
   w.a->close();
+}
+
+TEST_P(UcxChannelTest, APeerThatVanishesBeforeItsHelloIsReportedLost) {
+  // Our hello is still waiting for the peer's worker to answer when the peer goes: the send
+  // fails (over TCP, "Endpoint timeout") as the endpoint's error handler fires; whichever UCX
+  // reports first, the report says the peer was lost.
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  UcxChannelOptions o = options(0);
+  auto fake = std::make_unique<FakePeer>(o.transports, /*progress=*/false);
+  UcxChannel a(sys, o);
+  a.bind(0, a0);
+  a.add_peer({1, "fake", fake->address()});
+  a.route(1, 1);
+  a.start();
+  std::this_thread::sleep_for(20ms);  // the hello is posted and waits for the wire-up
+  fake->vanish();
+  EXPECT_FALSE(a.wait_connected(kLong));
+  const auto errors = a.errors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, 1);
+  EXPECT_NE(errors[0].what.find("lost"), std::string::npos) << errors[0].what;
+  a.close();
 }
 
 // --- a pipeline split across two channels ---
