@@ -12,6 +12,7 @@
 // Rendezvous on 127.0.0.1, whose blob carries each side's channel address.
 //   usage: bench_transport [--channel tcp|ucx] [--sizes 65536,1048576,16777216] [--reps 3]
 //                          [--window 32] [--bw-mib 1024] [--lat-mib 256] [--workers 1]
+//                          [--tcp-lanes 2]
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -98,7 +99,8 @@ struct Options {
   double bw_mib = 1024;  // bytes streamed per bandwidth measurement
   double lat_mib = 256;  // bytes sent one way per latency measurement
   std::size_t workers = 1;
-  int rank = -1;  // -1: rank 0, and start rank 1
+  int tcp_lanes = transport::TcpChannelOptions{}.lanes;  // TCP streams per peer (tcp channel)
+  int rank = -1;                                         // -1: rank 0, and start rank 1
   std::uint16_t port = 0;
   std::string token;
 };
@@ -141,6 +143,8 @@ Options parse(int argc, char** argv) {
       o.lat_mib = std::stod(value());
     } else if (a == "--workers") {
       o.workers = std::stoul(value());
+    } else if (a == "--tcp-lanes") {
+      o.tcp_lanes = std::stoi(value());
     } else if (a == "--rank") {
       o.rank = std::stoi(value());
     } else if (a == "--port") {
@@ -153,7 +157,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: bench_transport [--channel tcp|ucx] [--sizes B,B,...] [--reps N] [--window N]\n"
-          "                       [--bw-mib M] [--lat-mib M] [--workers N] [--list-channels]\n");
+          "                       [--bw-mib M] [--lat-mib M] [--workers N] [--tcp-lanes N]\n"
+          "                       [--list-channels]\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument '" + a + "' (see --help)");
@@ -301,10 +306,11 @@ class BenchChannel {
 
 class TcpBenchChannel final : public BenchChannel {
  public:
-  TcpBenchChannel(ActorSystem& system, int rank, Signal* signal) {
+  TcpBenchChannel(ActorSystem& system, int rank, int lanes, Signal* signal) {
     transport::TcpChannelOptions o;
     o.job = kJob;
     o.rank = rank;
+    o.lanes = lanes;
     o.types = wire_types();
     o.on_error = [signal](const transport::TcpChannelError& e) {
       signal->raise(e.peer + ": " + e.what);
@@ -383,7 +389,8 @@ class UcxBenchChannel final : public BenchChannel {
 
 std::unique_ptr<BenchChannel> make_channel(const Options& o, ActorSystem& system, int rank,
                                            Signal* signal) {
-  if (o.channel == "tcp") return std::make_unique<TcpBenchChannel>(system, rank, signal);
+  if (o.channel == "tcp")
+    return std::make_unique<TcpBenchChannel>(system, rank, o.tcp_lanes, signal);
 #if TANDEM_BENCH_UCX
   return std::make_unique<UcxBenchChannel>(system, rank, signal);
 #else

@@ -23,6 +23,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "transport/wire_stripes.hpp"
+
 namespace tandem::transport {
 namespace {
 
@@ -75,6 +77,16 @@ std::string secs(std::chrono::milliseconds d) {
 
 }  // namespace
 
+// A lane of a connection after the first: it carries stripes of large messages' tensor bytes
+// (wire_stripes.hpp) and, first thing, a hello naming its lane.
+struct Stripe {
+  std::optional<tcp::socket> socket;
+  std::vector<std::byte> hello_out;
+  std::vector<std::byte> hello_in;
+  std::vector<asio::const_buffer> out;
+  std::vector<asio::mutable_buffer> in;
+};
+
 // One peer process and its connection. Fields under `mu` are shared with senders; the rest are
 // touched on the channel's thread only.
 struct Peer {
@@ -92,8 +104,17 @@ struct Peer {
   bool writing = false;  // a write is posted or in flight
   bool failed = false;
 
-  std::optional<tcp::socket> socket;
-  asio::steady_timer timer;  // connect retries, the hello deadline
+  std::optional<tcp::socket> socket;  // lane 0: every frame, and the first stripe of a message
+  // Lanes 1.. (the connecting side's option; the accepting side follows its hello).
+  std::size_t lanes = 1;
+  std::vector<std::unique_ptr<Stripe>> stripes;
+  std::size_t stripes_up = 0;      // lanes 1.. whose hellos were exchanged
+  bool lane0_up = false;           // lane 0's hellos were exchanged
+  std::size_t writes_pending = 0;  // lanes still writing the current batch
+  std::size_t written = 0;         // bytes of the current batch written so far
+  std::size_t batch_striped = 0;   // messages of the current batch spread over several lanes
+  std::size_t reads_pending = 0;   // lanes still reading the current message's tensors
+  asio::steady_timer timer;        // connect retries, the hello deadline
   Clock::time_point connect_start;
   std::chrono::milliseconds retry = kFirstRetry;
   std::vector<Outgoing> batch;
@@ -151,7 +172,7 @@ struct TcpChannel::Impl {
   std::vector<TcpChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, delivered{0}, dropped{0};
+      bytes_received{0}, delivered{0}, dropped{0}, striped{0};
 
   Actor* local(Endpoint e) const {
     if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
@@ -176,9 +197,10 @@ struct TcpChannel::Impl {
     notify();
   }
 
-  void report(TcpChannelError e, bool fatal) {
+  // `recorded`: already in `errors`.
+  void report(TcpChannelError e, bool fatal, bool recorded = false) {
     spdlog::error("tcp data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
-    {
+    if (!recorded) {
       std::lock_guard lock(errors_mu);
       errors.push_back(e);
     }
@@ -189,24 +211,37 @@ struct TcpChannel::Impl {
   // The peer's connection is over: its queue is dropped, later sends to it fail, and unless the
   // channel is closing the failure is reported (and stops the run).
   void fail_peer(Peer& p, const std::string& what) {
+    const bool quiet = closing.load();
+    const TcpChannelError error{p.info.rank, p.name, what};
     {
       std::lock_guard lock(p.mu);
       if (p.failed) return;
+      // Recorded with the failure, under the peer's lock: whoever sees one (wait_connected, a
+      // refused send) sees the other in errors().
+      if (!quiet) {
+        std::lock_guard errors_lock(errors_mu);
+        errors.push_back(error);
+      }
       p.failed = true;
       p.connected = false;
       p.queue.clear();
     }
     p.timer.cancel();
-    if (p.socket) {
-      std::error_code ec;
-      p.socket->close(ec);
-    }
+    close_sockets(p);
     set_ended(p);
-    if (closing.load()) {
+    if (quiet) {
       spdlog::debug("tcp data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
       return;
     }
-    report({p.info.rank, p.name, what}, true);
+    report(error, true, true);
+  }
+
+  static void close_sockets(Peer& p) {
+    std::error_code ec;
+    if (p.socket) p.socket->close(ec);
+    for (auto& s : p.stripes) {
+      if (s->socket) s->socket->close(ec);
+    }
   }
 
   // --- connecting (to peers of lower rank) ---
@@ -246,8 +281,14 @@ struct TcpChannel::Impl {
       if (!ec && !stopped) connect(p);
     });
   }
+  WireHello hello(std::size_t lane, std::size_t lanes) const {
+    return {opt.job, static_cast<std::uint32_t>(opt.rank), static_cast<std::uint16_t>(lane),
+            static_cast<std::uint16_t>(lanes)};
+  }
+
   void send_hello(Peer& p) {
-    p.hello_out = encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)});
+    p.lanes = static_cast<std::size_t>(opt.lanes);
+    p.hello_out = encode_wire_hello(hello(0, p.lanes));
     p.timer.expires_after(opt.hello_timeout);
     p.timer.async_wait([this, &p](std::error_code ec) {
       if (ec || stopped) return;
@@ -285,18 +326,24 @@ struct TcpChannel::Impl {
                                    }
                                    try {
                                      const WireHello h = decode_wire_hello(p.meta);
-                                     check_hello(h, p.info.rank);
+                                     check_hello(h, p.info.rank, 0, p.lanes);
                                    } catch (const std::exception& e) {
                                      fail_peer(p, e.what());
                                      return;
                                    }
                                    p.timer.cancel();
-                                   established(p);
+                                   p.lane0_up = true;
+                                   if (p.lanes == 1) {
+                                     established(p);
+                                   } else {
+                                     connect_stripes(p);
+                                   }
                                  });
               });
         });
   }
-  void check_hello(const WireHello& h, int expected_rank) const {
+  void check_hello(const WireHello& h, int expected_rank, std::size_t lane,
+                   std::size_t lanes) const {
     if (h.job != opt.job) {
       throw WireError(
           fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
@@ -305,6 +352,88 @@ struct TcpChannel::Impl {
       throw WireError(
           fmt::format("data-plane hello: rank {}, expected rank {}", h.rank, expected_rank));
     }
+    if (h.lane != lane || h.lanes != lanes) {
+      throw WireError(fmt::format("data-plane hello: lane {} of {}, expected lane {} of {}", h.lane,
+                                  h.lanes, lane, lanes));
+    }
+  }
+
+  // Lanes 1.. once lane 0 is up: each connects, says hello naming its lane, reads the answer.
+  void connect_stripes(Peer& p) {
+    tcp::resolver resolver(io);
+    std::error_code ec;
+    const auto endpoints = resolver.resolve(p.info.host, std::to_string(p.info.port), ec);
+    if (ec) {
+      fail_peer(p, fmt::format("cannot resolve {}:{}: {}", p.info.host, p.info.port, ec.message()));
+      return;
+    }
+    p.timer.expires_after(opt.hello_timeout);
+    p.timer.async_wait([this, &p](std::error_code e) {
+      if (e || stopped) return;
+      fail_peer(p, fmt::format("{} of its {} lanes answered within {}", p.stripes_up + 1, p.lanes,
+                               secs(opt.hello_timeout)));
+    });
+    p.stripes.clear();
+    for (std::size_t lane = 1; lane < p.lanes; ++lane) {
+      p.stripes.push_back(std::make_unique<Stripe>());
+      Stripe& s = *p.stripes.back();
+      s.socket.emplace(io);
+      asio::async_connect(
+          *s.socket, endpoints, [this, &p, &s, lane](std::error_code err, const tcp::endpoint&) {
+            if (stopped) return;
+            if (err) {
+              fail_peer(p, fmt::format("connecting lane {}: {}", lane, err.message()));
+              return;
+            }
+            std::error_code nd;
+            s.socket->set_option(tcp::no_delay(true), nd);
+            s.hello_out = encode_wire_hello(hello(lane, p.lanes));
+            asio::async_write(
+                *s.socket, asio::buffer(s.hello_out),
+                [this, &p, &s, lane](std::error_code ec2, std::size_t) {
+                  if (stopped) return;
+                  if (ec2) {
+                    fail_peer(p, fmt::format("writing lane {}'s hello: {}", lane, ec2.message()));
+                    return;
+                  }
+                  s.hello_in.resize(kWirePrefixBytes + kWireHelloMetaBytes);
+                  asio::async_read(*s.socket, asio::buffer(s.hello_in),
+                                   [this, &p, &s, lane](std::error_code ec3, std::size_t) {
+                                     if (stopped) return;
+                                     if (ec3) {
+                                       fail_peer(p, fmt::format("reading lane {}'s hello: {}", lane,
+                                                                ec3.message()));
+                                       return;
+                                     }
+                                     try {
+                                       const auto in = std::span<const std::byte>(s.hello_in);
+                                       if (decode_wire_prefix(in.first(kWirePrefixBytes)).kind !=
+                                           WireFrameKind::hello) {
+                                         throw WireError("the first frame is not a hello");
+                                       }
+                                       check_hello(decode_wire_hello(in.subspan(kWirePrefixBytes)),
+                                                   p.info.rank, lane, p.lanes);
+                                     } catch (const std::exception& e) {
+                                       fail_peer(p, fmt::format("lane {}: {}", lane, e.what()));
+                                       return;
+                                     }
+                                     lane_up(p, false);
+                                   });
+                });
+          });
+    }
+  }
+
+  // A lane's hellos were exchanged: the connection is up once all of them were.
+  void lane_up(Peer& p, bool lane0) {
+    if (lane0) {
+      p.lane0_up = true;
+    } else {
+      ++p.stripes_up;
+    }
+    if (!p.lane0_up || p.stripes_up + 1 < p.lanes) return;
+    p.timer.cancel();
+    established(p);
   }
 
   // --- accepting (from peers of higher rank) ---
@@ -359,8 +488,9 @@ struct TcpChannel::Impl {
                   return;
                 }
                 Peer* p = nullptr;
+                WireHello h;
                 try {
-                  const WireHello h = decode_wire_hello(c->meta);
+                  h = decode_wire_hello(c->meta);
                   if (h.job != opt.job) {
                     throw WireError(fmt::format(
                         "data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
@@ -373,9 +503,26 @@ struct TcpChannel::Impl {
                         "data-plane hello: rank {} is not a peer that connects here", h.rank));
                   }
                   std::lock_guard lock(p->mu);
-                  if (p->socket || p->failed) {
+                  if (p->failed || (h.lane == 0 && p->socket)) {
                     throw WireError(
                         fmt::format("data-plane hello: rank {} is already connected", h.rank));
+                  }
+                  if (h.lane > 0) {
+                    if (!p->socket) {
+                      throw WireError(
+                          fmt::format("data-plane hello: lane {} of rank {} before its lane 0",
+                                      h.lane, h.rank));
+                    }
+                    if (h.lanes != p->lanes) {
+                      throw WireError(fmt::format(
+                          "data-plane hello: lane {} of {} lanes, but rank {}'s lane 0 said {}",
+                          h.lane, h.lanes, h.rank, p->lanes));
+                    }
+                    if (p->stripes[h.lane - 1]->socket) {
+                      throw WireError(
+                          fmt::format("data-plane hello: lane {} of rank {} is already connected",
+                                      h.lane, h.rank));
+                    }
                   }
                 } catch (const std::exception& e) {
                   refuse(c, e.what());
@@ -383,8 +530,26 @@ struct TcpChannel::Impl {
                 }
                 c->done = true;
                 c->timer.cancel();
+                if (h.lane > 0) {
+                  accept_stripe(*p, h.lane, std::move(c->socket));
+                  return;
+                }
                 p->socket.emplace(std::move(c->socket));
-                p->hello_out = encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)});
+                p->lanes = h.lanes;
+                p->stripes.clear();
+                for (std::size_t lane = 1; lane < p->lanes; ++lane) {
+                  p->stripes.push_back(std::make_unique<Stripe>());
+                }
+                if (p->lanes > 1) {
+                  p->timer.expires_after(opt.hello_timeout);
+                  p->timer.async_wait([this, p](std::error_code e) {
+                    if (e || stopped) return;
+                    fail_peer(
+                        *p, fmt::format("{} of its {} lanes connected within {}", p->stripes_up + 1,
+                                        p->lanes, secs(opt.hello_timeout)));
+                  });
+                }
+                p->hello_out = encode_wire_hello(hello(0, p->lanes));
                 asio::async_write(*p->socket, asio::buffer(p->hello_out),
                                   [this, p](std::error_code ec3, std::size_t) {
                                     if (stopped) return;
@@ -392,9 +557,24 @@ struct TcpChannel::Impl {
                                       fail_peer(*p, "writing the hello: " + ec3.message());
                                       return;
                                     }
-                                    established(*p);
+                                    lane_up(*p, true);
                                   });
               });
+        });
+  }
+
+  void accept_stripe(Peer& p, std::size_t lane, tcp::socket socket) {
+    Stripe& s = *p.stripes[lane - 1];
+    s.socket.emplace(std::move(socket));
+    s.hello_out = encode_wire_hello(hello(lane, p.lanes));
+    asio::async_write(
+        *s.socket, asio::buffer(s.hello_out), [this, &p, lane](std::error_code ec, std::size_t) {
+          if (stopped) return;
+          if (ec) {
+            fail_peer(p, fmt::format("writing lane {}'s hello: {}", lane, ec.message()));
+            return;
+          }
+          lane_up(p, false);
         });
   }
 
@@ -429,34 +609,60 @@ struct TcpChannel::Impl {
       }
     }
     p.out_buffers.clear();
+    for (auto& s : p.stripes) s->out.clear();
+    const int lanes = static_cast<int>(p.lanes);
     for (const Outgoing& o : p.batch) {
       p.out_buffers.emplace_back(o.head.data(), o.head.size());
-      for (const auto part : wire_payload(o.msg)) {
-        p.out_buffers.emplace_back(part.data(), part.size());
+      const auto parts = wire_payload(o.msg);
+      std::uint64_t bytes = 0;
+      for (const auto part : parts) bytes += part.size();
+      bool spread = false;
+      for (int lane = 0; lane < lanes; ++lane) {
+        auto& out = lane == 0 ? p.out_buffers : p.stripes[lane - 1]->out;
+        for (const auto piece : wire_slice(parts, wire_stripe(bytes, lanes, lane))) {
+          out.emplace_back(piece.data(), piece.size());
+          spread = spread || lane > 0;
+        }
       }
+      p.batch_striped += spread ? 1 : 0;
     }
-    asio::async_write(*p.socket, p.out_buffers, write_pieces,
-                      [this, &p](std::error_code ec, std::size_t n) {
-                        if (stopped) return;
-                        if (ec) {
-                          fail_peer(p, "writing: " + ec.message());
-                          return;
-                        }
-                        bool goodbye = false;
-                        std::uint64_t messages = 0;
-                        for (const Outgoing& o : p.batch) {
-                          goodbye = goodbye || o.goodbye;
-                          messages += o.goodbye ? 0 : 1;
-                        }
-                        messages_sent += messages;
-                        bytes_sent += n;
-                        p.batch.clear();
-                        if (goodbye) {
-                          std::error_code ignored;
-                          p.socket->shutdown(tcp::socket::shutdown_send, ignored);
-                        }
-                        write_next(p);
-                      });
+    // The lanes write at once; the batch is done when all of them are.
+    p.writes_pending = 1;
+    p.written = 0;
+    for (const auto& s : p.stripes) p.writes_pending += s->out.empty() ? 0 : 1;
+    const auto done = [this, &p](std::error_code ec, std::size_t n) {
+      if (stopped) return;
+      if (ec) {
+        fail_peer(p, "writing: " + ec.message());
+        return;
+      }
+      p.written += n;
+      if (--p.writes_pending == 0) batch_written(p);
+    };
+    asio::async_write(*p.socket, p.out_buffers, write_pieces, done);
+    for (const auto& s : p.stripes) {
+      if (!s->out.empty()) asio::async_write(*s->socket, s->out, write_pieces, done);
+    }
+  }
+
+  void batch_written(Peer& p) {
+    bool goodbye = false;
+    std::uint64_t messages = 0;
+    for (const Outgoing& o : p.batch) {
+      goodbye = goodbye || o.goodbye;
+      messages += o.goodbye ? 0 : 1;
+    }
+    messages_sent += messages;
+    bytes_sent += p.written;
+    striped += p.batch_striped;
+    p.batch_striped = 0;
+    p.batch.clear();
+    if (goodbye) {
+      std::error_code ignored;
+      p.socket->shutdown(tcp::socket::shutdown_send, ignored);
+      for (auto& s : p.stripes) s->socket->shutdown(tcp::socket::shutdown_send, ignored);
+    }
+    write_next(p);
   }
 
   void read_prefix(Peer& p) {
@@ -527,24 +733,35 @@ struct TcpChannel::Impl {
       return;
     }
     p.in_buffers.clear();
-    for (const auto buf : wire_receive_buffers(p.tensors)) {
-      p.in_buffers.emplace_back(buf.data(), buf.size());
+    for (auto& s : p.stripes) s->in.clear();
+    const auto parts = wire_receive_buffers(p.tensors);
+    const int lanes = static_cast<int>(p.lanes);
+    for (int lane = 0; lane < lanes; ++lane) {
+      auto& in = lane == 0 ? p.in_buffers : p.stripes[lane - 1]->in;
+      for (const auto piece : wire_slice(parts, wire_stripe(data_bytes, lanes, lane))) {
+        in.emplace_back(piece.data(), piece.size());
+      }
     }
     bytes_received += kWirePrefixBytes + p.meta.size() + data_bytes;
-    if (p.in_buffers.empty()) {
+    // The lanes read at once; the message is whole when all of them are done.
+    p.reads_pending = p.in_buffers.empty() ? 0 : 1;
+    for (const auto& s : p.stripes) p.reads_pending += s->in.empty() ? 0 : 1;
+    if (p.reads_pending == 0) {
       deliver(p);
       return;
     }
-    asio::async_read(
-        *p.socket, p.in_buffers, whole_buffers, [this, &p](std::error_code ec, std::size_t) {
-          if (stopped) return;
-          if (ec) {
-            fail_peer(p,
-                      "reading the tensors of " + describe_wire_head(p.head) + ": " + ec.message());
-            return;
-          }
-          deliver(p);
-        });
+    const auto done = [this, &p](std::error_code ec, std::size_t) {
+      if (stopped) return;
+      if (ec) {
+        fail_peer(p, "reading the tensors of " + describe_wire_head(p.head) + ": " + ec.message());
+        return;
+      }
+      if (--p.reads_pending == 0) deliver(p);
+    };
+    if (!p.in_buffers.empty()) asio::async_read(*p.socket, p.in_buffers, whole_buffers, done);
+    for (const auto& s : p.stripes) {
+      if (!s->in.empty()) asio::async_read(*s->socket, s->in, whole_buffers, done);
+    }
   }
 
   void deliver(Peer& p) {
@@ -587,7 +804,7 @@ struct TcpChannel::Impl {
     acceptor.close(ec);
     for (auto& p : peers) {
       p->timer.cancel();
-      if (p->socket) p->socket->close(ec);
+      close_sockets(*p);
       std::lock_guard lock(p->mu);
       p->ended = true;
     }
@@ -598,6 +815,10 @@ struct TcpChannel::Impl {
 TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
     : impl_(std::make_unique<Impl>(system, std::move(options))) {
   auto& d = *impl_;
+  if (d.opt.lanes < 1 || d.opt.lanes > kMaxWireLanes) {
+    throw std::invalid_argument(
+        fmt::format("tcp data plane: {} lanes, outside [1, {}]", d.opt.lanes, kMaxWireLanes));
+  }
   std::error_code ec;
   tcp::resolver resolver(d.io);
   const auto found = resolver.resolve(d.opt.listen_host, std::to_string(d.opt.listen_port), ec);
@@ -794,6 +1015,7 @@ TcpChannel::Stats TcpChannel::stats() const {
   s.bytes_received = d.bytes_received.load();
   s.delivered = d.delivered.load();
   s.dropped = d.dropped.load();
+  s.striped = d.striped.load();
   return s;
 }
 

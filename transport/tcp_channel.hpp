@@ -3,8 +3,9 @@
 //
 // Each process owns some endpoints (actors of its ActorSystem, bound as with LocalChannel) and
 // routes every other endpoint to the peer process that owns it. Between two processes there
-// is one connection, opened by the higher rank, whose first frame both ways is a hello (job id
-// and rank). Frames are wire_message.hpp's.
+// is one connection of `lanes` TCP streams, opened by the higher rank, whose first frame both
+// ways on every stream is a hello (job id, rank, lane). Frames are wire_message.hpp's; they
+// travel on lane 0, and the tensor bytes of large messages are striped over all lanes.
 //
 // send() never blocks on the network: a message to a remote endpoint is encoded (its head; the
 // tensors are written from their own memory, kept alive by the queued message) and queued on
@@ -63,6 +64,12 @@ struct TcpChannelOptions {
   // After close() wrote this process's goodbyes: how long it waits for the peers' goodbyes, so
   // that closing does not reset a connection the peer still reads from.
   std::chrono::milliseconds close_linger{1000};
+  // TCP streams per peer, opened by the connecting side (the higher rank; the accepting side
+  // takes the number from its hello): a message with 256 KiB or more of tensor bytes is striped
+  // over them (wire_stripes.hpp). Over loopback two streams moved 1 MiB tensors faster than one
+  // (docs/benchmarks.md), as ucx_perftest's rendezvous striped over two interfaces does. 1 to
+  // kMaxWireLanes.
+  int lanes = 2;
   // Called on the channel's thread for every failure (keep it short; it may stop the system).
   std::function<void(const TcpChannelError&)> on_error;
   bool stop_system_on_error = true;
@@ -111,6 +118,7 @@ class TcpChannel final : public ActorChannel {
     std::uint64_t bytes_received = 0;
     std::uint64_t delivered = 0;  // handed to a bound actor
     std::uint64_t dropped = 0;    // received for a stopped actor or system
+    std::uint64_t striped = 0;    // sent with their tensor bytes spread over several lanes
   };
   Stats stats() const;
 

@@ -270,6 +270,8 @@ std::vector<std::byte> encode_wire_hello(const WireHello& hello) {
   write_prefix(w, kWireHelloMagic, kWireHelloMetaBytes, 0);
   w.u64(hello.job);
   w.u32(hello.rank);
+  w.u16(hello.lane);
+  w.u16(hello.lanes);
   return std::move(w.out());
 }
 
@@ -434,7 +436,13 @@ WireHello decode_wire_hello(std::span<const std::byte> meta) {
   WireHello h;
   h.job = r.u64("job");
   h.rank = r.u32("rank");
+  h.lane = r.u16("lane");
+  h.lanes = r.u16("lanes");
   r.finish();
+  if (h.lanes == 0 || h.lanes > kMaxWireLanes) {
+    r.fail("lanes", fmt::format("{}, outside [1, {}]", h.lanes, kMaxWireLanes));
+  }
+  if (h.lane >= h.lanes) r.fail("lane", fmt::format("{} of {} lanes", h.lane, h.lanes));
   return h;
 }
 

@@ -39,9 +39,11 @@ namespace tandem::transport {
 inline constexpr std::uint32_t kWireMessageMagic = 0x4d444454;  // "TDDM" on the wire
 inline constexpr std::uint32_t kWireHelloMagic = 0x48444454;    // "TDDH"
 inline constexpr std::uint32_t kWireGoodbyeMagic = 0x42444454;  // "TDDB"
-inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kWireVersion = 2;                // 2: the hello names its lane
 inline constexpr std::size_t kWirePrefixBytes = 16;
-inline constexpr std::size_t kWireHelloMetaBytes = 12;
+inline constexpr std::size_t kWireHelloMetaBytes = 16;
+// TCP streams one connection may stripe a message over (WireHello::lanes).
+inline constexpr std::uint16_t kMaxWireLanes = 8;
 // Enough for kMaxWireTensors tensors of rank kMaxWireRank.
 inline constexpr std::size_t kMaxWireMetaBytes = 8192;
 inline constexpr std::size_t kMaxWireTensors = 32;
@@ -118,6 +120,10 @@ struct WireHead {
 struct WireHello {
   std::uint64_t job = 0;
   std::uint32_t rank = 0;
+  // A connection of several streams (TcpChannel's lanes): which one this is, of how many. The
+  // decoder refuses lanes outside [1, kMaxWireLanes] and lane >= lanes.
+  std::uint16_t lane = 0;
+  std::uint16_t lanes = 1;
 };
 
 // A whole message frame decoded (decode_wire_message).

@@ -430,7 +430,8 @@ TEST(GarbageFrames, TcpChannelRefusesEachStrangerAndTwoChannelsStillExchange) {
   {
     Bytes huge = full;
     put_u64(huge, kDataBytesAt, std::uint64_t{1} << 40);
-    strangers.send(huge, "12 meta and 1099511627776 data bytes for a hello");
+    strangers.send(huge, std::to_string(kWireHelloMetaBytes) +
+                             " meta and 1099511627776 data bytes for a hello");
     Bytes message = Bytes(kWirePrefixBytes + 60);
     const Bytes head = encode_wire_head(kJob, 2, 0, make_message(Payload{1}), wire_types());
     std::copy(head.begin(), head.begin() + kWirePrefixBytes, message.begin());
@@ -442,6 +443,12 @@ TEST(GarbageFrames, TcpChannelRefusesEachStrangerAndTwoChannelsStillExchange) {
   strangers.send(encode_wire_hello({kJob + 1, 2}), "but this job is");
   strangers.send(encode_wire_hello({kJob, 9}), "rank 9 is not a peer that connects here");
   strangers.send(encode_wire_hello({kJob, 1}), "rank 1 is already connected");
+  // Lanes after the first that do not fit the connection: before its lane 0, another count
+  // of lanes than lane 0 said (B connects with the default two), a lane already connected.
+  strangers.send(encode_wire_hello({kJob, 2, 1, 2}), "lane 1 of rank 2 before its lane 0");
+  strangers.send(encode_wire_hello({kJob, 1, 1, 3}),
+                 "lane 1 of 3 lanes, but rank 1's lane 0 said 2");
+  strangers.send(encode_wire_hello({kJob, 1, 1, 2}), "lane 1 of rank 1 is already connected");
 
   // Peers that say a valid hello and then misbehave: cut off and named, B untouched.
   const std::size_t before_peers = a.errors().size();

@@ -28,6 +28,7 @@
 #include "actors/messages.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
+#include "transport/wire_stripes.hpp"
 #include "wire_test_helpers.hpp"
 
 namespace tandem::transport {
@@ -268,6 +269,65 @@ TEST(WireMessage, HelloRoundTrips) {
   EXPECT_EQ(h.rank, 3u);
 }
 
+TEST(WireMessage, HelloNamesItsLaneAndRefusesImpossibleOnes) {
+  const std::vector<std::byte> f = encode_wire_hello({kJob, 3, 2, 5});
+  const WireHello h = decode_wire_hello(std::span(f).subspan(kWirePrefixBytes));
+  EXPECT_EQ(h.lane, 2u);
+  EXPECT_EQ(h.lanes, 5u);
+  const auto refused = [](WireHello bad, const std::string& what) {
+    const std::vector<std::byte> g = encode_wire_hello(bad);
+    try {
+      (void)decode_wire_hello(std::span(g).subspan(kWirePrefixBytes));
+      ADD_FAILURE() << "accepted lane " << bad.lane << " of " << bad.lanes;
+    } catch (const WireError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused({kJob, 3, 0, 0}, "lanes");
+  refused({kJob, 3, 0, kMaxWireLanes + 1}, "lanes");
+  refused({kJob, 3, 2, 2}, "2 of 2 lanes");
+}
+
+TEST(WireStripes, LanesCoverTheDataPartExactlyInOrder) {
+  for (const std::uint64_t bytes :
+       {std::uint64_t{0}, std::uint64_t{100}, kWireStripeMinBytes - 1, kWireStripeMinBytes,
+        std::uint64_t{1} << 20, (std::uint64_t{16} << 20) + 13, std::uint64_t{300001}}) {
+    for (int lanes = 1; lanes <= kMaxWireLanes; ++lanes) {
+      std::uint64_t next = 0;
+      for (int lane = 0; lane < lanes; ++lane) {
+        const WireByteRange r = wire_stripe(bytes, lanes, lane);
+        EXPECT_EQ(r.offset, next) << bytes << " bytes, lane " << lane << " of " << lanes;
+        if (r.length > 0 && r.offset + r.length < bytes) {
+          EXPECT_EQ((r.offset + r.length) % kWireStripeAlign, 0u);
+        }
+        next = r.offset + r.length;
+      }
+      EXPECT_EQ(next, bytes) << lanes << " lanes";
+      const bool whole = lanes == 1 || bytes < kWireStripeMinBytes;
+      EXPECT_EQ(wire_stripe(bytes, lanes, 0).length == bytes, whole) << bytes << " " << lanes;
+    }
+  }
+  // Two lanes split a 1 MiB tensor in halves.
+  EXPECT_EQ(wire_stripe(1 << 20, 2, 1), (WireByteRange{1 << 19, 1 << 19}));
+  EXPECT_THROW((void)wire_stripe(10, 2, 2), std::invalid_argument);
+}
+
+TEST(WireStripes, SlicesCrossTensorBoundaries) {
+  std::vector<std::byte> a(10), b(0), c(7);
+  const std::vector<std::span<const std::byte>> parts{a, b, c};
+  const auto got = wire_slice(parts, {8, 5});  // a[8, 10) and c[0, 3)
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].data(), a.data() + 8);
+  EXPECT_EQ(got[0].size(), 2u);
+  EXPECT_EQ(got[1].data(), c.data());
+  EXPECT_EQ(got[1].size(), 3u);
+  EXPECT_TRUE(wire_slice(parts, {17, 0}).empty());
+  const auto tail = wire_slice(parts, {12, 5});
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].data(), c.data() + 2);
+  EXPECT_EQ(tail[0].size(), 5u);
+}
+
 // --- channels over 127.0.0.1 ---
 
 // Keeps every message it receives.
@@ -398,6 +458,78 @@ TEST(TcpChannel, TwoSystemsExchangeTensorsBothWaysInOrder) {
   EXPECT_EQ(a.send(0, 1, numbered(0, 0)).status, SendStatus::system_stopped);
 }
 
+// Messages large enough to be striped (several tensors, boundaries that are no stripe's, a sim
+// tensor) and small ones between them arrive whole and in order over 1, 2, 3 and 8 lanes.
+Message striped(std::int64_t seq) {
+  const auto pattern = [seq](std::int64_t n) {
+    std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int32_t>(i * 7919 + seq);
+    return Tensor::from_vector(v, {n});
+  };
+  std::vector<Tensor> ts;
+  switch (seq % 4) {
+    case 0:
+      ts = {pattern(262144 + seq)};  // 1 MiB and a little
+      break;
+    case 1:
+      ts = {pattern(3), pattern(100003), f32_tensor({5}, 1.f), pattern(70001)};
+      break;
+    case 2:
+      ts = {Tensor::empty({300000}, DType::f32, Device::sim()), pattern(1)};
+      break;
+    default:
+      ts = {pattern(5)};  // too small to stripe
+      break;
+  }
+  const act::ForwardTensor head{act::TensorMeta::of(ts[0])};
+  return make_message(head, std::move(ts), tag_of(seq, 0, 1, 0));
+}
+
+TEST(TcpChannel, LargeMessagesAreStripedOverTheLanesAndArriveWhole) {
+  for (const int lanes : {1, 2, 3, 8}) {
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    ActorSystem sys_a(make_work_sharing({.workers = 1}));
+    ActorSystem sys_b(make_work_sharing({.workers = 1}));
+    auto* a0 = sys_a.spawn<Collector>("a0");
+    auto* b1 = sys_b.spawn<Collector>("b1");
+    TcpChannelOptions oa = channel_options(0);
+    TcpChannelOptions ob = channel_options(1);
+    oa.lanes = 1;  // the accepting side follows the connecting one's hello
+    ob.lanes = lanes;
+    TcpChannel a(sys_a, oa);
+    TcpChannel b(sys_b, ob);
+    a.bind(0, a0);
+    b.bind(1, b1);
+    a.add_peer({1, "127.0.0.1", b.port()});
+    b.add_peer({0, "127.0.0.1", a.port()});
+    a.route(1, 1);
+    b.route(0, 0);
+    a.start();
+    b.start();
+    ASSERT_TRUE(a.wait_connected(kLong));
+    ASSERT_TRUE(b.wait_connected(kLong));
+    constexpr std::int64_t kN = 24;
+    for (std::int64_t i = 0; i < kN; ++i) {
+      ASSERT_TRUE(a.send(0, 1, striped(i)).ok());
+      ASSERT_TRUE(b.send(1, 0, striped(i)).ok());
+    }
+    ASSERT_TRUE(b1->wait_for(kN));
+    ASSERT_TRUE(a0->wait_for(kN));
+    for (Collector* c : {a0, b1}) {
+      const std::vector<Message> got = c->take();
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(kN));
+      for (std::int64_t i = 0; i < kN; ++i) expect_same_message(got[i], striped(i));
+    }
+    close_both(a, b);
+    EXPECT_TRUE(a.errors().empty());
+    EXPECT_TRUE(b.errors().empty());
+    // 3 of every 4 messages are large enough.
+    const std::uint64_t expected = lanes > 1 ? kN / 4 * 3 : 0;
+    EXPECT_EQ(a.stats().striped, expected);
+    EXPECT_EQ(b.stats().striped, expected);
+  }
+}
+
 // Waits until `ch` reported an error (or the long timeout passed).
 std::vector<TcpChannelError> wait_error(TcpChannel& ch) {
   const auto deadline = std::chrono::steady_clock::now() + kLong;
@@ -448,9 +580,10 @@ TEST(TcpChannel, GarbageOnTheLivePortIsRefusedAndTheRunGoesOn) {
 // Plays rank 1 by hand: a valid hello, then whatever the test writes.
 class FakePeer {
  public:
-  explicit FakePeer(std::uint16_t port) : socket_(io_) {
+  // `lanes`: how many the hello announces (the fake opens only lane 0).
+  explicit FakePeer(std::uint16_t port, std::uint16_t lanes = 1) : socket_(io_) {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
-    asio::write(socket_, asio::buffer(encode_wire_hello({kJob, 1})));
+    asio::write(socket_, asio::buffer(encode_wire_hello({kJob, 1, 0, lanes})));
     std::vector<std::byte> answer(kWirePrefixBytes + kWireHelloMetaBytes);
     asio::read(socket_, asio::buffer(answer));
     EXPECT_EQ(decode_wire_hello(std::span(answer).subspan(kWirePrefixBytes)).rank, 0u);
@@ -461,6 +594,26 @@ class FakePeer {
   asio::io_context io_;
   tcp::socket socket_;
 };
+
+TEST(TcpChannel, APeerWhoseOtherLanesNeverComeFailsTheWait) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  TcpChannelOptions o = channel_options(0);
+  o.hello_timeout = 200ms;
+  TcpChannel a(sys, o);
+  a.bind(0, a0);
+  a.add_peer({1, "127.0.0.1", 1});
+  a.route(1, 1);
+  a.start();
+  FakePeer peer(a.port(), 3);
+  EXPECT_FALSE(a.wait_connected(kLong));
+  const auto errors = a.errors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, 1);
+  EXPECT_NE(errors[0].what.find("1 of its 3 lanes connected within 0.2 s"), std::string::npos)
+      << errors[0].what;
+  a.close();
+}
 
 TEST(TcpChannel, AMalformedMessageFromAPeerStopsTheRunNamingPeerAndTag) {
   ActorSystem sys(make_work_sharing({.workers = 1}));
@@ -491,6 +644,11 @@ TEST(TcpChannel, AMalformedMessageFromAPeerStopsTheRunNamingPeerAndTag) {
             std::string::npos)
       << errors[0].what;
   EXPECT_NE(errors[0].what.find("not a dtype"), std::string::npos) << errors[0].what;
+  // Stopped after the report (the failure is in errors() first).
+  const auto deadline = std::chrono::steady_clock::now() + kLong;
+  while (!sys.stopped() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(2ms);
+  }
   EXPECT_TRUE(sys.stopped());
   // Later sends to that peer fail.
   EXPECT_EQ(a.send(0, 1, numbered(0, 1)).status, SendStatus::target_stopped);
