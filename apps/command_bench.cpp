@@ -54,8 +54,8 @@ void add_bench_command(CLI::App& app) {
     }
     const Config config = load_config(args->config);
     // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
-    const std::unique_ptr<ProcessGroup> group =
-        join_launched_job(config.cluster.transport, config.cluster.collectives);
+    const std::unique_ptr<ProcessGroup> group = join_launched_job(
+        config.cluster.transport, config.cluster.collectives, config.cluster.tcp_lanes);
     options.group = group.get();
     const BenchReport report = run_bench(config, options);
     if (group != nullptr) {

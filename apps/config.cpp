@@ -20,6 +20,7 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "transport/wire_message.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -878,6 +879,12 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
       cl->fail("collectives", "unknown collectives '" + c.cluster.collectives + "' (expected " +
                                   join(kCollectives) + ")");
     }
+    const int64_t lanes = positive(*cl, "tcp_lanes", c.cluster.tcp_lanes);
+    if (lanes > transport::kMaxWireLanes) {
+      cl->fail("tcp_lanes", "must be <= " + std::to_string(transport::kMaxWireLanes) + ", got " +
+                                std::to_string(lanes));
+    }
+    c.cluster.tcp_lanes = static_cast<int>(lanes);
     cl->finish();
   }
   check_memory(c, model, parameters, machine);

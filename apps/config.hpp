@@ -106,6 +106,9 @@ struct ClusterConfig {
   // "auto" (nccl when every such replica is on a cuda device and the build has NCCL, else gloo),
   // "gloo" (host memory) or "nccl" (GPUs).
   std::string collectives = "auto";
+  // TCP streams per pair of processes on the tcp data plane: large tensors are striped over
+  // them (TcpChannelOptions::lanes). 1 to 8.
+  int tcp_lanes = 2;
   ConfigLocation where;
 };
 

@@ -168,6 +168,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     o.job = kJob;
     o.rank = me;
     o.listen_host = m.opt.host;
+    o.lanes = m.opt.tcp_lanes;
     o.types = actors::pipeline_wire_types();
     // The group stops the run itself, with the reason, rather than the bare system stop.
     o.stop_system_on_error = false;
@@ -297,13 +298,14 @@ void ProcessGroup::shutdown() {
 }
 
 std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
-                                                const std::string& collectives) {
+                                                const std::string& collectives, int tcp_lanes) {
   const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
   if (env.world_size <= 1) return nullptr;
   ProcessGroupOptions o;
   o.env = env;
   o.transport = transport;
   o.collectives = collectives;
+  o.tcp_lanes = tcp_lanes;
   if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
   return std::make_unique<ProcessGroup>(std::move(o));
 }

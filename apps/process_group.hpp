@@ -21,6 +21,7 @@
 #include "apps/process_placement.hpp"
 #include "transport/launch_env.hpp"
 #include "transport/rendezvous.hpp"
+#include "transport/tcp_channel.hpp"
 
 namespace tandem::apps {
 
@@ -34,6 +35,8 @@ struct ProcessGroupOptions {
   // Replicas' reductions across processes: "gloo", "nccl" or "auto" (nccl when every replica of
   // every replicated stage is on a cuda device and the build has NCCL).
   std::string collectives = "auto";
+  // TCP streams per peer on the tcp data plane (TcpChannelOptions::lanes).
+  int tcp_lanes = transport::TcpChannelOptions{}.lanes;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
@@ -87,7 +90,8 @@ class ProcessGroup {
 // When a launcher started this process as one of several (transport::read_launch_env), joins
 // the job (TANDEM_HOST, when set, is this process's address); otherwise null. Throws
 // transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
-std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
-                                                const std::string& collectives = "auto");
+std::unique_ptr<ProcessGroup> join_launched_job(
+    const std::string& transport, const std::string& collectives = "auto",
+    int tcp_lanes = transport::TcpChannelOptions{}.lanes);
 
 }  // namespace tandem::apps

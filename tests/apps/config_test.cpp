@@ -325,6 +325,16 @@ TEST(ConfigTest, ClusterCollectivesAreAutoGlooOrNccl) {
                {"cluster.collectives", "unknown collectives 'mpi'", "auto, gloo, nccl"});
 }
 
+TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
+  const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
+  EXPECT_EQ(parse_config(base, "t").cluster.tcp_lanes, 2);
+  EXPECT_EQ(parse_config(base + "cluster: {tcp_lanes: 1}\n", "t").cluster.tcp_lanes, 1);
+  EXPECT_EQ(parse_config(base + "cluster: {tcp_lanes: 8}\n", "t").cluster.tcp_lanes, 8);
+  const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+  expect_error(base + "cluster: {tcp_lanes: 0}\n", line, {"cluster.tcp_lanes", "must be >= 1"});
+  expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be <= 8"});
+}
+
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
   EXPECT_NO_THROW(parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
   expect_error(pipeline("  schedule: 1f1b\n  chunk: 2\n", kTwoStages), 6,
