@@ -245,16 +245,23 @@ struct TcpChannel::Impl {
   }
 
   // --- connecting (to peers of lower rank) ---
+  // The peer's listening address; empty (and the peer failed) when it does not resolve.
+  tcp::resolver::results_type resolve(Peer& p) {
+    tcp::resolver resolver(io);
+    std::error_code ec;
+    auto endpoints = resolver.resolve(p.info.host, std::to_string(p.info.port), ec);
+    if (ec) {
+      fail_peer(p, fmt::format("cannot resolve {}:{}: {}", p.info.host, p.info.port, ec.message()));
+      return {};
+    }
+    return endpoints;
+  }
+
   void connect(Peer& p) {
     if (stopped) return;
     p.socket.emplace(io);
-    tcp::resolver resolver(io);
-    std::error_code ec;
-    const auto endpoints = resolver.resolve(p.info.host, std::to_string(p.info.port), ec);
-    if (ec) {
-      fail_peer(p, fmt::format("cannot resolve {}:{}: {}", p.info.host, p.info.port, ec.message()));
-      return;
-    }
+    const auto endpoints = resolve(p);
+    if (endpoints.empty()) return;
     asio::async_connect(*p.socket, endpoints,
                         [this, &p](std::error_code err, const tcp::endpoint&) {
                           if (stopped) return;
@@ -360,13 +367,8 @@ struct TcpChannel::Impl {
 
   // Lanes 1.. once lane 0 is up: each connects, says hello naming its lane, reads the answer.
   void connect_stripes(Peer& p) {
-    tcp::resolver resolver(io);
-    std::error_code ec;
-    const auto endpoints = resolver.resolve(p.info.host, std::to_string(p.info.port), ec);
-    if (ec) {
-      fail_peer(p, fmt::format("cannot resolve {}:{}: {}", p.info.host, p.info.port, ec.message()));
-      return;
-    }
+    const auto endpoints = resolve(p);
+    if (endpoints.empty()) return;
     p.timer.expires_after(opt.hello_timeout);
     p.timer.async_wait([this, &p](std::error_code e) {
       if (e || stopped) return;

@@ -458,6 +458,19 @@ TEST(TcpChannel, TwoSystemsExchangeTensorsBothWaysInOrder) {
   EXPECT_EQ(a.send(0, 1, numbered(0, 0)).status, SendStatus::system_stopped);
 }
 
+// Rank 0 (endpoint 0 on `a0`) and rank 1 (endpoint 1 on `b1`) connected to each other.
+bool connect_pair(TcpChannel& a, Actor* a0, TcpChannel& b, Actor* b1) {
+  a.bind(0, a0);
+  b.bind(1, b1);
+  a.add_peer({1, "127.0.0.1", b.port()});
+  b.add_peer({0, "127.0.0.1", a.port()});
+  a.route(1, 1);
+  b.route(0, 0);
+  a.start();
+  b.start();
+  return a.wait_connected(kLong) && b.wait_connected(kLong);
+}
+
 // Messages large enough to be striped (several tensors, boundaries that are no stripe's, a sim
 // tensor) and small ones between them arrive whole and in order over 1, 2, 3 and 8 lanes.
 Message striped(std::int64_t seq) {
@@ -498,16 +511,7 @@ TEST(TcpChannel, LargeMessagesAreStripedOverTheLanesAndArriveWhole) {
     ob.lanes = lanes;
     TcpChannel a(sys_a, oa);
     TcpChannel b(sys_b, ob);
-    a.bind(0, a0);
-    b.bind(1, b1);
-    a.add_peer({1, "127.0.0.1", b.port()});
-    b.add_peer({0, "127.0.0.1", a.port()});
-    a.route(1, 1);
-    b.route(0, 0);
-    a.start();
-    b.start();
-    ASSERT_TRUE(a.wait_connected(kLong));
-    ASSERT_TRUE(b.wait_connected(kLong));
+    ASSERT_TRUE(connect_pair(a, a0, b, b1));
     constexpr std::int64_t kN = 24;
     for (std::int64_t i = 0; i < kN; ++i) {
       ASSERT_TRUE(a.send(0, 1, striped(i)).ok());
@@ -546,15 +550,7 @@ TEST(TcpChannel, GarbageOnTheLivePortIsRefusedAndTheRunGoesOn) {
   auto* b1 = sys_b.spawn<Collector>("b1");
   TcpChannel a(sys_a, channel_options(0));
   TcpChannel b(sys_b, channel_options(1));
-  a.bind(0, a0);
-  b.bind(1, b1);
-  a.add_peer({1, "127.0.0.1", b.port()});
-  b.add_peer({0, "127.0.0.1", a.port()});
-  a.route(1, 1);
-  b.route(0, 0);
-  a.start();
-  b.start();
-  ASSERT_TRUE(a.wait_connected(kLong));
+  ASSERT_TRUE(connect_pair(a, a0, b, b1));
   {
     asio::io_context io;
     tcp::socket s(io);
