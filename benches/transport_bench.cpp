@@ -12,7 +12,8 @@
 // Rendezvous on 127.0.0.1, whose blob carries each side's channel address.
 //   usage: bench_transport [--channel tcp|ucx] [--sizes 65536,1048576,16777216] [--reps 3]
 //                          [--window 32] [--bw-mib 1024] [--lat-mib 256] [--workers 1]
-//                          [--tcp-lanes 2]
+//                          [--tcp-lanes 2] [--host ADDR --peer-host ADDR --peer-netns NS]
+// --peer-netns starts rank 1 with `ip netns exec NS` (across a veth pair: docs/benchmarks.md).
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -100,7 +101,13 @@ struct Options {
   double lat_mib = 256;  // bytes sent one way per latency measurement
   std::size_t workers = 1;
   int tcp_lanes = transport::TcpChannelOptions{}.lanes;  // TCP streams per peer (tcp channel)
-  int rank = -1;                                         // -1: rank 0, and start rank 1
+  // This rank's address (its channel listens there; rank 0's rendezvous too), rank 1's, and the
+  // network namespace rank 1 starts in (`ip netns exec`): two "hosts" joined by a veth pair.
+  std::string host = "127.0.0.1";
+  std::string peer_host;  // empty: host
+  std::string peer_netns;
+  std::string master = "127.0.0.1";  // rank 1: rank 0's address
+  int rank = -1;                     // -1: rank 0, and start rank 1
   std::uint16_t port = 0;
   std::string token;
 };
@@ -145,6 +152,14 @@ Options parse(int argc, char** argv) {
       o.workers = std::stoul(value());
     } else if (a == "--tcp-lanes") {
       o.tcp_lanes = std::stoi(value());
+    } else if (a == "--host") {
+      o.host = value();
+    } else if (a == "--peer-host") {
+      o.peer_host = value();
+    } else if (a == "--peer-netns") {
+      o.peer_netns = value();
+    } else if (a == "--master") {
+      o.master = value();
     } else if (a == "--rank") {
       o.rank = std::stoi(value());
     } else if (a == "--port") {
@@ -158,6 +173,7 @@ Options parse(int argc, char** argv) {
       std::printf(
           "usage: bench_transport [--channel tcp|ucx] [--sizes B,B,...] [--reps N] [--window N]\n"
           "                       [--bw-mib M] [--lat-mib M] [--workers N] [--tcp-lanes N]\n"
+          "                       [--host ADDR] [--peer-host ADDR] [--peer-netns NS]\n"
           "                       [--list-channels]\n");
       std::exit(0);
     } else {
@@ -306,11 +322,13 @@ class BenchChannel {
 
 class TcpBenchChannel final : public BenchChannel {
  public:
-  TcpBenchChannel(ActorSystem& system, int rank, int lanes, Signal* signal) {
+  TcpBenchChannel(ActorSystem& system, int rank, int lanes, const std::string& host,
+                  Signal* signal) {
     transport::TcpChannelOptions o;
     o.job = kJob;
     o.rank = rank;
     o.lanes = lanes;
+    o.listen_host = host;
     o.types = wire_types();
     o.on_error = [signal](const transport::TcpChannelError& e) {
       signal->raise(e.peer + ": " + e.what);
@@ -390,7 +408,7 @@ class UcxBenchChannel final : public BenchChannel {
 std::unique_ptr<BenchChannel> make_channel(const Options& o, ActorSystem& system, int rank,
                                            Signal* signal) {
   if (o.channel == "tcp")
-    return std::make_unique<TcpBenchChannel>(system, rank, o.tcp_lanes, signal);
+    return std::make_unique<TcpBenchChannel>(system, rank, o.tcp_lanes, o.host, signal);
 #if TANDEM_BENCH_UCX
   return std::make_unique<UcxBenchChannel>(system, rank, signal);
 #else
@@ -401,18 +419,22 @@ std::unique_ptr<BenchChannel> make_channel(const Options& o, ActorSystem& system
 
 pid_t spawn_rank1(int argc, char** argv, const Options& o, std::uint16_t port) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> args{exe};
+  std::vector<std::string> args;
+  if (!o.peer_netns.empty()) args = {"ip", "netns", "exec", o.peer_netns};
+  args.push_back(exe);
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  const std::string peer_host = o.peer_host.empty() ? o.host : o.peer_host;
   for (const std::string& a : {std::string("--rank"), std::string("1"), std::string("--port"),
-                               std::to_string(port), std::string("--token"), o.token}) {
+                               std::to_string(port), std::string("--token"), o.token,
+                               std::string("--master"), o.host, std::string("--host"), peer_host}) {
     args.push_back(a);
   }
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, cargs.data(), environ) != 0) {
-    throw std::runtime_error("cannot start rank 1 (" + exe + "): " + std::strerror(errno));
+  if (posix_spawnp(&pid, cargs[0], nullptr, nullptr, cargs.data(), environ) != 0) {
+    throw std::runtime_error("cannot start rank 1 (" + args[0] + "): " + std::strerror(errno));
   }
   return pid;
 }
@@ -458,10 +480,10 @@ int run(int argc, char** argv) {
   transport::RendezvousOptions ro;
   ro.rank = rank;
   ro.world_size = 2;
-  ro.master_host = "127.0.0.1";
+  ro.master_host = rank == 0 ? o.host : o.master;
   ro.master_port = o.port;
   ro.job_token = o.token;
-  ro.host_name = "127.0.0.1";
+  ro.host_name = o.host;
   ro.blob = ch->address();
   // Streaming keeps both cores busy: a late heartbeat must not end the job.
   ro.heartbeat_timeout = 60s;
