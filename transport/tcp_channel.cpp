@@ -122,6 +122,7 @@ struct Peer {
   std::array<std::byte, kWirePrefixBytes> prefix{};
   std::vector<std::byte> meta;
   std::vector<std::byte> hello_out;
+  std::vector<std::byte> hello_in;  // the answer to lane 0's hello (connecting side)
   WireHead head;
   std::vector<Tensor> tensors;
   std::vector<asio::mutable_buffer> in_buffers;
@@ -295,60 +296,62 @@ struct TcpChannel::Impl {
 
   void send_hello(Peer& p) {
     p.lanes = static_cast<std::size_t>(opt.lanes);
-    p.hello_out = encode_wire_hello(hello(0, p.lanes));
     p.timer.expires_after(opt.hello_timeout);
     p.timer.async_wait([this, &p](std::error_code ec) {
       if (ec || stopped) return;
       fail_peer(p, fmt::format("no hello within {}", secs(opt.hello_timeout)));
     });
+    exchange_hello(p, *p.socket, p.hello_out, p.hello_in, 0, [this, &p] {
+      p.timer.cancel();
+      if (p.lanes > 1) connect_stripes(p);
+      lane_up(p, true);
+    });
+  }
+
+  // The connecting side of lane `lane`: writes its hello on `s`, reads and checks the answer,
+  // then runs `done`. A failure fails the peer, naming the lane after the first.
+  template <class Done>
+  void exchange_hello(Peer& p, tcp::socket& s, std::vector<std::byte>& out,
+                      std::vector<std::byte>& in, std::size_t lane, Done done) {
+    const auto failed = [this, &p, lane](const std::string& what) {
+      fail_peer(p, lane == 0 ? what : fmt::format("lane {}: {}", lane, what));
+    };
+    out = encode_wire_hello(hello(lane, p.lanes));
     asio::async_write(
-        *p.socket, asio::buffer(p.hello_out), [this, &p](std::error_code ec, std::size_t) {
+        s, asio::buffer(out),
+        [this, &p, &s, &in, lane, failed, done](std::error_code ec, std::size_t) {
           if (stopped) return;
-          if (ec) {
-            fail_peer(p, "writing the hello: " + ec.message());
-            return;
-          }
+          if (ec) return failed("writing the hello: " + ec.message());
+          in.resize(kWirePrefixBytes);
           asio::async_read(
-              *p.socket, asio::buffer(p.prefix), [this, &p](std::error_code ec2, std::size_t) {
+              s, asio::buffer(in),
+              [this, &p, &s, &in, lane, failed, done](std::error_code ec2, std::size_t) {
                 if (stopped) return;
-                if (ec2) {
-                  fail_peer(p, "reading the hello: " + ec2.message());
-                  return;
-                }
+                if (ec2) return failed("reading the hello: " + ec2.message());
                 try {
-                  const WirePrefix pre = decode_wire_prefix(p.prefix);
+                  const WirePrefix pre = decode_wire_prefix(in);
                   if (pre.kind != WireFrameKind::hello)
                     throw WireError("the first frame is not a hello");
-                  p.meta.resize(pre.meta_bytes);
+                  in.resize(pre.meta_bytes);
                 } catch (const std::exception& e) {
-                  fail_peer(p, e.what());
-                  return;
+                  return failed(e.what());
                 }
-                asio::async_read(*p.socket, asio::buffer(p.meta),
-                                 [this, &p](std::error_code ec3, std::size_t) {
-                                   if (stopped) return;
-                                   if (ec3) {
-                                     fail_peer(p, "reading the hello: " + ec3.message());
-                                     return;
-                                   }
-                                   try {
-                                     const WireHello h = decode_wire_hello(p.meta);
-                                     check_hello(h, p.info.rank, 0, p.lanes);
-                                   } catch (const std::exception& e) {
-                                     fail_peer(p, e.what());
-                                     return;
-                                   }
-                                   p.timer.cancel();
-                                   p.lane0_up = true;
-                                   if (p.lanes == 1) {
-                                     established(p);
-                                   } else {
-                                     connect_stripes(p);
-                                   }
-                                 });
+                asio::async_read(
+                    s, asio::buffer(in),
+                    [this, &p, &in, lane, failed, done](std::error_code ec3, std::size_t) {
+                      if (stopped) return;
+                      if (ec3) return failed("reading the hello: " + ec3.message());
+                      try {
+                        check_hello(decode_wire_hello(in), p.info.rank, lane, p.lanes);
+                      } catch (const std::exception& e) {
+                        return failed(e.what());
+                      }
+                      done();
+                    });
               });
         });
   }
+
   void check_hello(const WireHello& h, int expected_rank, std::size_t lane,
                    std::size_t lanes) const {
     if (h.job != opt.job) {
@@ -389,39 +392,8 @@ struct TcpChannel::Impl {
             }
             std::error_code nd;
             s.socket->set_option(tcp::no_delay(true), nd);
-            s.hello_out = encode_wire_hello(hello(lane, p.lanes));
-            asio::async_write(
-                *s.socket, asio::buffer(s.hello_out),
-                [this, &p, &s, lane](std::error_code ec2, std::size_t) {
-                  if (stopped) return;
-                  if (ec2) {
-                    fail_peer(p, fmt::format("writing lane {}'s hello: {}", lane, ec2.message()));
-                    return;
-                  }
-                  s.hello_in.resize(kWirePrefixBytes + kWireHelloMetaBytes);
-                  asio::async_read(*s.socket, asio::buffer(s.hello_in),
-                                   [this, &p, &s, lane](std::error_code ec3, std::size_t) {
-                                     if (stopped) return;
-                                     if (ec3) {
-                                       fail_peer(p, fmt::format("reading lane {}'s hello: {}", lane,
-                                                                ec3.message()));
-                                       return;
-                                     }
-                                     try {
-                                       const auto in = std::span<const std::byte>(s.hello_in);
-                                       if (decode_wire_prefix(in.first(kWirePrefixBytes)).kind !=
-                                           WireFrameKind::hello) {
-                                         throw WireError("the first frame is not a hello");
-                                       }
-                                       check_hello(decode_wire_hello(in.subspan(kWirePrefixBytes)),
-                                                   p.info.rank, lane, p.lanes);
-                                     } catch (const std::exception& e) {
-                                       fail_peer(p, fmt::format("lane {}: {}", lane, e.what()));
-                                       return;
-                                     }
-                                     lane_up(p, false);
-                                   });
-                });
+            exchange_hello(p, *s.socket, s.hello_out, s.hello_in, lane,
+                           [this, &p] { lane_up(p, false); });
           });
     }
   }
@@ -621,10 +593,10 @@ struct TcpChannel::Impl {
       bool spread = false;
       for (int lane = 0; lane < lanes; ++lane) {
         auto& out = lane == 0 ? p.out_buffers : p.stripes[lane - 1]->out;
-        for (const auto piece : wire_slice(parts, wire_stripe(bytes, lanes, lane))) {
+        for_each_wire_piece(parts, wire_stripe(bytes, lanes, lane), [&](auto piece) {
           out.emplace_back(piece.data(), piece.size());
           spread = spread || lane > 0;
-        }
+        });
       }
       p.batch_striped += spread ? 1 : 0;
     }
@@ -740,9 +712,8 @@ struct TcpChannel::Impl {
     const int lanes = static_cast<int>(p.lanes);
     for (int lane = 0; lane < lanes; ++lane) {
       auto& in = lane == 0 ? p.in_buffers : p.stripes[lane - 1]->in;
-      for (const auto piece : wire_slice(parts, wire_stripe(data_bytes, lanes, lane))) {
-        in.emplace_back(piece.data(), piece.size());
-      }
+      for_each_wire_piece(parts, wire_stripe(data_bytes, lanes, lane),
+                          [&in](auto piece) { in.emplace_back(piece.data(), piece.size()); });
     }
     bytes_received += kWirePrefixBytes + p.meta.size() + data_bytes;
     // The lanes read at once; the message is whole when all of them are done.

@@ -30,24 +30,23 @@ struct WireByteRange {
 // in lane order covering the data part exactly (some possibly empty).
 WireByteRange wire_stripe(std::uint64_t data_bytes, int lanes, int lane);
 
-// The pieces of `parts` (a data part as consecutive spans) that fall in `range`.
-template <class Byte>
-std::vector<std::span<Byte>> wire_slice(const std::vector<std::span<Byte>>& parts,
-                                        WireByteRange range) {
-  std::vector<std::span<Byte>> out;
+// Calls `piece(span)` for each piece of `parts` (a data part as consecutive spans) that falls in
+// `range`, in order; nothing is allocated (it runs for every message a channel sends).
+template <class Byte, class Piece>
+void for_each_wire_piece(const std::vector<std::span<Byte>>& parts, WireByteRange range,
+                         Piece&& piece) {
   std::uint64_t at = 0;  // offset of the current part in the data part
   const std::uint64_t end = range.offset + range.length;
   for (const std::span<Byte> part : parts) {
+    if (at >= end) break;
     const std::uint64_t part_end = at + part.size();
-    if (part_end > range.offset && at < end && range.length > 0) {
+    if (part_end > range.offset) {
       const std::uint64_t from = std::max(at, range.offset) - at;
       const std::uint64_t to = std::min(part_end, end) - at;
-      if (to > from) out.push_back(part.subspan(from, to - from));
+      if (to > from) piece(part.subspan(from, to - from));
     }
     at = part_end;
-    if (at >= end) break;
   }
-  return out;
 }
 
 }  // namespace tandem::transport
