@@ -596,6 +596,22 @@ class FakePeer {
   tcp::socket socket_;
 };
 
+TEST(TcpChannel, RefusesALaneCountOutsideOneToEight) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  for (const int lanes : {0, kMaxWireLanes + 1}) {
+    TcpChannelOptions o = channel_options(0);
+    o.lanes = lanes;
+    try {
+      TcpChannel a(sys, o);
+      ADD_FAILURE() << lanes << " lanes accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(lanes) + " lanes, outside [1, 8]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(TcpChannel, APeerWhoseOtherLanesNeverComeFailsTheWait) {
   ActorSystem sys(make_work_sharing({.workers = 1}));
   auto* a0 = sys.spawn<Collector>("a0");
