@@ -185,6 +185,15 @@ struct UcxChannel::Impl {
                                              opt.transports, status_text(s)));
       }
     }
+    if (opt.rendezvous_min_bytes > 0 && std::getenv("UCX_RNDV_THRESH") == nullptr) {
+      const std::string bytes = std::to_string(opt.rendezvous_min_bytes);
+      const ucs_status_t s = ucp_config_modify(config, "RNDV_THRESH", bytes.c_str());
+      if (s != UCS_OK) {
+        ucp_config_release(config);
+        throw std::runtime_error(fmt::format(
+            "ucx data plane: rendezvous threshold {} bytes refused: {}", bytes, status_text(s)));
+      }
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

@@ -14,14 +14,15 @@
 //   u32 magic 'TDUX' | u32 sender rank | u64 sequence number
 // followed by a wire_message.hpp frame's prefix and meta part (hello, message or goodbye); its
 // payload is the tensors' bytes, sent from their own memory (kept alive by the queued message).
-// Large payloads go by UCX's rendezvous protocol and are received straight into freshly
-// allocated CPU tensors (no staging copy); small ones arrive eagerly and are copied once out of
-// UCX's buffer. The first message to a peer is a hello (sequence 0: job id and rank), the last
-// one a goodbye. The receiver validates every message as TcpChannel does (job, type, lane,
-// dtype, shape, byte count against the payload, that the sender owns `from` and this process
-// `to`) and delivers a peer's messages in sequence order, whatever order their rendezvous
-// transfers complete in: per sender and peer the order of sends is the order of delivery.
-// Delivery goes through the ActorSystem, from outside any actor (source id 0).
+// Large payloads (from UcxChannelOptions::rendezvous_min_bytes on) go by UCX's rendezvous
+// protocol and are received straight into freshly allocated CPU tensors (no staging copy); small
+// ones arrive eagerly and are copied once out of UCX's buffer. The first message to a peer is a
+// hello (sequence 0: job id and rank), the last one a goodbye. The receiver validates every
+// message as TcpChannel does (job, type, lane, dtype, shape, byte count against the payload,
+// that the sender owns `from` and this process `to`) and delivers a peer's messages in sequence
+// order, whatever order their rendezvous transfers complete in: per sender and peer the order of
+// sends is the order of delivery. Delivery goes through the ActorSystem, from outside any actor
+// (source id 0).
 //
 // send() never blocks on the network: a message to a remote endpoint is encoded (its head) and
 // queued on the peer; the progress thread posts it to UCX.
@@ -74,6 +75,12 @@ struct UcxChannelOptions {
   // UCX transports for this channel's context (UCX_TLS syntax, e.g. "tcp" or "sm,self");
   // empty: the environment's UCX_TLS, or UCX's choice.
   std::string transports;
+  // Messages (header and tensors) from this many bytes on go by rendezvous, received straight
+  // into their tensors; smaller ones go eagerly and are copied once out of UCX's buffer. UCX's
+  // own threshold for active messages sent even 16 KiB tensors by rendezvous, whose extra round
+  // trips cost them 4x in bandwidth over TCP (docs/transport.md). 0: UCX's choice. The
+  // environment's UCX_RNDV_THRESH, where set, wins.
+  std::size_t rendezvous_min_bytes = std::size_t{256} << 10;
   // From start(): how long a peer may take to say hello (it may start later), the two summed.
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds hello_timeout{10000};

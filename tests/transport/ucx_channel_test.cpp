@@ -264,6 +264,49 @@ TEST_P(UcxChannelTest, SmallAndLargeTensorsArriveExactAndInOrder) {
   EXPECT_TRUE(p.b->errors().empty());
 }
 
+// f32 tensors of 16 KiB, 128 KiB (eager below the 256 KiB default) and 1 MiB (rendezvous).
+Message of_bytes(int sender, std::int64_t seq) {
+  static constexpr std::int64_t kElements[] = {4 * 1024, 32 * 1024, 256 * 1024};
+  const Tensor t = f32_tensor({kElements[seq % 3]}, static_cast<float>(seq + sender));
+  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
+}
+
+TEST_P(UcxChannelTest, TensorsUnderTheRendezvousSizeGoEagerlyLargerOnesByRendezvous) {
+  if (std::getenv("UCX_RNDV_THRESH") != nullptr) {
+    GTEST_SKIP() << "UCX_RNDV_THRESH is set in the environment, which overrides the channel's "
+                    "rendezvous_min_bytes";
+  }
+  constexpr std::int64_t kN = 9;
+  {
+    // The default: 16 and 128 KiB go eagerly (UCX by itself sent them by rendezvous).
+    Pair p(options(0), options(1));
+    p.a->start();
+    p.b->start();
+    ASSERT_TRUE(p.a->wait_connected(kLong));
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.a->send(0, 1, of_bytes(0, i)).ok());
+    ASSERT_TRUE(p.b1->wait_for(kN));
+    expect_in_order(p.b1->take(), {0}, kN, of_bytes);
+    EXPECT_EQ(p.b->stats().rendezvous_received, static_cast<std::uint64_t>(kN / 3));
+    p.close_both();
+    EXPECT_TRUE(p.a->errors().empty());
+    EXPECT_TRUE(p.b->errors().empty());
+  }
+  {
+    // A lower threshold sends the 128 KiB tensors by rendezvous too, still byte-exact.
+    UcxChannelOptions oa = options(0), ob = options(1);
+    oa.rendezvous_min_bytes = ob.rendezvous_min_bytes = 64 << 10;
+    Pair p(oa, ob);
+    p.a->start();
+    p.b->start();
+    ASSERT_TRUE(p.a->wait_connected(kLong));
+    for (std::int64_t i = 0; i < kN; ++i) ASSERT_TRUE(p.a->send(0, 1, of_bytes(0, i)).ok());
+    ASSERT_TRUE(p.b1->wait_for(kN));
+    expect_in_order(p.b1->take(), {0}, kN, of_bytes);
+    EXPECT_EQ(p.b->stats().rendezvous_received, static_cast<std::uint64_t>(2 * kN / 3));
+    p.close_both();
+  }
+}
+
 TEST_P(UcxChannelTest, AMessageForAStoppedSystemIsDropped) {
   Pair p(options(0), options(1));
   p.a->start();
