@@ -408,7 +408,7 @@ struct UcxChannel::Impl {
           "mode 'peer', e.g. UCX_TLS without tcp): {}; a lost peer is noticed only by the "
           "control plane",
           opt.rank, p.name, status_text(s));
-      if (!open_data_endpoint(p)) return;
+      if (!open_data_endpoint(p, /*after_hello=*/false)) return;
     }
     auto hello = std::make_unique<Impl::UcxOutgoing>();
     hello->peer = &p;
@@ -423,11 +423,17 @@ struct UcxChannel::Impl {
     post(hello.release());
   }
 
-  bool open_data_endpoint(UcxPeerState& p) {
+  // `after_hello`: the peer's hello has arrived, so it was alive moments ago. A peer that
+  // vanishes between its hello and this call leaves nothing to connect to (on shared memory its
+  // segment is gone: "Shared memory error"; seen in CI when the peer went right after its first
+  // message): it is reported lost, as a failed send to it is.
+  bool open_data_endpoint(UcxPeerState& p, bool after_hello) {
     const ucs_status_t s = ucp_ep_create(worker, &p.data_params, &p.ep);
     if (s == UCS_OK) return true;
     p.ep = nullptr;
-    fail_peer(p, "cannot open an endpoint to its worker address: " + status_text(s));
+    const std::string failed = "cannot open an endpoint to its worker address: " + status_text(s);
+    const bool gone = after_hello && (peer_gone(s) || s == UCS_ERR_SHMEM_SEGMENT);
+    fail_peer(p, gone ? "lost (" + failed + ")" : failed);
     return false;
   }
 
@@ -439,7 +445,7 @@ struct UcxChannel::Impl {
         std::lock_guard lock(p->mu);
         hello = p->connected;
       }
-      if (hello) open_data_endpoint(*p);
+      if (hello) open_data_endpoint(*p, /*after_hello=*/true);
     }
   }
 
