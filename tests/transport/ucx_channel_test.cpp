@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -279,10 +280,11 @@ TEST_P(UcxChannelTest, TensorsUnderTheRendezvousSizeGoEagerlyLargerOnesByRendezv
   constexpr std::int64_t kN = 9;
   // Sends kN messages a -> b; they must arrive byte-exact and in order. Returns how many came
   // by rendezvous.
-  const auto rendezvous_of = [&](std::size_t rendezvous_min_bytes) -> std::uint64_t {
+  const auto rendezvous_of = [&](std::optional<std::size_t> rendezvous_min_bytes) {
     UcxChannelOptions oa = options(0), ob = options(1);
-    if (rendezvous_min_bytes > 0)
-      oa.rendezvous_min_bytes = ob.rendezvous_min_bytes = rendezvous_min_bytes;
+    if (rendezvous_min_bytes) {
+      oa.rendezvous_min_bytes = ob.rendezvous_min_bytes = *rendezvous_min_bytes;
+    }
     Pair p(oa, ob);
     p.a->start();
     p.b->start();
@@ -297,9 +299,9 @@ TEST_P(UcxChannelTest, TensorsUnderTheRendezvousSizeGoEagerlyLargerOnesByRendezv
     return n;
   };
   // The default: 16 and 128 KiB go eagerly (UCX by itself sent them by rendezvous).
-  EXPECT_EQ(rendezvous_of(0), static_cast<std::uint64_t>(kN / 3));
+  EXPECT_EQ(rendezvous_of(std::nullopt), static_cast<std::uint64_t>(kN / 3));
   // A lower threshold sends the 128 KiB tensors by rendezvous too, still byte-exact.
-  EXPECT_EQ(rendezvous_of(64 << 10), static_cast<std::uint64_t>(2 * kN / 3));
+  EXPECT_EQ(rendezvous_of(std::size_t{64} << 10), static_cast<std::uint64_t>(2 * kN / 3));
 }
 
 TEST_P(UcxChannelTest, AMessageForAStoppedSystemIsDropped) {
