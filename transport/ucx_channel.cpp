@@ -96,6 +96,7 @@ struct UcxChannel::Impl {
     std::vector<ucp_dt_iov_t> iov;
     std::uint64_t expected = 0;  // payload bytes
     bool receiving = false;      // a rendezvous receive is in flight
+    void* rndv_desc = nullptr;   // a rendezvous waiting its turn: UCX's descriptor, held
     bool ready = false;
     ucs_status_t status = UCS_OK;
   };
@@ -129,6 +130,8 @@ struct UcxChannel::Impl {
     Clock::time_point hello_deadline;
     std::uint64_t next_in = 0;
     std::map<std::uint64_t, std::unique_ptr<UcxIncoming>> arrived;
+    std::deque<UcxIncoming*> waiting;  // rendezvous not started (in `arrived`), in arrival order
+    std::size_t receiving = 0;         // rendezvous receives started, not completed
   };
 
   Impl(ActorSystem& s, UcxChannelOptions o) : system(s), opt(std::move(o)) {
@@ -169,7 +172,7 @@ struct UcxChannel::Impl {
   std::vector<UcxChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, rendezvous_received{0}, delivered{0}, dropped{0};
+      bytes_received{0}, rendezvous_received{0}, rendezvous_waited{0}, delivered{0}, dropped{0};
 
   ~Impl() { destroy(); }
 
@@ -245,6 +248,7 @@ struct UcxChannel::Impl {
           if (ucp_worker_progress(worker) == 0) break;
         }
       }
+      for (auto& p : peers) release_waiting(*p);
       ucp_worker_destroy(worker);
       worker = nullptr;
     }
@@ -327,8 +331,18 @@ struct UcxChannel::Impl {
       report(error, true, true);
     }
     notify();
+    release_waiting(p);
     // Receives in flight keep their buffers until UCX completes them.
     std::erase_if(p.arrived, [](const auto& kv) { return !kv.second->receiving; });
+  }
+
+  // Rendezvous never started: UCX completes their sends at the sender (or drops them with it).
+  void release_waiting(UcxPeerState& p) {
+    for (UcxIncoming* in : p.waiting) {
+      ucp_am_data_release(worker, in->rndv_desc);
+      in->rndv_desc = nullptr;
+    }
+    p.waiting.clear();
   }
 
   // --- the progress thread ---
@@ -620,9 +634,10 @@ struct UcxChannel::Impl {
   static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
                             std::size_t length, const ucp_am_recv_param_t* param) {
     auto* d = static_cast<Impl*>(arg);
-    if (!d->tearing_down) {
-      d->received(std::span(static_cast<const std::byte*>(header), header_length), data, length,
-                  (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
+    if (!d->tearing_down &&
+        d->received(std::span(static_cast<const std::byte*>(header), header_length), data, length,
+                    (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0)) {
+      return UCS_INPROGRESS;  // a rendezvous waiting its turn: UCX keeps the descriptor
     }
     // Returning UCS_OK drops what was not taken: a refused rendezvous completes at the sender.
     return UCS_OK;
@@ -632,26 +647,28 @@ struct UcxChannel::Impl {
     if (!closing.load()) report({-1, "an unidentified sender", what}, false);
   }
 
-  void received(std::span<const std::byte> header, void* data, std::size_t length, bool rndv) {
+  // True: `data` is a rendezvous descriptor this channel holds (it waits its turn in
+  // UcxPeerState::waiting).
+  bool received(std::span<const std::byte> header, void* data, std::size_t length, bool rndv) {
     if (header.size() < kUcxHeaderBytes) {
       stranger(fmt::format("a message with a header of {} bytes, shorter than the channel's {}",
                            header.size(), kUcxHeaderBytes));
-      return;
+      return false;
     }
     const auto magic = static_cast<std::uint32_t>(get_le(header.data(), 4));
     if (magic != kUcxHeaderMagic) {
       stranger(fmt::format("not a Tandem message: channel header magic {:#010x}", magic));
-      return;
+      return false;
     }
     const std::uint64_t rank = get_le(header.data() + 4, 4);
     const std::uint64_t seq = get_le(header.data() + 8, 8);
     UcxPeerState* pp = peer_of_rank(rank);
     if (pp == nullptr) {
       stranger(fmt::format("a message from rank {}, which is not a peer of this channel", rank));
-      return;
+      return false;
     }
     UcxPeerState& p = *pp;
-    if (p.dead) return;
+    if (p.dead) return false;
     auto in = std::make_unique<UcxIncoming>();
     in->peer = &p;
     in->seq = seq;
@@ -686,8 +703,11 @@ struct UcxChannel::Impl {
               fmt::format("{}: endpoint {} does not belong to this peer", named(), in->head.from));
         }
         if (seq == 0) throw WireError(named() + ": sequence number 0, which is the hello's");
-        in->tensors = allocate_wire_tensors(in->head);
-        buffers = wire_receive_buffers(in->tensors);
+        // A rendezvous gets its tensors when its receive starts (start_receive).
+        if (!rndv) {
+          in->tensors = allocate_wire_tensors(in->head);
+          buffers = wire_receive_buffers(in->tensors);
+        }
       } else if (pre.kind == WireFrameKind::hello) {
         const WireHello h = decode_wire_hello(meta);
         if (h.job != opt.job) {
@@ -711,7 +731,7 @@ struct UcxChannel::Impl {
       }
     } catch (const std::exception& e) {
       fail_peer(p, e.what());
-      return;
+      return false;
     }
     bytes_received += header.size() + length;
     UcxIncoming& msg = *in;
@@ -720,7 +740,40 @@ struct UcxChannel::Impl {
       msg.ready = true;
     } else if (rndv) {
       ++rendezvous_received;
-      // Straight into the tensors: UCX fetches the sender's memory.
+      if (opt.rendezvous_receives > 0 && p.receiving >= opt.rendezvous_receives) {
+        msg.rndv_desc = data;
+        p.waiting.push_back(&msg);
+        ++rendezvous_waited;
+        return true;
+      }
+      start_receive(p, msg, data);
+    } else {
+      // Eager: the payload is in UCX's buffer for this call only.
+      const auto* from = static_cast<const std::byte*>(data);
+      for (const auto b : buffers) {
+        std::memcpy(b.data(), from, b.size());
+        from += b.size();
+      }
+      msg.ready = true;
+    }
+    advance(p);
+    return false;
+  }
+
+  // A rendezvous receive, straight into the message's tensors (allocated now): UCX fetches the
+  // sender's memory. The caller advances the peer (the receive may complete at once).
+  void start_receive(UcxPeerState& p, UcxIncoming& msg, void* data) {
+    std::vector<std::span<std::byte>> buffers;
+    try {
+      msg.tensors = allocate_wire_tensors(msg.head);
+      buffers = wire_receive_buffers(msg.tensors);
+    } catch (const std::bad_alloc&) {
+      ucp_am_data_release(worker, data);
+      msg.ready = true;
+      msg.status = UCS_ERR_NO_MEMORY;
+      return;
+    }
+    {
       ucp_request_param_t prm{};
       prm.op_attr_mask =
           UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
@@ -741,26 +794,29 @@ struct UcxChannel::Impl {
       const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
       if (UCS_PTR_IS_PTR(r)) {
         msg.receiving = true;
+        ++p.receiving;
         return;  // on_payload follows
       }
       msg.ready = true;
       msg.status = UCS_PTR_STATUS(r);
-    } else {
-      // Eager: the payload is in UCX's buffer for this call only.
-      const auto* from = static_cast<const std::byte*>(data);
-      for (const auto b : buffers) {
-        std::memcpy(b.data(), from, b.size());
-        from += b.size();
-      }
-      msg.ready = true;
     }
-    advance(p);
+  }
+
+  // Starts the rendezvous that wait, while the peer has room for them.
+  void start_waiting(UcxPeerState& p) {
+    while (!p.dead && !p.waiting.empty() && p.receiving < opt.rendezvous_receives) {
+      UcxIncoming& msg = *p.waiting.front();
+      p.waiting.pop_front();
+      void* desc = std::exchange(msg.rndv_desc, nullptr);
+      start_receive(p, msg, desc);
+    }
   }
 
   static void on_payload(void* request, ucs_status_t status, std::size_t length, void* user_data) {
     auto* in = static_cast<UcxIncoming*>(user_data);
     Impl* d = in->peer->d;
     in->receiving = false;
+    --in->peer->receiving;
     in->ready = true;
     in->status = status;
     if (status == UCS_OK && length != in->expected) in->status = UCS_ERR_MESSAGE_TRUNCATED;
@@ -771,6 +827,7 @@ struct UcxChannel::Impl {
       p.arrived.erase(in->seq);
       return;
     }
+    d->start_waiting(p);
     d->advance(p);
   }
 
@@ -1017,6 +1074,7 @@ UcxChannel::Stats UcxChannel::stats() const {
   s.bytes_sent = d.bytes_sent.load();
   s.bytes_received = d.bytes_received.load();
   s.rendezvous_received = d.rendezvous_received.load();
+  s.rendezvous_waited = d.rendezvous_waited.load();
   s.delivered = d.delivered.load();
   s.dropped = d.dropped.load();
   return s;

@@ -81,6 +81,12 @@ struct UcxChannelOptions {
   // trips cost them 4x in bandwidth over TCP (docs/transport.md). 0: UCX's choice. The
   // environment's UCX_RNDV_THRESH, where set, wins.
   std::size_t rendezvous_min_bytes = std::size_t{256} << 10;
+  // Rendezvous receives started at once per peer; later ones wait (UCX keeps their descriptors)
+  // and get their tensors only when an earlier one completes. Allocating on arrival put every
+  // message of a 32-deep stream into its own block, so the kernel's copy wrote 32 MiB of cold
+  // memory per round at 1 MiB; a few at a time cycle through blocks the caching allocator hands
+  // back while they are still in cache. 0: no bound (each receive starts when its request comes).
+  std::size_t rendezvous_receives = 4;
   // From start(): how long a peer may take to say hello (it may start later), the two summed.
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds hello_timeout{10000};
@@ -135,6 +141,7 @@ class UcxChannel final : public ActorChannel {
     std::uint64_t bytes_sent = 0;  // channel headers, heads and payloads
     std::uint64_t bytes_received = 0;
     std::uint64_t rendezvous_received = 0;  // payloads UCX delivered by rendezvous
+    std::uint64_t rendezvous_waited = 0;    // of those, started only once earlier ones completed
     std::uint64_t delivered = 0;            // handed to a bound actor
     std::uint64_t dropped = 0;              // received for a stopped actor or system
   };

@@ -304,6 +304,90 @@ TEST_P(UcxChannelTest, TensorsUnderTheRendezvousSizeGoEagerlyLargerOnesByRendezv
   EXPECT_EQ(rendezvous_of(std::size_t{64} << 10), static_cast<std::uint64_t>(2 * kN / 3));
 }
 
+// 1 MiB (rendezvous), 4 KiB (eager) and 1 MiB split over three tensors (an I/O vector).
+Message burst(int sender, std::int64_t seq) {
+  std::vector<Tensor> tensors;
+  const float v = static_cast<float>(seq * 3 + sender);
+  switch (seq % 3) {
+    case 0:
+      tensors.push_back(f32_tensor({256 * 1024}, v));
+      break;
+    case 1:
+      tensors.push_back(f32_tensor({1024}, v));
+      break;
+    default:
+      tensors.push_back(f32_tensor({128 * 1024}, v));
+      tensors.push_back(i32_tensor({64 * 1024, 2}, static_cast<std::int32_t>(seq)));
+      tensors.push_back(bf16_tensor({256, 256}, v));
+      break;
+  }
+  const act::TensorMeta meta = act::TensorMeta::of(tensors[0]);
+  return make_message(act::ForwardTensor{meta}, std::move(tensors), tag_of(seq, 0, 1, sender));
+}
+
+TEST_P(UcxChannelTest, RendezvousReceivesBeyondTheBoundWaitTheirTurn) {
+  constexpr std::int64_t kN = 48;  // per sender, a third of them eager
+  // Receives started at once per peer: 1, and no bound. Returns how many waited their turn.
+  const auto waited_with = [&](std::size_t receives) {
+    UcxChannelOptions oa = options(0), ob = options(1);
+    oa.rendezvous_receives = ob.rendezvous_receives = receives;
+    Pair p(oa, ob);
+    p.a->start();
+    p.b->start();
+    EXPECT_TRUE(p.a->wait_connected(kLong));
+    std::thread other([&] {
+      for (std::int64_t i = 0; i < kN; ++i) EXPECT_TRUE(p.a->send(2, 1, burst(2, i)).ok());
+    });
+    for (std::int64_t i = 0; i < kN; ++i) EXPECT_TRUE(p.a->send(0, 1, burst(0, i)).ok());
+    other.join();
+    EXPECT_TRUE(p.b1->wait_for(2 * kN));
+    expect_in_order(p.b1->take(), {0, 2}, kN, burst);
+    const auto stats = p.b->stats();
+    EXPECT_EQ(stats.rendezvous_received, 2u * kN * 2 / 3);
+    p.close_both();
+    EXPECT_TRUE(p.a->errors().empty());
+    EXPECT_TRUE(p.b->errors().empty());
+    return stats.rendezvous_waited;
+  };
+  const std::uint64_t one = waited_with(1);
+  if (GetParam() == "tcp") {
+    // Over TCP a rendezvous completes only after a round trip, while the sender's requests for
+    // the next ones are already on their way: with one receive at a time, others wait.
+    EXPECT_GT(one, 0u);
+  }
+  EXPECT_EQ(waited_with(0), 0u);
+}
+
+// The receiver closes while rendezvous wait for their turn: their descriptors are handed back to
+// UCX (the sender's sends complete or fail), nothing leaks or crashes, and neither side reports
+// an error (the receiver said goodbye first).
+TEST_P(UcxChannelTest, ClosingWithRendezvousWaitingReleasesThem) {
+  // Enough that some are still on their way when the receiver closes (usually, not always).
+  constexpr std::int64_t kN = 96;
+  UcxChannelOptions oa = options(0), ob = options(1);
+  ob.rendezvous_receives = 1;
+  ob.close_linger = 1ms;
+  oa.close_linger = 50ms;
+  Pair p(oa, ob);
+  p.a->start();
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  for (std::int64_t i = 0; i < kN; ++i) {
+    const SendResult r = p.a->send(0, 1, burst(0, 3 * i));  // every one a 1 MiB rendezvous
+    ASSERT_TRUE(r.ok() || r.status == SendStatus::target_stopped);
+  }
+  ASSERT_TRUE(p.b1->wait_for(1));
+  p.b->close();
+  p.a->close();
+  EXPECT_TRUE(p.b->errors().empty());
+  for (const auto& e : p.a->errors()) ADD_FAILURE() << e.peer << ": " << e.what;
+  const auto got = p.b1->take();
+  EXPECT_LE(got.size(), static_cast<std::size_t>(kN));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    expect_same_message(got[i], burst(0, 3 * static_cast<std::int64_t>(i)));
+  }
+}
+
 TEST_P(UcxChannelTest, AMessageForAStoppedSystemIsDropped) {
   Pair p(options(0), options(1));
   p.a->start();
