@@ -99,6 +99,19 @@ class Kernels {
   virtual void causal_attention_backward(const float* qkv, const float* probs, const float* dout,
                                          float* dqkv, std::int64_t batch, std::int64_t seq,
                                          std::int64_t heads, std::int64_t d_head) const = 0;
+  // Fused causal attention, where a device offers it for this head size (today: cuda at bf16
+  // precision, d_head 64; models/kernels/cuda/flash_attention.hpp): the [seq, seq]
+  // probabilities never reach memory; forward keeps each row's log-sum-exp lse [batch, heads,
+  // seq] instead, and backward recomputes them from qkv, the forward's out and lse. The others
+  // say no, and their fused methods throw std::logic_error.
+  virtual bool fused_attention(std::int64_t d_head) const;
+  virtual void fused_attention_forward(const float* qkv, float* out, float* lse, std::int64_t batch,
+                                       std::int64_t seq, std::int64_t heads,
+                                       std::int64_t d_head) const;
+  virtual void fused_attention_backward(const float* qkv, const float* out, const float* lse,
+                                        const float* dout, float* dqkv, std::int64_t batch,
+                                        std::int64_t seq, std::int64_t heads,
+                                        std::int64_t d_head) const;
 
   // --- convolution and pooling (conv.hpp) ---
   virtual void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const = 0;

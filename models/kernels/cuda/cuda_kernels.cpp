@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "models/kernels/cuda/dropout.hpp"
 #include "models/kernels/cuda/elementwise.hpp"
 #include "models/kernels/cuda/embedding.hpp"
+#include "models/kernels/cuda/flash_attention.hpp"
 #include "models/kernels/cuda/layer_norm.hpp"
 #include "models/kernels/cuda/optimizer.hpp"
 #include "models/kernels/cuda/reduce.hpp"
@@ -23,6 +25,10 @@ CudaKernels::CudaKernels(Stream stream, cuda::GemmPrecision precision)
       native_(stream_.native_handle()),
       device_(stream_.device()),
       precision_(precision) {
+  // TANDEM_FUSED_ATTENTION=0: bf16 attention materialises its probabilities as at the other
+  // precisions (for comparisons; docs/devices.md).
+  const char* fused = std::getenv("TANDEM_FUSED_ATTENTION");
+  fused_attention_ = fused == nullptr || std::string(fused) != "0";
   if (!device_.is_cuda()) {
     throw std::invalid_argument("CudaKernels: a stream on " + device_.str() +
                                 ", not on a cuda device");
@@ -163,6 +169,27 @@ void CudaKernels::causal_attention_backward(const float* qkv, const float* probs
   Tensor scratch = empty({static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
   cuda::causal_attention_backward(qkv, probs, dout, dqkv, batch, seq, heads, d_head,
                                   scratch.raw_data(), precision_, native_);
+}
+
+bool CudaKernels::fused_attention(std::int64_t d_head) const {
+  return fused_attention_ && precision_ == cuda::GemmPrecision::bf16 &&
+         cuda::flash_attention_supported(d_head);
+}
+
+void CudaKernels::fused_attention_forward(const float* qkv, float* out, float* lse,
+                                          std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                                          std::int64_t d_head) const {
+  cuda::flash_attention_forward(qkv, out, lse, batch, seq, heads, d_head, native_);
+}
+
+void CudaKernels::fused_attention_backward(const float* qkv, const float* out, const float* lse,
+                                           const float* dout, float* dqkv, std::int64_t batch,
+                                           std::int64_t seq, std::int64_t heads,
+                                           std::int64_t d_head) const {
+  const std::size_t bytes = cuda::flash_attention_scratch_bytes(batch, seq, heads);
+  Tensor scratch = empty({static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
+  cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, batch, seq, heads, d_head,
+                                 scratch.raw_data(), native_);
 }
 
 void CudaKernels::im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const {

@@ -72,6 +72,14 @@ class CudaKernels final : public Kernels {
   void causal_attention_backward(const float* qkv, const float* probs, const float* dout,
                                  float* dqkv, std::int64_t batch, std::int64_t seq,
                                  std::int64_t heads, std::int64_t d_head) const override;
+  bool fused_attention(std::int64_t d_head) const override;
+  void fused_attention_forward(const float* qkv, float* out, float* lse, std::int64_t batch,
+                               std::int64_t seq, std::int64_t heads,
+                               std::int64_t d_head) const override;
+  void fused_attention_backward(const float* qkv, const float* out, const float* lse,
+                                const float* dout, float* dqkv, std::int64_t batch,
+                                std::int64_t seq, std::int64_t heads,
+                                std::int64_t d_head) const override;
   void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const override;
   void col2im(const float* col, const ConvGeometry& g, std::int64_t n, float* dx) const override;
   void nchw_to_cm(const float* x, std::int64_t n, std::int64_t c, std::int64_t hw,
@@ -94,6 +102,7 @@ class CudaKernels final : public Kernels {
   void* native_;  // the cudaStream_t
   Device device_;
   cuda::GemmPrecision precision_;
+  bool fused_attention_ = true;
   // Filled by empty() on the thread that runs the work (an executor's); see take_allocations.
   mutable std::vector<Tensor> allocations_;
 };

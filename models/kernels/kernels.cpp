@@ -1,0 +1,33 @@
+// The defaults of Kernels' optional methods: a device without fused attention says so, and its
+// fused methods refuse to run (a layer asks fused_attention() first).
+#include "models/kernels/kernels.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace tandem::models {
+namespace {
+
+[[noreturn]] void no_fused_attention(const Kernels& k, const char* what) {
+  throw std::logic_error(std::string(what) + ": device " + k.device().str() +
+                         " has no fused attention (ask fused_attention() first)");
+}
+
+}  // namespace
+
+bool Kernels::fused_attention(std::int64_t /*d_head*/) const {
+  return false;
+}
+
+void Kernels::fused_attention_forward(const float*, float*, float*, std::int64_t, std::int64_t,
+                                      std::int64_t, std::int64_t) const {
+  no_fused_attention(*this, "fused_attention_forward");
+}
+
+void Kernels::fused_attention_backward(const float*, const float*, const float*, const float*,
+                                       float*, std::int64_t, std::int64_t, std::int64_t,
+                                       std::int64_t) const {
+  no_fused_attention(*this, "fused_attention_backward");
+}
+
+}  // namespace tandem::models
