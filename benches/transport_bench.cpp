@@ -101,8 +101,8 @@ struct Options {
   double lat_mib = 256;  // bytes sent one way per latency measurement
   std::size_t workers = 1;
   int tcp_lanes = transport::TcpChannelOptions{}.lanes;  // TCP streams per peer (tcp channel)
-  // Rendezvous receives started at once per peer (ucx channel; 0: no bound).
-  long ucx_receives = -1;  // -1: the channel's default
+  // Bytes of rendezvous receives in flight per peer (ucx channel; 0: no bound).
+  long long ucx_receive_bytes = -1;  // -1: the channel's default
   // This rank's address (its channel listens there; rank 0's rendezvous too), rank 1's, and the
   // network namespace rank 1 starts in (`ip netns exec`): two "hosts" joined by a veth pair.
   std::string host = "127.0.0.1";
@@ -154,8 +154,8 @@ Options parse(int argc, char** argv) {
       o.workers = std::stoul(value());
     } else if (a == "--tcp-lanes") {
       o.tcp_lanes = std::stoi(value());
-    } else if (a == "--ucx-receives") {
-      o.ucx_receives = std::stol(value());
+    } else if (a == "--ucx-receive-bytes") {
+      o.ucx_receive_bytes = std::stoll(value());
     } else if (a == "--host") {
       o.host = value();
     } else if (a == "--peer-host") {
@@ -177,7 +177,7 @@ Options parse(int argc, char** argv) {
       std::printf(
           "usage: bench_transport [--channel tcp|ucx] [--sizes B,B,...] [--reps N] [--window N]\n"
           "                       [--bw-mib M] [--lat-mib M] [--workers N] [--tcp-lanes N]\n"
-          "                       [--ucx-receives N]\n"
+          "                       [--ucx-receive-bytes B]\n"
           "                       [--host ADDR] [--peer-host ADDR] [--peer-netns NS]\n"
           "                       [--list-channels]\n");
       std::exit(0);
@@ -190,7 +190,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.window < 2 || o.window > 4096) throw std::invalid_argument("--window: 2 to 4096");
   if (o.reps < 1) throw std::invalid_argument("--reps: at least 1");
-  if (o.ucx_receives < -1) throw std::invalid_argument("--ucx-receives: 0 (no bound) or more");
+  if (o.ucx_receive_bytes < -1) {
+    throw std::invalid_argument("--ucx-receive-bytes: 0 (no bound) or more");
+  }
   return o;
 }
 
@@ -377,9 +379,9 @@ class TcpBenchChannel final : public BenchChannel {
 // UCX picks its transports from UCX_TLS in the environment (both processes inherit it).
 class UcxBenchChannel final : public BenchChannel {
  public:
-  UcxBenchChannel(ActorSystem& system, int rank, long receives, Signal* signal) {
+  UcxBenchChannel(ActorSystem& system, int rank, long long receive_bytes, Signal* signal) {
     transport::UcxChannelOptions o;
-    if (receives >= 0) o.rendezvous_receives = static_cast<std::size_t>(receives);
+    if (receive_bytes >= 0) o.rendezvous_receive_bytes = static_cast<std::size_t>(receive_bytes);
     o.job = kJob;
     o.rank = rank;
     o.types = wire_types();
@@ -417,7 +419,7 @@ std::unique_ptr<BenchChannel> make_channel(const Options& o, ActorSystem& system
   if (o.channel == "tcp")
     return std::make_unique<TcpBenchChannel>(system, rank, o.tcp_lanes, o.host, signal);
 #if TANDEM_BENCH_UCX
-  return std::make_unique<UcxBenchChannel>(system, rank, o.ucx_receives, signal);
+  return std::make_unique<UcxBenchChannel>(system, rank, o.ucx_receive_bytes, signal);
 #else
   throw std::runtime_error(
       "--channel ucx: this build has no UCX channel (transport/ucx_channel.cpp not built)");

@@ -130,8 +130,8 @@ struct UcxChannel::Impl {
     Clock::time_point hello_deadline;
     std::uint64_t next_in = 0;
     std::map<std::uint64_t, std::unique_ptr<UcxIncoming>> arrived;
-    std::deque<UcxIncoming*> waiting;  // rendezvous not started (in `arrived`), in arrival order
-    std::size_t receiving = 0;         // rendezvous receives started, not completed
+    std::deque<UcxIncoming*> waiting;   // rendezvous not started (in `arrived`), in arrival order
+    std::uint64_t receiving_bytes = 0;  // payloads of rendezvous started, not completed
   };
 
   Impl(ActorSystem& s, UcxChannelOptions o) : system(s), opt(std::move(o)) {
@@ -740,7 +740,7 @@ struct UcxChannel::Impl {
       msg.ready = true;
     } else if (rndv) {
       ++rendezvous_received;
-      if (opt.rendezvous_receives > 0 && p.receiving >= opt.rendezvous_receives) {
+      if (must_wait(p, length)) {
         msg.rndv_desc = data;
         p.waiting.push_back(&msg);
         ++rendezvous_waited;
@@ -794,7 +794,7 @@ struct UcxChannel::Impl {
       const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
       if (UCS_PTR_IS_PTR(r)) {
         msg.receiving = true;
-        ++p.receiving;
+        p.receiving_bytes += msg.expected;
         return;  // on_payload follows
       }
       msg.ready = true;
@@ -802,9 +802,19 @@ struct UcxChannel::Impl {
     }
   }
 
+  // Whether a rendezvous of `bytes` waits for the peer's receives in flight (see
+  // UcxChannelOptions::rendezvous_receive_bytes); those already waiting go first.
+  bool must_wait(const UcxPeerState& p, std::uint64_t bytes) const {
+    const std::uint64_t bound = opt.rendezvous_receive_bytes;
+    if (bound == 0 || bytes > bound) return false;
+    return !p.waiting.empty() || (p.receiving_bytes > 0 && p.receiving_bytes + bytes > bound);
+  }
+
   // Starts the rendezvous that wait, while the peer has room for them.
   void start_waiting(UcxPeerState& p) {
-    while (!p.dead && !p.waiting.empty() && p.receiving < opt.rendezvous_receives) {
+    while (!p.dead && !p.waiting.empty()) {
+      const std::uint64_t bytes = p.waiting.front()->expected;
+      if (p.receiving_bytes > 0 && p.receiving_bytes + bytes > opt.rendezvous_receive_bytes) break;
       UcxIncoming& msg = *p.waiting.front();
       p.waiting.pop_front();
       void* desc = std::exchange(msg.rndv_desc, nullptr);
@@ -816,7 +826,7 @@ struct UcxChannel::Impl {
     auto* in = static_cast<UcxIncoming*>(user_data);
     Impl* d = in->peer->d;
     in->receiving = false;
-    --in->peer->receiving;
+    in->peer->receiving_bytes -= in->expected;
     in->ready = true;
     in->status = status;
     if (status == UCS_OK && length != in->expected) in->status = UCS_ERR_MESSAGE_TRUNCATED;

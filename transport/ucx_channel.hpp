@@ -81,12 +81,14 @@ struct UcxChannelOptions {
   // trips cost them 4x in bandwidth over TCP (docs/transport.md). 0: UCX's choice. The
   // environment's UCX_RNDV_THRESH, where set, wins.
   std::size_t rendezvous_min_bytes = std::size_t{256} << 10;
-  // Rendezvous receives started at once per peer; later ones wait (UCX keeps their descriptors)
-  // and get their tensors only when an earlier one completes. Allocating on arrival put every
-  // message of a 32-deep stream into its own block, so the kernel's copy wrote 32 MiB of cold
-  // memory per round at 1 MiB; a few at a time cycle through blocks the caching allocator hands
-  // back while they are still in cache. 0: no bound (each receive starts when its request comes).
-  std::size_t rendezvous_receives = 4;
+  // Rendezvous of up to this many payload bytes start only while the peer's receives in flight
+  // leave room for them (one always may); later ones wait (UCX keeps their descriptors) and get
+  // their tensors when an earlier one completes. Allocating on arrival put every message of a
+  // 32-deep stream into its own block, so the kernel's copy wrote cold memory all the time; a
+  // few at a time cycle through blocks the caching allocator hands back still in cache. Larger
+  // messages start at once: held back, a 16 MiB shared-memory receive fell from 21 to 5-9 GB/s
+  // in some runs (docs/benchmarks.md). 0: no bound.
+  std::size_t rendezvous_receive_bytes = std::size_t{4} << 20;
   // From start(): how long a peer may take to say hello (it may start later), the two summed.
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds hello_timeout{10000};

@@ -327,10 +327,11 @@ Message burst(int sender, std::int64_t seq) {
 
 TEST_P(UcxChannelTest, RendezvousReceivesBeyondTheBoundWaitTheirTurn) {
   constexpr std::int64_t kN = 48;  // per sender, a third of them eager
-  // Receives started at once per peer: 1, and no bound. Returns how many waited their turn.
-  const auto waited_with = [&](std::size_t receives) {
+  // Receive bytes in flight per peer: one message's (1 MiB), and no bound. Returns how many
+  // waited their turn.
+  const auto waited_with = [&](std::size_t bytes) {
     UcxChannelOptions oa = options(0), ob = options(1);
-    oa.rendezvous_receives = ob.rendezvous_receives = receives;
+    oa.rendezvous_receive_bytes = ob.rendezvous_receive_bytes = bytes;
     Pair p(oa, ob);
     p.a->start();
     p.b->start();
@@ -349,13 +350,15 @@ TEST_P(UcxChannelTest, RendezvousReceivesBeyondTheBoundWaitTheirTurn) {
     EXPECT_TRUE(p.b->errors().empty());
     return stats.rendezvous_waited;
   };
-  const std::uint64_t one = waited_with(1);
+  const std::uint64_t one = waited_with(std::size_t{1} << 20);
   if (GetParam() == "tcp") {
     // Over TCP a rendezvous completes only after a round trip, while the sender's requests for
     // the next ones are already on their way: with one receive at a time, others wait.
     EXPECT_GT(one, 0u);
   }
   EXPECT_EQ(waited_with(0), 0u);
+  // Messages above the bound (every rendezvous here is 1 MiB or more) never wait.
+  EXPECT_EQ(waited_with(std::size_t{512} << 10), 0u);
 }
 
 // The receiver closes while rendezvous wait for their turn: their descriptors are handed back to
@@ -365,7 +368,7 @@ TEST_P(UcxChannelTest, ClosingWithRendezvousWaitingReleasesThem) {
   // Enough that some are still on their way when the receiver closes (usually, not always).
   constexpr std::int64_t kN = 96;
   UcxChannelOptions oa = options(0), ob = options(1);
-  ob.rendezvous_receives = 1;
+  ob.rendezvous_receive_bytes = std::size_t{1} << 20;  // one 1 MiB message at a time
   ob.close_linger = 1ms;
   oa.close_linger = 50ms;
   Pair p(oa, ob);
