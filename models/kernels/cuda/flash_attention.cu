@@ -126,32 +126,50 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     rows_times_tile_t(qs + r0 * kLdh, ks, ss + r0 * kLdf);
     __syncwarp();
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = r0 + rr;
+    {
+      // Two lanes per row, 32 columns each: one shuffle joins a row's halves.
+      const int r = r0 + (lane >> 1);
       const int q = q0 + r;
-      float s[2];
+      const int c0 = (lane & 1) * 32;
+      float s[32];
       float mx = -INFINITY;
-      for (int e = 0; e < 2; ++e) {
-        const int c = lane + 32 * e;
-        const int key = k0 + c;
-        s[e] = (key <= q && key < seq) ? ss[r * kLdf + c] * scale : -INFINITY;
-        mx = fmaxf(mx, s[e]);
+#pragma unroll
+      for (int j = 0; j < 32; j += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(ss + r * kLdf + c0 + j);
+        const float vs4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + c0 + j + e;
+          s[j + e] = (key <= q && key < seq) ? vs4[e] * scale : -INFINITY;
+          mx = fmaxf(mx, s[j + e]);
+        }
       }
-      mx = warp_max(mx);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       const float m_old = row_max[r];
       const float m_new = fmaxf(m_old, mx);
       const float base = m_new == -INFINITY ? 0.0f : m_new;  // nothing unmasked yet
       float sum = 0.0f;
-      for (int e = 0; e < 2; ++e) {
-        const float p = __expf(s[e] - base);
-        sum += p;
-        ps[r * kLdh + lane + 32 * e] = __float2bfloat16(p);
+#pragma unroll
+      for (int j = 0; j < 32; j += 2) {
+        const float p0 = __expf(s[j] - base);
+        const float p1 = __expf(s[j + 1] - base);
+        sum += p0 + p1;
+        *reinterpret_cast<__nv_bfloat162*>(ps + r * kLdh + c0 + j) = __floats2bfloat162_rn(p0, p1);
       }
-      sum = warp_sum(sum);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       const float alpha = __expf(m_old - base);  // 0 while m_old is -inf
-      for (int e = 0; e < 2; ++e) os[r * kLdf + lane + 32 * e] *= alpha;
-      __syncwarp();  // every lane has read row_max[r]
-      if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < 32; j += 4) {
+        auto* o = reinterpret_cast<float4*>(os + r * kLdf + c0 + j);
+        float4 v = *o;
+        v.x *= alpha;
+        v.y *= alpha;
+        v.z *= alpha;
+        v.w *= alpha;
+        *o = v;
+      }
+      __syncwarp();  // both lanes of the row have read row_max[r]
+      if ((lane & 1) == 0) {
         row_max[r] = m_new;
         row_sum[r] = row_sum[r] * alpha + sum;
       }
@@ -261,17 +279,31 @@ __global__ void __launch_bounds__(kThreads)
     rows_times_tile_t(ks + r0 * kLdh, qs, sp + r0 * kLdf);
     rows_times_tile_t(vs + r0 * kLdh, dos, sdp + r0 * kLdf);
     __syncwarp();
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r = r0 + rr;
+    {
+      // Two lanes per key row, 32 query columns each.
+      const int r = r0 + (lane >> 1);
       const int key = k0 + r;
-      for (int e = 0; e < 2; ++e) {
-        const int c = lane + 32 * e;
-        const int q = q0 + c;
-        const float p =
-            (q >= key && q < seq && key < seq) ? __expf(sp[r * kLdf + c] * scale - lse_s[c]) : 0.0f;
-        const float ds = p * (sdp[r * kLdf + c] - dsum_s[c]);
-        pts[r * kLdh + c] = __float2bfloat16(p);
-        dsts[r * kLdh + c] = __float2bfloat16(ds);
+      const int c0 = (lane & 1) * 32;
+#pragma unroll
+      for (int j = 0; j < 32; j += 4) {
+        const float4 sv = *reinterpret_cast<const float4*>(sp + r * kLdf + c0 + j);
+        const float4 dv4 = *reinterpret_cast<const float4*>(sdp + r * kLdf + c0 + j);
+        const float s4[4] = {sv.x, sv.y, sv.z, sv.w};
+        const float d4[4] = {dv4.x, dv4.y, dv4.z, dv4.w};
+        float p[4], ds[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = c0 + j + e;
+          const int q = q0 + c;
+          p[e] = (q >= key && q < seq && key < seq) ? __expf(s4[e] * scale - lse_s[c]) : 0.0f;
+          ds[e] = p[e] * (d4[e] - dsum_s[c]);
+        }
+        auto* pt = reinterpret_cast<__nv_bfloat162*>(pts + r * kLdh + c0 + j);
+        auto* dt = reinterpret_cast<__nv_bfloat162*>(dsts + r * kLdh + c0 + j);
+        pt[0] = __floats2bfloat162_rn(p[0], p[1]);
+        pt[1] = __floats2bfloat162_rn(p[2], p[3]);
+        dt[0] = __floats2bfloat162_rn(ds[0], ds[1]);
+        dt[1] = __floats2bfloat162_rn(ds[2], ds[3]);
       }
     }
     __syncwarp();
@@ -292,6 +324,18 @@ __global__ void __launch_bounds__(kThreads)
       wmma::store_matrix_sync(dqs + r0 * kLdf + n * 16, acc, kLdf, wmma::mem_row_major);
     }
     __syncwarp();
+#if __CUDA_ARCH__ >= 900
+    // Four floats per atomic on Hopper: a quarter of the atomic operations.
+    for (int i = lane; i < 16 * (kDh / 4); i += 32) {
+      const int rr = i / (kDh / 4);
+      const int c = (i % (kDh / 4)) * 4;
+      const int q = q0 + r0 + rr;
+      if (q >= seq) continue;
+      const float4 v = *reinterpret_cast<const float4*>(dqs + (r0 + rr) * kLdf + c);
+      atomicAdd(reinterpret_cast<float4*>(dsample + q * ld + h * kDh + c),
+                make_float4(scale * v.x, scale * v.y, scale * v.z, scale * v.w));
+    }
+#else
     for (int rr = 0; rr < 16; ++rr) {
       const int q = q0 + r0 + rr;
       if (q >= seq) break;
@@ -300,6 +344,7 @@ __global__ void __launch_bounds__(kThreads)
         atomicAdd(dq + lane + 32 * e, scale * dqs[(r0 + rr) * kLdf + lane + 32 * e]);
       }
     }
+#endif
   }
   // This warp's rows of sp and sdp are its own: staging for dK and dV.
   __syncwarp();
