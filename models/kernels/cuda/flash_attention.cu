@@ -388,6 +388,12 @@ void check_shape(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::
   }
 }
 
+// One block per 64-row tile, head and sample.
+dim3 tile_grid(std::int64_t batch, std::int64_t seq, std::int64_t heads) {
+  return {static_cast<unsigned>((seq + kTile - 1) / kTile), static_cast<unsigned>(heads),
+          static_cast<unsigned>(batch)};
+}
+
 // Ampere or later (bf16 tensor cores); the device the stream's work runs on is current.
 void require_bf16_mma() {
   int device = 0;
@@ -416,10 +422,8 @@ void flash_attention_forward(const float* qkv, float* out, float* lse, std::int6
   check_cuda(cudaFuncSetAttribute(flash_forward, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kForwardSmem)),
              "cudaFuncSetAttribute(flash_forward)");
-  const dim3 grid(static_cast<unsigned>((seq + kTile - 1) / kTile), static_cast<unsigned>(heads),
-                  static_cast<unsigned>(batch));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_head));
-  flash_forward<<<grid, kThreads, kForwardSmem, as_stream(stream)>>>(
+  flash_forward<<<tile_grid(batch, seq, heads), kThreads, kForwardSmem, as_stream(stream)>>>(
       qkv, out, lse, static_cast<int>(seq), static_cast<int>(heads), scale);
   check_launch("flash_forward");
 }
@@ -447,10 +451,8 @@ void flash_attention_backward(const float* qkv, const float* out, const float* l
   check_cuda(cudaFuncSetAttribute(flash_backward, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(kBackwardSmem)),
              "cudaFuncSetAttribute(flash_backward)");
-  const dim3 grid(static_cast<unsigned>((seq + kTile - 1) / kTile), static_cast<unsigned>(heads),
-                  static_cast<unsigned>(batch));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_head));
-  flash_backward<<<grid, kThreads, kBackwardSmem, as_stream(stream)>>>(
+  flash_backward<<<tile_grid(batch, seq, heads), kThreads, kBackwardSmem, as_stream(stream)>>>(
       qkv, dout, lse, dsum, dqkv, static_cast<int>(seq), static_cast<int>(heads), scale);
   check_launch("flash_backward");
 }
