@@ -99,6 +99,7 @@ struct UcxChannel::Impl {
     void* rndv_desc = nullptr;   // a rendezvous waiting its turn: UCX's descriptor, held
     bool ready = false;
     ucs_status_t status = UCS_OK;
+    std::string error;  // why its receive could not start (then status is an error too)
   };
 
   // One peer process. Fields under `mu` are shared with senders, close() and wait_connected();
@@ -746,7 +747,7 @@ struct UcxChannel::Impl {
         ++rendezvous_waited;
         return true;
       }
-      start_receive(p, msg, data);
+      start_receive(p, msg, data, /*held=*/false);
     } else {
       // Eager: the payload is in UCX's buffer for this call only.
       const auto* from = static_cast<const std::byte*>(data);
@@ -761,16 +762,19 @@ struct UcxChannel::Impl {
   }
 
   // A rendezvous receive, straight into the message's tensors (allocated now): UCX fetches the
-  // sender's memory. The caller advances the peer (the receive may complete at once).
-  void start_receive(UcxPeerState& p, UcxIncoming& msg, void* data) {
+  // sender's memory. The caller advances the peer (the receive may complete at once). `held`:
+  // the descriptor outlived its AM callback, so if the receive cannot start it is released here
+  // (inside the callback, returning UCS_OK drops it).
+  void start_receive(UcxPeerState& p, UcxIncoming& msg, void* data, bool held) {
     std::vector<std::span<std::byte>> buffers;
     try {
       msg.tensors = allocate_wire_tensors(msg.head);
       buffers = wire_receive_buffers(msg.tensors);
-    } catch (const std::bad_alloc&) {
-      ucp_am_data_release(worker, data);
+    } catch (const std::exception& e) {
+      if (held) ucp_am_data_release(worker, data);
       msg.ready = true;
       msg.status = UCS_ERR_NO_MEMORY;
+      msg.error = e.what();
       return;
     }
     {
@@ -818,7 +822,7 @@ struct UcxChannel::Impl {
       UcxIncoming& msg = *p.waiting.front();
       p.waiting.pop_front();
       void* desc = std::exchange(msg.rndv_desc, nullptr);
-      start_receive(p, msg, desc);
+      start_receive(p, msg, desc, /*held=*/true);
     }
   }
 
@@ -851,7 +855,7 @@ struct UcxChannel::Impl {
       ++p.next_in;
       if (in->status != UCS_OK) {
         fail_peer(p, fmt::format("receiving the tensors of {}: {}", describe_wire_head(in->head),
-                                 status_text(in->status)));
+                                 in->error.empty() ? status_text(in->status) : in->error));
         return;
       }
       if (in->kind == WireFrameKind::hello) {
