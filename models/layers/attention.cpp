@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "models/detail/attention_ops.hpp"
 #include "models/detail/checks.hpp"
 #include "models/detail/linear_ops.hpp"
 
@@ -65,19 +66,12 @@ ForwardResult CausalSelfAttention::forward(const Context& ctx, ParamView params,
   const std::int64_t t = shape[1];
   const std::int64_t n = b * t;
   using detail::ptr;
-  const std::int64_t d_head = d_ / heads_;
-  const bool fused = k.fused_attention(d_head);
   Tensor qkv = k.empty({b, t, 3 * d_});
-  Tensor probs = fused ? k.empty({b, heads_, t}) : k.empty({b, heads_, t, t});
   Tensor att = k.empty(shape);
   Tensor y = k.empty(shape);
   detail::linear_forward(k, ptr(x32), n, d_, ptr(params[0]), ptr(params[1]), 3 * d_,
                          Activation::none, ptr(qkv), nullptr);
-  if (fused) {
-    k.fused_attention_forward(ptr(qkv), ptr(att), ptr(probs), b, t, heads_, d_head);
-  } else {
-    k.causal_attention_forward(ptr(qkv), ptr(att), ptr(probs), b, t, heads_, d_head);
-  }
+  Tensor probs = detail::causal_attention_forward(k, ptr(qkv), ptr(att), b, t, heads_, d_ / heads_);
   detail::linear_forward(k, ptr(att), n, d_, ptr(params[2]), ptr(params[3]), d_, Activation::none,
                          ptr(y), nullptr);
   ForwardResult r{y, {}};
@@ -103,14 +97,8 @@ Tensor CausalSelfAttention::backward_input(const Context& ctx, ParamView params,
   Tensor datt = k.empty(x.shape());
   detail::linear_backward_input(k, ptr(dy32), n, d_, ptr(params[2]), d_, ptr(datt));
   Tensor dqkv = k.empty(qkv.shape());
-  // What forward kept says which attention it ran.
-  if (saved[2].shape().size() == 3) {
-    k.fused_attention_backward(ptr(qkv), ptr(saved[3]), ptr(saved[2]), ptr(datt), ptr(dqkv), b, t,
-                               heads_, d_ / heads_);
-  } else {
-    k.causal_attention_backward(ptr(qkv), ptr(saved[2]), ptr(datt), ptr(dqkv), b, t, heads_,
-                                d_ / heads_);
-  }
+  detail::causal_attention_backward(k, ptr(qkv), ptr(saved[3]), saved[2], ptr(datt), ptr(dqkv), b,
+                                    t, heads_, d_ / heads_);
   Tensor dx = k.empty(x.shape());
   detail::linear_backward_input(k, ptr(dqkv), n, d_, ptr(params[0]), 3 * d_, ptr(dx));
   saved.push_back(dqkv);

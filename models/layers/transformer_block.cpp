@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/detail/attention_ops.hpp"
 #include "models/detail/checks.hpp"
 #include "models/detail/linear_ops.hpp"
 #include "models/detail/meta.hpp"
@@ -127,16 +128,9 @@ ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const T
   Tensor qkv = k.empty({b, t, 3 * d_});
   detail::linear_forward(k, f(h1), n, d_, pf(kQkvW), pf(kQkvB), 3 * d_, Activation::none, f(qkv),
                          nullptr);
-  const std::int64_t d_head = d_ / heads_;
-  const bool fused = k.fused_attention(d_head);
-  // Fused attention keeps each row's log-sum-exp instead of the probabilities.
-  Tensor probs = fused ? k.empty({b, heads_, t}) : k.empty({b, heads_, t, t});
   Tensor att = k.empty(shape);
-  if (fused) {
-    k.fused_attention_forward(f(qkv), f(att), f(probs), b, t, heads_, d_head);
-  } else {
-    k.causal_attention_forward(f(qkv), f(att), f(probs), b, t, heads_, d_head);
-  }
+  // The probabilities, or with fused attention each row's log-sum-exp.
+  Tensor probs = detail::causal_attention_forward(k, f(qkv), f(att), b, t, heads_, d_ / heads_);
   Tensor a = k.empty(shape);
   detail::linear_forward(k, f(att), n, d_, pf(kProjW), pf(kProjB), d_, Activation::none, f(a),
                          nullptr);
@@ -217,13 +211,8 @@ Tensor TransformerBlock::backward_input(const Context& ctx, ParamView p, Saved& 
   Tensor datt = k.empty(shape);
   detail::linear_backward_input(k, f(da), n, d_, pf(kProjW), d_, f(datt));
   Tensor dqkv = k.empty({b, t, 3 * d_});
-  if (s[kProbs].shape().size() == 3) {  // forward ran fused attention
-    k.fused_attention_backward(f(s[kQkv]), f(s[kAtt]), f(s[kProbs]), f(datt), f(dqkv), b, t, heads_,
-                               d_ / heads_);
-  } else {
-    k.causal_attention_backward(f(s[kQkv]), f(s[kProbs]), f(datt), f(dqkv), b, t, heads_,
-                                d_ / heads_);
-  }
+  detail::causal_attention_backward(k, f(s[kQkv]), f(s[kAtt]), s[kProbs], f(datt), f(dqkv), b, t,
+                                    heads_, d_ / heads_);
   Tensor dh1 = datt;  // datt is dead: reuse its memory
   detail::linear_backward_input(k, f(dqkv), n, d_, pf(kQkvW), 3 * d_, f(dh1));
   Tensor dx = k.empty(shape);

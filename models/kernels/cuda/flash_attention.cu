@@ -20,7 +20,6 @@ namespace wmma = nvcuda::wmma;
 using bf16 = __nv_bfloat16;
 using detail::as_stream;
 using detail::check_launch;
-using detail::warp_max;
 using detail::warp_sum;
 
 constexpr int kTile = 64;  // query rows and key rows per tile
