@@ -160,6 +160,7 @@ struct UcxChannel::Impl {
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> wake_pending{false};
   bool tearing_down = false;  // the worker is being destroyed: callbacks only clean up
+  int receives_starting = 0;  // progress thread: inside start_receive's ucp_am_recv_data_nbx
   bool closed = false;        // close() finished (caller's thread)
 
   // Progress thread: sends UCX has not completed, endpoints closing.
@@ -795,12 +796,17 @@ struct UcxChannel::Impl {
         buffer = msg.iov.data();
         count = msg.iov.size();
       }
+      // In flight before the call: UCX may complete the receive inside it (a failed endpoint
+      // does), and on_payload then finds the accounting it undoes.
+      msg.receiving = true;
+      p.receiving_bytes += msg.expected;
+      ++receives_starting;
       const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
-      if (UCS_PTR_IS_PTR(r)) {
-        msg.receiving = true;
-        p.receiving_bytes += msg.expected;
-        return;  // on_payload follows
-      }
+      --receives_starting;
+      if (msg.ready || UCS_PTR_IS_PTR(r))
+        return;  // completed inside the call, or on_payload follows
+      msg.receiving = false;
+      p.receiving_bytes -= msg.expected;
       msg.ready = true;
       msg.status = UCS_PTR_STATUS(r);
     }
@@ -835,7 +841,9 @@ struct UcxChannel::Impl {
     in->status = status;
     if (status == UCS_OK && length != in->expected) in->status = UCS_ERR_MESSAGE_TRUNCATED;
     ucp_request_free(request);
-    if (d->tearing_down) return;
+    // Inside start_receive's call to UCX, only the record above: advancing here could fail the
+    // peer and free the message that start_receive is still using. Its caller advances the peer.
+    if (d->tearing_down || d->receives_starting > 0) return;
     UcxPeerState& p = *in->peer;
     if (p.dead) {
       p.arrived.erase(in->seq);
