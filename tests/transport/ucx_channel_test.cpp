@@ -367,27 +367,32 @@ TEST_P(UcxChannelTest, RendezvousReceivesBeyondTheBoundWaitTheirTurn) {
 TEST_P(UcxChannelTest, ClosingWithRendezvousWaitingReleasesThem) {
   // Enough that some are still on their way when the receiver closes (usually, not always).
   constexpr std::int64_t kN = 96;
-  UcxChannelOptions oa = options(0), ob = options(1);
-  ob.rendezvous_receive_bytes = std::size_t{1} << 20;  // one 1 MiB message at a time
-  ob.close_linger = 1ms;
-  oa.close_linger = 50ms;
-  Pair p(oa, ob);
-  p.a->start();
-  p.b->start();
-  ASSERT_TRUE(p.a->wait_connected(kLong));
-  for (std::int64_t i = 0; i < kN; ++i) {
-    const SendResult r = p.a->send(0, 1, burst(0, 3 * i));  // every one a 1 MiB rendezvous
-    ASSERT_TRUE(r.ok() || r.status == SendStatus::target_stopped);
-  }
-  ASSERT_TRUE(p.b1->wait_for(1));
-  p.b->close();
-  p.a->close();
-  EXPECT_TRUE(p.b->errors().empty());
-  for (const auto& e : p.a->errors()) ADD_FAILURE() << e.peer << ": " << e.what;
-  const auto got = p.b1->take();
-  EXPECT_LE(got.size(), static_cast<std::size_t>(kN));
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    expect_same_message(got[i], burst(0, 3 * static_cast<std::int64_t>(i)));
+  // Rounds: the endpoint that fails under a receive being started (UCX then completes it inside
+  // ucp_am_recv_data_nbx) is a matter of timing; it showed under ASan in a third of loaded runs.
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    UcxChannelOptions oa = options(0), ob = options(1);
+    ob.rendezvous_receive_bytes = std::size_t{1} << 20;  // one 1 MiB message at a time
+    ob.close_linger = 1ms;
+    oa.close_linger = 50ms;
+    Pair p(oa, ob);
+    p.a->start();
+    p.b->start();
+    ASSERT_TRUE(p.a->wait_connected(kLong));
+    for (std::int64_t i = 0; i < kN; ++i) {
+      const SendResult r = p.a->send(0, 1, burst(0, 3 * i));  // every one a 1 MiB rendezvous
+      ASSERT_TRUE(r.ok() || r.status == SendStatus::target_stopped);
+    }
+    ASSERT_TRUE(p.b1->wait_for(1));
+    p.b->close();
+    p.a->close();
+    EXPECT_TRUE(p.b->errors().empty());
+    for (const auto& e : p.a->errors()) ADD_FAILURE() << e.peer << ": " << e.what;
+    const auto got = p.b1->take();
+    EXPECT_LE(got.size(), static_cast<std::size_t>(kN));
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      expect_same_message(got[i], burst(0, 3 * static_cast<std::int64_t>(i)));
+    }
   }
 }
 
