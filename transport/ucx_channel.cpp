@@ -778,38 +778,35 @@ struct UcxChannel::Impl {
       msg.error = e.what();
       return;
     }
-    {
-      ucp_request_param_t prm{};
-      prm.op_attr_mask =
-          UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-      prm.cb.recv_am = &Impl::on_payload;
-      prm.user_data = &msg;
-      void* buffer = nullptr;
-      std::size_t count = 0;
-      if (buffers.size() == 1) {
-        prm.datatype = ucp_dt_make_contig(1);
-        buffer = buffers[0].data();
-        count = buffers[0].size();
-      } else {
-        for (const auto b : buffers) msg.iov.push_back({b.data(), b.size()});
-        prm.datatype = ucp_dt_make_iov();
-        buffer = msg.iov.data();
-        count = msg.iov.size();
-      }
-      // In flight before the call: UCX may complete the receive inside it (a failed endpoint
-      // does), and on_payload then finds the accounting it undoes.
-      msg.receiving = true;
-      p.receiving_bytes += msg.expected;
-      ++receives_starting;
-      const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
-      --receives_starting;
-      if (msg.ready || UCS_PTR_IS_PTR(r))
-        return;  // completed inside the call, or on_payload follows
-      msg.receiving = false;
-      p.receiving_bytes -= msg.expected;
-      msg.ready = true;
-      msg.status = UCS_PTR_STATUS(r);
+    ucp_request_param_t prm{};
+    prm.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+    prm.cb.recv_am = &Impl::on_payload;
+    prm.user_data = &msg;
+    void* buffer = nullptr;
+    std::size_t count = 0;
+    if (buffers.size() == 1) {
+      prm.datatype = ucp_dt_make_contig(1);
+      buffer = buffers[0].data();
+      count = buffers[0].size();
+    } else {
+      for (const auto b : buffers) msg.iov.push_back({b.data(), b.size()});
+      prm.datatype = ucp_dt_make_iov();
+      buffer = msg.iov.data();
+      count = msg.iov.size();
     }
+    // In flight before the call: UCX may complete the receive inside it (a failed endpoint
+    // does), and on_payload then finds the accounting it undoes.
+    msg.receiving = true;
+    p.receiving_bytes += msg.expected;
+    ++receives_starting;
+    const ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, data, buffer, count, &prm);
+    --receives_starting;
+    if (msg.ready || UCS_PTR_IS_PTR(r)) return;  // completed inside the call, or on_payload follows
+    msg.receiving = false;
+    p.receiving_bytes -= msg.expected;
+    msg.ready = true;
+    msg.status = UCS_PTR_STATUS(r);
   }
 
   // Whether a rendezvous of `bytes` waits for the peer's receives in flight (see
@@ -817,14 +814,17 @@ struct UcxChannel::Impl {
   bool must_wait(const UcxPeerState& p, std::uint64_t bytes) const {
     const std::uint64_t bound = opt.rendezvous_receive_bytes;
     if (bound == 0 || bytes > bound) return false;
-    return !p.waiting.empty() || (p.receiving_bytes > 0 && p.receiving_bytes + bytes > bound);
+    return !p.waiting.empty() || !has_room(p, bytes);
+  }
+
+  // Whether the peer's receives in flight leave room for `bytes` more (one always may start).
+  bool has_room(const UcxPeerState& p, std::uint64_t bytes) const {
+    return p.receiving_bytes == 0 || p.receiving_bytes + bytes <= opt.rendezvous_receive_bytes;
   }
 
   // Starts the rendezvous that wait, while the peer has room for them.
   void start_waiting(UcxPeerState& p) {
-    while (!p.dead && !p.waiting.empty()) {
-      const std::uint64_t bytes = p.waiting.front()->expected;
-      if (p.receiving_bytes > 0 && p.receiving_bytes + bytes > opt.rendezvous_receive_bytes) break;
+    while (!p.dead && !p.waiting.empty() && has_room(p, p.waiting.front()->expected)) {
       UcxIncoming& msg = *p.waiting.front();
       p.waiting.pop_front();
       void* desc = std::exchange(msg.rndv_desc, nullptr);
