@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -114,12 +115,24 @@ struct Options {
   std::string token;
 };
 
+// The whole of `text` as a T, or an error naming the flag and the text.
+template <typename T>
+T number(const std::string& flag, const std::string& text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || ptr != end || text.empty()) {
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a number in range", flag, text));
+  }
+  return v;
+}
+
 std::vector<std::size_t> parse_sizes(const std::string& text) {
   std::vector<std::size_t> out;
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
-    const std::size_t v = std::stoull(text.substr(pos, comma - pos));
+    const std::size_t v = number<std::size_t>("--sizes", text.substr(pos, comma - pos));
     if (v < 4 || v % 4 != 0)
       throw std::invalid_argument("--sizes: " + std::to_string(v) +
                                   " is not a positive multiple of 4");
@@ -143,19 +156,19 @@ Options parse(int argc, char** argv) {
     } else if (a == "--sizes") {
       o.sizes = parse_sizes(value());
     } else if (a == "--reps") {
-      o.reps = std::stoi(value());
+      o.reps = number<int>(a, value());
     } else if (a == "--window") {
-      o.window = static_cast<std::uint32_t>(std::stoul(value()));
+      o.window = number<std::uint32_t>(a, value());
     } else if (a == "--bw-mib") {
-      o.bw_mib = std::stod(value());
+      o.bw_mib = number<double>(a, value());
     } else if (a == "--lat-mib") {
-      o.lat_mib = std::stod(value());
+      o.lat_mib = number<double>(a, value());
     } else if (a == "--workers") {
-      o.workers = std::stoul(value());
+      o.workers = number<std::size_t>(a, value());
     } else if (a == "--tcp-lanes") {
-      o.tcp_lanes = std::stoi(value());
+      o.tcp_lanes = number<int>(a, value());
     } else if (a == "--ucx-receive-bytes") {
-      o.ucx_receive_bytes = std::stoll(value());
+      o.ucx_receive_bytes = number<long long>(a, value());
     } else if (a == "--host") {
       o.host = value();
     } else if (a == "--peer-host") {
@@ -165,9 +178,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "--master") {
       o.master = value();
     } else if (a == "--rank") {
-      o.rank = std::stoi(value());
+      o.rank = number<int>(a, value());
     } else if (a == "--port") {
-      o.port = static_cast<std::uint16_t>(std::stoul(value()));
+      o.port = number<std::uint16_t>(a, value());
     } else if (a == "--token") {
       o.token = value();
     } else if (a == "--list-channels") {
