@@ -7,6 +7,8 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
+# OpenSSL's libcrypto (libssl-dev): SHA-256 checksums and the job's HMAC challenge-responses.
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 # Gloo (CPU collectives across processes, transport/gloo_collectives): its CMake package, from
 # libgloo-dev, defines the imported target `gloo`.
 find_package(Gloo CONFIG QUIET)

@@ -1,117 +1,63 @@
 #include "runtime/sha256.hpp"
 
-#include <algorithm>
-#include <bit>
-#include <cstring>
+#include <openssl/evp.h>
+
+#include <array>
+#include <stdexcept>
 
 namespace tandem {
-namespace {
 
-constexpr std::array<std::uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-}  // namespace
-
-Sha256::Sha256() {
-  reset();
-}
-
-void Sha256::reset() {
-  state_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-            0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  buffered_ = 0;
-  length_ = 0;
-}
-
-void Sha256::compress(const std::uint8_t* block) {
-  std::array<std::uint32_t, 64> w{};
-  for (int i = 0; i < 16; ++i) {
-    w[i] = (std::uint32_t(block[4 * i]) << 24) | (std::uint32_t(block[4 * i + 1]) << 16) |
-           (std::uint32_t(block[4 * i + 2]) << 8) | std::uint32_t(block[4 * i + 3]);
+// libcrypto's digest context; reset with the algorithm after every digest.
+struct Sha256::Context {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  Context() {
+    if (ctx == nullptr || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
+      EVP_MD_CTX_free(ctx);
+      throw std::runtime_error("sha256: libcrypto could not start a SHA-256 digest");
+    }
   }
-  for (int i = 16; i < 64; ++i) {
-    const std::uint32_t s0 = std::rotr(w[i - 15], 7) ^ std::rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const std::uint32_t s1 = std::rotr(w[i - 2], 17) ^ std::rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  std::uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  std::uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    const std::uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) +
-                             ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    const std::uint32_t t2 =
-        (std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
-}
+  ~Context() { EVP_MD_CTX_free(ctx); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+};
+
+Sha256::Sha256() : context_(std::make_unique<Context>()) {}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
 void Sha256::update(std::span<const std::byte> bytes) {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
-  std::size_t n = bytes.size();
-  length_ += n;
-  if (buffered_ > 0) {
-    const std::size_t take = std::min(n, buffer_.size() - buffered_);
-    std::memcpy(buffer_.data() + buffered_, p, take);
-    buffered_ += take;
-    p += take;
-    n -= take;
-    if (buffered_ < buffer_.size()) return;
-    compress(buffer_.data());
-    buffered_ = 0;
+  if (bytes.empty()) return;
+  if (EVP_DigestUpdate(context_->ctx, bytes.data(), bytes.size()) != 1) {
+    throw std::runtime_error("sha256: libcrypto failed to hash the data");
   }
-  for (; n >= 64; p += 64, n -= 64) compress(p);
-  if (n > 0) std::memcpy(buffer_.data(), p, n);
-  buffered_ = n;
 }
 
 void Sha256::update(std::string_view text) {
-  update(std::as_bytes(std::span<const char>(text.data(), text.size())));
+  update(std::as_bytes(std::span(text.data(), text.size())));
 }
 
 std::string Sha256::hex_digest() {
-  const std::uint64_t bits = length_ * 8;
-  static constexpr std::uint8_t kPad[64] = {0x80};
-  const std::size_t pad = (buffered_ < 56 ? 56 : 120) - buffered_;
-  update(std::as_bytes(std::span<const std::uint8_t>(kPad, pad)));
-  std::array<std::uint8_t, 8> length{};
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-  update(std::as_bytes(std::span<const std::uint8_t>(length)));
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(context_->ctx, digest.data(), &size) != 1 ||
+      EVP_DigestInit_ex(context_->ctx, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("sha256: libcrypto failed to finish the digest");
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(64);
-  for (const std::uint32_t word : state_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xfu];
+  out.reserve(2 * size);
+  for (unsigned int i = 0; i < size; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
   }
-  reset();
   return out;
 }
 
 std::string sha256_hex(std::span<const std::byte> bytes) {
-  Sha256 hash;
-  hash.update(bytes);
-  return hash.hex_digest();
+  Sha256 h;
+  h.update(bytes);
+  return h.hex_digest();
 }
 
 }  // namespace tandem
