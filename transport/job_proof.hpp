@@ -46,6 +46,13 @@ struct ProofContext {
   JobNonce to_nonce{};    // the checker's nonce
 };
 
+// What every connection of a job proves knowledge of: the job token (empty: none) and rank 0's
+// per-job nonce, which the rendezvous hands to every rank once it has proved itself.
+struct JobCredentials {
+  std::string token;
+  JobNonce job{};
+};
+
 // A nonce from the operating system's cryptographic generator.
 JobNonce fresh_nonce();
 
