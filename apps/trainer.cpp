@@ -19,6 +19,7 @@
 #include "apps/stage_state.hpp"
 #include "models/data/markov_text.hpp"
 #include "models/train_step.hpp"
+#include "runtime/resident_memory.hpp"
 #include "runtime/scheduler.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/schedule_error.hpp"
@@ -187,6 +188,7 @@ class Progress {
     r.lr = scheduled_lr(train_.lr_schedule, train_.optimizer.lr, std::max<int64_t>(next_ - 1, 0),
                         steps_);
     r.eval = std::move(eval);
+    if (const auto rss = resident_bytes()) r.resident_mib = static_cast<double>(*rss) / (1 << 20);
     r.window_s = window_s;
     for (size_t d = 0; d < busy_ns_.size() && d < layout_.size(); ++d) {
       const int64_t total = busy_ns_[d].load(std::memory_order_relaxed);

@@ -46,6 +46,9 @@ struct StepRecord {
   double elapsed_s = 0;
   double eta_s = 0;
   double lr = 0;
+  // This process's resident memory when the record was made (absent where the system does not
+  // say): what shows a leak over a long run.
+  std::optional<double> resident_mib;
   std::optional<EvalResult> eval;  // when the held-out data was evaluated at this step
   // Per stage replica, stage by stage: the seconds its actions ran within this record's window
   // (busy / window_s is its utilization; the rest is bubble and waiting for messages).

@@ -83,6 +83,7 @@ nlohmann::json to_json(const StepRecord& r) {
                    {"eta_s", r.eta_s},
                    {"lr", r.lr}};
   if (r.accuracy) j["accuracy"] = *r.accuracy;
+  if (r.resident_mib) j["resident_mib"] = *r.resident_mib;
   if (r.eval) {
     j["eval_loss"] = r.eval->loss;
     if (r.accuracy) j["eval_accuracy"] = r.eval->accuracy;
