@@ -7,6 +7,7 @@
 #include <string>
 
 #include "apps/bench_run.hpp"
+#include "apps/cluster_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/output_file.hpp"
 #include "apps/process_group.hpp"
@@ -54,8 +55,8 @@ void add_bench_command(CLI::App& app) {
     }
     const Config config = load_config(args->config);
     // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
-    const std::unique_ptr<ProcessGroup> group = join_launched_job(
-        config.cluster.transport, config.cluster.collectives, config.cluster.tcp_lanes);
+    const std::unique_ptr<ProcessGroup> group =
+        join_launched_job(process_group_options(config.cluster));
     options.group = group.get();
     const BenchReport report = run_bench(config, options);
     if (group != nullptr) {

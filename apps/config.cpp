@@ -885,6 +885,9 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
                                 std::to_string(lanes));
     }
     c.cluster.tcp_lanes = static_cast<int>(lanes);
+    // A week at most: the timeout is a safety net, never a way to switch detection off.
+    c.cluster.stall_timeout_s =
+        in_range(*cl, "stall_timeout", c.cluster.stall_timeout_s, 0.5, 7 * 86400.0, false);
     cl->finish();
   }
   check_memory(c, model, parameters, machine);

@@ -109,6 +109,10 @@ struct ClusterConfig {
   // TCP streams per pair of processes on the tcp data plane: large tensors are striped over
   // them (TcpChannelOptions::lanes). 1 to 8.
   int tcp_lanes = 2;
+  // Seconds a rank may hold work (an action running, messages unhandled) without completing
+  // any before the job ends naming it: a stuck kernel, a deadlock or a frozen disk ends the run
+  // instead of hanging it. Large enough for the slowest action of a real model.
+  double stall_timeout_s = 300;
   ConfigLocation where;
 };
 

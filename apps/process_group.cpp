@@ -297,17 +297,12 @@ void ProcessGroup::shutdown() {
   impl_->rendezvous->shutdown();
 }
 
-std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
-                                                const std::string& collectives, int tcp_lanes) {
+std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options) {
   const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
   if (env.world_size <= 1) return nullptr;
-  ProcessGroupOptions o;
-  o.env = env;
-  o.transport = transport;
-  o.collectives = collectives;
-  o.tcp_lanes = tcp_lanes;
-  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
-  return std::make_unique<ProcessGroup>(std::move(o));
+  options.env = env;
+  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) options.host = host;
+  return std::make_unique<ProcessGroup>(std::move(options));
 }
 
 }  // namespace tandem::apps

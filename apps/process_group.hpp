@@ -40,6 +40,9 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
+  // A rank holding work without completing any for this long ends the job, named with its
+  // stage and what it waits for (transport::RendezvousOptions::stall_timeout).
+  std::chrono::milliseconds stall_timeout{std::chrono::minutes(5)};
   // Bounds each exchange between segments (a rank still training its part may take long).
   std::chrono::milliseconds exchange_timeout{std::chrono::minutes(30)};
 };
@@ -88,10 +91,9 @@ class ProcessGroup {
 };
 
 // When a launcher started this process as one of several (transport::read_launch_env), joins
-// the job (TANDEM_HOST, when set, is this process's address); otherwise null. Throws
-// transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
-std::unique_ptr<ProcessGroup> join_launched_job(
-    const std::string& transport, const std::string& collectives = "auto",
-    int tcp_lanes = transport::TcpChannelOptions{}.lanes);
+// the job with `options` (their env and host filled in here; TANDEM_HOST, when set, is this
+// process's address); otherwise null. Throws transport::LaunchEnvError for malformed variables,
+// RendezvousError for a failed join.
+std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options);
 
 }  // namespace tandem::apps

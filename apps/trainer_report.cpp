@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "apps/cluster_options.hpp"
 #include "apps/default_config.hpp"
 #include "apps/process_group.hpp"
 #include "apps/process_placement.hpp"
@@ -174,8 +175,7 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
                                  : parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
-  std::unique_ptr<ProcessGroup> group = join_launched_job(
-      config.cluster.transport, config.cluster.collectives, config.cluster.tcp_lanes);
+  std::unique_ptr<ProcessGroup> group = join_launched_job(process_group_options(config.cluster));
   const bool reporter = group == nullptr || group->rank() == 0;
   std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
   const auto on_record = [&](const StepRecord& r) {

@@ -335,6 +335,17 @@ TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
   expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be <= 8"});
 }
 
+TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
+  const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
+  EXPECT_EQ(parse_config(base, "t").cluster.stall_timeout_s, 300);
+  EXPECT_EQ(parse_config(base + "cluster: {stall_timeout: 2.5}\n", "t").cluster.stall_timeout_s,
+            2.5);
+  const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+  expect_error(base + "cluster: {stall_timeout: 0}\n", line,
+               {"cluster.stall_timeout", "must be in [0.5"});
+  expect_error(base + "cluster: {stall_timeout: 1e9}\n", line, {"cluster.stall_timeout"});
+}
+
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
   EXPECT_NO_THROW(parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
   expect_error(pipeline("  schedule: 1f1b\n  chunk: 2\n", kTwoStages), 6,
