@@ -6,8 +6,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "runtime/sha256.hpp"
-
 namespace tandem::transport {
 namespace {
 
@@ -22,7 +20,7 @@ class Writer {
     out_.insert(out_.end(), b.begin(), b.end());
   }
   void text(std::string_view s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
-  void raw(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void digest(std::span<const std::uint8_t> d) { bytes(std::as_bytes(d)); }
   std::vector<std::byte>& out() { return out_; }
 
  private:
@@ -64,10 +62,20 @@ class Reader {
     }
     return s;
   }
-  void fixed(std::string_view field, std::span<std::uint8_t> out) {
-    need(field, out.size());
-    std::memcpy(out.data(), in_.data() + pos_, out.size());
-    pos_ += out.size();
+  // A nonce or proof: length-prefixed like any bytes, but of exactly out.size() bytes.
+  void digest(std::string_view field, std::span<std::uint8_t> out) {
+    const std::uint32_t n = u32(field);
+    if (n != out.size()) {
+      fail(field, "length " + std::to_string(n) + ", expected " + std::to_string(out.size()));
+    }
+    need(field, n);
+    std::memcpy(out.data(), in_.data() + pos_, n);
+    pos_ += n;
+  }
+  bool flag(std::string_view field) {
+    const std::uint8_t v = u8(field);
+    if (v > 1) fail(field, "is " + std::to_string(v) + ", expected 0 or 1");
+    return v == 1;
   }
   std::size_t left() const { return in_.size() - pos_; }
   void finish() {
@@ -134,6 +142,9 @@ FrameType frame_type(const ControlMessage& m) {
         if constexpr (std::is_same_v<T, Heartbeat>) return FrameType::kHeartbeat;
         if constexpr (std::is_same_v<T, RankLost>) return FrameType::kRankLost;
         if constexpr (std::is_same_v<T, Goodbye>) return FrameType::kGoodbye;
+        if constexpr (std::is_same_v<T, JoinRequest>) return FrameType::kJoinRequest;
+        if constexpr (std::is_same_v<T, Challenge>) return FrameType::kChallenge;
+        if constexpr (std::is_same_v<T, KvTake>) return FrameType::kKvTake;
       },
       m);
 }
@@ -162,10 +173,16 @@ void write_payload(Writer& w, const ControlMessage& m) {
       [&w](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, Hello>) {
-          w.u32(v.world_size);
-          w.u8(v.has_token ? 1 : 0);
-          w.raw(std::as_bytes(std::span(v.token_digest)));
           write_peer(w, v.self);
+          w.digest(v.proof);
+        } else if constexpr (std::is_same_v<T, JoinRequest>) {
+          w.u32(v.rank);
+          w.u32(v.world_size);
+          w.digest(v.client_nonce);
+        } else if constexpr (std::is_same_v<T, Challenge>) {
+          w.digest(v.server_nonce);
+          w.digest(v.job);
+          w.digest(v.proof);
         } else if constexpr (std::is_same_v<T, Refused>) {
           w.text(v.reason);
         } else if constexpr (std::is_same_v<T, PeerTable>) {
@@ -176,7 +193,7 @@ void write_payload(Writer& w, const ControlMessage& m) {
         } else if constexpr (std::is_same_v<T, KvSet>) {
           w.text(v.key);
           w.bytes(v.value);
-        } else if constexpr (std::is_same_v<T, KvGet>) {
+        } else if constexpr (std::is_same_v<T, KvGet> || std::is_same_v<T, KvTake>) {
           w.u64(v.request);
           w.text(v.key);
         } else if constexpr (std::is_same_v<T, KvValue>) {
@@ -186,8 +203,12 @@ void write_payload(Writer& w, const ControlMessage& m) {
           w.u32(v.rank);
           w.text(v.host);
           w.text(v.reason);
+        } else if constexpr (std::is_same_v<T, Heartbeat>) {
+          w.u64(v.completed);
+          w.u8(v.has_work ? 1 : 0);
+          w.text(v.waiting_for);
         } else {
-          static_assert(std::is_same_v<T, Heartbeat> || std::is_same_v<T, Goodbye>);
+          static_assert(std::is_same_v<T, Goodbye>);
         }
       },
       m);
@@ -219,6 +240,12 @@ std::string_view frame_type_name(FrameType type) {
       return "rank-lost";
     case FrameType::kGoodbye:
       return "goodbye";
+    case FrameType::kJoinRequest:
+      return "join-request";
+    case FrameType::kChallenge:
+      return "challenge";
+    case FrameType::kKvTake:
+      return "kv-take";
   }
   return "unknown";
 }
@@ -263,7 +290,7 @@ FrameHeader decode_header(std::span<const std::byte> bytes, std::uint32_t max_pa
                      ", this build speaks version " + std::to_string(kControlVersion));
   }
   if (type < static_cast<std::uint16_t>(FrameType::kHello) ||
-      type > static_cast<std::uint16_t>(FrameType::kGoodbye)) {
+      type > static_cast<std::uint16_t>(kLastFrameType)) {
     throw FrameError("control frame header: unknown frame type " + std::to_string(type));
   }
   const std::uint32_t size = r.u32("payload length");
@@ -281,13 +308,25 @@ ControlMessage decode_payload(FrameType type, std::span<const std::byte> payload
   switch (type) {
     case FrameType::kHello: {
       Hello h;
-      h.world_size = r.u32("world_size");
-      const std::uint8_t has = r.u8("has_token");
-      if (has > 1) r.fail("has_token", "is " + std::to_string(has) + ", expected 0 or 1");
-      h.has_token = has == 1;
-      r.fixed("token_digest", h.token_digest);
       h.self = read_peer(r);
+      r.digest("proof", h.proof);
       m = std::move(h);
+      break;
+    }
+    case FrameType::kJoinRequest: {
+      JoinRequest j;
+      j.rank = r.u32("rank");
+      j.world_size = r.u32("world_size");
+      r.digest("client_nonce", j.client_nonce);
+      m = j;
+      break;
+    }
+    case FrameType::kChallenge: {
+      Challenge c;
+      r.digest("server_nonce", c.server_nonce);
+      r.digest("job", c.job);
+      r.digest("proof", c.proof);
+      m = c;
       break;
     }
     case FrameType::kRefused:
@@ -340,9 +379,21 @@ ControlMessage decode_payload(FrameType type, std::span<const std::byte> payload
       m = std::move(v);
       break;
     }
-    case FrameType::kHeartbeat:
-      m = Heartbeat{};
+    case FrameType::kKvTake: {
+      KvTake t;
+      t.request = r.u64("request");
+      t.key = r.text("key", kMaxTextField);
+      m = std::move(t);
       break;
+    }
+    case FrameType::kHeartbeat: {
+      Heartbeat h;
+      h.completed = r.u64("completed");
+      h.has_work = r.flag("has_work");
+      h.waiting_for = r.text("waiting_for", kMaxTextField);
+      m = std::move(h);
+      break;
+    }
     case FrameType::kRankLost: {
       RankLost l;
       l.rank = r.u32("rank");
@@ -397,18 +448,6 @@ std::string printable(std::string_view text, std::size_t limit) {
   out.resize(cut);
   out.append(std::min<std::size_t>(3, limit), '.');
   return out;
-}
-
-TokenDigest token_digest(std::string_view token) {
-  const std::string hex = sha256_hex(std::as_bytes(std::span(token.data(), token.size())));
-  TokenDigest d{};
-  auto nibble = [](char c) -> std::uint8_t {
-    return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10);
-  };
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    d[i] = static_cast<std::uint8_t>((nibble(hex[2 * i]) << 4) | nibble(hex[2 * i + 1]));
-  }
-  return d;
 }
 
 }  // namespace tandem::transport

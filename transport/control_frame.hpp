@@ -18,10 +18,14 @@
 #include <variant>
 #include <vector>
 
+#include "transport/job_proof.hpp"
+
 namespace tandem::transport {
 
 inline constexpr std::uint32_t kControlMagic = 0x50434454;  // "TDCP" on the wire
-inline constexpr std::uint16_t kControlVersion = 1;
+// Version 2: the challenge-response join (join-request, challenge, a hello with a proof),
+// kv-take, and heartbeats that carry progress.
+inline constexpr std::uint16_t kControlVersion = 2;
 inline constexpr std::size_t kFrameHeaderSize = 12;
 // Payload bound for an established connection (a peer table of many ranks with their UCX
 // worker addresses fits) and the far smaller one for a connection that has not yet said
@@ -40,8 +44,10 @@ class FrameError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A join runs: join-request (rank -> 0), challenge (0 -> rank), hello (rank -> 0), then the
+// peer table once every rank's hello is in (transport/job_proof.hpp says what the proofs are).
 enum class FrameType : std::uint16_t {
-  kHello = 1,           // rank -> rank 0: registration
+  kHello = 1,           // rank -> rank 0: registration, with the rank's proof
   kRefused = 2,         // rank 0 -> rank: registration refused (then the connection closes)
   kPeerTable = 3,       // rank 0 -> every rank: all ranks joined
   kBarrierEnter = 4,    // rank -> rank 0
@@ -52,9 +58,11 @@ enum class FrameType : std::uint16_t {
   kHeartbeat = 9,       // both ways
   kRankLost = 10,       // rank 0 -> every rank
   kGoodbye = 11,        // both ways: an orderly leave (rank) or close (rank 0)
+  kJoinRequest = 12,    // rank -> rank 0: the first frame of a connection
+  kChallenge = 13,      // rank 0 -> rank: its nonces and its proof
+  kKvTake = 14,         // rank -> rank 0; answered by kKvValue, and the key is gone
 };
-
-using TokenDigest = std::array<std::uint8_t, 32>;
+inline constexpr FrameType kLastFrameType = FrameType::kKvTake;
 
 // One rank as the others see it.
 struct PeerInfo {
@@ -66,13 +74,27 @@ struct PeerInfo {
   bool operator==(const PeerInfo&) const = default;
 };
 
-struct Hello {
+// What a connecting process says before it has proved anything: who it claims to be and its
+// fresh nonce, nothing else.
+struct JoinRequest {
+  std::uint32_t rank = 0;
   std::uint32_t world_size = 0;
-  // SHA-256 of the job token; absent when the rank has none. The token itself never travels.
-  bool has_token = false;
-  TokenDigest token_digest{};
+  JobNonce client_nonce{};
+  bool operator==(const JoinRequest&) const = default;
+};
+// Rank 0's answer: its nonce for this connection, the job's nonce, and its proof
+// (ProofPurpose::kControlAdmit) that it holds the job token.
+struct Challenge {
+  JobNonce server_nonce{};
+  JobNonce job{};
+  JobProof proof{};
+  bool operator==(const Challenge&) const = default;
+};
+// The registration, sent only once rank 0 proved itself; `proof` is the rank's
+// (ProofPurpose::kControlJoin).
+struct Hello {
   PeerInfo self;
-
+  JobProof proof{};
   bool operator==(const Hello&) const = default;
 };
 struct Refused {
@@ -106,7 +128,17 @@ struct KvValue {
   std::vector<std::byte> value;
   bool operator==(const KvValue&) const = default;
 };
+struct KvTake {
+  std::uint64_t request = 0;
+  std::string key;
+  bool operator==(const KvTake&) const = default;
+};
+// Rank 0's heartbeats carry no progress (all zero); a rank's carry what its progress callback
+// last reported (transport/rendezvous.hpp, RankProgress).
 struct Heartbeat {
+  std::uint64_t completed = 0;
+  bool has_work = false;
+  std::string waiting_for;
   bool operator==(const Heartbeat&) const = default;
 };
 struct RankLost {
@@ -119,8 +151,9 @@ struct Goodbye {
   bool operator==(const Goodbye&) const = default;
 };
 
-using ControlMessage = std::variant<Hello, Refused, PeerTable, BarrierEnter, BarrierRelease, KvSet,
-                                    KvGet, KvValue, Heartbeat, RankLost, Goodbye>;
+using ControlMessage =
+    std::variant<Hello, Refused, PeerTable, BarrierEnter, BarrierRelease, KvSet, KvGet, KvValue,
+                 Heartbeat, RankLost, Goodbye, JoinRequest, Challenge, KvTake>;
 
 struct FrameHeader {
   FrameType type = FrameType::kHeartbeat;
@@ -146,6 +179,5 @@ std::string_view frame_type_name(FrameType type);
 // Text fit for a log line or a text field: printable ASCII kept, anything else (and '\\') as
 // \xNN, cut to at most `limit` bytes with "..." marking the cut.
 std::string printable(std::string_view text, std::size_t limit = 64);
-TokenDigest token_digest(std::string_view token);
 
 }  // namespace tandem::transport

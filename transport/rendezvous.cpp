@@ -15,6 +15,7 @@
 #include <asio/write.hpp>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -36,6 +37,8 @@ constexpr std::chrono::milliseconds kLinger{1000};
 // Beyond a join's own timeout, how long its caller waits for the rendezvous thread to report.
 constexpr std::chrono::milliseconds kJoinGrace{2000};
 constexpr std::chrono::milliseconds kStopGrace{2000};
+// Rank 0 keeps the newest refusals only, so that a flood of strangers cannot grow the list.
+constexpr std::size_t kMaxRefusalsKept = 4096;
 
 std::string secs(Clock::duration d) {
   return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
@@ -74,7 +77,47 @@ struct Conn {
   int rank = -1;       // rank 0's side: -1 until its hello is accepted
   std::string remote;  // "127.0.0.1:40312"
   Clock::time_point last_seen = Clock::now();
+  std::uint64_t seq = 0;  // rank 0's side: accept order, to drop the oldest stranger first
+  // The join handshake (transport/job_proof.hpp).
+  bool challenged = false;  // rank 0's side: its join request was answered
+  bool admitted = false;    // a rank's side: rank 0 proved itself and the hello is sent
+  std::uint32_t claimed_rank = 0;
+  std::uint32_t claimed_world = 0;
+  JobNonce client_nonce{};  // the joining rank's
+  JobNonce server_nonce{};  // rank 0's, fresh for this connection
 };
+
+// Rank 0's view of what a rank last reported of its work.
+struct Progress {
+  std::uint64_t completed = 0;
+  bool has_work = false;
+  std::string waiting_for;
+  Clock::time_point since = Clock::now();  // when `completed` last moved or the rank was idle
+};
+
+void note_progress(Progress& p, const RankProgress& now_reported) {
+  if (!now_reported.has_work || !p.has_work || now_reported.completed != p.completed) {
+    p.since = Clock::now();
+  }
+  p.completed = now_reported.completed;
+  p.has_work = now_reported.has_work;
+  p.waiting_for = now_reported.waiting_for;
+}
+
+// A name (not an address literal, not "localhost", which say what they mean) that resolves to
+// a loopback address: the first such address, else empty.
+std::string loopback_behind_name(asio::io_context& io, const std::string& host) {
+  std::error_code ec;
+  (void)asio::ip::make_address(host, ec);
+  if (!ec || host == "localhost") return "";
+  tcp::resolver r(io);
+  const auto endpoints = r.resolve(host, "0", tcp::resolver::numeric_service, ec);
+  if (ec) return "";
+  for (const auto& e : endpoints) {
+    if (e.endpoint().address().is_loopback()) return e.endpoint().address().to_string();
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -85,11 +128,13 @@ struct Rendezvous::Impl {
     std::shared_ptr<Conn> conn;
     MemberState state = MemberState::kAbsent;
     PeerInfo info;
+    Progress progress;
   };
   struct Waiter {
-    bool local = false;  // rank 0's own get()
+    bool local = false;  // rank 0's own get() or take()
     std::weak_ptr<Conn> conn;
     std::uint64_t request = 0;
+    bool take = false;
   };
 
   explicit Impl(RendezvousOptions o);
@@ -127,31 +172,43 @@ struct Rendezvous::Impl {
   // --- rank 0 (rendezvous thread) ---
   void accept();
   void on_accepted(const std::shared_ptr<Conn>& c);
+  void add_pending(const std::shared_ptr<Conn>& c);
+  void note_refusal(const std::string& entry);
   void refuse(const std::shared_ptr<Conn>& c, const std::string& reason);
+  void on_stranger_frame(const std::shared_ptr<Conn>& c, ControlMessage msg);
+  void on_join_request(const std::shared_ptr<Conn>& c, const JoinRequest& j);
   void on_hello(const std::shared_ptr<Conn>& c, const Hello& h);
+  std::string hello_problem(const Conn& c, const Hello& h);
+  void on_member_frame(const std::shared_ptr<Conn>& c, ControlMessage msg);
   void send_table();
   void server_join_timeout();
   void on_barrier(int rank, const std::string& name);
   void kv_set(const std::string& key, std::vector<std::byte> value);
   void kv_get(Waiter w, const std::string& key);
-  void deliver(const Waiter& w, const std::vector<std::byte>& value);
-  void declare_lost(int rank, const std::string& reason);
+  void kv_erase(std::map<std::string, std::vector<std::byte>>::iterator it);
+  bool deliver(const Waiter& w, const std::vector<std::byte>& value);
+  void declare_lost(int rank, const std::string& reason, bool tell_it = false);
+  void check_stalls(Clock::time_point now);
+  void declare_stalled(std::size_t rank, const std::string& reason);
 
   // --- other ranks (rendezvous thread) ---
   void start_join(std::chrono::milliseconds timeout);
   void connect();
   void retry_connect(std::string why);
   void on_connected(const std::shared_ptr<Conn>& c);
-  void on_master_frame(ControlMessage msg);
+  void on_challenge(const std::shared_ptr<Conn>& c, const Challenge& ch);
+  void on_master_frame(const std::shared_ptr<Conn>& c, ControlMessage msg);
+  std::vector<std::byte> fetch(std::string_view key, std::chrono::milliseconds timeout, bool take);
   void fail_join(const std::string& why);
+  void log_waiting();
 
   // --- either (rendezvous thread) ---
   void record_lost(LostRank l);
   void stop_io(bool graceful);
+  RankProgress sample_progress();
 
   RendezvousOptions opt;
   PeerInfo self;
-  TokenDigest digest{};
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard{
       asio::make_work_guard(io)};
@@ -160,14 +217,18 @@ struct Rendezvous::Impl {
   asio::steady_timer tick_timer{io};
   asio::steady_timer join_timer{io};
   asio::steady_timer retry_timer{io};
+  asio::steady_timer wait_log_timer{io};
   std::uint16_t bound_port = 0;
   std::thread thread;
   std::atomic<std::thread::id> io_thread_id{};
 
   // Rendezvous thread only.
   bool stopping = false;
-  std::vector<Member> members;              // rank 0: by rank; [0] is rank 0 itself
-  std::set<std::shared_ptr<Conn>> pending;  // rank 0: connections that have not said hello
+  std::vector<Member> members;  // rank 0: by rank; [0] is rank 0 itself
+  // Rank 0: the connections that have not completed the handshake, by accept order (oldest
+  // first), and the next order number.
+  std::map<std::uint64_t, std::shared_ptr<Conn>> pending;
+  std::uint64_t next_seq = 0;
   bool table_sent = false;
   bool join_given_up = false;
   std::map<std::string, std::set<int>> arrivals;
@@ -179,7 +240,9 @@ struct Rendezvous::Impl {
   std::chrono::milliseconds backoff = kFirstRetry;
   std::string last_connect_error = "no attempt yet";
   std::chrono::milliseconds join_timeout{0};
+  Clock::time_point join_started = Clock::now();
   Clock::time_point tick_due = Clock::now();
+  std::atomic<std::size_t> kv_bytes{0};  // rank 0: keys and values in `kv`
 
   // Shared with callers, under mu.
   mutable std::mutex mu;
@@ -188,10 +251,12 @@ struct Rendezvous::Impl {
   std::string failure;
   bool join_called = false;
   std::vector<PeerInfo> peers;
+  JobNonce job{};  // rank 0: drawn at construction; others: from rank 0's proven challenge
+  bool job_known = false;
   std::vector<bool> registered;
   std::vector<LostRank> lost_ranks;
   std::string broken;  // set by the first loss (or rank 0's close); blocking calls throw it
-  std::vector<std::string> refusals;
+  std::deque<std::string> refusals;
   std::map<std::string, std::uint64_t> released;
   std::map<std::uint64_t, std::optional<std::vector<std::byte>>> gets;
   std::uint64_t next_request = 1;
@@ -226,10 +291,19 @@ Rendezvous::Impl::Impl(RendezvousOptions o) : opt(std::move(o)) {
     throw std::invalid_argument(fmt::format("rendezvous: blob of {} bytes exceeds the limit of {}",
                                             opt.blob.size(), kMaxBlobField));
   }
-  if (!opt.job_token.empty()) digest = token_digest(opt.job_token);
+  if (opt.max_pending_connections == 0 || opt.hello_timeout.count() <= 0 ||
+      opt.stall_timeout.count() < 0 || opt.join_log_interval.count() <= 0) {
+    throw std::invalid_argument(fmt::format(
+        "rendezvous: max_pending_connections ({}), hello_timeout ({} ms) and join_log_interval "
+        "({} ms) must be positive, stall_timeout ({} ms) not negative",
+        opt.max_pending_connections, opt.hello_timeout.count(), opt.join_log_interval.count(),
+        opt.stall_timeout.count()));
+  }
   self = PeerInfo{static_cast<std::uint32_t>(opt.rank), opt.host_name, opt.blob, opt.devices};
 
   if (server()) {
+    job = fresh_nonce();
+    job_known = true;
     members.resize(static_cast<std::size_t>(opt.world_size));
     members[0].state = MemberState::kLive;
     members[0].info = self;
@@ -260,6 +334,14 @@ Rendezvous::Impl::Impl(RendezvousOptions o) : opt(std::move(o)) {
       } catch (const std::system_error& e) {
         throw RendezvousError(fmt::format("rendezvous: rank 0 cannot listen on {}:{}: {}", host,
                                           opt.master_port, e.code().message()));
+      }
+      const std::string loopback = loopback_behind_name(io, opt.master_host);
+      if (!loopback.empty()) {
+        spdlog::warn(
+            "rendezvous: rank 0's master host '{}' is a name that resolves to the loopback "
+            "address {} here, so ranks on other hosts cannot reach it; set MASTER_ADDR (or "
+            "TANDEM_MASTER) to this host's network address",
+            printable(opt.master_host), loopback);
       }
     }
   }
@@ -388,18 +470,15 @@ void Rendezvous::Impl::read_frame(const std::shared_ptr<Conn>& c) {
 
 void Rendezvous::Impl::on_frame(const std::shared_ptr<Conn>& c, ControlMessage msg) {
   if (!server()) {
-    on_master_frame(std::move(msg));
-    return;
+    on_master_frame(c, std::move(msg));
+  } else if (c->rank < 0) {
+    on_stranger_frame(c, std::move(msg));
+  } else {
+    on_member_frame(c, std::move(msg));
   }
-  if (c->rank < 0) {
-    if (const auto* hello = std::get_if<Hello>(&msg)) {
-      on_hello(c, *hello);
-    } else {
-      refuse(c, fmt::format("expected a hello first, got a '{}' frame",
-                            frame_type_name(frame_type(msg))));
-    }
-    return;
-  }
+}
+
+void Rendezvous::Impl::on_member_frame(const std::shared_ptr<Conn>& c, ControlMessage msg) {
   const int rank = c->rank;
   Member& m = members[static_cast<std::size_t>(rank)];
   if (m.state != MemberState::kLive) return;
@@ -408,9 +487,11 @@ void Rendezvous::Impl::on_frame(const std::shared_ptr<Conn>& c, ControlMessage m
   } else if (auto* set = std::get_if<KvSet>(&msg)) {
     kv_set(set->key, std::move(set->value));
   } else if (auto* get = std::get_if<KvGet>(&msg)) {
-    kv_get(Waiter{false, c, get->request}, get->key);
-  } else if (std::holds_alternative<Heartbeat>(msg)) {
-    // last_seen is all it carries
+    kv_get(Waiter{false, c, get->request, false}, get->key);
+  } else if (auto* take = std::get_if<KvTake>(&msg)) {
+    kv_get(Waiter{false, c, take->request, true}, take->key);
+  } else if (auto* beat = std::get_if<Heartbeat>(&msg)) {
+    note_progress(m.progress, RankProgress{beat->completed, beat->has_work, beat->waiting_for});
   } else if (std::holds_alternative<Goodbye>(msg)) {
     m.state = MemberState::kDeparted;
     send(c, Goodbye{});
@@ -430,6 +511,11 @@ void Rendezvous::Impl::on_bad_frame(const std::shared_ptr<Conn>& c, const std::s
   // that sends garbage is treated as lost, since nothing it sends can be trusted any more.
   if (server() && c->rank < 0) {
     refuse(c, what);
+  } else if (!server() && joining) {
+    // Whatever listens there does not speak this protocol (or this version of it).
+    close(c);
+    fail_join(
+        fmt::format("rank 0 at {} sent a frame this rank cannot read: {}", master_address(), what));
   } else {
     conn_failed(c, "malformed frame: " + what);
   }
@@ -440,11 +526,10 @@ void Rendezvous::Impl::conn_failed(const std::shared_ptr<Conn>& c, const std::st
   close(c);
   if (server()) {
     if (c->rank < 0) {
-      pending.erase(c);
+      pending.erase(c->seq);
       const std::string entry = fmt::format("from {}: {}", c->remote, reason);
       spdlog::warn("rendezvous: rank 0 dropped a connection {}", entry);
-      std::lock_guard lock(mu);
-      refusals.push_back(entry);
+      note_refusal(entry);
     } else {
       declare_lost(c->rank,
                    reason == "connection closed" ? "connection closed without goodbye" : reason);
@@ -456,6 +541,19 @@ void Rendezvous::Impl::conn_failed(const std::shared_ptr<Conn>& c, const std::st
     std::lock_guard lock(mu);
     left = true;
     cv.notify_all();
+    return;
+  }
+  if (joining) {
+    // Before the peer table nothing is lost yet: rank 0 may have dropped this connection as
+    // one of too many strangers, or not be up; connect again until the join's deadline.
+    if (c->admitted) {
+      spdlog::warn(
+          "rendezvous (rank {}): the connection to rank 0 at {} closed during the join "
+          "({}); connecting again",
+          opt.rank, master_address(), reason);
+    }
+    master.reset();
+    retry_connect(reason);
     return;
   }
   const std::string why =
@@ -545,6 +643,8 @@ void Rendezvous::Impl::tick() {
   // after they were read, rather than declare live peers lost.
   const bool judge = now - tick_due <= opt.heartbeat_interval;
   if (server()) {
+    if (opt.progress) note_progress(members[0].progress, sample_progress());
+    if (judge) check_stalls(now);
     for (std::size_t r = 1; r < members.size(); ++r) {
       Member& m = members[r];
       if (m.state != MemberState::kLive) continue;
@@ -554,11 +654,12 @@ void Rendezvous::Impl::tick() {
         send(m.conn, Heartbeat{});
       }
     }
-  } else if (master && !master->closed && !leaving) {
+  } else if (master && master->admitted && !master->closed && !leaving) {
     if (judge && now - master->last_seen > opt.heartbeat_timeout) {
       conn_failed(master, "no heartbeat for " + secs(now - master->last_seen));
     } else {
-      send(master, Heartbeat{});
+      const RankProgress p = sample_progress();
+      send(master, Heartbeat{p.completed, p.has_work, printable(p.waiting_for, kMaxTextField)});
     }
   }
   tick_due = now + opt.heartbeat_interval;
@@ -595,7 +696,7 @@ void Rendezvous::Impl::on_accepted(const std::shared_ptr<Conn>& c) {
   c->remote =
       ec ? "an unknown address" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
   c->socket.set_option(tcp::no_delay(true), ec);
-  pending.insert(c);
+  add_pending(c);
   c->timer.expires_after(opt.hello_timeout);
   c->timer.async_wait([this, c](std::error_code e) {
     if (!e && !c->closed && !c->closing && c->rank < 0) {
@@ -605,63 +706,97 @@ void Rendezvous::Impl::on_accepted(const std::shared_ptr<Conn>& c) {
   read_frame(c);
 }
 
+void Rendezvous::Impl::add_pending(const std::shared_ptr<Conn>& c) {
+  c->seq = next_seq++;
+  pending.emplace(c->seq, c);
+  while (pending.size() > opt.max_pending_connections) {
+    const std::shared_ptr<Conn> oldest = pending.begin()->second;
+    pending.erase(pending.begin());
+    const std::string entry = fmt::format(
+        "from {}: dropped, the oldest of more than {} connections that had not "
+        "completed the join",
+        oldest->remote, opt.max_pending_connections);
+    spdlog::warn("rendezvous: rank 0 {}", entry);
+    note_refusal(entry);
+    close(oldest);
+  }
+}
+
+void Rendezvous::Impl::note_refusal(const std::string& entry) {
+  std::lock_guard lock(mu);
+  refusals.push_back(entry);
+  if (refusals.size() > kMaxRefusalsKept) refusals.pop_front();
+}
+
 void Rendezvous::Impl::refuse(const std::shared_ptr<Conn>& c, const std::string& reason) {
   const std::string entry = fmt::format("from {}: {}", c->remote, reason);
   spdlog::warn("rendezvous: rank 0 refused a connection {}", entry);
-  {
-    std::lock_guard lock(mu);
-    refusals.push_back(entry);
-  }
-  pending.erase(c);
+  note_refusal(entry);
+  pending.erase(c->seq);
   send(c, Refused{printable(reason, kMaxTextField)});
   close_after_flush(c);
 }
 
+void Rendezvous::Impl::on_stranger_frame(const std::shared_ptr<Conn>& c, ControlMessage msg) {
+  if (!c->challenged) {
+    if (const auto* request = std::get_if<JoinRequest>(&msg)) {
+      on_join_request(c, *request);
+    } else {
+      refuse(c, fmt::format("expected a join request first, got a '{}' frame",
+                            frame_type_name(frame_type(msg))));
+    }
+  } else if (const auto* hello = std::get_if<Hello>(&msg)) {
+    on_hello(c, *hello);
+  } else if (const auto* refused = std::get_if<Refused>(&msg)) {
+    // The rank could not verify rank 0's proof; it says so and goes.
+    const std::string entry = fmt::format("from {}: rank {} refused rank 0: {}", c->remote,
+                                          c->claimed_rank, printable(refused->reason, 256));
+    spdlog::warn("rendezvous: rank 0 was refused by a connection {}", entry);
+    note_refusal(entry);
+    pending.erase(c->seq);
+    close_after_flush(c);
+  } else {
+    refuse(c, fmt::format("expected a hello after the challenge, got a '{}' frame",
+                          frame_type_name(frame_type(msg))));
+  }
+}
+
+void Rendezvous::Impl::on_join_request(const std::shared_ptr<Conn>& c, const JoinRequest& j) {
+  c->challenged = true;
+  c->claimed_rank = j.rank;
+  c->claimed_world = j.world_size;
+  c->client_nonce = j.client_nonce;
+  c->server_nonce = fresh_nonce();
+  const ProofContext admit{
+      ProofPurpose::kControlAdmit, job, 0, j.rank, 0, c->server_nonce, c->client_nonce};
+  send(c, Challenge{c->server_nonce, job, make_proof(opt.job_token, admit)});
+}
+
 void Rendezvous::Impl::on_hello(const std::shared_ptr<Conn>& c, const Hello& h) {
-  const int world = opt.world_size;
-  const std::string who = fmt::format("rank {} on '{}'", h.self.rank, h.self.host);
-  // The token first: a process of another job learns nothing else about this one.
-  const bool mine = !opt.job_token.empty();
-  if (mine != h.has_token || (mine && h.token_digest != digest)) {
-    refuse(c, !h.has_token ? who +
-                                 " has no job token (set TANDEM_JOB_TOKEN or "
-                                 "TANDEM_JOB_TOKEN_FILE as rank 0 has)"
-              : !mine ? who + " has a job token but rank 0 has none"
-                      : who + ": the job token does not match rank 0's");
+  // The proof first: a process that cannot make it learns nothing else about this job, and
+  // nothing it wrote in its hello is looked at.
+  const ProofContext join{
+      ProofPurpose::kControlJoin, job, c->claimed_rank, 0, 0, c->client_nonce, c->server_nonce};
+  if (!check_proof(opt.job_token, join, h.proof)) {
+    refuse(c, fmt::format("rank {} did not prove it holds the job token (its token differs from "
+                          "rank 0's, or one side has none, or the hello is a replay)",
+                          c->claimed_rank));
     return;
   }
-  if (h.world_size != static_cast<std::uint32_t>(world)) {
-    refuse(c,
-           fmt::format("{} says the world has {} ranks, rank 0 says {}", who, h.world_size, world));
-    return;
-  }
-  if (h.self.rank == 0 || h.self.rank >= static_cast<std::uint32_t>(world)) {
-    refuse(c, fmt::format("{}: rank {} is outside 1..{} (rank 0 is the listener)", who, h.self.rank,
-                          world - 1));
-    return;
-  }
-  if (join_given_up) {
-    refuse(c, who + ": the job's rendezvous already failed on rank 0");
+  if (const std::string problem = hello_problem(*c, h); !problem.empty()) {
+    refuse(c, problem);
     return;
   }
   const auto r = static_cast<std::size_t>(h.self.rank);
   Member& m = members[r];
-  if (m.state != MemberState::kAbsent) {
-    refuse(c, fmt::format("{}: rank {} has already registered from {} ('{}')", who, r,
-                          m.conn->remote, m.info.host));
-    return;
-  }
-  if (table_sent) {  // unreachable while every rank is unique, kept as a guard
-    refuse(c, who + ": the job has already started");
-    return;
-  }
-  pending.erase(c);
+  pending.erase(c->seq);
   c->timer.cancel();
   c->rank = static_cast<int>(r);
   m.conn = c;
   m.state = MemberState::kLive;
   m.info = h.self;
-  spdlog::debug("rendezvous: {} registered from {}", who, c->remote);
+  m.progress = Progress{};
+  spdlog::debug("rendezvous: rank {} on '{}' registered from {}", r, h.self.host, c->remote);
   {
     std::lock_guard lock(mu);
     registered[r] = true;
@@ -671,6 +806,36 @@ void Rendezvous::Impl::on_hello(const std::shared_ptr<Conn>& c, const Hello& h) 
                   [](const Member& x) { return x.state == MemberState::kLive; })) {
     send_table();
   }
+}
+
+std::string Rendezvous::Impl::hello_problem(const Conn& c, const Hello& h) {
+  const auto world = static_cast<std::uint32_t>(opt.world_size);
+  const std::string who = fmt::format("rank {} on '{}'", h.self.rank, h.self.host);
+  if (h.self.rank != c.claimed_rank) {
+    return fmt::format("{}: the hello names rank {}, its join request rank {}", who, h.self.rank,
+                       c.claimed_rank);
+  }
+  if (c.claimed_world != world) {
+    return fmt::format("{} says the world has {} ranks, rank 0 says {}", who, c.claimed_world,
+                       world);
+  }
+  if (h.self.rank == 0 || h.self.rank >= world) {
+    return fmt::format("{}: rank {} is outside 1..{} (rank 0 is the listener)", who, h.self.rank,
+                       world - 1);
+  }
+  bool failed = false;
+  {
+    std::lock_guard lock(mu);
+    failed = phase == Phase::kFailed;
+  }
+  if (join_given_up || failed) return who + ": the job's rendezvous already failed on rank 0";
+  const Member& m = members[h.self.rank];
+  if (m.state != MemberState::kAbsent) {
+    return fmt::format("{}: rank {} has already registered from {} ('{}')", who, h.self.rank,
+                       m.conn->remote, m.info.host);
+  }
+  if (table_sent) return who + ": the job has already started";  // a guard: ranks are unique
+  return "";
 }
 
 void Rendezvous::Impl::send_table() {
@@ -732,42 +897,75 @@ void Rendezvous::Impl::on_barrier(int rank, const std::string& name) {
 }
 
 void Rendezvous::Impl::kv_set(const std::string& key, std::vector<std::byte> value) {
-  std::vector<std::byte>& stored = kv[key];
-  stored = std::move(value);
-  const auto it = waiters.find(key);
-  if (it == waiters.end()) return;
-  const std::vector<Waiter> ready = std::move(it->second);
-  waiters.erase(it);
-  for (const Waiter& w : ready) deliver(w, stored);
+  auto [it, inserted] = kv.try_emplace(key);
+  if (inserted) {
+    kv_bytes += key.size();
+  } else {
+    kv_bytes -= it->second.size();
+  }
+  it->second = std::move(value);
+  kv_bytes += it->second.size();
+  const auto w = waiters.find(key);
+  if (w == waiters.end()) return;
+  std::vector<Waiter> queue = std::move(w->second);
+  waiters.erase(w);
+  // In the order they asked: every get up to the first take that is delivered, which removes
+  // the key; the requests after it wait for the next value.
+  std::size_t next = 0;
+  while (next < queue.size()) {
+    const Waiter& x = queue[next++];
+    if (deliver(x, it->second) && x.take) {
+      kv_erase(it);
+      break;
+    }
+  }
+  if (next < queue.size())
+    waiters[key].assign(queue.begin() + static_cast<std::ptrdiff_t>(next), queue.end());
 }
 
 void Rendezvous::Impl::kv_get(Waiter w, const std::string& key) {
   const auto it = kv.find(key);
-  if (it != kv.end()) {
-    deliver(w, it->second);
-  } else {
+  if (it == kv.end()) {
     waiters[key].push_back(std::move(w));
+  } else if (deliver(w, it->second) && w.take) {
+    kv_erase(it);
   }
 }
 
-void Rendezvous::Impl::deliver(const Waiter& w, const std::vector<std::byte>& value) {
+void Rendezvous::Impl::kv_erase(std::map<std::string, std::vector<std::byte>>::iterator it) {
+  kv_bytes -= it->first.size() + it->second.size();
+  kv.erase(it);
+}
+
+// False when the asker is gone (a timed-out local call, a closed connection): a take then
+// leaves the value for the next one.
+bool Rendezvous::Impl::deliver(const Waiter& w, const std::vector<std::byte>& value) {
   if (w.local) {
     std::lock_guard lock(mu);
     const auto it = gets.find(w.request);
-    if (it != gets.end()) it->second = value;  // else the caller timed out already
+    if (it == gets.end()) return false;  // the caller timed out already
+    it->second = value;
     cv.notify_all();
-    return;
+    return true;
   }
-  if (const std::shared_ptr<Conn> c = w.conn.lock()) send(c, KvValue{w.request, value});
+  const std::shared_ptr<Conn> c = w.conn.lock();
+  if (!c || c->closed || c->closing) return false;
+  send(c, KvValue{w.request, value});
+  return true;
 }
 
-void Rendezvous::Impl::declare_lost(int rank, const std::string& reason) {
+void Rendezvous::Impl::declare_lost(int rank, const std::string& reason, bool tell_it) {
   Member& m = members[static_cast<std::size_t>(rank)];
   if (m.state != MemberState::kLive) return;
   m.state = MemberState::kLost;
-  close(m.conn);
   const RankLost note{static_cast<std::uint32_t>(rank), m.info.host,
                       printable(reason, kMaxTextField)};
+  if (tell_it) {  // alive but of no use (stalled): it hears why before its connection closes
+    send(m.conn, note);
+    close_after_flush(m.conn);
+  } else {
+    close(m.conn);
+  }
   for (std::size_t r = 1; r < members.size(); ++r) {
     if (members[r].state == MemberState::kLive) send(members[r].conn, note);
   }
@@ -776,6 +974,35 @@ void Rendezvous::Impl::declare_lost(int rank, const std::string& reason) {
     --active_clients;
   }
   record_lost(LostRank{rank, m.info.host, reason});
+}
+
+void Rendezvous::Impl::check_stalls(Clock::time_point now) {
+  if (opt.stall_timeout.count() == 0 || !table_sent) return;
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    const Member& m = members[r];
+    if (m.state != MemberState::kLive || !m.progress.has_work) continue;
+    if (now - m.progress.since < opt.stall_timeout) continue;
+    const std::string& what = m.progress.waiting_for;
+    declare_stalled(
+        r, fmt::format("stalled: no progress for {} with work waiting{}",
+                       secs(now - m.progress.since), what.empty() ? "" : " (" + what + ")"));
+  }
+}
+
+void Rendezvous::Impl::declare_stalled(std::size_t rank, const std::string& reason) {
+  if (rank != 0) {
+    declare_lost(static_cast<int>(rank), reason, true);
+    return;
+  }
+  // Rank 0 itself: it stays the listener, but the job ends as for any lost rank.
+  Member& m = members[0];
+  if (m.state != MemberState::kLive) return;
+  m.state = MemberState::kLost;
+  const RankLost note{0, m.info.host, printable(reason, kMaxTextField)};
+  for (std::size_t r = 1; r < members.size(); ++r) {
+    if (members[r].state == MemberState::kLive) send(members[r].conn, note);
+  }
+  record_lost(LostRank{0, m.info.host, reason});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -791,16 +1018,40 @@ void Rendezvous::Impl::start_join(std::chrono::milliseconds timeout) {
     return;
   }
   joining = true;
+  join_started = Clock::now();
   join_timer.async_wait([this](std::error_code ec) {
     if (ec || !joining) return;
-    fail_join(master ? fmt::format("join timed out after {}: registered with rank 0 at {}, which "
-                                   "has not sent the peer table (are all ranks started?)",
-                                   secs(join_timeout), master_address())
-                     : fmt::format("join timed out after {}: rank 0 at {} not reachable ({})",
-                                   secs(join_timeout), master_address(), last_connect_error));
+    fail_join(master && master->admitted
+                  ? fmt::format("join timed out after {}: registered with rank 0 at {}, which "
+                                "has not sent the peer table (are all ranks started?)",
+                                secs(join_timeout), master_address())
+              : master ? fmt::format("join timed out after {}: connected to {}, which has not "
+                                     "answered the join request",
+                                     secs(join_timeout), master_address())
+                       : fmt::format("join timed out after {}: rank 0 at {} not reachable ({})",
+                                     secs(join_timeout), master_address(), last_connect_error));
+  });
+  wait_log_timer.expires_after(opt.join_log_interval);
+  wait_log_timer.async_wait([this](std::error_code ec) {
+    if (!ec) log_waiting();
   });
   connect();
   tick();
+}
+
+void Rendezvous::Impl::log_waiting() {
+  if (!joining || stopping) return;
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - join_started).count();
+  spdlog::info("rendezvous (rank {}): waiting for rank 0 at {} ({} s): {}", opt.rank,
+               master_address(), waited,
+               master && master->admitted ? "registered, waiting for the other ranks to join"
+               : master                   ? "connected, waiting for its answer"
+                                          : "not reachable yet (" + last_connect_error + ")");
+  wait_log_timer.expires_after(opt.join_log_interval);
+  wait_log_timer.async_wait([this](std::error_code ec) {
+    if (!ec) log_waiting();
+  });
 }
 
 void Rendezvous::Impl::connect() {
@@ -841,18 +1092,57 @@ void Rendezvous::Impl::on_connected(const std::shared_ptr<Conn>& c) {
   c->remote = master_address();
   c->rank = 0;
   c->last_seen = Clock::now();
+  c->client_nonce = fresh_nonce();
   master = c;
-  Hello h;
-  h.world_size = static_cast<std::uint32_t>(opt.world_size);
-  h.has_token = !opt.job_token.empty();
-  h.token_digest = digest;
-  h.self = self;
-  send(c, h);
+  // Who this rank claims to be and a fresh nonce; nothing else before rank 0 proves itself.
+  send(c, JoinRequest{static_cast<std::uint32_t>(opt.rank),
+                      static_cast<std::uint32_t>(opt.world_size), c->client_nonce});
   read_frame(c);
 }
 
-void Rendezvous::Impl::on_master_frame(ControlMessage msg) {
-  const std::shared_ptr<Conn> c = master;
+void Rendezvous::Impl::on_challenge(const std::shared_ptr<Conn>& c, const Challenge& ch) {
+  const auto me = static_cast<std::uint32_t>(opt.rank);
+  const ProofContext admit{
+      ProofPurpose::kControlAdmit, ch.job, 0, me, 0, ch.server_nonce, c->client_nonce};
+  if (!check_proof(opt.job_token, admit, ch.proof)) {
+    // Not this job's rank 0: it hears that it was refused (so that a real rank 0 of another
+    // job logs why), never this rank's registration.
+    send(c, Refused{fmt::format("rank {} could not verify rank 0's proof of the job token (the "
+                                "tokens differ, or one side has none)",
+                                opt.rank)});
+    close_after_flush(c);
+    master.reset();
+    fail_join(
+        fmt::format("rank 0 at {} could not prove that it holds this job's token (another "
+                    "job's rank 0, a different TANDEM_JOB_TOKEN, or a token on one side "
+                    "only): rank {} does not register with it",
+                    master_address(), opt.rank));
+    return;
+  }
+  c->admitted = true;
+  c->server_nonce = ch.server_nonce;
+  {
+    std::lock_guard lock(mu);
+    job = ch.job;
+  }
+  const ProofContext join{
+      ProofPurpose::kControlJoin, ch.job, me, 0, 0, c->client_nonce, ch.server_nonce};
+  send(c, Hello{self, make_proof(opt.job_token, join)});
+}
+
+void Rendezvous::Impl::on_master_frame(const std::shared_ptr<Conn>& c, ControlMessage msg) {
+  if (!c->admitted) {
+    if (auto* ch = std::get_if<Challenge>(&msg); ch && joining) {
+      on_challenge(c, *ch);
+      return;
+    }
+    if (!std::holds_alternative<Refused>(msg)) {
+      close(c);
+      fail_join(fmt::format("rank 0 at {} sent a '{}' frame instead of its challenge",
+                            master_address(), frame_type_name(frame_type(msg))));
+      return;
+    }
+  }
   if (auto* table = std::get_if<PeerTable>(&msg)) {
     const auto r = static_cast<std::size_t>(opt.rank);
     if (!joining || table->peers.size() != static_cast<std::size_t>(opt.world_size) ||
@@ -865,9 +1155,13 @@ void Rendezvous::Impl::on_master_frame(ControlMessage msg) {
     joining = false;
     join_timer.cancel();
     retry_timer.cancel();
+    wait_log_timer.cancel();
     std::lock_guard lock(mu);
     peers = std::move(table->peers);
-    if (phase == Phase::kJoining) phase = Phase::kJoined;
+    if (phase == Phase::kJoining) {
+      phase = Phase::kJoined;
+      job_known = true;
+    }
     cv.notify_all();
   } else if (auto* refused = std::get_if<Refused>(&msg)) {
     close(c);
@@ -888,10 +1182,11 @@ void Rendezvous::Impl::on_master_frame(ControlMessage msg) {
     if (it != gets.end()) it->second = std::move(value->value);
     cv.notify_all();
   } else if (std::holds_alternative<Heartbeat>(msg)) {
-    // last_seen is all it carries
+    // last_seen is all rank 0's carry
   } else if (auto* lost = std::get_if<RankLost>(&msg)) {
-    if (lost->rank == 0 || lost->rank >= static_cast<std::uint32_t>(opt.world_size)) {
-      conn_failed(c, fmt::format("rank 0 reported rank {} lost, outside 1..{}", lost->rank,
+    // Any rank, rank 0 (stalled) and this one (stalled, told before it is cut off) included.
+    if (lost->rank >= static_cast<std::uint32_t>(opt.world_size)) {
+      conn_failed(c, fmt::format("rank 0 reported rank {} lost, outside 0..{}", lost->rank,
                                  opt.world_size - 1));
       return;
     }
@@ -920,6 +1215,7 @@ void Rendezvous::Impl::fail_join(const std::string& why) {
   joining = false;
   join_timer.cancel();
   retry_timer.cancel();
+  wait_log_timer.cancel();
   resolver.cancel();
   // A rank that gives up closes its connection: rank 0 then reports it lost to the others,
   // so they fail at once instead of at their own deadlines.
@@ -961,6 +1257,16 @@ void Rendezvous::Impl::record_lost(LostRank l) {
   if (opt.on_lost) opt.on_lost(l);
 }
 
+RankProgress Rendezvous::Impl::sample_progress() {
+  if (!opt.progress) return {};
+  try {
+    return opt.progress();
+  } catch (const std::exception& e) {
+    spdlog::error("rendezvous (rank {}): the progress callback failed: {}", opt.rank, e.what());
+    return {};
+  }
+}
+
 void Rendezvous::Impl::stop_io(bool graceful) {
   stopping = true;
   std::error_code ignored;
@@ -969,8 +1275,10 @@ void Rendezvous::Impl::stop_io(bool graceful) {
   tick_timer.cancel();
   join_timer.cancel();
   retry_timer.cancel();
+  wait_log_timer.cancel();
   joining = false;
-  std::vector<std::shared_ptr<Conn>> all(pending.begin(), pending.end());
+  std::vector<std::shared_ptr<Conn>> all;
+  for (const auto& [seq, c] : pending) all.push_back(c);
   for (const Member& m : members) {
     if (m.conn) all.push_back(m.conn);
   }
@@ -1058,29 +1366,57 @@ void Rendezvous::set(std::string_view key, std::vector<std::byte> value) {
   });
 }
 
-std::vector<std::byte> Rendezvous::get(std::string_view key, std::chrono::milliseconds timeout) {
-  Impl& s = *impl_;
+std::vector<std::byte> Rendezvous::Impl::fetch(std::string_view key,
+                                               std::chrono::milliseconds timeout, bool take) {
+  const std::string_view call = take ? "take" : "get";
   check_text("key", key);
-  s.check_caller("get");
-  s.require_joined("get");
-  std::unique_lock lock(s.mu);
-  if (!s.broken.empty()) throw RendezvousError(fmt::format("get '{}': {}", key, s.broken));
-  const std::uint64_t id = s.next_request++;
-  auto slot = s.gets.emplace(id, std::nullopt).first;
-  asio::post(s.io, [&s, id, k = std::string(key)] {
-    if (s.server()) {
-      s.kv_get(Impl::Waiter{true, {}, id}, k);
-    } else if (s.master) {
-      s.send(s.master, KvGet{id, k});
+  check_caller(call);
+  require_joined(call);
+  std::unique_lock lock(mu);
+  if (!broken.empty()) throw RendezvousError(fmt::format("{} '{}': {}", call, key, broken));
+  const std::uint64_t id = next_request++;
+  auto slot = gets.emplace(id, std::nullopt).first;
+  asio::post(io, [this, id, take, k = std::string(key)] {
+    if (server()) {
+      kv_get(Waiter{true, {}, id, take}, k);
+    } else if (master && take) {
+      send(master, KvTake{id, k});
+    } else if (master) {
+      send(master, KvGet{id, k});
     }
   });
-  s.cv.wait_for(lock, timeout, [&] { return slot->second.has_value() || !s.broken.empty(); });
+  cv.wait_for(lock, timeout, [&] { return slot->second.has_value() || !broken.empty(); });
   std::optional<std::vector<std::byte>> value = std::move(slot->second);
-  s.gets.erase(slot);
+  gets.erase(slot);
   if (value) return std::move(*value);
-  if (!s.broken.empty()) throw RendezvousError(fmt::format("get '{}': {}", key, s.broken));
-  throw RendezvousError(fmt::format("get '{}' timed out after {} ms on rank {}: no rank set it",
-                                    key, timeout.count(), s.opt.rank));
+  if (!broken.empty()) throw RendezvousError(fmt::format("{} '{}': {}", call, key, broken));
+  throw RendezvousError(fmt::format("{} '{}' timed out after {} ms on rank {}: no rank set it",
+                                    call, key, timeout.count(), opt.rank));
+}
+
+std::vector<std::byte> Rendezvous::get(std::string_view key, std::chrono::milliseconds timeout) {
+  return impl_->fetch(key, timeout, false);
+}
+
+std::vector<std::byte> Rendezvous::take(std::string_view key, std::chrono::milliseconds timeout) {
+  return impl_->fetch(key, timeout, true);
+}
+
+std::size_t Rendezvous::stored_bytes() const {
+  return impl_->kv_bytes.load();
+}
+
+const JobNonce& Rendezvous::job_nonce() const {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->job_known) {
+    throw RendezvousError(fmt::format(
+        "Rendezvous::job_nonce() on rank {} before a successful join()", impl_->opt.rank));
+  }
+  return impl_->job;
+}
+
+JobCredentials Rendezvous::credentials() const {
+  return JobCredentials{impl_->opt.job_token, job_nonce()};
 }
 
 std::vector<LostRank> Rendezvous::lost() const {
@@ -1090,7 +1426,7 @@ std::vector<LostRank> Rendezvous::lost() const {
 
 std::vector<std::string> Rendezvous::refused() const {
   std::lock_guard lock(impl_->mu);
-  return impl_->refusals;
+  return {impl_->refusals.begin(), impl_->refusals.end()};
 }
 
 void Rendezvous::shutdown(std::chrono::milliseconds timeout) {

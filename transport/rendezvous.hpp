@@ -3,11 +3,17 @@
 // rank registers with it (rank, host, an opaque blob such as its UCX worker address, devices),
 // and once all have registered each receives the table of all of them. Afterwards: named
 // barriers, a small key-value store (the base of Gloo's rendezvous store), heartbeats that
-// report a lost rank to every other rank, and an orderly shutdown.
+// report a lost or stalled rank to every other rank, and an orderly shutdown.
 //
-// A job token must match rank 0's: a process with a wrong or missing one is refused with a
-// reason, logged on rank 0 (refused()) and never joins. Only the token's SHA-256 travels; it
-// keeps stray processes (another job, a stale rank) out, it is not encryption.
+// Joining is a challenge-response both ways (transport/job_proof.hpp): rank 0 proves it holds
+// the job token before a rank tells it anything, and the rank proves it before rank 0 looks at
+// its registration. A process whose token differs (or that has one where the other side has
+// none) is refused with a reason, logged on rank 0 (refused()) and never joins; a rank refuses
+// a rank 0 that cannot prove itself. The token never travels. It keeps strangers out of the
+// membership and the peer table; it does not encrypt (docs/transport.md).
+//
+// Rank 0 holds at most max_pending_connections connections that have not finished joining,
+// dropping the oldest for a new one, each for at most hello_timeout.
 //
 // All socket I/O runs on an io_context driven by the Rendezvous's own thread. Public members are
 // thread-safe; set(), lost() and refused() never block, and join(), barrier(), get() and
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "transport/control_frame.hpp"
+#include "transport/job_proof.hpp"
 
 namespace tandem::transport {
 
@@ -31,6 +38,13 @@ struct LostRank {
   int rank = 0;
   std::string host;
   std::string reason;  // "connection closed without goodbye", "no heartbeat for 3.0 s", ...
+};
+
+// What a rank reports of its own work at each heartbeat, for rank 0's stall detection.
+struct RankProgress {
+  std::uint64_t completed = 0;  // any counter that moves whenever work completes
+  bool has_work = false;        // false: idle (between segments), never stalled
+  std::string waiting_for;      // what it waits for, for the report ("stage 1 replica 0: ...")
 };
 
 struct RendezvousOptions {
@@ -49,8 +63,19 @@ struct RendezvousOptions {
   std::chrono::milliseconds heartbeat_interval{500};
   // Silence longer than this (no frame at all) declares the peer lost.
   std::chrono::milliseconds heartbeat_timeout{3000};
-  // Rank 0: a connection that has not said hello by then is refused.
-  std::chrono::milliseconds hello_timeout{10000};
+  // Rank 0: a connection that has not completed the join handshake by then is refused.
+  std::chrono::milliseconds hello_timeout{5000};
+  // Rank 0: at most this many connections that have not completed the handshake; a new one
+  // beyond that drops the oldest.
+  std::size_t max_pending_connections = 16;
+  // Other ranks: how often a rank that has not joined yet logs that it is waiting for rank 0.
+  std::chrono::milliseconds join_log_interval{10000};
+  // Called on the rendezvous thread at each heartbeat (every rank, rank 0 included); empty:
+  // never stalled. Keep it short and call no blocking member from it.
+  std::function<RankProgress()> progress;
+  // Rank 0: a rank whose progress says has_work and whose `completed` has not changed for this
+  // long is stalled, and ends the job as a lost rank does. 0: off.
+  std::chrono::milliseconds stall_timeout{0};
   // Called on the rendezvous thread once per lost rank, after lost() includes it. Keep it short
   // and call no blocking member from it.
   std::function<void(const LostRank&)> on_lost;
@@ -91,6 +116,19 @@ class Rendezvous {
   void set(std::string_view key, std::vector<std::byte> value);
   // The value of `key`, waiting until some rank sets it.
   std::vector<std::byte> get(std::string_view key, std::chrono::milliseconds timeout);
+  // As get(), but rank 0 removes the key once it delivered the value (to this caller alone),
+  // so it holds nothing for it afterwards. A take that timed out here can still consume a value
+  // set later (its request stays at rank 0); give such keys a fresh name.
+  std::vector<std::byte> take(std::string_view key, std::chrono::milliseconds timeout);
+  // Rank 0: the bytes of keys and values its store holds; other ranks: 0.
+  std::size_t stored_bytes() const;
+
+  // The job's nonce, which every rank's proofs include: rank 0 drew it at construction, the
+  // others learn it while joining (throws RendezvousError before join() succeeded there).
+  const JobNonce& job_nonce() const;
+  // What a data plane needs to prove membership: the job token and the job's nonce (the same
+  // precondition as job_nonce()).
+  JobCredentials credentials() const;
 
   std::vector<LostRank> lost() const;
   // Rank 0: the connections it refused, each "from ADDRESS: reason".

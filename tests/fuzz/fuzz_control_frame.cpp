@@ -1,7 +1,10 @@
 // libFuzzer target for the control plane's frame decoder (transport/control_frame.hpp), what
-// rank 0 reads from any process that connects to its port: any bytes either decode to one
-// frame or raise FrameError; a frame that decodes encodes back to the same bytes (nothing is
-// read that the frame does not hold, nothing held is dropped).
+// rank 0 reads from any process that connects to its port and what a joining rank reads from
+// whatever answers at the master address: any bytes either decode to one frame (of any type,
+// the join's request, challenge and proven hello, kv-take and heartbeats with progress
+// included) or raise FrameError; a frame that decodes encodes back to the same bytes (nothing
+// is read that the frame does not hold, nothing held is dropped). The seeds hold one frame of
+// every type (tests/fuzz/corpus/control_frame/).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -20,18 +20,25 @@ PeerInfo peer(std::uint32_t rank) {
                   "cpu:0,cuda:" + std::to_string(rank)};
 }
 
-// One of every message, with non-trivial contents.
+JobNonce nonce_of(std::uint8_t seed) {
+  JobNonce n{};
+  for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::uint8_t>(seed + 3 * i);
+  return n;
+}
+
+// One of every message, with non-trivial contents; the new ones of version 2 first.
 std::vector<ControlMessage> samples() {
   Hello hello;
-  hello.world_size = 4;
-  hello.has_token = true;
-  hello.token_digest = token_digest("secret");
   hello.self = peer(2);
-  Hello anonymous;
-  anonymous.world_size = 1;
-  anonymous.self = PeerInfo{0, "h", {}, ""};
+  hello.proof = nonce_of(9);
+  Hello bare;
+  bare.self = PeerInfo{0, "h", {}, ""};
   return {hello,
-          anonymous,
+          JoinRequest{3, 4, nonce_of(1)},
+          Challenge{nonce_of(2), nonce_of(3), nonce_of(4)},
+          KvTake{0x0123456789abcdefull, "gloo/rank2"},
+          Heartbeat{42, true, "stage 1 replica 0: B(4, 0..2) waits for F(4, 0..2)"},
+          bare,
           Refused{"the job token does not match rank 0's"},
           PeerTable{{peer(0), peer(1), peer(2)}},
           BarrierEnter{"epoch 3"},
@@ -74,9 +81,11 @@ TEST(ControlFrame, EveryMessageRoundTrips) {
 TEST(ControlFrame, HeaderLayoutIsLittleEndian) {
   const std::vector<std::byte> frame = encode_frame(Heartbeat{});
   const std::vector<std::byte> expected = {
-      std::byte{'T'}, std::byte{'D'}, std::byte{'C'}, std::byte{'P'}, std::byte{1}, std::byte{0},
-      std::byte{9},   std::byte{0},   std::byte{0},   std::byte{0},   std::byte{0}, std::byte{0}};
-  EXPECT_EQ(frame, expected);
+      std::byte{'T'}, std::byte{'D'}, std::byte{'C'}, std::byte{'P'}, std::byte{2}, std::byte{0},
+      std::byte{9},   std::byte{0},   std::byte{13},  std::byte{0},   std::byte{0}, std::byte{0}};
+  // completed (8), has_work (1), an empty waiting_for (4)
+  ASSERT_EQ(frame.size(), kFrameHeaderSize + 13);
+  EXPECT_EQ(std::vector<std::byte>(frame.begin(), frame.begin() + kFrameHeaderSize), expected);
 }
 
 TEST(ControlFrame, EveryTruncationIsRefused) {
@@ -112,9 +121,10 @@ TEST(ControlFrame, BadHeadersAreRefused) {
   f[0] = std::byte{'G'};
   EXPECT_NE(error_of(f).find("bad magic"), std::string::npos) << error_of(f);
   f = good;
-  f[4] = std::byte{2};
-  EXPECT_NE(error_of(f).find("protocol version 2"), std::string::npos) << error_of(f);
-  for (const std::uint8_t type : {0, 12, 255}) {
+  f[4] = std::byte{1};  // version 1 (a token digest in the hello) is no longer spoken
+  EXPECT_NE(error_of(f).find("protocol version 1, this build speaks version 2"), std::string::npos)
+      << error_of(f);
+  for (const std::uint8_t type : {0, 15, 255}) {
     f = good;
     f[6] = std::byte{type};
     EXPECT_NE(error_of(f).find("unknown frame type"), std::string::npos) << error_of(f);
@@ -138,9 +148,10 @@ TEST(ControlFrame, FieldsAreValidated) {
   h.self.host = "";
   EXPECT_NE(error_of(encode_frame(h)).find("field 'host': is empty"), std::string::npos);
   // A flag is 0 or 1.
-  std::vector<std::byte> f = encode_frame(samples()[0]);
-  f[kFrameHeaderSize + 4] = std::byte{2};
-  EXPECT_NE(error_of(f).find("has_token"), std::string::npos) << error_of(f);
+  std::vector<std::byte> f = encode_frame(Heartbeat{1, true, ""});
+  f[kFrameHeaderSize + 8] = std::byte{2};
+  EXPECT_NE(error_of(f).find("field 'has_work': is 2, expected 0 or 1"), std::string::npos)
+      << error_of(f);
   // A field longer than its limit.
   EXPECT_NE(error_of(encode_frame(KvGet{1, std::string(kMaxTextField + 1, 'k')}))
                 .find("exceeds the limit of 4096"),
@@ -196,12 +207,122 @@ TEST(ControlFrame, PrintableEscapesAndCuts) {
             ControlMessage(Refused{printable(worst, kMaxTextField)}));
 }
 
-TEST(ControlFrame, TokenDigestIsSha256) {
-  const TokenDigest d = token_digest("abc");
-  EXPECT_EQ(d[0], 0xba);
-  EXPECT_EQ(d[1], 0x78);
-  EXPECT_EQ(d[31], 0xad);
-  EXPECT_NE(token_digest("abd"), d);
+// The frames of version 2, one decoder at a time: a cut anywhere names the field it cut, a
+// nonce or proof of another length than 32 names its field, text beyond its limit names its
+// field, and a payload beyond the caller's bound is refused from the header.
+struct FieldCase {
+  ControlMessage message;
+  std::vector<std::string> fields;  // in wire order, each a 32-byte digest field or not
+  std::vector<bool> digest;
+};
+
+std::vector<FieldCase> version_2_frames() {
+  return {
+      {JoinRequest{1, 2, nonce_of(5)},
+       {"rank", "world_size", "client_nonce"},
+       {false, false, true}},
+      {Challenge{nonce_of(6), nonce_of(7), nonce_of(8)},
+       {"server_nonce", "job", "proof"},
+       {true, true, true}},
+      {Hello{peer(1), nonce_of(9)},
+       {"rank", "host", "blob", "devices", "proof"},
+       {false, false, false, false, true}},
+      {KvTake{7, "key"}, {"request", "key"}, {false, false}},
+      {Heartbeat{5, true, "waits"},
+       {"completed", "has_work", "waiting_for"},
+       {false, false, false}},
+  };
+}
+
+// Byte offsets (in the payload) where each field of `c` starts, by encoding growing prefixes.
+std::vector<std::size_t> field_starts(const FieldCase& c) {
+  // Every field after the first is found as the first cut whose error names it.
+  const std::vector<std::byte> frame = encode_frame(c.message);
+  std::vector<std::size_t> starts(c.fields.size(), 0);
+  std::size_t next = 1;
+  for (std::size_t n = 0; n < frame.size() - kFrameHeaderSize && next < c.fields.size(); ++n) {
+    std::vector<std::byte> cut(frame.begin(),
+                               frame.begin() + static_cast<std::ptrdiff_t>(kFrameHeaderSize + n));
+    set_payload_length(cut, static_cast<std::uint32_t>(n));
+    if (error_of(cut).find("field '" + c.fields[next] + "'") != std::string::npos) {
+      starts[next++] = n;
+    }
+  }
+  return starts;
+}
+
+TEST(ControlFrame, EveryCutOfAVersion2FrameNamesTheFieldItCut) {
+  for (const FieldCase& c : version_2_frames()) {
+    const std::vector<std::byte> frame = encode_frame(c.message);
+    EXPECT_EQ(decode_frame(frame), c.message);
+    const std::vector<std::size_t> starts = field_starts(c);
+    for (std::size_t f = 1; f < starts.size(); ++f) {
+      EXPECT_GT(starts[f], starts[f - 1]) << frame_type_name(frame_type(c.message)) << " field '"
+                                          << c.fields[f] << "' never named by a cut";
+    }
+    for (std::size_t n = 0; n + kFrameHeaderSize < frame.size(); ++n) {
+      std::size_t f = starts.size() - 1;
+      while (f > 0 && starts[f] > n) --f;
+      std::vector<std::byte> cut(frame.begin(),
+                                 frame.begin() + static_cast<std::ptrdiff_t>(kFrameHeaderSize + n));
+      set_payload_length(cut, static_cast<std::uint32_t>(n));
+      const std::string e = error_of(cut);
+      EXPECT_NE(e.find("field '" + c.fields[f] + "'"), std::string::npos)
+          << frame_type_name(frame_type(c.message)) << " cut at " << n << ": " << e;
+      EXPECT_NE(e.find("truncated frame"), std::string::npos) << e;
+    }
+  }
+}
+
+TEST(ControlFrame, ANonceOrProofOfAnotherLengthIsRefusedNamingIt) {
+  for (const FieldCase& c : version_2_frames()) {
+    const std::vector<std::byte> frame = encode_frame(c.message);
+    const std::vector<std::size_t> starts = field_starts(c);
+    for (std::size_t f = 0; f < c.fields.size(); ++f) {
+      if (!c.digest[f]) continue;
+      for (const std::uint32_t length : {0u, 31u, 33u, 0xffffffffu}) {
+        std::vector<std::byte> bad = frame;
+        for (int i = 0; i < 4; ++i) {
+          bad[kFrameHeaderSize + starts[f] + static_cast<std::size_t>(i)] =
+              std::byte((length >> (8 * i)) & 0xff);
+        }
+        const std::string e = error_of(bad);
+        EXPECT_NE(e.find("field '" + c.fields[f] + "': length " + std::to_string(length) +
+                         ", expected 32"),
+                  std::string::npos)
+            << frame_type_name(frame_type(c.message)) << ": " << e;
+      }
+    }
+  }
+}
+
+TEST(ControlFrame, OversizedVersion2FramesAndFieldsAreRefused) {
+  // Text beyond its limit, naming the field.
+  EXPECT_NE(error_of(encode_frame(KvTake{1, std::string(kMaxTextField + 1, 'k')}))
+                .find("field 'key': length 4097 exceeds the limit of 4096"),
+            std::string::npos);
+  EXPECT_NE(error_of(encode_frame(Heartbeat{1, true, std::string(kMaxTextField + 1, 'w')}))
+                .find("field 'waiting_for': length 4097 exceeds the limit of 4096"),
+            std::string::npos);
+  EXPECT_NE(error_of(encode_frame(Heartbeat{1, true, "tab	here"}))
+                .find("field 'waiting_for': holds a non-printable byte 0x09"),
+            std::string::npos);
+  // A frame a stranger sends beyond the bound before its hello: refused from the header.
+  for (const FieldCase& c : version_2_frames()) {
+    std::vector<std::byte> frame = encode_frame(c.message);
+    set_payload_length(frame, kMaxHelloPayload + 1);
+    EXPECT_NE(error_of(std::span(frame).first(kFrameHeaderSize), kMaxHelloPayload)
+                  .find("exceeds the limit of " + std::to_string(kMaxHelloPayload)),
+              std::string::npos);
+    frame.resize(kFrameHeaderSize);
+    EXPECT_NO_THROW(decode_header(frame, kMaxHelloPayload + 1));
+  }
+  // A hello whose blob fills the hello bound is still under it (a joining rank's UCX address).
+  Hello big{peer(1), nonce_of(1)};
+  big.self.blob.assign(kMaxBlobField, std::byte{1});
+  big.self.host.assign(kMaxTextField, 'h');
+  big.self.devices.assign(kMaxTextField, 'd');
+  EXPECT_EQ(error_of(encode_frame(big), kMaxHelloPayload), "");
 }
 
 }  // namespace

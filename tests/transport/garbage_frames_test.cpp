@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "raw_joiner.hpp"
 #include "runtime/actor_system.hpp"
 #include "runtime/scheduler.hpp"
 #include "transport/control_frame.hpp"
@@ -106,13 +107,14 @@ RendezvousOptions rendezvous_options(int rank, int world, std::uint16_t port) {
   return o;
 }
 
-Hello hello(std::uint32_t rank, std::uint32_t world, std::string_view token = kToken) {
-  Hello h;
-  h.world_size = world;
-  h.has_token = !token.empty();
-  if (h.has_token) h.token_digest = token_digest(token);
-  h.self = PeerInfo{rank, "stranger", {}, ""};
-  return h;
+// Through the handshake as `rank` of `world`, then a hello proved with `token`; returns what
+// rank 0 sent after its challenge.
+Bytes proven_hello(std::uint16_t port, std::uint32_t rank, std::uint32_t world,
+                   std::string_view token = kToken) {
+  testing::RawJoiner j(port, JoinRequest{rank, world, fresh_nonce()});
+  j.challenge();
+  j.write(encode_frame(j.hello(PeerInfo{rank, "stranger", {}, ""}, token)));
+  return j.finish();
 }
 
 std::string refusal_in(const Bytes& reply) {
@@ -133,9 +135,12 @@ class ControlStrangers {
   explicit ControlStrangers(const Rendezvous& r0) : r0_(r0) {}
 
   void send(const Bytes& bytes, std::string_view reason, bool answered) {
+    check(talk(r0_.port(), bytes), reason, answered);
+  }
+  // `reply`: what a stranger that is gone got back.
+  void check(const Bytes& reply, std::string_view reason, bool answered) {
     SCOPED_TRACE("stranger #" + std::to_string(count_) + " expecting '" + std::string(reason) +
                  "'");
-    const Bytes reply = talk(r0_.port(), bytes);
     ++count_;
     const auto refused = wait_size([this] { return r0_.refused(); }, count_);
     ASSERT_EQ(refused.size(), count_) << "one refusal per connection";
@@ -148,6 +153,7 @@ class ControlStrangers {
     }
   }
   std::size_t count() const { return count_; }
+  std::uint16_t port() const { return r0_.port(); }
 
  private:
   const Rendezvous& r0_;
@@ -167,15 +173,15 @@ void control_garbage(ControlStrangers& s, std::mt19937& rng, std::uint32_t world
     Bytes junk = encode_frame(Heartbeat{});
     junk[4] = std::byte{static_cast<unsigned char>(kControlVersion)};
     junk[5] = std::byte{0};
-    junk[6] = std::byte{static_cast<unsigned char>(12 + rng() % 200)};  // type 12..211
+    junk[6] = std::byte{static_cast<unsigned char>(15 + rng() % 200)};  // type 15..214
     const Bytes tail = random_bytes(rng, 4 + rng() % 512);
     std::copy(tail.begin(), tail.begin() + 4, junk.begin() + 8);
     junk.insert(junk.end(), tail.begin() + 4, tail.end());
     s.send(junk, "unknown frame type", true);
   }
-  // A hello cut short, inside the header and inside the payload, then closed: nothing to
-  // answer, but the refusal says where it was cut.
-  const Bytes full = encode_frame(hello(1, world));
+  // A join request cut short, inside the header and inside the payload, then closed: nothing
+  // to answer, but the refusal says where it was cut.
+  const Bytes full = encode_frame(JoinRequest{1, world, fresh_nonce()});
   for (const std::size_t cut : {std::size_t{1}, std::size_t{7}, kFrameHeaderSize - 1}) {
     s.send(Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut)),
            "closed mid-frame (" + std::to_string(cut) + " of 12 header bytes)", false);
@@ -183,7 +189,8 @@ void control_garbage(ControlStrangers& s, std::mt19937& rng, std::uint32_t world
   for (const std::size_t cut : {kFrameHeaderSize, kFrameHeaderSize + 9, full.size() - 1}) {
     s.send(Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut)),
            "closed mid-frame (" + std::to_string(cut - kFrameHeaderSize) + " of " +
-               std::to_string(full.size() - kFrameHeaderSize) + " bytes of a 'hello' payload)",
+               std::to_string(full.size() - kFrameHeaderSize) +
+               " bytes of a 'join-request' payload)",
            false);
   }
   // Headers announcing huge payloads: refused from the header, before any allocation.
@@ -192,10 +199,15 @@ void control_garbage(ControlStrangers& s, std::mt19937& rng, std::uint32_t world
     for (int i = 0; i < 4; ++i) huge[8 + i] = static_cast<std::byte>((size >> (8 * i)) & 0xff);
     s.send(huge, "payload of " + std::to_string(size) + " bytes exceeds the limit", true);
   }
-  // Valid frames of another job: a wrong token, none, another world.
-  s.send(encode_frame(hello(1, world, "another-job")), "job token does not match", true);
-  s.send(encode_frame(hello(1, world, "")), "has no job token", true);
-  s.send(encode_frame(hello(1, world + 3)), "says the world has", true);
+  // Valid frames, but not in the order of a join.
+  s.send(encode_frame(Hello{PeerInfo{1, "stranger", {}, ""}, {}}), "expected a join request first",
+         true);
+  // Proven frames of another job: a wrong token, none, another world.
+  const std::uint16_t port = s.port();
+  s.check(proven_hello(port, 1, world, "another-job"), "did not prove it holds the job token",
+          true);
+  s.check(proven_hello(port, 1, world, ""), "did not prove it holds the job token", true);
+  s.check(proven_hello(port, 1, world + 3), "says the world has", true);
 }
 
 TEST(GarbageFrames, RendezvousRefusesEachStrangerAndTheJobGoesOn) {
@@ -247,7 +259,7 @@ TEST(GarbageFrames, RendezvousRefusesEachStrangerAndTheJobGoesOn) {
     junk[0] = std::byte{0};
     const Bytes reply = talk(port, junk);
     expect_contains(refusal_in(reply), "bad magic");
-    const Bytes claim = talk(port, encode_frame(hello(2, kWorld)));
+    const Bytes claim = proven_hello(port, 2, kWorld);
     expect_contains(refusal_in(claim), "rank 2 has already registered");
     const auto refused = wait_size([&] { return r0.refused(); }, before_join + 2);
     EXPECT_EQ(refused.size(), before_join + 2);
