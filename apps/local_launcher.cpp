@@ -12,11 +12,13 @@
 #include <asio/ip/tcp.hpp>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <thread>
+
+#include "runtime/hmac.hpp"
 
 extern char** environ;
 
@@ -34,10 +36,14 @@ std::uint16_t free_loopback_port() {
 }
 
 std::string fresh_token() {
-  std::random_device rd;
+  std::array<std::byte, 32> bytes{};
+  random_bytes(bytes);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string t;
-  for (int i = 0; i < 32; ++i) t += kHex[rd() % 16];
+  for (const std::byte b : bytes) {
+    t += kHex[std::to_integer<unsigned>(b) >> 4];
+    t += kHex[std::to_integer<unsigned>(b) & 0xf];
+  }
   return t;
 }
 
@@ -50,7 +56,7 @@ std::vector<std::string> rank_env(const std::vector<std::string>& job) {
     const std::string name = var.substr(0, var.find('='));
     bool replaced = false;
     for (const std::string& j : job) replaced = replaced || j.substr(0, j.find('=')) == name;
-    // A token file would clash with the fresh token (setting both is an error).
+    // A token file would clash with the job's token (setting both is an error).
     replaced = replaced || name == "TANDEM_JOB_TOKEN_FILE";
     if (!replaced) out.push_back(var);
   }
@@ -103,7 +109,7 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
   }
   if (options.command.empty()) throw std::invalid_argument("launch: no command");
   const std::string master = "127.0.0.1:" + std::to_string(free_loopback_port());
-  const std::string token = fresh_token();
+  const std::string token = options.job_token.empty() ? fresh_token() : options.job_token;
   std::vector<Rank> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     int pipe_fds[2];

@@ -1,8 +1,8 @@
 #pragma once
 // `tandem launch`'s engine: starts N copies of a command on this machine as the ranks of one
 // job (TANDEM_RANK, TANDEM_WORLD_SIZE, TANDEM_LOCAL_RANK, TANDEM_MASTER on a free loopback
-// port, a fresh TANDEM_JOB_TOKEN), prefixes every line they print with their rank, and waits
-// for all of them.
+// port, TANDEM_JOB_TOKEN: the given token or a fresh one), prefixes every line they print with
+// their rank, and waits for all of them.
 //
 // A rank that fails ends the job: the others see it lost on the control plane and exit by
 // themselves within seconds; any still running `grace` later are terminated (SIGTERM, then
@@ -22,6 +22,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(20)};
   // Extra environment for every rank ("NAME=value").
   std::vector<std::string> env;
+  // The job's token; empty: a fresh one (32 random bytes, hex), so that no process outside the
+  // job joins it even on this host.
+  std::string job_token;
 };
 
 struct RankExit {

@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <asio/ip/address.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <system_error>
 
 namespace tandem::transport {
 namespace {
@@ -125,6 +127,26 @@ std::string read_token_file(const std::string& path) {
   return bytes;
 }
 
+// Unset or "0": a token is required where the job may span hosts; "1": it is not.
+bool allows_no_token(const EnvLookup& lookup) {
+  const auto allow = lookup("TANDEM_ALLOW_NO_TOKEN");
+  if (!allow || *allow == "0") return false;
+  if (*allow == "1") return true;
+  fail(quoted("TANDEM_ALLOW_NO_TOKEN", *allow) + " is not 0 or 1");
+}
+
+void require_token_across_hosts(const EnvLookup& lookup, const LaunchEnv& env) {
+  const bool allowed = allows_no_token(lookup);
+  if (env.world_size <= 1 || !env.job_token.empty() || allowed) return;
+  if (is_loopback_host(env.master_host)) return;
+  fail(std::string(to_string(env.source)) + " launch of " + std::to_string(env.world_size) +
+       " processes with master '" + env.master_host +
+       "' may span hosts but has no job token, so anyone who reaches the master could join "
+       "it: set TANDEM_JOB_TOKEN (e.g. export TANDEM_JOB_TOKEN=$(openssl rand -hex 32)) or "
+       "TANDEM_JOB_TOKEN_FILE, the same on every rank, or TANDEM_ALLOW_NO_TOKEN=1 on a trusted "
+       "network");
+}
+
 }  // namespace
 
 std::string_view to_string(LaunchSource source) {
@@ -200,6 +222,7 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
          "MASTER_PORT)");
   }
   env.job_token = read_job_token(lookup);
+  require_token_across_hosts(lookup, env);
   return env;
 }
 
@@ -227,6 +250,18 @@ std::string read_job_token(const EnvLookup& lookup) {
     fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": the file is empty (holds no token)");
   }
   return t;
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  std::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(std::string(host), ec);
+  if (ec) return false;
+  if (address.is_loopback()) return true;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+  }
+  return false;
 }
 
 }  // namespace tandem::transport

@@ -265,5 +265,57 @@ TEST_F(LaunchEnvTokenFile, AFifoIsRefusedWithoutBlocking) {
   expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "not a regular file"});
 }
 
+// The master of the job, on the launcher's variables, with or without a token.
+Vars job_with_master(const std::string& master) {
+  return {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", master}, {"MASTER_PORT", "29500"}};
+}
+
+TEST(LaunchEnvToken, AJobThatMaySpanHostsNeedsAToken) {
+  for (const char* master : {"node0", "10.0.0.1", "fd00::1", "localhost.example.com"}) {
+    expect_error(job_with_master(master), {"torchrun", master, "no job token", "TANDEM_JOB_TOKEN",
+                                           "TANDEM_JOB_TOKEN_FILE", "TANDEM_ALLOW_NO_TOKEN=1"});
+  }
+  Vars mpi{{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "4"},
+           {"TANDEM_MASTER", "node0:1234"}};
+  expect_error(mpi, {"Open MPI launch of 4 processes", "node0"});
+  mpi["TANDEM_JOB_TOKEN"] = "t";
+  EXPECT_EQ(read_launch_env(lookup_in(mpi)).job_token, "t");
+}
+
+TEST(LaunchEnvToken, ALoopbackMasterOrOneProcessNeedsNone) {
+  for (const char* master : {"localhost", "127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"}) {
+    const LaunchEnv env = read_launch_env(lookup_in(job_with_master(master)));
+    EXPECT_EQ(env.master_host, master);
+    EXPECT_TRUE(env.job_token.empty());
+  }
+  Vars one = job_with_master("node0");
+  one["RANK"] = "0";
+  one["WORLD_SIZE"] = "1";
+  EXPECT_NO_THROW(read_launch_env(lookup_in(one)));
+}
+
+TEST(LaunchEnvToken, TheOptOutIsExplicit) {
+  Vars v = job_with_master("node0");
+  v["TANDEM_ALLOW_NO_TOKEN"] = "1";
+  EXPECT_TRUE(read_launch_env(lookup_in(v)).job_token.empty());
+  v["TANDEM_ALLOW_NO_TOKEN"] = "0";
+  expect_error(v, {"no job token"});
+  for (const char* bad : {"yes", "true", "", "2"}) {
+    v["TANDEM_ALLOW_NO_TOKEN"] = bad;
+    expect_error(v, {"TANDEM_ALLOW_NO_TOKEN='" + std::string(bad) + "'", "not 0 or 1"});
+  }
+}
+
+TEST(LaunchEnvToken, LoopbackHostsAreReadAsWritten) {
+  for (const char* host : {"localhost", "127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.2"}) {
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+  }
+  for (const char* host : {"node0", "10.0.0.1", "0.0.0.0", "::", "fe80::1", "::ffff:10.0.0.1",
+                           "localhost.", "128.0.0.1", ""}) {
+    EXPECT_FALSE(is_loopback_host(host)) << host;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::transport
