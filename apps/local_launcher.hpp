@@ -9,6 +9,7 @@
 // SIGKILL), so the launcher never hangs on a stuck rank.
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -29,8 +30,17 @@ struct LaunchOptions {
 
 struct RankExit {
   int rank = 0;
-  int status = 0;                // exit status, or 128 + signal
-  std::string describe() const;  // "rank 1 exited with status 1", "rank 2 was killed by signal 9"
+  int status = 0;  // exit status, or 128 + signal
+  // Set when the launcher itself signalled the rank: it was still running `grace` after rank
+  // `failed_rank`, the first to fail, had failed.
+  struct Overrun {
+    int failed_rank = 0;
+    std::chrono::milliseconds grace{0};
+  };
+  std::optional<Overrun> overran;
+  // "rank 1 exited with status 1", "rank 2 was killed by signal 9", "rank 2 did not exit
+  // within the 5 s grace after rank 1 failed; tandem launch killed it".
+  std::string describe() const;
 };
 
 struct LaunchResult {

@@ -293,6 +293,40 @@ TEST(Launch, ARankThatMaySpanHostsWithoutATokenRefusesToStart) {
   }
 }
 
+// After a rank fails, a rank still running at the end of the grace is ended by the launcher, and
+// its exit says so rather than "killed by signal 9": rank 0 ignores SIGTERM (so the launcher
+// kills it 5 s later), rank 2 does not.
+TEST(Launch, ARankEndedAfterTheGraceIsReportedAsTheLaunchersDoing) {
+  testing::TempDir dir;
+  LaunchOptions o;
+  o.processes = 3;
+  o.grace = 200ms;
+  o.env = {"READY=" + (dir.path() / "ready").string()};
+  // Rank 1 fails once the others are ready (rank 0 ignores SIGTERM, which sleep inherits).
+  const std::string script =
+      "case $TANDEM_RANK in\n"
+      "0) trap '' TERM; touch \"$READY\"0; exec sleep 60;;\n"
+      "1) while [ ! -e \"$READY\"0 ] || [ ! -e \"$READY\"2 ]; do sleep 0.05; done; exit 3;;\n"
+      "2) touch \"$READY\"2; exec sleep 60;;\n"
+      "esac";
+  o.command = {"/bin/sh", "-c", script};
+  std::ostringstream out;
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult result = launch_local(o, out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s) << "the launcher waited for sleep 60";
+  ASSERT_EQ(result.ranks.size(), 3u) << out.str();
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.ranks[0].describe(),
+            "rank 0 did not exit within the 0.2 s grace after rank 1 failed; tandem launch "
+            "killed it");
+  EXPECT_EQ(result.ranks[1].describe(), "rank 1 exited with status 3");
+  EXPECT_EQ(result.ranks[2].describe(),
+            "rank 2 did not exit within the 0.2 s grace after rank 1 failed; tandem launch "
+            "terminated it");
+  // A rank killed by someone else is still described by its signal.
+  EXPECT_EQ((RankExit{4, 128 + 9, std::nullopt}).describe(), "rank 4 was killed by signal 9");
+}
+
 TEST(Launch, UsageErrors) {
   EXPECT_EQ(run(kTandem + " launch -n 2").code, 2);
   EXPECT_EQ(run(kTandem + " launch -n 0 x.yaml").code, 2);
