@@ -148,6 +148,21 @@ TEST(SimulateCommand, PrintOrderRoundTripsForEverySchedule) {
   EXPECT_EQ(checked, static_cast<int>(cases.size()));
 }
 
+// An order whose slice runs past its minibatch is refused, naming the token and where it is.
+TEST(SimulateCommand, RefusesASliceOutsideItsMinibatch) {
+  const auto path = temp_file(".txt");
+  {
+    std::ofstream f(path);
+    f << "schedule custom stages=1 slices=2\nd0: F0[0:1000000000) B0[0:1000000000) STEP\n";
+  }
+  EXPECT_NE(error_of("simulate --order " + path.string())
+                .find("line 2, column 5, token 'F0[0:1000000000)': the slice is outside its "
+                      "minibatch [0:2)"),
+            std::string::npos)
+      << error_of("simulate --order " + path.string());
+  std::filesystem::remove(path);
+}
+
 // Flags out of range or ignored by the schedule are refused, not clamped or dropped.
 TEST(SimulateCommand, RefusesFlagsOutOfRangeOrIgnored) {
   for (const char* args :
