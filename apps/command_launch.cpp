@@ -14,6 +14,7 @@
 #include "apps/commands.hpp"
 #include "apps/local_launcher.hpp"
 #include "apps/usage_error.hpp"
+#include "transport/launch_env.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -63,6 +64,9 @@ void add_launch_command(CLI::App& app) {
     LaunchOptions o;
     o.processes = args->processes;
     o.grace = std::chrono::milliseconds(static_cast<int64_t>(args->grace_s * 1000));
+    // The token the user set (TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE) is the job's;
+    // otherwise launch_local draws one.
+    o.job_token = transport::read_job_token(transport::process_env());
     o.command = {self_executable(), command};
     o.command.insert(o.command.end(), rest.begin(), rest.end());
     // Ctrl-C reaches the ranks directly (one process group); a SIGTERM or SIGHUP sent to the

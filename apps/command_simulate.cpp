@@ -1,6 +1,6 @@
 // `tandem simulate`: builds a schedule (or reads a hand-written order), validates it, times
-// it with the discrete-event simulator, prints a table and an ASCII timeline (or JSON), and
-// draws an SVG timeline.
+// it with the discrete-event simulator, prints a table and an ASCII timeline (or JSON; or, with
+// --print-order, the action list alone), and draws an SVG timeline.
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -54,6 +54,7 @@ struct SimulateOptions {
   std::string svg;
   bool json = false;
   bool print_order = false;
+  bool table = false;
   int width = 100;
 };
 
@@ -349,14 +350,19 @@ void run(const SimulateOptions& o, const CLI::App& cmd) {
   const ts::SimulationResult result = ts::simulate(list, costs);
   progress("simulated");
   check_finite(result);
-  if (o.print_order) std::cout << ts::format_actions(list) << '\n';
+  if (!o.svg.empty()) write_output(o.svg, ts::timeline_svg(list, result));
+  // The order alone reads back with --order; the table follows it only when asked for.
+  if (o.print_order) {
+    std::cout << ts::format_actions(list);
+    if (!o.table) return;
+    std::cout << '\n';
+  }
   if (o.json) {
     std::cout << ts::format_json(list, result);
   } else {
     std::cout << ts::format_report(list, result) << '\n'
               << ts::format_ascii_timeline(list, result, o.width);
   }
-  if (!o.svg.empty()) write_output(o.svg, ts::timeline_svg(list, result));
 }
 
 }  // namespace
@@ -412,8 +418,14 @@ void add_simulate_command(CLI::App& app) {
   sub->add_option("--sync", o->sync, "SYNC (all-reduce) duration")->check(CLI::NonNegativeNumber);
   sub->add_option("--step", o->step, "STEP (optimizer) duration")->check(CLI::NonNegativeNumber);
   sub->add_option("--svg", o->svg, "Write an SVG timeline to this file");
-  sub->add_flag("--json", o->json, "Print JSON instead of the table and timeline");
-  sub->add_flag("--print-order", o->print_order, "Print the action list in text form");
+  auto* json = sub->add_flag("--json", o->json, "Print JSON instead of the table and timeline");
+  auto* print_order =
+      sub->add_flag("--print-order", o->print_order,
+                    "Print only the action list in text form (what --order reads), not the table");
+  sub->add_flag("--table", o->table,
+                "With --print-order: print the table and timeline after the action list")
+      ->needs(print_order);
+  json->excludes(print_order);
   sub->add_option("--width", o->width, "Columns of the ASCII timeline")
       ->check(CLI::Range(20, 100000))
       ->capture_default_str();

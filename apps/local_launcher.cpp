@@ -12,11 +12,14 @@
 #include <asio/ip/tcp.hpp>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <optional>
-#include <random>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "runtime/hmac.hpp"
 
 extern char** environ;
 
@@ -34,10 +37,14 @@ std::uint16_t free_loopback_port() {
 }
 
 std::string fresh_token() {
-  std::random_device rd;
+  std::array<std::byte, 32> bytes{};
+  random_bytes(bytes);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string t;
-  for (int i = 0; i < 32; ++i) t += kHex[rd() % 16];
+  for (const std::byte b : bytes) {
+    t += kHex[std::to_integer<unsigned>(b) >> 4];
+    t += kHex[std::to_integer<unsigned>(b) & 0xf];
+  }
   return t;
 }
 
@@ -50,7 +57,7 @@ std::vector<std::string> rank_env(const std::vector<std::string>& job) {
     const std::string name = var.substr(0, var.find('='));
     bool replaced = false;
     for (const std::string& j : job) replaced = replaced || j.substr(0, j.find('=')) == name;
-    // A token file would clash with the fresh token (setting both is an error).
+    // A token file would clash with the job's token (setting both is an error).
     replaced = replaced || name == "TANDEM_JOB_TOKEN_FILE";
     if (!replaced) out.push_back(var);
   }
@@ -64,6 +71,7 @@ struct Rank {
   std::string partial;  // a line not yet ended
   bool exited = false;
   int status = 0;
+  bool overran = false;  // still running when the grace ended: the launcher signalled it
 };
 
 void terminate_all(std::vector<Rank>& ranks, int sig) {
@@ -72,9 +80,28 @@ void terminate_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
+// The grace after the first failure is over: the ranks still running are the launcher's to end.
+void end_overrunning(std::vector<Rank>& ranks) {
+  for (Rank& r : ranks) r.overran = r.pid > 0 && !r.exited;
+  terminate_all(ranks, SIGTERM);
+}
+
 }  // namespace
 
 std::string RankExit::describe() const {
+  if (overran) {
+    std::ostringstream grace;
+    grace << static_cast<double>(overran->grace.count()) / 1000.0;
+    std::string s = "rank " + std::to_string(rank) + " did not exit within the " + grace.str() +
+                    " s grace after rank " + std::to_string(overran->failed_rank) +
+                    " failed; tandem launch ";
+    if (status == 128 + SIGKILL) return s + "killed it";
+    if (status == 128 + SIGTERM) return s + "terminated it";
+    if (status > 128) {
+      return s + "terminated it, and it was killed by signal " + std::to_string(status - 128);
+    }
+    return s + "terminated it, and it exited with status " + std::to_string(status);
+  }
   if (status > 128) {
     return "rank " + std::to_string(rank) + " was killed by signal " + std::to_string(status - 128);
   }
@@ -103,7 +130,7 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
   }
   if (options.command.empty()) throw std::invalid_argument("launch: no command");
   const std::string master = "127.0.0.1:" + std::to_string(free_loopback_port());
-  const std::string token = fresh_token();
+  const std::string token = options.job_token.empty() ? fresh_token() : options.job_token;
   std::vector<Rank> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     int pipe_fds[2];
@@ -167,6 +194,7 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
 
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> first_failure;
+  int first_failed = -1;
   bool terminated = false, killed = false;
   for (;;) {
     std::vector<pollfd> fds;
@@ -186,7 +214,10 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
         k.exited = true;
         g_pids[static_cast<size_t>(r)].store(0);
         k.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (k.status != 0 && !first_failure) first_failure = Clock::now();
+        if (k.status != 0 && !first_failure) {
+          first_failure = Clock::now();
+          first_failed = r;
+        }
       } else {
         all_exited = false;
       }
@@ -195,7 +226,7 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
     if (first_failure && !all_exited) {
       const auto since = Clock::now() - *first_failure;
       if (!terminated && since > options.grace) {
-        terminate_all(ranks, SIGTERM);
+        end_overrunning(ranks);
         terminated = true;
       } else if (!killed && since > options.grace + std::chrono::seconds(5)) {
         terminate_all(ranks, SIGKILL);
@@ -215,7 +246,12 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
     }
   }
   LaunchResult result;
-  for (int r = 0; r < n; ++r) result.ranks.push_back({r, ranks[static_cast<size_t>(r)].status});
+  for (int r = 0; r < n; ++r) {
+    const Rank& k = ranks[static_cast<size_t>(r)];
+    RankExit exit{r, k.status, std::nullopt};
+    if (k.overran) exit.overran = RankExit::Overrun{first_failed, options.grace};
+    result.ranks.push_back(exit);
+  }
   return result;
 }
 

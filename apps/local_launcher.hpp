@@ -1,14 +1,15 @@
 #pragma once
 // `tandem launch`'s engine: starts N copies of a command on this machine as the ranks of one
 // job (TANDEM_RANK, TANDEM_WORLD_SIZE, TANDEM_LOCAL_RANK, TANDEM_MASTER on a free loopback
-// port, a fresh TANDEM_JOB_TOKEN), prefixes every line they print with their rank, and waits
-// for all of them.
+// port, TANDEM_JOB_TOKEN: the given token or a fresh one), prefixes every line they print with
+// their rank, and waits for all of them.
 //
 // A rank that fails ends the job: the others see it lost on the control plane and exit by
 // themselves within seconds; any still running `grace` later are terminated (SIGTERM, then
 // SIGKILL), so the launcher never hangs on a stuck rank.
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -22,12 +23,24 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(20)};
   // Extra environment for every rank ("NAME=value").
   std::vector<std::string> env;
+  // The job's token; empty: a fresh one (32 random bytes, hex), so that no process outside the
+  // job joins it even on this host.
+  std::string job_token;
 };
 
 struct RankExit {
   int rank = 0;
-  int status = 0;                // exit status, or 128 + signal
-  std::string describe() const;  // "rank 1 exited with status 1", "rank 2 was killed by signal 9"
+  int status = 0;  // exit status, or 128 + signal
+  // Set when the launcher itself signalled the rank: it was still running `grace` after rank
+  // `failed_rank`, the first to fail, had failed.
+  struct Overrun {
+    int failed_rank = 0;
+    std::chrono::milliseconds grace{0};
+  };
+  std::optional<Overrun> overran;
+  // "rank 1 exited with status 1", "rank 2 was killed by signal 9", "rank 2 did not exit
+  // within the 5 s grace after rank 1 failed; tandem launch killed it".
+  std::string describe() const;
 };
 
 struct LaunchResult {

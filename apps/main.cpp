@@ -7,6 +7,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
+#include "apps/open_files_limit.hpp"
 #include "apps/usage_error.hpp"
 
 #ifndef TANDEM_VERSION
@@ -33,6 +34,7 @@ std::string help_hint(const CLI::App& app) {
 
 int main(int argc, char** argv) {
   namespace apps = tandem::apps;
+  apps::raise_open_files_limit();
   CLI::App app{"tandem: pipeline-parallel DNN training runtime", "tandem"};
   app.set_version_flag("--version", "tandem " TANDEM_VERSION);
   app.require_subcommand(0, 1);

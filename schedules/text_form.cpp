@@ -181,6 +181,10 @@ Action parse_token(const Cursor& c, const ScheduleParams& p, int replica, std::i
     if (!end || pos >= t.size() || t[pos] != ')') c.fail("expected [begin:end)");
     ++pos;
     if (*end <= *begin) c.fail("empty slice");
+    if (*end > p.samples()) {
+      c.fail("the slice is outside its minibatch [0:" + std::to_string(p.samples()) + ") (" +
+             std::to_string(p.samples()) + " samples; the header's minibatch= sets them)");
+    }
     a.minibatch = *n;
     a.slice = {*begin, *end};
   } else {

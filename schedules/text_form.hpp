@@ -20,7 +20,8 @@ namespace tandem::schedules {
 // Devices are numbered stage by stage (replicas of stage 0 first) and must appear in order.
 // An F, B or W token names by default the n-th slice overall: `F9` with slices=8 is slice 1
 // (of 8 equal slices) of minibatch 1. A slice that is not one of the equal ones is explicit:
-// `F0[2:5)` is samples [2,5) of minibatch 0. A suffix `c1` names chunk 1. STEP and SYNC take
+// `F0[2:5)` is samples [2,5) of minibatch 0, which must lie within the minibatch (minibatch=B,
+// default: the slice count). A suffix `c1` names chunk 1. STEP and SYNC take
 // their round only when it differs from their count so far on the device (`STEP7`).
 std::string format_actions(const ActionList& list);
 

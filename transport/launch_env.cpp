@@ -1,10 +1,16 @@
 #include "transport/launch_env.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <asio/ip/address.hpp>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <limits>
-#include <sstream>
+#include <system_error>
 
 namespace tandem::transport {
 namespace {
@@ -85,31 +91,60 @@ void read_master(const EnvLookup& lookup, LaunchEnv& env) {
   env.master_port = parse_port("MASTER_PORT", *port);
 }
 
-void read_token(const EnvLookup& lookup, LaunchEnv& env) {
-  const auto token = lookup("TANDEM_JOB_TOKEN");
-  const auto file = lookup("TANDEM_JOB_TOKEN_FILE");
-  if (token && file) {
-    fail("both TANDEM_JOB_TOKEN and " + quoted("TANDEM_JOB_TOKEN_FILE", *file) +
-         " are set; set one");
+// The file's bytes, refused unless it is a regular file of at most kMaxJobTokenBytes (opened
+// without blocking, so that a FIFO is refused rather than waited on).
+std::string read_token_file(const std::string& path) {
+  const std::string where = quoted("TANDEM_JOB_TOKEN_FILE", path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(where + ": cannot open the file: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(where + ": not a regular file (a token file holds the job's token)");
   }
-  if (token) {
-    if (token->empty()) fail("TANDEM_JOB_TOKEN is set but empty");
-    env.job_token = *token;
-    return;
+  // One byte past the bound tells a file that grew since fstat from one that fits.
+  std::string bytes(kMaxJobTokenBytes + 1, '\0');
+  std::size_t got = 0;
+  bool too_large = static_cast<std::uintmax_t>(st.st_size) > kMaxJobTokenBytes;
+  while (!too_large && got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      fail(where + ": cannot read the file: " + std::strerror(error));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
   }
-  if (!file) return;
-  std::ifstream in(*file, std::ios::binary);
-  if (!in) fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": cannot read the file");
-  std::string t = text.str();
-  while (!t.empty() &&
-         (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) {
-    t.pop_back();
+  ::close(fd);
+  too_large = too_large || got > kMaxJobTokenBytes;
+  if (too_large) {
+    fail(where + ": the file is larger than " + std::to_string(kMaxJobTokenBytes) +
+         " bytes; a token file holds one token");
   }
-  if (t.empty()) fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": the file holds no token");
-  env.job_token = std::move(t);
+  bytes.resize(got);
+  return bytes;
+}
+
+// Unset or "0": a token is required where the job may span hosts; "1": it is not.
+bool allows_no_token(const EnvLookup& lookup) {
+  const auto allow = lookup("TANDEM_ALLOW_NO_TOKEN");
+  if (!allow || *allow == "0") return false;
+  if (*allow == "1") return true;
+  fail(quoted("TANDEM_ALLOW_NO_TOKEN", *allow) + " is not 0 or 1");
+}
+
+void require_token_across_hosts(const EnvLookup& lookup, const LaunchEnv& env) {
+  const bool allowed = allows_no_token(lookup);
+  if (env.world_size <= 1 || !env.job_token.empty() || allowed) return;
+  if (is_loopback_host(env.master_host)) return;
+  fail(std::string(to_string(env.source)) + " launch of " + std::to_string(env.world_size) +
+       " processes with master '" + env.master_host +
+       "' may span hosts but has no job token, so anyone who reaches the master could join "
+       "it: set TANDEM_JOB_TOKEN (e.g. export TANDEM_JOB_TOKEN=$(openssl rand -hex 32)) or "
+       "TANDEM_JOB_TOKEN_FILE, the same on every rank, or TANDEM_ALLOW_NO_TOKEN=1 on a trusted "
+       "network");
 }
 
 }  // namespace
@@ -186,8 +221,47 @@ LaunchEnv read_launch_env(const EnvLookup& lookup) {
          " processes names no master: set TANDEM_MASTER=host:port (or MASTER_ADDR and "
          "MASTER_PORT)");
   }
-  read_token(lookup, env);
+  env.job_token = read_job_token(lookup);
+  require_token_across_hosts(lookup, env);
   return env;
+}
+
+std::string read_job_token(const EnvLookup& lookup) {
+  const auto token = lookup("TANDEM_JOB_TOKEN");
+  const auto file = lookup("TANDEM_JOB_TOKEN_FILE");
+  if (token && file) {
+    fail("both TANDEM_JOB_TOKEN and " + quoted("TANDEM_JOB_TOKEN_FILE", *file) +
+         " are set; set one");
+  }
+  if (token) {
+    if (token->empty()) fail("TANDEM_JOB_TOKEN is set but empty");
+    if (token->size() > kMaxJobTokenBytes) {
+      fail("TANDEM_JOB_TOKEN is longer than " + std::to_string(kMaxJobTokenBytes) + " bytes");
+    }
+    return *token;
+  }
+  if (!file) return {};
+  std::string t = read_token_file(*file);
+  while (!t.empty() &&
+         (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) {
+    t.pop_back();
+  }
+  if (t.empty()) {
+    fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": the file is empty (holds no token)");
+  }
+  return t;
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  std::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(std::string(host), ec);
+  if (ec) return false;
+  if (address.is_loopback()) return true;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+  }
+  return false;
 }
 
 }  // namespace tandem::transport

@@ -7,6 +7,7 @@
 // (OMPI_COMM_WORLD_RANK), then Slurm (SLURM_PROCID), else a single process. The more specific
 // launcher wins because launchers nest: torchrun started by srun or mpirun sees the outer
 // launcher's variables too, but its own RANK is the one that names this process.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -45,11 +46,27 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 // std::getenv.
 EnvLookup process_env();
 
+// The largest job token, in the variable or in the file: a token is a secret of some dozens of
+// bytes, and the bound keeps a file such as /dev/zero from being read without end.
+inline constexpr std::size_t kMaxJobTokenBytes = 4096;
+
 // Reads the launch environment through `lookup` (tests pass a map). The master address is
 // required when the world has more than one process; TANDEM_MASTER ("host:port", "[v6]:port")
-// wins over MASTER_ADDR/MASTER_PORT under every launcher. The job token comes from
-// TANDEM_JOB_TOKEN or from the file TANDEM_JOB_TOKEN_FILE names (trailing white space
-// stripped); setting both is an error, so that the one in effect is never a guess.
+// wins over MASTER_ADDR/MASTER_PORT under every launcher. The job token is read_job_token's.
+//
+// A job of several processes whose master is not a loopback address may span hosts, where
+// anyone who reaches the master's port could join it: such a job needs a token, unless
+// TANDEM_ALLOW_NO_TOKEN=1 says the network is trusted. A loopback master ("localhost",
+// 127.0.0.0/8, ::1) keeps the job on one host and needs none.
 LaunchEnv read_launch_env(const EnvLookup& lookup);
+
+// The job token from TANDEM_JOB_TOKEN, or from the file TANDEM_JOB_TOKEN_FILE names (a regular
+// file of at most kMaxJobTokenBytes, trailing white space stripped); empty when neither is set.
+// Setting both is an error, so that the one in effect is never a guess.
+std::string read_job_token(const EnvLookup& lookup);
+
+// Whether `host` names this machine's loopback interface, read as written (no name lookup):
+// "localhost", an IPv4 address in 127.0.0.0/8, "::1" or an IPv4-mapped 127.x address.
+bool is_loopback_host(std::string_view host);
 
 }  // namespace tandem::transport

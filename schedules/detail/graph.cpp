@@ -82,6 +82,7 @@ void check_fields(Graph& g, const ScheduleParams& p) {
   const auto& devices = g.list->devices;
   std::uint32_t id = 0;
   int replica = 0;
+  const std::int64_t samples = p.samples();
   for (int d = 0; d < g.devices; ++d) {
     const int stage = g.device_stage[d];
     // Devices are numbered stage by stage: a stage's replicas are consecutive.
@@ -108,6 +109,11 @@ void check_fields(Graph& g, const ScheduleParams& p) {
         }
         if (a.slice.begin < 0 || a.slice.end <= a.slice.begin) {
           fail(g, id, "empty or negative slice " + range(a.slice.begin, a.slice.end));
+        }
+        if (a.slice.end > samples) {
+          fail(g, id,
+               "slice " + range(a.slice.begin, a.slice.end) + " is outside its minibatch " +
+                   range(0, samples) + " (" + std::to_string(samples) + " samples)");
         }
         g.vstage[id] = a.chunk * g.stages + stage;
         g.samples[id] = a.slice.size();

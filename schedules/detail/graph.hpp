@@ -59,11 +59,11 @@ struct Graph {
   bool first_on_device(std::uint32_t id) const { return id == device_begin[device[id]]; }
 };
 
-// Throws ScheduleError when the list is malformed: wrong device count, a field out of range,
-// flags that contradict the schedule (with_weight, recompute), the same samples computed twice,
-// an F without its B (or a split B without its W), a slice whose input the routing expects from
-// an action that is not in the list (or on another device), a SYNC round that some replica of
-// the stage lacks.
+// Throws ScheduleError when the list is malformed: wrong device count, a field out of range (a
+// slice outside [0, samples) of its minibatch included), flags that contradict the schedule
+// (with_weight, recompute), the same samples computed twice, an F without its B (or a split B
+// without its W), a slice whose input the routing expects from an action that is not in the
+// list (or on another device), a SYNC round that some replica of the stage lacks.
 void build_graph(const ActionList& list, Graph& graph);
 
 // "d1 #4 B(mb 0, [3,4)) on stage 1".

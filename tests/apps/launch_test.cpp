@@ -10,10 +10,14 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "apps/local_launcher.hpp"
 #include "temp_dir.hpp"
 
 namespace tandem::apps {
@@ -206,6 +210,121 @@ TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
   EXPECT_NE(cpu.output.find("across processes, tandem bench runs plans on sim stages"),
             std::string::npos)
       << cpu.output;
+}
+
+// Each rank of a launch_local job prints what `script` prints (sh -c), prefixed by its rank.
+std::string run_ranks(LaunchOptions o, const std::string& script) {
+  o.command = {"/bin/sh", "-c", script};
+  std::ostringstream out;
+  const LaunchResult result = launch_local(o, out);
+  EXPECT_TRUE(result.ok()) << out.str();
+  return out.str();
+}
+
+// "[rank R] token=T" lines: the token of each rank, by rank.
+std::vector<std::string> tokens_in(const std::string& output, int ranks) {
+  std::vector<std::string> tokens(static_cast<std::size_t>(ranks));
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    int r = -1;
+    char token[128] = {};
+    if (std::sscanf(line.c_str(), "[rank %d] token=%127s", &r, token) == 2 && r >= 0 && r < ranks) {
+      tokens[static_cast<std::size_t>(r)] = token;
+    }
+  }
+  return tokens;
+}
+
+TEST(Launch, TheRanksShareAFreshTokenOfThirtyTwoRandomBytes) {
+  LaunchOptions o;
+  o.processes = 3;
+  const auto first = tokens_in(run_ranks(o, "echo token=$TANDEM_JOB_TOKEN"), 3);
+  EXPECT_EQ(first[0].size(), 64u) << first[0];
+  EXPECT_EQ(first[0].find_first_not_of("0123456789abcdef"), std::string::npos) << first[0];
+  EXPECT_EQ(first[1], first[0]);
+  EXPECT_EQ(first[2], first[0]);
+  // Each job draws its own.
+  const auto second = tokens_in(run_ranks(o, "echo token=$TANDEM_JOB_TOKEN"), 3);
+  EXPECT_EQ(second[0].size(), 64u);
+  EXPECT_NE(second[0], first[0]);
+}
+
+TEST(Launch, AGivenTokenIsTheJobsAndNoTokenFileReachesTheRanks) {
+  LaunchOptions o;
+  o.processes = 2;
+  o.job_token = "given-token";
+  // The launcher's own token file (what `tandem launch` read the given token from) would clash
+  // with the token in the ranks' environment.
+  ::setenv("TANDEM_JOB_TOKEN_FILE", "/some/file", 1);
+  const std::string out =
+      run_ranks(o, "echo token=$TANDEM_JOB_TOKEN; echo file=${TANDEM_JOB_TOKEN_FILE-unset}");
+  ::unsetenv("TANDEM_JOB_TOKEN_FILE");
+  EXPECT_EQ(tokens_in(out, 2), (std::vector<std::string>{"given-token", "given-token"})) << out;
+  EXPECT_NE(out.find("[rank 1] file=unset"), std::string::npos) << out;
+}
+
+// `tandem launch` reads the token the user set as every rank does, and refuses a bad one before
+// it starts a rank.
+TEST(Launch, TheLauncherRefusesABadTokenFileBeforeStartingRanks) {
+  testing::TempDir dir;
+  const auto config = dir.write("c.yaml", mlp_config(k1F1B, 4));
+  const Result job = run("env -u TANDEM_JOB_TOKEN TANDEM_JOB_TOKEN_FILE=/dev/zero " + kTandem +
+                         " launch -n 2 " + config.string() + " --quiet");
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("TANDEM_JOB_TOKEN_FILE='/dev/zero': not a regular file"),
+            std::string::npos)
+      << job.output;
+  EXPECT_EQ(job.output.find("[rank"), std::string::npos) << job.output;
+}
+
+// A rank of a job whose master is not on this host, without a token, refuses to start, saying
+// how to set one.
+TEST(Launch, ARankThatMaySpanHostsWithoutATokenRefusesToStart) {
+  testing::TempDir dir;
+  const auto config = dir.write("c.yaml", mlp_config(k1F1B, 4));
+  const std::string vars =
+      "env -u TANDEM_JOB_TOKEN -u TANDEM_JOB_TOKEN_FILE -u TANDEM_ALLOW_NO_TOKEN RANK=1 "
+      "WORLD_SIZE=2 MASTER_ADDR=node0 MASTER_PORT=29500 ";
+  const Result rank = run(vars + kTandem + " train " + config.string() + " --quiet");
+  EXPECT_EQ(rank.code, 1) << rank.output;
+  for (const char* part : {"master 'node0'", "no job token", "TANDEM_JOB_TOKEN=$(openssl rand",
+                           "TANDEM_JOB_TOKEN_FILE", "TANDEM_ALLOW_NO_TOKEN=1"}) {
+    EXPECT_NE(rank.output.find(part), std::string::npos) << part << " in " << rank.output;
+  }
+}
+
+// After a rank fails, a rank still running at the end of the grace is ended by the launcher, and
+// its exit says so rather than "killed by signal 9": rank 0 ignores SIGTERM (so the launcher
+// kills it 5 s later), rank 2 does not.
+TEST(Launch, ARankEndedAfterTheGraceIsReportedAsTheLaunchersDoing) {
+  testing::TempDir dir;
+  LaunchOptions o;
+  o.processes = 3;
+  o.grace = 200ms;
+  o.env = {"READY=" + (dir.path() / "ready").string()};
+  // Rank 1 fails once the others are ready (rank 0 ignores SIGTERM, which sleep inherits).
+  const std::string script =
+      "case $TANDEM_RANK in\n"
+      "0) trap '' TERM; touch \"$READY\"0; exec sleep 60;;\n"
+      "1) while [ ! -e \"$READY\"0 ] || [ ! -e \"$READY\"2 ]; do sleep 0.05; done; exit 3;;\n"
+      "2) touch \"$READY\"2; exec sleep 60;;\n"
+      "esac";
+  o.command = {"/bin/sh", "-c", script};
+  std::ostringstream out;
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult result = launch_local(o, out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s) << "the launcher waited for sleep 60";
+  ASSERT_EQ(result.ranks.size(), 3u) << out.str();
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.ranks[0].describe(),
+            "rank 0 did not exit within the 0.2 s grace after rank 1 failed; tandem launch "
+            "killed it");
+  EXPECT_EQ(result.ranks[1].describe(), "rank 1 exited with status 3");
+  EXPECT_EQ(result.ranks[2].describe(),
+            "rank 2 did not exit within the 0.2 s grace after rank 1 failed; tandem launch "
+            "terminated it");
+  // A rank killed by someone else is still described by its signal.
+  EXPECT_EQ((RankExit{4, 128 + 9, std::nullopt}).describe(), "rank 4 was killed by signal 9");
 }
 
 TEST(Launch, UsageErrors) {

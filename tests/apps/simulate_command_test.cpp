@@ -111,7 +111,8 @@ TEST(SimulateCommand, BadInputIsNamed) {
 }
 
 // What --print-order prints, --order reads back to the same schedule, for every kind: the same
-// actions (printed again identically) and the same makespan.
+// actions (printed again identically) and the same makespan. It prints the order alone, so its
+// output redirected to a file is what --order reads.
 TEST(SimulateCommand, PrintOrderRoundTripsForEverySchedule) {
   const auto path = temp_file(".txt");
   const std::vector<std::string> cases = {
@@ -125,27 +126,56 @@ TEST(SimulateCommand, PrintOrderRoundTripsForEverySchedule) {
       "--schedule zb-h1 -p 4 -m 8 --minibatch 12",
       "--schedule umpipe -p 2 -m 4 --minibatch 10",
       "--schedule umpipe -p 2 --forward-slices 1,3;2,2 --backward-slices 3,1;1,1,1,1"};
+  const auto makespan = [](const std::string& text) {
+    const auto at = text.find("makespan ");
+    if (at == std::string::npos) return std::string("(none)");
+    return text.substr(at, text.find(' ', at + 9) - at);
+  };
   int checked = 0;
   for (const std::string& flags : cases) {
     const std::string costs = " --tf 1+0.5b --tb 2+b --tw 0.5";
-    const std::string out = run("simulate " + flags + costs + " --print-order");
-    const std::string order = out.substr(0, out.find("\n\n") + 1);
-    ASSERT_EQ(order.rfind("schedule ", 0), 0u) << flags << ":\n" << out;
+    const std::string order = run("simulate " + flags + costs + " --print-order");
+    ASSERT_EQ(order.rfind("schedule ", 0), 0u) << flags << ":\n" << order;
+    EXPECT_EQ(order.find("makespan"), std::string::npos) << flags << ":\n" << order;
     {
       std::ofstream f(path);
       f << order;
     }
-    const std::string again = run("simulate --order " + path.string() + costs + " --print-order");
-    EXPECT_EQ(again.substr(again.find('\n')), out.substr(out.find('\n'))) << flags;
-    const auto makespan = [](const std::string& text) {
-      const auto at = text.find("makespan ");
-      return text.substr(at, text.find(' ', at + 9) - at);
-    };
-    EXPECT_EQ(makespan(again), makespan(out)) << flags;
+    EXPECT_EQ(run("simulate --order " + path.string() + costs + " --print-order"), order) << flags;
+    const std::string direct = run("simulate " + flags + costs);
+    EXPECT_NE(makespan(direct), "(none)") << flags;
+    EXPECT_EQ(makespan(run("simulate --order " + path.string() + costs)), makespan(direct))
+        << flags;
     ++checked;
   }
   std::filesystem::remove(path);
   EXPECT_EQ(checked, static_cast<int>(cases.size()));
+}
+
+// --table asks for the table and timeline after the order; --json is a report of its own.
+TEST(SimulateCommand, PrintOrderWithTheTableOnRequest) {
+  const std::string flags = "simulate --schedule 1f1b -p 2 -m 2";
+  const std::string order = run(flags + " --print-order");
+  const std::string both = run(flags + " --print-order --table");
+  ASSERT_EQ(both.rfind(order + "\n", 0), 0u) << both;
+  EXPECT_EQ(both.substr(order.size() + 1), run(flags));
+  EXPECT_THROW(run(flags + " --table"), CLI::ParseError);
+  EXPECT_THROW(run(flags + " --print-order --json"), CLI::ParseError);
+}
+
+// An order whose slice runs past its minibatch is refused, naming the token and where it is.
+TEST(SimulateCommand, RefusesASliceOutsideItsMinibatch) {
+  const auto path = temp_file(".txt");
+  {
+    std::ofstream f(path);
+    f << "schedule custom stages=1 slices=2\nd0: F0[0:1000000000) B0[0:1000000000) STEP\n";
+  }
+  EXPECT_NE(error_of("simulate --order " + path.string())
+                .find("line 2, column 5, token 'F0[0:1000000000)': the slice is outside its "
+                      "minibatch [0:2)"),
+            std::string::npos)
+      << error_of("simulate --order " + path.string());
+  std::filesystem::remove(path);
 }
 
 // Flags out of range or ignored by the schedule are refused, not clamped or dropped.

@@ -95,9 +95,9 @@ TEST(ScheduleTextForm, ReadsWhatPeopleWrite) {
   validate(list);
   EXPECT_NEAR(simulate(list, SimulationCosts::uniform(2, 1, 2)).makespan, 9, 1e-9);
   // Without a header: one stage per line, one sample per slice, explicit slices allowed.
-  const ActionList bare = parse_actions("d0: F0[0:3) B0[0:3) F1 STEP STEP5 SYNC2\n");
+  const ActionList bare = parse_actions("d0: F0[0:1) B0[0:1) F1 STEP STEP5 SYNC2\n");
   EXPECT_EQ(bare.params.kind, ScheduleKind::custom);
-  EXPECT_EQ(bare.devices[0][0].slice, (Slice{0, 3}));
+  EXPECT_EQ(bare.devices[0][0].slice, (Slice{0, 1}));
   EXPECT_EQ(bare.devices[0][2].minibatch, 1);
   // replicas= alone gives the stage count.
   EXPECT_EQ(
@@ -118,6 +118,16 @@ TEST(ScheduleTextForm, ErrorsNameLineColumnAndToken) {
                   "1 device lines, but the header describes 2 devices");
   expect_contains(parse_error("d0: F0[3:1)\n"), "token 'F0[3:1)': empty slice");
   expect_contains(parse_error("d0: F0[3:4\n"), "expected [begin:end)");
+  // A slice lies within its minibatch, [0, samples).
+  expect_contains(parse_error("schedule custom slices=2\nd0: F0[0:1000000000) B0[0:2) STEP\n"),
+                  "line 2, column 5, token 'F0[0:1000000000)': the slice is outside its "
+                  "minibatch [0:2) (2 samples");
+  expect_contains(parse_error("schedule custom slices=2 minibatch=8\nd0: F0 F1 B0[6:9)\n"),
+                  "column 11, token 'B0[6:9)': the slice is outside its minibatch [0:8)");
+  expect_contains(parse_error("d0: F0[0:3)\n"), "outside its minibatch [0:1)");
+  EXPECT_EQ(
+      parse_actions("schedule custom slices=2 minibatch=8\nd0: F0[6:8)\n").devices[0][0].slice,
+      (Slice{6, 8}));
   expect_contains(parse_error("d0: F0c\n"), "expected a chunk number");
   expect_contains(parse_error("d0: F0x\n"), "unexpected 'x'");
   expect_contains(parse_error("d0: F0\nschedule gpipe\n"), "header must come before");

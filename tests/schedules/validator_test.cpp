@@ -247,5 +247,20 @@ TEST(ScheduleValidator, FieldsAndShape) {
   expect_contains(error_of(list), "empty or negative slice");
 }
 
+// A slice lies within its minibatch: [0, samples), here 2 samples.
+TEST(ScheduleValidator, SlicesOutsideTheirMinibatch) {
+  ActionList list = one_f_one_b(2, 2);
+  list.devices[0][0].slice = {0, 1'000'000'000};
+  expect_contains(error_of(list),
+                  "d0 #0 F(mb 0, [0,1000000000)) on stage 0: slice [0,1000000000) is outside its "
+                  "minibatch [0,2) (2 samples)");
+  list = one_f_one_b(2, 2);
+  list.devices[1][3].slice = {1, 3};
+  expect_contains(error_of(list), "d1 #3 B(mb 0, [1,3)) on stage 1: slice [1,3) is outside");
+  list = one_f_one_b(2, 2);
+  list.devices[0][1].slice = {2, 3};
+  expect_contains(error_of(list), "d0 #1 F(mb 0, [2,3)) on stage 0: slice [2,3) is outside");
+}
+
 }  // namespace
 }  // namespace tandem::schedules

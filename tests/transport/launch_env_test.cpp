@@ -1,6 +1,7 @@
 #include "transport/launch_env.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -67,7 +68,7 @@ TEST(LaunchEnv, TandemVariables) {
 }
 
 TEST(LaunchEnv, TandemMasterTakesHostNamesAndBracketedV6) {
-  const Vars base{{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "2"}};
+  const Vars base{{"TANDEM_RANK", "0"}, {"TANDEM_WORLD_SIZE", "2"}, {"TANDEM_JOB_TOKEN", "t"}};
   Vars named = base;
   named["TANDEM_MASTER"] = "node-01.cluster:1234";
   LaunchEnv env = read_launch_env(lookup_in(named));
@@ -86,7 +87,8 @@ TEST(LaunchEnv, Torchrun) {
                                                    {"WORLD_SIZE", "8"},
                                                    {"LOCAL_RANK", "1"},
                                                    {"MASTER_ADDR", "10.1.2.3"},
-                                                   {"MASTER_PORT", "29500"}}));
+                                                   {"MASTER_PORT", "29500"},
+                                                   {"TANDEM_JOB_TOKEN", "t"}}));
   EXPECT_EQ(env.source, LaunchSource::kTorchrun);
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
@@ -100,7 +102,8 @@ TEST(LaunchEnv, OpenMpiWithMasterAddrOrTandemMaster) {
                   {"OMPI_COMM_WORLD_SIZE", "4"},
                   {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
                   {"MASTER_ADDR", "10.0.0.1"},
-                  {"MASTER_PORT", "4000"}};
+                  {"MASTER_PORT", "4000"},
+                  {"TANDEM_JOB_TOKEN", "t"}};
   LaunchEnv env = read_launch_env(lookup_in(base));
   EXPECT_EQ(env.source, LaunchSource::kOpenMpi);
   EXPECT_EQ(env.rank, 3);
@@ -120,7 +123,8 @@ TEST(LaunchEnv, Slurm) {
   const LaunchEnv env = read_launch_env(lookup_in({{"SLURM_PROCID", "1"},
                                                    {"SLURM_NTASKS", "2"},
                                                    {"SLURM_LOCALID", "0"},
-                                                   {"TANDEM_MASTER", "node7:29400"}}));
+                                                   {"TANDEM_MASTER", "node7:29400"},
+                                                   {"TANDEM_JOB_TOKEN", "t"}}));
   EXPECT_EQ(env.source, LaunchSource::kSlurm);
   EXPECT_EQ(env.rank, 1);
   EXPECT_EQ(env.world_size, 2);
@@ -129,8 +133,11 @@ TEST(LaunchEnv, Slurm) {
 }
 
 TEST(LaunchEnv, NestedLaunchersTheInnerOneWins) {
-  const Vars slurm{
-      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  const Vars slurm{{"SLURM_PROCID", "0"},
+                   {"SLURM_NTASKS", "2"},
+                   {"MASTER_ADDR", "h"},
+                   {"MASTER_PORT", "1"},
+                   {"TANDEM_JOB_TOKEN", "t"}};
   Vars torch_in_slurm = slurm;
   torch_in_slurm["RANK"] = "3";
   torch_in_slurm["WORLD_SIZE"] = "4";
@@ -200,7 +207,7 @@ TEST(LaunchEnv, MalformedTandemMaster) {
   }
 }
 
-class TokenFile : public ::testing::Test {
+class LaunchEnvTokenFile : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = std::filesystem::temp_directory_path() /
@@ -212,20 +219,102 @@ class TokenFile : public ::testing::Test {
   std::filesystem::path path_;
 };
 
-TEST_F(TokenFile, TokenFromFileWithoutTrailingNewline) {
+TEST_F(LaunchEnvTokenFile, TokenFromFileWithoutTrailingNewline) {
   write("file-token\n");
   const LaunchEnv env = read_launch_env(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}));
   EXPECT_EQ(env.job_token, "file-token");
 }
 
-TEST_F(TokenFile, EmptyMissingOrDoubleTokenIsAnError) {
+TEST_F(LaunchEnvTokenFile, EmptyMissingOrDoubleTokenIsAnError) {
   write("\n");
-  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "no token"});
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "empty"});
   expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string() + ".absent"}},
                {"TANDEM_JOB_TOKEN_FILE", ".absent", "cannot open"});
   expect_error({{"TANDEM_JOB_TOKEN", "a"}, {"TANDEM_JOB_TOKEN_FILE", path_.string()}},
                {"both TANDEM_JOB_TOKEN and"});
   expect_error({{"TANDEM_JOB_TOKEN", ""}}, {"TANDEM_JOB_TOKEN is set but empty"});
+  expect_error({{"TANDEM_JOB_TOKEN", std::string(kMaxJobTokenBytes + 1, 'x')}},
+               {"TANDEM_JOB_TOKEN is longer than 4096 bytes"});
+}
+
+TEST_F(LaunchEnvTokenFile, AFileOfTheLargestSizeIsRead) {
+  write(std::string(kMaxJobTokenBytes, 'k'));
+  EXPECT_EQ(read_job_token(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}})),
+            std::string(kMaxJobTokenBytes, 'k'));
+}
+
+// /dev/zero would be read without end (4.3 GB before the bound): only a regular file of at most
+// 4 KiB is a token file.
+TEST_F(LaunchEnvTokenFile, OnlyASmallRegularFileIsRead) {
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", "/dev/zero"}}, {"/dev/zero", "not a regular file"});
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", dir}}, {dir, "not a regular file"});
+  write(std::string(kMaxJobTokenBytes + 1, 'k'));
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}},
+               {path_.string(), "larger than 4096 bytes"});
+  write("secret\n");
+  std::filesystem::permissions(path_, std::filesystem::perms::none);
+  if (::access(path_.c_str(), R_OK) != 0) {  // root reads it anyway
+    expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "cannot open"});
+  }
+}
+
+// A FIFO is refused at once rather than waited on for a writer.
+TEST_F(LaunchEnvTokenFile, AFifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  expect_error({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}, {path_.string(), "not a regular file"});
+}
+
+// The master of the job, on the launcher's variables, with or without a token.
+Vars job_with_master(const std::string& master) {
+  return {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", master}, {"MASTER_PORT", "29500"}};
+}
+
+TEST(LaunchEnvToken, AJobThatMaySpanHostsNeedsAToken) {
+  for (const char* master : {"node0", "10.0.0.1", "fd00::1", "localhost.example.com"}) {
+    expect_error(job_with_master(master), {"torchrun", master, "no job token", "TANDEM_JOB_TOKEN",
+                                           "TANDEM_JOB_TOKEN_FILE", "TANDEM_ALLOW_NO_TOKEN=1"});
+  }
+  Vars mpi{{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "4"},
+           {"TANDEM_MASTER", "node0:1234"}};
+  expect_error(mpi, {"Open MPI launch of 4 processes", "node0"});
+  mpi["TANDEM_JOB_TOKEN"] = "t";
+  EXPECT_EQ(read_launch_env(lookup_in(mpi)).job_token, "t");
+}
+
+TEST(LaunchEnvToken, ALoopbackMasterOrOneProcessNeedsNone) {
+  for (const char* master : {"localhost", "127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"}) {
+    const LaunchEnv env = read_launch_env(lookup_in(job_with_master(master)));
+    EXPECT_EQ(env.master_host, master);
+    EXPECT_TRUE(env.job_token.empty());
+  }
+  Vars one = job_with_master("node0");
+  one["RANK"] = "0";
+  one["WORLD_SIZE"] = "1";
+  EXPECT_NO_THROW(read_launch_env(lookup_in(one)));
+}
+
+TEST(LaunchEnvToken, TheOptOutIsExplicit) {
+  Vars v = job_with_master("node0");
+  v["TANDEM_ALLOW_NO_TOKEN"] = "1";
+  EXPECT_TRUE(read_launch_env(lookup_in(v)).job_token.empty());
+  v["TANDEM_ALLOW_NO_TOKEN"] = "0";
+  expect_error(v, {"no job token"});
+  for (const char* bad : {"yes", "true", "", "2"}) {
+    v["TANDEM_ALLOW_NO_TOKEN"] = bad;
+    expect_error(v, {"TANDEM_ALLOW_NO_TOKEN='" + std::string(bad) + "'", "not 0 or 1"});
+  }
+}
+
+TEST(LaunchEnvToken, LoopbackHostsAreReadAsWritten) {
+  for (const char* host : {"localhost", "127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.2"}) {
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+  }
+  for (const char* host : {"node0", "10.0.0.1", "0.0.0.0", "::", "fe80::1", "::ffff:10.0.0.1",
+                           "localhost.", "128.0.0.1", ""}) {
+    EXPECT_FALSE(is_loopback_host(host)) << host;
+  }
 }
 
 }  // namespace
