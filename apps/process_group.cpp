@@ -3,12 +3,15 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include "actors/pipeline_wire_types.hpp"
+#include "transport/control_frame.hpp"
 #include "transport/gloo_collectives.hpp"
 #include "transport/nccl_collectives.hpp"
 #include "transport/tcp_channel.hpp"
@@ -23,6 +26,18 @@ constexpr std::uint64_t kJob = 0x7a6e'6400'0000'0000ull;
 
 // Values travel through the control plane's key-value store in pieces below its limit.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+// At most 1 TiB in one value: a count beyond is not one a rank of this job published.
+constexpr std::size_t kMaxPieces = std::size_t{1} << 18;
+
+// A decimal count of at most `max`, the whole text and nothing else; nullopt otherwise.
+std::optional<std::size_t> parse_count(const std::string& text, std::size_t max) {
+  std::size_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v > max) {
+    return std::nullopt;
+  }
+  return v;
+}
 
 // The local address of the route to `host`: what the master's network reaches this process
 // at. A UDP connect picks the route without sending anything.
@@ -86,6 +101,7 @@ struct ProcessGroup::Impl {
   transport::TcpChannel* tcp = nullptr;
   transport::UcxChannel* ucx = nullptr;
   std::unique_ptr<transport::Collectives> collectives;
+  std::string address_key;  // where this rank published its data-plane address this segment
   bool shut_down = false;
 
   // From the control plane's or the data plane's thread.
@@ -220,9 +236,10 @@ void ProcessGroup::connect_channel(int segment) {
   // Each rank publishes where its channel is reached (tcp: "host port"; ucx: its worker's
   // address) under a key of this segment, then reads the others'.
   const std::string prefix = (m.ucx != nullptr ? "ucx/" : "tcp/") + std::to_string(segment) + "/";
-  m.rendezvous->set(prefix + std::to_string(rank()),
-                    m.ucx != nullptr ? m.ucx->worker_address()
-                                     : text_bytes(host() + " " + std::to_string(m.tcp->port())));
+  m.address_key = prefix + std::to_string(rank());
+  m.rendezvous->set(m.address_key, m.ucx != nullptr
+                                       ? m.ucx->worker_address()
+                                       : text_bytes(host() + " " + std::to_string(m.tcp->port())));
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank()) continue;
     std::vector<std::byte> addr = m.rendezvous->get(prefix + std::to_string(r), m.opt.join_timeout);
@@ -233,12 +250,13 @@ void ProcessGroup::connect_channel(int segment) {
     }
     const std::string text = bytes_text(addr);
     const auto space = text.rfind(' ');
-    if (space == std::string::npos) {
+    const std::optional<std::size_t> port =
+        space == std::string::npos ? std::nullopt : parse_count(text.substr(space + 1), 65535);
+    if (!port || *port == 0) {
       throw std::runtime_error("rank " + std::to_string(r) + " published a malformed address '" +
-                               text + "'");
+                               transport::printable(text) + "'");
     }
-    m.tcp->add_peer(
-        {r, text.substr(0, space), static_cast<std::uint16_t>(std::stoi(text.substr(space + 1)))});
+    m.tcp->add_peer({r, text.substr(0, space), static_cast<std::uint16_t>(*port)});
   }
   for (transport::Endpoint e = 0; e < m.placement->endpoints(); ++e) {
     if (m.placement->rank_of(e) == rank()) continue;
@@ -275,12 +293,19 @@ void ProcessGroup::put(const std::string& key, std::span<const std::byte> value)
 
 std::vector<std::byte> ProcessGroup::take(const std::string& key) {
   transport::Rendezvous& rv = *impl_->rendezvous;
-  const std::string n = bytes_text(rv.get(key + "/n", impl_->opt.exchange_timeout));
-  const std::size_t pieces = std::stoul(n);
+  // Taken, not read: rank 0's store forgets each piece once it is delivered, so what ranks
+  // hand over between segments never piles up there.
+  const std::string n = bytes_text(rv.take(key + "/n", impl_->opt.exchange_timeout));
+  const std::optional<std::size_t> pieces = parse_count(n, kMaxPieces);
+  if (!pieces) {
+    throw std::runtime_error("the value '" + key +
+                             "' on the control plane has a malformed piece count '" +
+                             transport::printable(n) + "'");
+  }
   std::vector<std::byte> out;
-  for (std::size_t i = 0; i < pieces; ++i) {
+  for (std::size_t i = 0; i < *pieces; ++i) {
     const std::vector<std::byte> piece =
-        rv.get(key + "/" + std::to_string(i), impl_->opt.exchange_timeout);
+        rv.take(key + "/" + std::to_string(i), impl_->opt.exchange_timeout);
     out.insert(out.end(), piece.begin(), piece.end());
   }
   return out;
@@ -288,6 +313,16 @@ std::vector<std::byte> ProcessGroup::take(const std::string& key) {
 
 void ProcessGroup::barrier(const std::string& name) {
   impl_->rendezvous->barrier(name, impl_->opt.exchange_timeout);
+}
+
+void ProcessGroup::end_segment(int segment) {
+  Impl& m = *impl_;
+  barrier("segment/" + std::to_string(segment) + "/done");
+  if (!m.address_key.empty()) {
+    // Every rank has read it (the barrier), so it can go.
+    (void)m.rendezvous->take(m.address_key, m.opt.exchange_timeout);
+    m.address_key.clear();
+  }
 }
 
 void ProcessGroup::shutdown() {

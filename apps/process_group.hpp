@@ -73,12 +73,17 @@ class ProcessGroup {
   // After run() (or its failure): no failure reaches that pipeline any more.
   void release();
 
-  // Any rank publishes `value` under `key` (put does not wait); any other rank takes it (take
-  // waits until it is there). Values of any size, sent in pieces through the control plane's
-  // key-value store; a key is written once per job.
+  // Any rank publishes `value` under `key` (put does not wait); one other rank takes it (take
+  // waits until it is there, and rank 0 forgets the value once taken, so a key has one reader).
+  // Values of any size, sent in pieces through the control plane's key-value store; a key is
+  // written once per job.
   void put(const std::string& key, std::span<const std::byte> value);
   std::vector<std::byte> take(const std::string& key);
   void barrier(const std::string& name);
+  // After segment `segment`'s pipeline ran and its state was handed over: waits until every
+  // rank is there (nobody closes a data plane another may still read from), then forgets this
+  // rank's data-plane address of the segment on rank 0.
+  void end_segment(int segment);
 
   // Orderly leave (rank 0 waits for the others). Idempotent.
   void shutdown();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -25,6 +26,7 @@
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/weight_versions.hpp"
+#include "transport/control_frame.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -34,6 +36,19 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// The minibatches rank 0 says the segment ran: a decimal count within the segment's length.
+int64_t ran_minibatches(const std::vector<std::byte>& bytes, int64_t segment_length) {
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  int64_t n = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > segment_length) {
+    throw std::runtime_error("rank 0 sent a malformed count of the segment's minibatches '" +
+                             transport::printable(text) + "' (expected 0 to " +
+                             std::to_string(segment_length) + ")");
+  }
+  return n;
 }
 
 int64_t model_outputs(const models::ModelSpec& s) {
@@ -628,14 +643,16 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
       group->release();
       // Where the loader runs the segment's end is known (a stop may cut it short): the
       // others learn it, so every rank's next segment starts at the same step.
-      const std::string key = "segment/" + std::to_string(segment) + "/ran";
+      // One key per reader: a value taken is gone from rank 0's store.
+      const std::string key = "segment/" + std::to_string(segment) + "/ran/";
       if (group->rank() == 0) {
         const std::string n = std::to_string(result.minibatches);
-        group->put(key, std::as_bytes(std::span(n.data(), n.size())));
+        for (int k = 1; k < group->world_size(); ++k) {
+          group->put(key + std::to_string(k), std::as_bytes(std::span(n.data(), n.size())));
+        }
       } else {
-        const std::vector<std::byte> n = group->take(key);
         result.minibatches =
-            std::stoll(std::string(reinterpret_cast<const char*>(n.data()), n.size()));
+            ran_minibatches(group->take(key + std::to_string(group->rank())), end - begin);
       }
     }
     if (tracing) {
@@ -700,7 +717,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
         }
       }
       // Nobody closes its data plane while another may still read from it.
-      group->barrier("segment/" + std::to_string(segment) + "/done");
+      group->end_segment(segment);
     }
     at = begin + result.minibatches;
     first_segment = false;

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -187,6 +189,37 @@ TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
   const Result whole = run(kTandem + " train " + config.string() + " --quiet");
   ASSERT_EQ(whole.code, 0) << whole.output;
   EXPECT_EQ(fingerprint(resumed.output), fingerprint(whole.output)) << resumed.output;
+}
+
+// Rank 0 keeps none of the other ranks' state: the hand-over between segments leaves the
+// control plane's store as it found it, so rank 0's memory after 200 checkpoints (a segment
+// each) is what it was after 10.
+TEST(Launch, RankZerosMemoryStaysFlatOverCheckpoints) {
+  testing::TempDir dir;
+  const std::string pipeline =
+      "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n    - {layers: \"0\"}\n"
+      "    - {layers: \"1\"}\n    - {layers: \"2\"}\n";
+  const std::string config =
+      "model: {name: mlp, widths: [8, 256, 256, 4]}\n"
+      "data: {kind: teacher, samples: 4096, seed: 1, hidden: 8}\n"
+      "train:\n  minibatch: 16\n  steps: 200\n  optimizer: {kind: adamw, lr: 2.0e-3}\n"
+      "  seed: 3\n  log_every: 10\n" +
+      pipeline;
+  const auto metrics = dir.path() / "m.jsonl";
+  const Result job = run(kTandem + " launch -n 3 " + dir.write("c.yaml", config).string() +
+                         " --checkpoint " + (dir.path() / "ck").string() +
+                         " --checkpoint-every 1 --quiet --metrics-json " + metrics.string());
+  ASSERT_EQ(job.code, 0) << job.output;
+  std::map<int, double> resident;  // step -> MiB
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    resident[j.at("step").get<int>()] = j.at("resident_mib").get<double>();
+  }
+  ASSERT_TRUE(resident.contains(10) && resident.contains(200)) << job.output;
+  std::printf("rank 0 resident: %.1f MiB after 10 checkpoints, %.1f MiB after 200\n", resident[10],
+              resident[200]);
+  EXPECT_LE(resident[200], resident[10] * 1.05);
 }
 
 TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
