@@ -643,6 +643,7 @@ StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json
                      " that the manifest does not list");
   }
   stage.extras = f.member(entry, at, "extras");
+  stage.file = file;
   return stage;
 }
 
@@ -813,6 +814,38 @@ Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& ex
                               "): the file is corrupted");
   }
   return parse_checkpoint(text, manifest_file, step_dir, expect, files_on_disk(), true);
+}
+
+void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& params,
+                         const models::Optimizer& optimizer) {
+  const fs::path file = stage.file.empty() ? fs::path("a stage") : stage.file;
+  for (const CheckpointWeights& w : stage.weights) {
+    const std::string prefix = weights_prefix(w.replica, w.version);
+    for (std::int64_t i = 0; i < w.params.size(); ++i) {
+      const std::string& name = w.params.name(i);
+      if (!params.contains(name)) {
+        refuse(file, "tensor '" + prefix + name + "': the stage has no parameter '" + name + "'");
+      }
+      const Tensor& want = params.at(name);
+      const Tensor& got = w.params[i];
+      if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+        refuse(file, "tensor '" + prefix + name + "': " + std::string(dtype_name(got.dtype())) +
+                         shape_str(got.shape()) + ", but the model's parameter is " +
+                         std::string(dtype_name(want.dtype())) + shape_str(want.shape()));
+      }
+    }
+    for (const std::string& name : params.names()) {
+      if (!w.params.contains(name)) refuse(file, "tensor '" + prefix + name + "' is missing");
+    }
+  }
+  for (const CheckpointOptimizer& o : stage.optimizers) {
+    try {
+      optimizer.check_state(o.state, params);
+    } catch (const models::OptimizerStateError& e) {
+      refuse(file, "tensor '" + optimizer_prefix(o.replica) + e.entry() + "': " + e.detail() +
+                       " (" + e.who() + ")");
+    }
+  }
 }
 
 Checkpoint read_checkpoint_bytes(std::string_view manifest,

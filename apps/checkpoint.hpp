@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/optimizer.hpp"
 #include "models/param_set.hpp"
 #include "schedules/plan.hpp"
 
@@ -56,6 +57,7 @@ struct StageCheckpoint {
   std::vector<CheckpointWeights> weights;
   std::vector<CheckpointOptimizer> optimizers;       // at most one per replica
   nlohmann::json extras = nlohmann::json::object();  // per-stage state the format does not know
+  std::filesystem::path file;  // the stage file it was read from (empty when built in memory)
 };
 
 struct Checkpoint {
@@ -111,6 +113,15 @@ Checkpoint read_checkpoint_bytes(std::string_view manifest,
                                  const std::map<std::string, std::span<const std::byte>>& files,
                                  const std::filesystem::path& name_for_errors,
                                  bool verify_checksums = true);
+
+// Checks a stage read from a checkpoint against the stage's parameters as the model defines
+// them (`params`: names, shapes, dtypes) before anything uses it: every weight version holds
+// exactly those tensors, and every replica's optimizer state passes optimizer.check_state.
+// Throws CheckpointError naming the stage file and the tensor as the file names it:
+// "ckpt/step-00000010/stage-0.safetensors: tensor 'optimizer/r0/exp_avg.0.weight': shape [3],
+// but parameter '0.weight' has shape [3, 4] (optimizer adamw)".
+void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& params,
+                         const models::Optimizer& optimizer);
 
 // The step directory DIR/latest names, or nullopt when DIR has no `latest` (no checkpoint was
 // completed there). Throws CheckpointError when `latest` is unreadable or malformed.

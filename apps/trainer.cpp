@@ -473,6 +473,14 @@ Trainer::Trainer(Config config, TrainerOptions options)
                           " is not a stop boundary of this schedule");
   }
   first_step_ = ck.step;
+  // Every tensor is checked against the model before it is used: the optimizers' updates run
+  // over each parameter's element count, whatever the state's tensors hold.
+  const auto optimizer = models::make_optimizer(config_.train.optimizer);
+  for (size_t s = 0; s < ck.stages.size(); ++s) {
+    const schedules::LayerRange& layers = plan_.stages[s].layers;
+    check_stage_tensors(ck.stages[s],
+                        model_.init_params(0, layers.begin, layers.end, Device::sim()), *optimizer);
+  }
   for (const StageCheckpoint& st : ck.stages) {
     // Replicas agree at a checkpoint (every round complete): replica 0's newest version.
     const CheckpointWeights* newest = nullptr;
