@@ -243,19 +243,42 @@ std::vector<std::vector<std::int64_t>> compositions(const Fields& f, const json&
   return out;
 }
 
+// A stage's layers [begin, end), checked before anything prints or uses them: both fit an int,
+// begin < end, and the stage starts where the previous one (`next`) ended, so the stages cover
+// the model's layers in order from 0 (a resume then compares them with the model's plan).
+schedules::LayerRange layer_range(const Fields& f, const json& layers, const std::string& at,
+                                  int next) {
+  const std::vector<std::int64_t> range = f.int64s(layers, at);
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (range[i] > std::numeric_limits<int>::max()) {
+      f.fail("field '" + at + "[" + std::to_string(i) + "]' is " + std::to_string(range[i]) +
+             ", more than a layer index can be (" +
+             std::to_string(std::numeric_limits<int>::max()) + ")");
+    }
+  }
+  if (range[0] >= range[1]) {
+    f.fail("field '" + at + "' is [" + std::to_string(range[0]) + ", " + std::to_string(range[1]) +
+           "): a stage needs at least one layer (begin < end)");
+  }
+  if (range[0] != next) {
+    f.fail("field '" + at + "' begins at layer " + std::to_string(range[0]) + ", expected " +
+           std::to_string(next) + " (stages cover the layers in order from 0)");
+  }
+  return {static_cast<int>(range[0]), static_cast<int>(range[1])};
+}
+
 schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
   const json& plan_json = f.object(manifest, "", "plan");
   schedules::Plan plan;
   const json& stages = f.array(plan_json, "plan", "stages");
+  int next_layer = 0;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const std::string at = "plan.stages[" + std::to_string(s) + "]";
     schedules::StagePlan stage;
     const json& layers = f.array(stages[s], at, "layers");
     if (layers.size() != 2) f.fail("field '" + at + ".layers' must be [begin, end]");
-    const std::vector<std::int64_t> range = f.int64s(layers, at + ".layers");
-    if (range[1] > std::numeric_limits<int>::max())
-      f.fail("field '" + at + ".layers' out of range");
-    stage.layers = {static_cast<int>(range[0]), static_cast<int>(range[1])};
+    stage.layers = layer_range(f, layers, at + ".layers", next_layer);
+    next_layer = stage.layers.end;
     stage.replicas.clear();
     const json& replicas = f.array(stages[s], at, "replicas");
     for (std::size_t r = 0; r < replicas.size(); ++r) {
@@ -288,6 +311,11 @@ schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
   p.minibatches = f.int64(sj, at, "minibatches");
   p.forward_slices = compositions(f, f.array(sj, at, "forward_slices"), at + ".forward_slices");
   p.backward_slices = compositions(f, f.array(sj, at, "backward_slices"), at + ".backward_slices");
+  try {
+    plan.validate();
+  } catch (const std::exception& e) {
+    f.fail("field 'plan' is not a valid plan: " + std::string(e.what()));
+  }
   return plan;
 }
 
@@ -702,6 +730,13 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
       }
     }
     for (const CheckpointOptimizer& o : c.stages[s].optimizers) {
+      // Each update takes at least one minibatch; an optimizer counts on from its steps.
+      if (o.steps > c.step) {
+        refuse(manifest_file, "field 'stages[" + std::to_string(s) + "].optimizer' gives replica " +
+                                  std::to_string(o.replica) + " " + std::to_string(o.steps) +
+                                  " optimizer steps, more than the " + std::to_string(c.step) +
+                                  " steps done");
+      }
       if (o.replica >= replicas) {
         refuse(manifest_file, "stage " + std::to_string(s) + " holds optimizer state of replica " +
                                   std::to_string(o.replica) + " of " + std::to_string(replicas));

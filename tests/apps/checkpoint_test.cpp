@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -327,7 +329,60 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
             std::string::npos);
   EXPECT_NE(refusal_with([](json& m) {
               m["plan"]["stages"][0]["replicas"].erase(1);
+              m["plan"]["schedule"]["replicas"][0] = 1;
             }).find("holds weights of replica 1 of 1"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["plan"]["stages"][0]["replicas"].erase(1); })
+                .find("field 'plan' is not a valid plan: plan: stage 0: has 1 replicas but the "
+                      "schedule says 2"),
+            std::string::npos);
+  spit(manifest_file, manifest.dump());
+  expect_same(read_checkpoint(step_dir), make_checkpoint(2));
+}
+
+// Layer ranges and indices are checked before anything prints or uses them: [2^40, 4) was
+// cast to int and printed as [0, 4).
+TEST_F(CheckpointTest, RefusesLayerRangesAndIndicesOutOfRange) {
+  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest_file = step_dir / "manifest.json";
+  const json manifest = json::parse(slurp(manifest_file));
+  auto refusal_with = [&](const std::function<void(json&)>& edit) {
+    json m = manifest;
+    edit(m);
+    spit(manifest_file, m.dump(2));
+    return refusal(step_dir, manifest_file);
+  };
+  const std::int64_t huge = std::int64_t{1} << 40;
+  EXPECT_NE(refusal_with([&](json& m) {
+              m["plan"]["stages"][0]["layers"] = {huge, 4};
+            })
+                .find("field 'plan.stages[0].layers[0]' is 1099511627776, more than a layer index "
+                      "can be"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([&](json& m) {
+              m["plan"]["stages"][1]["layers"] = {2, huge + 4};
+            }).find("field 'plan.stages[1].layers[1]' is 1099511627780"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["layers"] = {2, 0};
+            }).find("field 'plan.stages[0].layers' is [2, 0): a stage needs at least one layer"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][1]["layers"] = {3, 4};
+            }).find("field 'plan.stages[1].layers' begins at layer 3, expected 2"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["layers"] = {-1, 2};
+            }).find("field 'plan.stages[0].layers[0]' must be an integer >= 0"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["schedule"]["stages"] = 3;
+            }).find("field 'plan' is not a valid plan"),
+            std::string::npos);
+  // Versions and optimizer steps count updates: never more than the steps done.
+  EXPECT_NE(refusal_with([](json& m) {
+              m["stages"][1]["optimizer"][0]["steps"] = std::numeric_limits<std::int64_t>::max();
+            }).find("optimizer steps, more than the 2 steps done"),
             std::string::npos);
   spit(manifest_file, manifest.dump());
   expect_same(read_checkpoint(step_dir), make_checkpoint(2));
