@@ -183,6 +183,56 @@ TEST(Resume, RefusesAnotherModelOrPlan) {
                CheckpointError);
 }
 
+// Pruning follows the run's lineage: run A checkpoints steps 10, 20, 30; run B resumes from
+// A's step 10 (another learning rate: other weights) into the same directory and keeps 2. B's
+// step 20 replaces A's (same name, abandoned run), and B's checkpoints, not A's newer step 30,
+// are what stays: before, keep 2 kept A's step 30 and deleted B's own previous checkpoint.
+TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
+  TempDir dir;
+  const fs::path ckpt = dir.path() / "ckpt";
+  const Config a_config = parse_config(with_pipeline("1f1b"), "test.yaml");
+  Trainer a(a_config,
+            TrainerOptions{
+                .steps = 30, .checkpoint_dir = ckpt, .checkpoint_every = 10, .checkpoint_keep = 3});
+  a.run();
+  const CheckpointRef a20 = checkpoint_ref(ckpt / "step-00000020");
+  const CheckpointRef a30 = checkpoint_ref(ckpt / "step-00000030");
+
+  std::string b_yaml = with_pipeline("1f1b");
+  b_yaml.replace(b_yaml.find("lr: 1.0e-2"), 10, "lr: 2.0e-2");
+  Trainer b(parse_config(b_yaml, "test.yaml"), TrainerOptions{.steps = 40,
+                                                              .checkpoint_dir = ckpt,
+                                                              .checkpoint_every = 10,
+                                                              .checkpoint_keep = 2,
+                                                              .resume = ckpt / "step-00000010"});
+  std::vector<std::string> while_at_25;
+  const TrainSummary s = b.run([&](const StepRecord& r) {
+    if (r.step != 25) return;
+    for (const auto& entry : fs::directory_iterator(ckpt)) {
+      if (entry.is_directory()) while_at_25.push_back(entry.path().filename().string());
+    }
+  });
+  std::sort(while_at_25.begin(), while_at_25.end());
+  // After B's first checkpoint: B's step 20 and its parent, A's step 10; A's step 30 is gone.
+  EXPECT_EQ(while_at_25, (std::vector<std::string>{"step-00000010", "step-00000020"}));
+  ASSERT_EQ(s.checkpoints.size(), 3u);
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(ckpt)) {
+    if (entry.is_directory()) kept.push_back(entry.path().filename().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"step-00000030", "step-00000040"}));
+  EXPECT_EQ(*latest_checkpoint(ckpt), ckpt / "step-00000040");
+  // Both are B's: 40's parent is B's 30, whose parent is B's 20, which is not A's.
+  const Checkpoint b40 = read_checkpoint(ckpt);
+  const Checkpoint b30 = read_checkpoint(ckpt / "step-00000030");
+  EXPECT_EQ(b40.parent, checkpoint_ref(ckpt / "step-00000030"));
+  EXPECT_NE(b30.origin, a30);
+  ASSERT_TRUE(b30.parent.has_value());
+  EXPECT_EQ(b30.parent->name, "step-00000020");
+  EXPECT_NE(*b30.parent, a20);
+}
+
 // A loss that is not finite stops the run at once instead of training on.
 TEST(Divergence, StopsTheRunEarly) {
   std::string yaml = with_pipeline("pipedream");
