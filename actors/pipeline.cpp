@@ -246,7 +246,11 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     setup.optimizer = models::make_optimizer(spec_.optimizer);
     if (!spec_.optimizer_states.empty()) {
       const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
-      setup.optimizer->load_state(os.state, os.steps);
+      try {
+        setup.optimizer->load_state(os.state, os.steps, setup.params);
+      } catch (const models::OptimizerStateError& e) {
+        fail("optimizer state of stage " + std::to_string(s) + ": " + e.what());
+      }
     }
     setup.first_minibatch = spec_.first_minibatch;
     setup.first_round = first_round;

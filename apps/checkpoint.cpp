@@ -40,6 +40,8 @@ constexpr std::uint64_t kMaxLatestBytes = 4096;
   throw CheckpointError(file.string() + ": " + what);
 }
 
+CheckpointRef read_latest(const fs::path& file);
+
 std::string stage_file_name(std::size_t stage) {
   return "stage-" + std::to_string(stage) + ".safetensors";
 }
@@ -243,19 +245,42 @@ std::vector<std::vector<std::int64_t>> compositions(const Fields& f, const json&
   return out;
 }
 
+// A stage's layers [begin, end), checked before anything prints or uses them: both fit an int,
+// begin < end, and the stage starts where the previous one (`next`) ended, so the stages cover
+// the model's layers in order from 0 (a resume then compares them with the model's plan).
+schedules::LayerRange layer_range(const Fields& f, const json& layers, const std::string& at,
+                                  int next) {
+  const std::vector<std::int64_t> range = f.int64s(layers, at);
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (range[i] > std::numeric_limits<int>::max()) {
+      f.fail("field '" + at + "[" + std::to_string(i) + "]' is " + std::to_string(range[i]) +
+             ", more than a layer index can be (" +
+             std::to_string(std::numeric_limits<int>::max()) + ")");
+    }
+  }
+  if (range[0] >= range[1]) {
+    f.fail("field '" + at + "' is [" + std::to_string(range[0]) + ", " + std::to_string(range[1]) +
+           "): a stage needs at least one layer (begin < end)");
+  }
+  if (range[0] != next) {
+    f.fail("field '" + at + "' begins at layer " + std::to_string(range[0]) + ", expected " +
+           std::to_string(next) + " (stages cover the layers in order from 0)");
+  }
+  return {static_cast<int>(range[0]), static_cast<int>(range[1])};
+}
+
 schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
   const json& plan_json = f.object(manifest, "", "plan");
   schedules::Plan plan;
   const json& stages = f.array(plan_json, "plan", "stages");
+  int next_layer = 0;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const std::string at = "plan.stages[" + std::to_string(s) + "]";
     schedules::StagePlan stage;
     const json& layers = f.array(stages[s], at, "layers");
     if (layers.size() != 2) f.fail("field '" + at + ".layers' must be [begin, end]");
-    const std::vector<std::int64_t> range = f.int64s(layers, at + ".layers");
-    if (range[1] > std::numeric_limits<int>::max())
-      f.fail("field '" + at + ".layers' out of range");
-    stage.layers = {static_cast<int>(range[0]), static_cast<int>(range[1])};
+    stage.layers = layer_range(f, layers, at + ".layers", next_layer);
+    next_layer = stage.layers.end;
     stage.replicas.clear();
     const json& replicas = f.array(stages[s], at, "replicas");
     for (std::size_t r = 0; r < replicas.size(); ++r) {
@@ -288,6 +313,11 @@ schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
   p.minibatches = f.int64(sj, at, "minibatches");
   p.forward_slices = compositions(f, f.array(sj, at, "forward_slices"), at + ".forward_slices");
   p.backward_slices = compositions(f, f.array(sj, at, "backward_slices"), at + ".backward_slices");
+  try {
+    plan.validate();
+  } catch (const std::exception& e) {
+    f.fail("field 'plan' is not a valid plan: " + std::string(e.what()));
+  }
   return plan;
 }
 
@@ -407,38 +437,66 @@ std::pair<models::ParamSet, json> stage_contents(const StageCheckpoint& stage) {
           json{{"weights", weights}, {"optimizer", optimizers}, {"extras", stage.extras}}};
 }
 
-// The name `latest` holds, or nullopt when there is none or it cannot be read (a writer never
+// What `latest` holds, or nullopt when there is none or it cannot be read (a writer never
 // trusts it beyond not overwriting what it names).
-std::optional<std::string> latest_name_or_none(const fs::path& dir) {
+std::optional<CheckpointRef> latest_or_none(const fs::path& dir) {
   try {
-    const std::optional<fs::path> latest = latest_checkpoint(dir);
-    if (latest) return latest->filename().string();
+    std::error_code ec;
+    if (fs::exists(dir / kLatest, ec)) return read_latest(dir / kLatest);
   } catch (const CheckpointError&) {
   }
   return std::nullopt;
 }
 
-// A directory name for the new checkpoint that does not touch the one `latest` names.
+std::optional<CheckpointRef> parent_from_json(const Fields& f, const json& manifest);
+
+// `parent` and its ancestors in `dir`, newest first, at most `limit`: each a step directory of
+// that name whose manifest has the recorded SHA-256. A name that now holds another checkpoint
+// (another run's), a missing or unreadable manifest, or a cycle ends the lineage.
+std::vector<std::string> lineage(const fs::path& dir, std::optional<CheckpointRef> parent,
+                                 std::size_t limit) {
+  std::vector<std::string> names;
+  while (parent && names.size() < limit && is_plain_name(parent->name) &&
+         std::find(names.begin(), names.end(), parent->name) == names.end()) {
+    const fs::path file = dir / parent->name / kManifest;
+    try {
+      const std::string text = read_small_file(file, kMaxManifestBytes, "missing");
+      if (hex_of(text) != parent->manifest_sha256) break;
+      names.push_back(parent->name);
+      parent = parent_from_json(Fields(file), parse_json(text, file));
+    } catch (const CheckpointError&) {
+      break;
+    }
+  }
+  return names;
+}
+
+// A directory name for the new checkpoint that touches neither the one `latest` names nor one
+// of `kept` (the lineage).
 std::string choose_step_dir(const fs::path& dir, std::int64_t step,
-                            const std::optional<std::string>& latest) {
+                            const std::optional<CheckpointRef>& latest,
+                            const std::vector<std::string>& kept) {
   const std::string base = step_dir_name(step);
   for (int k = 0;; ++k) {
     const std::string name = k == 0 ? base : base + "." + std::to_string(k);
-    if (latest && name == *latest) continue;
+    if (latest && name == latest->name) continue;
+    if (std::find(kept.begin(), kept.end(), name) != kept.end()) continue;
     std::error_code ec;
-    // A directory of this name that `latest` does not name is a leftover of a killed writer,
-    // or an older run's checkpoint the current one superseded.
+    // A directory of this name is a leftover of a killed writer, or a checkpoint off the
+    // lineage: an older run's, or one of a run abandoned by resuming from an earlier step.
     fs::remove_all(dir / name, ec);
     if (ec) throw FileError("cannot remove '" + (dir / name).string() + "': " + ec.message());
     return name;
   }
 }
 
-// Removes leftovers of killed writers and checkpoints beyond `keep`. Best effort: a checkpoint
-// that is in place never fails because an old one could not be removed.
-void prune(const fs::path& dir, const std::string& current, int keep) {
+// Removes leftovers of killed writers and, unless keep is 0, every checkpoint but `current` and
+// the first keep - 1 of `ancestors`. Best effort: a checkpoint that is in place never fails
+// because an old one could not be removed.
+void prune(const fs::path& dir, const std::string& current, int keep,
+           const std::vector<std::string>& ancestors) {
   std::error_code ec;
-  std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, fs::path>> complete;
+  std::vector<fs::path> complete;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     std::error_code ignored;
@@ -446,39 +504,71 @@ void prune(const fs::path& dir, const std::string& current, int keep) {
       fs::remove(entry.path(), ignored);
       continue;
     }
-    const auto step = parse_step_dir_name(name);
-    if (!step || name == current || !entry.is_directory(ignored)) continue;
+    if (!parse_step_dir_name(name) || name == current || !entry.is_directory(ignored)) continue;
     if (!fs::exists(entry.path() / kManifest, ignored)) {
       fs::remove_all(entry.path(), ignored);
     } else {
-      complete.emplace_back(*step, entry.path());
+      complete.push_back(entry.path());
     }
   }
   if (keep <= 0) return;
-  std::sort(complete.begin(), complete.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = static_cast<std::size_t>(keep - 1); i < complete.size(); ++i) {
-    std::error_code ignored;
-    fs::remove_all(complete[i].second, ignored);
+  const auto kept_end =
+      ancestors.begin() +
+      static_cast<std::ptrdiff_t>(std::min(ancestors.size(), static_cast<std::size_t>(keep - 1)));
+  for (const fs::path& path : complete) {
+    if (std::find(ancestors.begin(), kept_end, path.filename().string()) == kept_end) {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
   }
 }
 
 // ---- reading ----
 
-struct LatestPointer {
-  std::string name;
-  std::string manifest_sha256;
-};
-
-LatestPointer read_latest(const fs::path& file) {
+CheckpointRef read_latest(const fs::path& file) {
   const json j = parse_json(read_small_file(file, kMaxLatestBytes, "missing"), file);
   const Fields f(file);
-  LatestPointer out{f.string(j, "", "checkpoint"), f.string(j, "", "manifest_sha256")};
+  CheckpointRef out{f.string(j, "", "checkpoint"), f.string(j, "", "manifest_sha256")};
   if (!is_plain_name(out.name)) {
     refuse(file, "names '" + out.name + "', which is not a directory name inside " +
                      file.parent_path().string());
   }
   return out;
+}
+
+bool is_sha256_hex(std::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The manifest's "parent": absent (written before lineages were recorded) or null for none.
+std::optional<CheckpointRef> parent_from_json(const Fields& f, const json& manifest) {
+  if (!manifest.is_object() || !manifest.contains("parent") || manifest["parent"].is_null()) {
+    return std::nullopt;
+  }
+  const json& parent = f.object(manifest, "", "parent");
+  CheckpointRef ref{f.string(parent, "parent", "checkpoint"),
+                    f.string(parent, "parent", "manifest_sha256")};
+  if (!is_plain_name(ref.name)) {
+    f.fail("field 'parent.checkpoint' names '" + ref.name + "', not a step directory's name");
+  }
+  if (!is_sha256_hex(ref.manifest_sha256)) {
+    f.fail("field 'parent.manifest_sha256' is not 64 lowercase hex digits");
+  }
+  return ref;
+}
+
+json parent_to_json(const std::optional<CheckpointRef>& parent) {
+  if (!parent) return nullptr;
+  return json{{"checkpoint", parent->name}, {"manifest_sha256", parent->manifest_sha256}};
+}
+
+// The step directory's own name, however the path to it is spelled ("ckpt/step-1/", ".").
+std::string directory_name(const fs::path& step_dir) {
+  fs::path p = fs::absolute(step_dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
 }
 
 // Tensor name -> (replica, version or -1 for optimizer state, the name within its set).
@@ -643,6 +733,7 @@ StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json
                      " that the manifest does not list");
   }
   stage.extras = f.member(entry, at, "extras");
+  stage.file = file;
   return stage;
 }
 
@@ -671,6 +762,7 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
   c.rng = f.member(manifest, "", "rng");
   c.data_position = f.int64(manifest, "", "data_position");
   c.extras = f.member(manifest, "", "extras");
+  c.parent = parent_from_json(f, manifest);
 
   if (expect.model && *expect.model != c.model) {
     refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
@@ -701,6 +793,13 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
       }
     }
     for (const CheckpointOptimizer& o : c.stages[s].optimizers) {
+      // Each update takes at least one minibatch; an optimizer counts on from its steps.
+      if (o.steps > c.step) {
+        refuse(manifest_file, "field 'stages[" + std::to_string(s) + "].optimizer' gives replica " +
+                                  std::to_string(o.replica) + " " + std::to_string(o.steps) +
+                                  " optimizer steps, more than the " + std::to_string(c.step) +
+                                  " steps done");
+      }
       if (o.replica >= replicas) {
         refuse(manifest_file, "stage " + std::to_string(s) + " holds optimizer state of replica " +
                                   std::to_string(o.replica) + " of " + std::to_string(replicas));
@@ -723,8 +822,12 @@ fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
     const fs::path parent = dir.parent_path();
     fsync_directory(parent.empty() ? fs::path(".") : parent);
   }
-  const std::optional<std::string> latest = latest_name_or_none(dir);
-  const std::string name = choose_step_dir(dir, checkpoint.step, latest);
+  const std::optional<CheckpointRef> latest = latest_or_none(dir);
+  const std::optional<CheckpointRef> parent = checkpoint.parent ? checkpoint.parent : latest;
+  // The kept part of the lineage, and at least the parent, whose name the new one must not take.
+  const std::vector<std::string> ancestors =
+      lineage(dir, parent, static_cast<std::size_t>(std::max(options.keep - 1, 1)));
+  const std::string name = choose_step_dir(dir, checkpoint.step, latest, ancestors);
   const fs::path step_dir = dir / name;
   try {
     fs::create_directory(step_dir, ec);
@@ -767,7 +870,8 @@ fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
                            {"rng", checkpoint.rng},
                            {"data_position", checkpoint.data_position},
                            {"stages", stages},
-                           {"extras", checkpoint.extras}};
+                           {"extras", checkpoint.extras},
+                           {"parent", parent_to_json(parent)}};
     const std::string text = manifest.dump(2) + "\n";
     write_file_atomically(step_dir / kManifest, text);
     const json pointer = {{"checkpoint", name}, {"manifest_sha256", hex_of(text)}};
@@ -776,7 +880,7 @@ fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
     fs::remove_all(step_dir, ec);
     throw;
   }
-  prune(dir, name, options.keep);
+  prune(dir, name, options.keep, ancestors);
   return step_dir;
 }
 
@@ -791,7 +895,7 @@ Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& ex
   fs::path step_dir;
   std::optional<std::string> manifest_sha;
   if (fs::exists(dir / kLatest, ec)) {
-    const LatestPointer latest = read_latest(dir / kLatest);
+    const CheckpointRef latest = read_latest(dir / kLatest);
     step_dir = dir / latest.name;
     manifest_sha = latest.manifest_sha256;
   } else if (fs::exists(dir / kManifest, ec)) {
@@ -812,7 +916,46 @@ Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& ex
                               (dir / kLatest).string() + " says " + *manifest_sha +
                               "): the file is corrupted");
   }
-  return parse_checkpoint(text, manifest_file, step_dir, expect, files_on_disk(), true);
+  Checkpoint c = parse_checkpoint(text, manifest_file, step_dir, expect, files_on_disk(), true);
+  c.origin = {directory_name(step_dir), hex_of(text)};
+  return c;
+}
+
+CheckpointRef checkpoint_ref(const fs::path& step_dir) {
+  const std::string text = read_small_file(step_dir / kManifest, kMaxManifestBytes, "missing");
+  return {directory_name(step_dir), hex_of(text)};
+}
+
+void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& params,
+                         const models::Optimizer& optimizer) {
+  const fs::path file = stage.file.empty() ? fs::path("a stage") : stage.file;
+  for (const CheckpointWeights& w : stage.weights) {
+    const std::string prefix = weights_prefix(w.replica, w.version);
+    for (std::int64_t i = 0; i < w.params.size(); ++i) {
+      const std::string& name = w.params.name(i);
+      if (!params.contains(name)) {
+        refuse(file, "tensor '" + prefix + name + "': the stage has no parameter '" + name + "'");
+      }
+      const Tensor& want = params.at(name);
+      const Tensor& got = w.params[i];
+      if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+        refuse(file, "tensor '" + prefix + name + "': " + std::string(dtype_name(got.dtype())) +
+                         shape_str(got.shape()) + ", but the model's parameter is " +
+                         std::string(dtype_name(want.dtype())) + shape_str(want.shape()));
+      }
+    }
+    for (const std::string& name : params.names()) {
+      if (!w.params.contains(name)) refuse(file, "tensor '" + prefix + name + "' is missing");
+    }
+  }
+  for (const CheckpointOptimizer& o : stage.optimizers) {
+    try {
+      optimizer.check_state(o.state, params);
+    } catch (const models::OptimizerStateError& e) {
+      refuse(file, "tensor '" + optimizer_prefix(o.replica) + e.entry() + "': " + e.detail() +
+                       " (" + e.who() + ")");
+    }
+  }
 }
 
 Checkpoint read_checkpoint_bytes(std::string_view manifest,
@@ -824,8 +967,10 @@ Checkpoint read_checkpoint_bytes(std::string_view manifest,
     check_size(file, it->second.size(), expected);
     return std::vector<std::byte>(it->second.begin(), it->second.end());
   };
-  return parse_checkpoint(manifest, name_for_errors / kManifest, name_for_errors, {}, source,
-                          verify_checksums);
+  Checkpoint c = parse_checkpoint(manifest, name_for_errors / kManifest, name_for_errors, {},
+                                  source, verify_checksums);
+  c.origin = {name_for_errors.filename().string(), hex_of(manifest)};
+  return c;
 }
 
 }  // namespace tandem::apps

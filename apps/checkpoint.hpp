@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/optimizer.hpp"
 #include "models/param_set.hpp"
 #include "schedules/plan.hpp"
 
@@ -56,6 +57,15 @@ struct StageCheckpoint {
   std::vector<CheckpointWeights> weights;
   std::vector<CheckpointOptimizer> optimizers;       // at most one per replica
   nlohmann::json extras = nlohmann::json::object();  // per-stage state the format does not know
+  std::filesystem::path file;  // the stage file it was read from (empty when built in memory)
+};
+
+// A checkpoint in its directory: the step directory's name and its manifest's SHA-256 (what
+// `latest` records; names repeat across runs, the digest tells their checkpoints apart).
+struct CheckpointRef {
+  std::string name;  // "step-00000100"
+  std::string manifest_sha256;
+  friend bool operator==(const CheckpointRef&, const CheckpointRef&) = default;
 };
 
 struct Checkpoint {
@@ -68,19 +78,30 @@ struct Checkpoint {
   std::int64_t data_position = 0;                 // the sampler's next minibatch
   std::vector<StageCheckpoint> stages;            // one per plan stage
   nlohmann::json extras = nlohmann::json::object();
+  // The checkpoint this one continues: the one its run resumed from, then each one the run
+  // wrote. The chain of parents is the run's lineage, which pruning keeps (see
+  // CheckpointWriteOptions::keep). Writing with nullopt: the checkpoint DIR/latest names.
+  std::optional<CheckpointRef> parent;
+  // Set by read_checkpoint: the checkpoint read (what a run resuming from it gives as parent).
+  // Not written.
+  CheckpointRef origin;
 };
 
 struct CheckpointWriteOptions {
-  // Complete checkpoints kept in DIR, the new one included (older ones and leftovers of killed
-  // writers are removed after the new one is in place); 0 keeps all.
+  // Complete checkpoints kept in DIR: the new one and its newest keep - 1 ancestors (its
+  // parent, the parent's parent, ...: the run's own lineage, each found by name and manifest
+  // SHA-256). Every other checkpoint in DIR (older ancestors, and those of a run abandoned by
+  // resuming from an older checkpoint) and leftovers of killed writers are removed once the new
+  // one is in place. 0 keeps all.
   int keep = 2;
 };
 
 // Writes DIR/step-<step>/ and then points DIR/latest at it; returns the step directory. Creates
-// DIR when missing. Writing a step again that `latest` already names goes to
-// step-<step>.1 (then .2, ...), so the checkpoint in place is never overwritten. One writer per
-// DIR at a time. Throws CheckpointError (stages or replicas disagree with the plan, duplicate
-// versions) or FileError (I/O, with the path and errno text).
+// DIR when missing. Writing a step again that `latest` or the lineage kept already names goes
+// to step-<step>.1 (then .2, ...), so neither is ever overwritten; a directory of that name off
+// the lineage (an abandoned run's) is replaced. One writer per DIR at a time. Throws
+// CheckpointError (stages or replicas disagree with the plan, duplicate versions) or FileError
+// (I/O, with the path and errno text).
 std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
                                        const Checkpoint& checkpoint,
                                        const CheckpointWriteOptions& options = {});
@@ -111,6 +132,19 @@ Checkpoint read_checkpoint_bytes(std::string_view manifest,
                                  const std::map<std::string, std::span<const std::byte>>& files,
                                  const std::filesystem::path& name_for_errors,
                                  bool verify_checksums = true);
+
+// Checks a stage read from a checkpoint against the stage's parameters as the model defines
+// them (`params`: names, shapes, dtypes) before anything uses it: every weight version holds
+// exactly those tensors, and every replica's optimizer state passes optimizer.check_state.
+// Throws CheckpointError naming the stage file and the tensor as the file names it:
+// "ckpt/step-00000010/stage-0.safetensors: tensor 'optimizer/r0/exp_avg.0.weight': shape [3],
+// but parameter '0.weight' has shape [3, 4] (optimizer adamw)".
+void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& params,
+                         const models::Optimizer& optimizer);
+
+// The checkpoint in `step_dir` as a later checkpoint's parent names it. Throws CheckpointError
+// when its manifest is missing or unreadable.
+CheckpointRef checkpoint_ref(const std::filesystem::path& step_dir);
 
 // The step directory DIR/latest names, or nullopt when DIR has no `latest` (no checkpoint was
 // completed there). Throws CheckpointError when `latest` is unreadable or malformed.

@@ -1,8 +1,12 @@
 #include "apps/stage_state.hpp"
 
+#include <charconv>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 
 #include "models/safetensors.hpp"
 
@@ -13,6 +17,23 @@ std::string tensor_key(char kind, int stage, std::int64_t version, const std::st
   return std::string(1, kind) + ":" + std::to_string(stage) + ":" + std::to_string(version) + ":" +
          name;
 }
+
+// A decimal integer in [min, max] that is all of `text`; throws naming `what` (std::stoll
+// accepted "12x" and threw a bare "stoll" for "x").
+std::int64_t whole_number(std::string_view text, const std::string& what, std::int64_t min,
+                          std::int64_t max) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw std::runtime_error("stage states: " + what + " is '" + std::string(text) +
+                             "', not an integer in [" + std::to_string(min) + ", " +
+                             std::to_string(max) + "]");
+  }
+  return value;
+}
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
 
 }  // namespace
 
@@ -59,11 +80,12 @@ StageStateBundle decode_stage_states(std::span<const std::byte> bytes) {
   };
   {
     std::istringstream in(meta("stages"));
-    for (int s; in >> s;) {
+    for (std::string word; in >> word;) {
       StageState st;
-      st.stage = s;
-      st.optimizer.steps = std::stoll(meta("steps:" + std::to_string(s)));
-      by_stage.emplace(s, std::move(st));
+      st.stage = static_cast<int>(whole_number(word, "a stage in 'stages'", 0, kMaxInt));
+      const std::string steps = "steps:" + std::to_string(st.stage);
+      st.optimizer.steps = whole_number(meta(steps), "'" + steps + "'", 0, kMaxInt64);
+      by_stage.emplace(st.stage, std::move(st));
     }
   }
   for (std::int64_t i = 0; i < c.tensors.size(); ++i) {
@@ -74,8 +96,11 @@ StageStateBundle decode_stage_states(std::span<const std::byte> bytes) {
     if (d == std::string::npos || a != 1) {
       throw std::runtime_error("stage states: malformed tensor name '" + key + "'");
     }
-    const int s = std::stoi(key.substr(2, b - 2));
-    const std::int64_t v = std::stoll(key.substr(b + 1, d - b - 1));
+    const std::string_view view = key;
+    const int s = static_cast<int>(
+        whole_number(view.substr(2, b - 2), "the stage of tensor '" + key + "'", 0, kMaxInt));
+    const std::int64_t v = whole_number(view.substr(b + 1, d - b - 1),
+                                        "the version of tensor '" + key + "'", 0, kMaxInt64);
     const std::string name = key.substr(d + 1);
     auto it = by_stage.find(s);
     if (it == by_stage.end()) {

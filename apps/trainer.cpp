@@ -490,6 +490,15 @@ Trainer::Trainer(Config config, TrainerOptions options)
                           " is not a stop boundary of this schedule");
   }
   first_step_ = ck.step;
+  parent_checkpoint_ = ck.origin;
+  // Every tensor is checked against the model before it is used: the optimizers' updates run
+  // over each parameter's element count, whatever the state's tensors hold.
+  const auto optimizer = models::make_optimizer(config_.train.optimizer);
+  for (size_t s = 0; s < ck.stages.size(); ++s) {
+    const schedules::LayerRange& layers = plan_.stages[s].layers;
+    check_stage_tensors(ck.stages[s],
+                        model_.init_params(0, layers.begin, layers.end, Device::sim()), *optimizer);
+  }
   for (const StageCheckpoint& st : ck.stages) {
     // Replicas agree at a checkpoint (every round complete): replica 0's newest version.
     const CheckpointWeights* newest = nullptr;
@@ -741,8 +750,10 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
         sc.optimizers.push_back({0, opt.steps, opt.state});
         ck.stages.push_back(std::move(sc));
       }
+      ck.parent = parent_checkpoint_;
       s.checkpoints.push_back(write_checkpoint(
           *options_.checkpoint_dir, ck, CheckpointWriteOptions{.keep = options_.checkpoint_keep}));
+      parent_checkpoint_ = checkpoint_ref(s.checkpoints.back());
     }
     if (stopped || stop_->was_requested()) {
       s.stopped = true;

@@ -19,6 +19,7 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/stage_actor.hpp"
+#include "apps/checkpoint.hpp"
 #include "apps/config.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
@@ -158,6 +159,9 @@ class Trainer {
   // Per stage, the older weight versions the next segment's first forwards use (asynchronous
   // schedules keep minibatches in flight across a checkpoint: they are replayed at these).
   std::vector<std::map<int64_t, models::ParamSet>> older_versions_;
+  // The next checkpoint's parent: the one resumed from, then the last one written (the run's
+  // lineage, which pruning keeps).
+  std::optional<CheckpointRef> parent_checkpoint_;
   std::unique_ptr<Stop> stop_;
   std::unique_ptr<ProcessPlacement> placement_;  // with a group
   bool ran_ = false;

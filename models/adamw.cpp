@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "models/detail/checks.hpp"
 #include "models/detail/optimizer_util.hpp"
@@ -60,23 +62,46 @@ ParamSet AdamW::state() const {
   return s;
 }
 
-void AdamW::load_state(const ParamSet& state, std::int64_t steps) {
+namespace {
+
+constexpr std::string_view kExpAvg = "exp_avg.";
+constexpr std::string_view kExpAvgSq = "exp_avg_sq.";
+
+}  // namespace
+
+void AdamW::check_state(const ParamSet& state, const ParamSet& params) const {
+  for (std::int64_t i = 0; i < state.size(); ++i) {
+    const std::string& entry = state.name(i);
+    const bool sq = entry.starts_with(kExpAvgSq);
+    if (!sq && !entry.starts_with(kExpAvg)) {
+      refuse_state(entry, "neither exp_avg.<parameter> nor exp_avg_sq.<parameter>");
+    }
+    const std::string param = entry.substr((sq ? kExpAvgSq : kExpAvg).size());
+    if (!params.contains(param)) refuse_state(entry, "names no parameter ('" + param + "')");
+    const std::string partner = std::string(sq ? kExpAvg : kExpAvgSq) + param;
+    if (!state.contains(partner)) refuse_state(entry, "has no partner '" + partner + "'");
+    check_like(entry, state[i], param, params.at(param));
+  }
+  if (state.empty()) return;  // no step taken yet
+  for (const std::string& param : params.names()) {
+    const std::string entry = std::string(kExpAvg) + param;
+    if (!state.contains(entry)) {
+      refuse_state(entry,
+                   "missing: the state holds moments of other parameters, and every "
+                   "parameter has them once a step is taken");
+    }
+  }
+}
+
+void AdamW::replace_state(const ParamSet& state, const ParamSet& params) {
   exp_avg_.clear();
   exp_avg_sq_.clear();
   for (std::int64_t i = 0; i < state.size(); ++i) {
-    const std::string& name = state.name(i);
-    if (name.starts_with("exp_avg_sq.")) {
-      exp_avg_sq_.emplace(name.substr(11), state[i].clone());
-    } else if (name.starts_with("exp_avg.")) {
-      exp_avg_.emplace(name.substr(8), state[i].clone());
-    } else {
-      throw std::invalid_argument("optimizer adamw: unexpected state entry '" + name + "'");
-    }
+    const std::string& entry = state.name(i);
+    const bool sq = entry.starts_with(kExpAvgSq);
+    const std::string param = entry.substr((sq ? kExpAvgSq : kExpAvg).size());
+    (sq ? exp_avg_sq_ : exp_avg_).emplace(param, copy_for(state[i], params.at(param)));
   }
-  if (exp_avg_.size() != exp_avg_sq_.size()) {
-    throw std::invalid_argument("optimizer adamw: state has unpaired moments");
-  }
-  steps_ = steps;
 }
 
 }  // namespace tandem::models

@@ -14,9 +14,10 @@ class AdamW final : public Optimizer {
   using Optimizer::step;
   void step(ParamSet& params, const ParamSet& grads, const Kernels& kernels) override;
   ParamSet state() const override;
-  void load_state(const ParamSet& state, std::int64_t steps) override;
+  void check_state(const ParamSet& state, const ParamSet& params) const override;
 
  private:
+  void replace_state(const ParamSet& state, const ParamSet& params) override;
   double beta1_;
   double beta2_;
   double eps_;

@@ -1,6 +1,7 @@
 #include "models/optimizer.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "models/adamw.hpp"
 #include "models/detail/optimizer_util.hpp"
@@ -18,6 +19,35 @@ void Optimizer::sim_step(ParamSet& params, const ParamSet& grads, SimClock& cloc
 
 void Optimizer::step(ParamSet& params, const ParamSet& grads) {
   step(params, grads, cpu_kernels());
+}
+
+void Optimizer::load_state(const ParamSet& state, std::int64_t steps, const ParamSet& params) {
+  check_state(state, params);
+  replace_state(state, params);
+  steps_ = steps;
+}
+
+void Optimizer::refuse_state(const std::string& entry, const std::string& detail) const {
+  throw OptimizerStateError(who_, entry, detail);
+}
+
+void Optimizer::check_like(const std::string& entry, const Tensor& state,
+                           const std::string& param_name, const Tensor& param) const {
+  if (!state.defined()) refuse_state(entry, "undefined tensor");
+  if (state.shape() != param.shape()) {
+    refuse_state(entry, "shape " + shape_str(state.shape()) + ", but parameter '" + param_name +
+                            "' has shape " + shape_str(param.shape()));
+  }
+  if (state.dtype() != param.dtype()) {
+    refuse_state(entry, "dtype " + std::string(dtype_name(state.dtype())) + ", but parameter '" +
+                            param_name + "' is " + std::string(dtype_name(param.dtype())));
+  }
+}
+
+Tensor Optimizer::copy_for(const Tensor& t, const Tensor& param) {
+  const Device device = param.device();
+  if (!device.has_data() || device == t.device()) return t.clone();
+  return t.to(device);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -29,6 +30,27 @@ struct OptimizerSpec {
 struct FusedUpdate {
   float alpha = 0;
   float beta = 1;
+};
+
+// Optimizer state that does not fit the parameters it is loaded for. what(): "optimizer adamw:
+// state 'exp_avg.0.weight': shape [3], but parameter '0.weight' has shape [3, 4]"; entry() is
+// the state's name, who() the optimizer and detail() what is wrong, for readers that name the
+// entry their own way (a checkpoint names the tensor in its file).
+class OptimizerStateError : public std::invalid_argument {
+ public:
+  OptimizerStateError(std::string who, std::string entry, std::string detail)
+      : std::invalid_argument(who + ": state '" + entry + "': " + detail),
+        who_(std::move(who)),
+        entry_(std::move(entry)),
+        detail_(std::move(detail)) {}
+  const std::string& who() const { return who_; }
+  const std::string& entry() const { return entry_; }
+  const std::string& detail() const { return detail_; }
+
+ private:
+  std::string who_;
+  std::string entry_;
+  std::string detail_;
 };
 
 // Updates parameters from gradients, with state per parameter name (momentum buffers, Adam
@@ -59,10 +81,27 @@ class Optimizer {
   std::int64_t steps() const { return steps_; }
   // State tensors named "<state>.<param name>" (momentum buffers, moments), for checkpoints.
   virtual ParamSet state() const = 0;
-  virtual void load_state(const ParamSet& state, std::int64_t steps) = 0;
+  // Throws OptimizerStateError unless `state` (as state() returns it) fits `params`: every
+  // entry is of a known kind and names a parameter, with the parameter's shape and dtype, the
+  // entries a parameter needs together are all there, and the state is empty or covers every
+  // parameter. step() runs over each parameter's element count, so state loaded without this
+  // check could be read and written out of bounds.
+  virtual void check_state(const ParamSet& state, const ParamSet& params) const = 0;
+  // check_state(state, params), then takes copies of the tensors on the parameters' device.
+  void load_state(const ParamSet& state, std::int64_t steps, const ParamSet& params);
 
  protected:
   Optimizer(double lr, std::string who) : lr_(lr), who_(std::move(who)) {}
+  // Replaces the state with copies of `state`'s tensors, which check_state accepted.
+  virtual void replace_state(const ParamSet& state, const ParamSet& params) = 0;
+  // A copy of state tensor `t` on `param`'s device (where step() reads it), or on t's own when
+  // the parameter's device holds no data (sim).
+  static Tensor copy_for(const Tensor& t, const Tensor& param);
+  // Throws OptimizerStateError(who_, entry, detail).
+  [[noreturn]] void refuse_state(const std::string& entry, const std::string& detail) const;
+  // Refuses `state[i]` unless it has `param`'s shape and dtype.
+  void check_like(const std::string& entry, const Tensor& state, const std::string& param_name,
+                  const Tensor& param) const;
   double lr_;
   std::string who_;  // "optimizer sgd": prefixes error messages
   std::int64_t steps_ = 0;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 
 #include "runtime/atomic_file.hpp"
@@ -20,7 +21,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "safetensors I/O assumes a little-endian host");
 
-using Json = nlohmann::ordered_json;  // keeps the header's key order (ties of empty tensors)
+// One tensor's entry at a time (the header as a whole is never built as one JSON value).
+using Json = nlohmann::json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr int kMaxHeaderDepth = 8;
@@ -168,52 +170,146 @@ SafetensorsMetadata parse_metadata(std::string_view where, const Json& value) {
   return out;
 }
 
-// Parses the header and checks that its tensors tile the data buffer of `data_size` bytes.
-Layout parse_header(std::string_view where, std::string_view header, std::uint64_t data_size) {
-  // The DOM parser keeps the last of duplicate keys; a callback sees every key, so the first
-  // duplicate at any depth is reported instead of silently dropped.
-  // Nesting is bounded too: a valid header nests three levels, and copying or printing a JSON
-  // value recurses once per level (a deep one would overflow the stack).
-  struct TooDeep {};
-  std::vector<std::set<std::string>> keys_at_depth;
-  std::string duplicate;
-  int depth = 0;
-  const Json::parser_callback_t on_event = [&](int, nlohmann::json::parse_event_t event,
-                                               Json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start || event == Event::array_start) {
-      if (++depth > kMaxHeaderDepth) throw TooDeep{};
-      if (event == Event::object_start) keys_at_depth.emplace_back();
-    } else if (event == Event::object_end || event == Event::array_end) {
-      --depth;
-      if (event == Event::object_end && !keys_at_depth.empty()) keys_at_depth.pop_back();
-    } else if (event == Event::key && !keys_at_depth.empty() && duplicate.empty()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!keys_at_depth.back().insert(key).second) duplicate = key;
-    }
-    return true;
-  };
-  Json json;
-  try {
-    json = Json::parse(header.begin(), header.end(), on_event);
-  } catch (const nlohmann::json::exception& e) {
-    refuse(where, std::string("header is not valid JSON: ") + e.what());
-  } catch (const TooDeep&) {
-    refuse(where, "header nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
-  }
-  if (!duplicate.empty()) refuse(where, "header: duplicate key " + in_quotes(duplicate));
-  if (!json.is_object()) {
-    refuse(where, "header must be a JSON object, got " + std::string(json.type_name()));
+// Reads the header as the JSON parser streams it (SAX): each top-level value (one tensor's
+// entry, or __metadata__) is built and checked on its own, and the header's object never is,
+// so time and memory grow linearly with the header (a DOM of ordered keys looked each one up
+// in a list: quadratic, minutes for 10^6 tensors). Entries stay in file order. Every key is
+// seen, so a duplicate at any depth is reported rather than silently dropped; nesting is
+// bounded (a valid header nests three levels, and copying or printing a JSON value recurses
+// once per level); and so is the number of tensors (kSafetensorsMaxTensors).
+class HeaderReader {
+ public:
+  HeaderReader(std::string_view where, std::uint64_t data_size)
+      : where_(where), data_size_(data_size) {}
+
+  bool null() { return scalar(Json(nullptr)); }
+  bool boolean(bool v) { return scalar(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return scalar(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return scalar(Json(v)); }
+  bool number_float(Json::number_float_t v, const std::string&) { return scalar(Json(v)); }
+  bool string(std::string& v) { return scalar(Json(std::move(v))); }
+  bool binary(Json::binary_t& v) { return scalar(Json::binary(v)); }
+  bool start_object(std::size_t) { return open(Json::object()); }
+  bool start_array(std::size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k);
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    error_ = e.what();
+    return false;
   }
 
-  Layout layout;
-  for (const auto& [key, value] : json.items()) {
-    if (key == kMetadataKey) {
-      layout.metadata = parse_metadata(where, value);
-    } else {
-      layout.entries.push_back(parse_entry(where, key, value, data_size));
-    }
+  const std::string& error() const { return error_; }
+  Layout take() { return std::move(layout_); }
+
+ private:
+  bool scalar(Json v);
+  bool open(Json container);
+  bool close();
+  // Appends `v` to the container being built; returns where it now lies.
+  Json* add(Json v);
+  void finish();
+  [[noreturn]] void not_an_object(const char* type) const {
+    refuse(where_, "header must be a JSON object, got " + std::string(type));
   }
+
+  std::string_view where_;
+  std::uint64_t data_size_;
+  int depth_ = 0;                            // open containers, the header's object included
+  std::vector<Json*> stack_;                 // the open containers of the value being built
+  std::vector<std::set<std::string>> keys_;  // keys seen in each open object below the header's
+  std::unordered_set<std::string> names_;    // the header's own keys
+  std::uint64_t tensors_ = 0;
+  std::string name_;   // the header key whose value is being built
+  std::string field_;  // the last key inside it
+  Json value_;         // that value
+  Layout layout_;
+  std::string error_;
+};
+
+bool HeaderReader::key(std::string& k) {
+  if (depth_ == 1) {
+    if (!names_.insert(k).second) refuse(where_, "header: duplicate key " + in_quotes(k));
+    if (k != kMetadataKey && ++tensors_ > kSafetensorsMaxTensors) {
+      refuse(where_, "header lists more than " + std::to_string(kSafetensorsMaxTensors) +
+                         " tensors, the most a file may hold here");
+    }
+    name_ = k;
+    return true;
+  }
+  if (!keys_.back().insert(k).second) refuse(where_, "header: duplicate key " + in_quotes(k));
+  field_ = k;
+  return true;
+}
+
+Json* HeaderReader::add(Json v) {
+  Json& parent = *stack_.back();
+  if (parent.is_array()) {
+    parent.push_back(std::move(v));
+    return &parent.back();
+  }
+  Json& slot = parent[field_];
+  slot = std::move(v);
+  return &slot;
+}
+
+bool HeaderReader::scalar(Json v) {
+  if (depth_ == 0) not_an_object(v.type_name());
+  if (depth_ == 1) {
+    value_ = std::move(v);
+    finish();
+  } else {
+    add(std::move(v));
+  }
+  return true;
+}
+
+bool HeaderReader::open(Json container) {
+  const bool object = container.is_object();
+  if (depth_ == 0) {
+    if (!object) not_an_object(container.type_name());
+    depth_ = 1;
+    return true;
+  }
+  if (depth_ >= kMaxHeaderDepth) {
+    refuse(where_, "header nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
+  }
+  if (depth_ == 1) {
+    value_ = std::move(container);
+    stack_.assign(1, &value_);
+  } else {
+    stack_.push_back(add(std::move(container)));
+  }
+  if (object) keys_.emplace_back();
+  ++depth_;
+  return true;
+}
+
+bool HeaderReader::close() {
+  --depth_;
+  if (depth_ == 0) return true;  // the header's object
+  if (stack_.back()->is_object()) keys_.pop_back();
+  stack_.pop_back();
+  if (depth_ == 1) finish();
+  return true;
+}
+
+void HeaderReader::finish() {
+  if (name_ == kMetadataKey) {
+    layout_.metadata = parse_metadata(where_, value_);
+  } else {
+    layout_.entries.push_back(parse_entry(where_, name_, value_, data_size_));
+  }
+  value_ = Json();
+}
+
+// Parses the header and checks that its tensors tile the data buffer of `data_size` bytes.
+Layout parse_header(std::string_view where, std::string_view header, std::uint64_t data_size) {
+  HeaderReader reader(where, data_size);
+  if (!Json::sax_parse(header.begin(), header.end(), &reader)) {
+    refuse(where, "header is not valid JSON: " + reader.error());
+  }
+  Layout layout = reader.take();
   std::stable_sort(layout.entries.begin(), layout.entries.end(),
                    [](const Entry& a, const Entry& b) {
                      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
@@ -277,33 +373,46 @@ std::span<const std::byte> tensor_bytes(const Tensor& t) {
 
 std::uint64_t write_safetensors(const ParamSet& tensors, const SafetensorsMetadata& metadata,
                                 const std::function<void(std::span<const std::byte>)>& sink) {
-  Json header = Json::object();
-  if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
-  std::uint64_t offset = 0;
-  for (std::int64_t i = 0; i < tensors.size(); ++i) {
-    const std::string& name = tensors.name(i);
-    const Tensor& t = tensors[i];
-    if (name == kMetadataKey)
-      throw SafetensorsError("safetensors: tensor name '__metadata__' is reserved");
-    if (!t.defined() || !t.device().has_data()) {
-      throw SafetensorsError("safetensors: tensor " + in_quotes(name) + " has no data (" +
-                             (t.defined() ? t.describe() : std::string("undefined")) + ")");
-    }
-    const std::uint64_t bytes = t.nbytes();
-    header[name] = {{"dtype", format_dtype(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+  // The header is written entry by entry, in the tensors' order (one JSON value per entry:
+  // inserting each into one ordered object would look every name up in a list).
+  if (static_cast<std::uint64_t>(tensors.size()) > kSafetensorsMaxTensors) {
+    throw SafetensorsError("safetensors: " + std::to_string(tensors.size()) +
+                           " tensors, more than the " + std::to_string(kSafetensorsMaxTensors) +
+                           " a file may hold");
   }
-  std::string text;
+  std::string text = "{";
+  std::uint64_t offset = 0;
   try {
-    text = header.dump();
+    if (!metadata.empty()) text += Json(kMetadataKey).dump() + ":" + Json(metadata).dump();
+    for (std::int64_t i = 0; i < tensors.size(); ++i) {
+      const std::string& name = tensors.name(i);
+      const Tensor& t = tensors[i];
+      if (name == kMetadataKey)
+        throw SafetensorsError("safetensors: tensor name '__metadata__' is reserved");
+      if (!t.defined() || !t.device().has_data()) {
+        throw SafetensorsError("safetensors: tensor " + in_quotes(name) + " has no data (" +
+                               (t.defined() ? t.describe() : std::string("undefined")) + ")");
+      }
+      const std::uint64_t bytes = t.nbytes();
+      nlohmann::ordered_json entry = {{"dtype", format_dtype(t.dtype())},
+                                      {"shape", t.shape()},
+                                      {"data_offsets", {offset, offset + bytes}}};
+      if (text.size() > 1) text += ',';
+      text += Json(name).dump() + ":" + entry.dump();
+      offset += bytes;
+    }
   } catch (const nlohmann::json::exception& e) {
     throw SafetensorsError(std::string("safetensors: a tensor name or metadata entry is not "
                                        "valid UTF-8: ") +
                            e.what());
   }
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');
+  if (text.size() > kSafetensorsMaxHeaderBytes) {
+    throw SafetensorsError("safetensors: a header of " + std::to_string(text.size()) +
+                           " bytes, more than the " + std::to_string(kSafetensorsMaxHeaderBytes) +
+                           " a reader accepts");
+  }
   std::array<std::byte, 8> length{};
   for (std::size_t i = 0; i < 8; ++i) {
     length[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xffu);

@@ -40,7 +40,8 @@ struct SafetensorsContent {
 // Streams the file's bytes to `sink` in order (header, then each tensor) without building the
 // whole file in memory; returns the bytes written. Tensors on other devices are copied to the
 // host one at a time. Throws SafetensorsError for undefined or sim tensors (no data), a tensor
-// named "__metadata__", or names and metadata that are not valid UTF-8.
+// named "__metadata__", names and metadata that are not valid UTF-8, or a file no reader here
+// would accept (over kSafetensorsMaxTensors tensors or kSafetensorsMaxHeaderBytes of header).
 std::uint64_t write_safetensors(const ParamSet& tensors, const SafetensorsMetadata& metadata,
                                 const std::function<void(std::span<const std::byte>)>& sink);
 std::vector<std::byte> safetensors_bytes(const ParamSet& tensors,
@@ -51,7 +52,8 @@ void write_safetensors(const std::filesystem::path& path, const ParamSet& tensor
 
 // Parses and validates a whole file held in memory; `name_for_errors` starts every message.
 // Never allocates more than the buffer's size (plus the parsed header) and never trusts a
-// length, offset or shape from the buffer before checking it.
+// length, offset or shape from the buffer before checking it. The header is parsed in time and
+// memory linear in its size.
 SafetensorsContent read_safetensors_bytes(std::span<const std::byte> bytes,
                                           std::string_view name_for_errors);
 // Reads the header first and each tensor straight into its storage. Throws SafetensorsError
@@ -61,5 +63,12 @@ SafetensorsContent read_safetensors(const std::filesystem::path& path);
 // The largest header accepted (the reference implementation's limit): bigger claims are
 // refused before anything is allocated.
 inline constexpr std::uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+// The most tensors one file may list: generous (a checkpoint's stage file holds its stage's
+// parameters once per stashed weight version plus the optimizer state, thousands for large
+// models; other tools shard files long before this), and a bound on what a header makes the
+// reader allocate and do (each tensor costs a few hundred bytes and a couple of microseconds).
+// Headers listing more are refused as soon as the parser reaches the first tensor beyond it;
+// writers refuse to write such files, and headers over kSafetensorsMaxHeaderBytes.
+inline constexpr std::uint64_t kSafetensorsMaxTensors = 200'000;
 
 }  // namespace tandem::models

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "models/detail/checks.hpp"
 #include "models/detail/optimizer_util.hpp"
@@ -62,16 +64,37 @@ ParamSet Sgd::state() const {
   return s;
 }
 
-void Sgd::load_state(const ParamSet& state, std::int64_t steps) {
+namespace {
+
+constexpr std::string_view kMomentum = "momentum.";
+
+}  // namespace
+
+void Sgd::check_state(const ParamSet& state, const ParamSet& params) const {
+  for (std::int64_t i = 0; i < state.size(); ++i) {
+    const std::string& entry = state.name(i);
+    if (!entry.starts_with(kMomentum)) refuse_state(entry, "not momentum.<parameter>");
+    const std::string param = entry.substr(kMomentum.size());
+    if (!params.contains(param)) refuse_state(entry, "names no parameter ('" + param + "')");
+    check_like(entry, state[i], param, params.at(param));
+  }
+  if (state.empty()) return;  // no step taken yet, or no momentum
+  for (const std::string& param : params.names()) {
+    const std::string entry = std::string(kMomentum) + param;
+    if (!state.contains(entry)) {
+      refuse_state(entry,
+                   "missing: the state holds momentum buffers of other parameters, and "
+                   "every parameter has one once a step is taken");
+    }
+  }
+}
+
+void Sgd::replace_state(const ParamSet& state, const ParamSet& params) {
   momentum_buffers_.clear();
   for (std::int64_t i = 0; i < state.size(); ++i) {
-    const std::string& name = state.name(i);
-    if (!name.starts_with("momentum.")) {
-      throw std::invalid_argument("optimizer sgd: unexpected state entry '" + name + "'");
-    }
-    momentum_buffers_.emplace(name.substr(9), state[i].clone());
+    const std::string param = state.name(i).substr(kMomentum.size());
+    momentum_buffers_.emplace(param, copy_for(state[i], params.at(param)));
   }
-  steps_ = steps;
 }
 
 }  // namespace tandem::models

@@ -15,9 +15,10 @@ class Sgd final : public Optimizer {
   void step(ParamSet& params, const ParamSet& grads, const Kernels& kernels) override;
   std::optional<FusedUpdate> fused_update() const override;
   ParamSet state() const override;
-  void load_state(const ParamSet& state, std::int64_t steps) override;
+  void check_state(const ParamSet& state, const ParamSet& params) const override;
 
  private:
+  void replace_state(const ParamSet& state, const ParamSet& params) override;
   double momentum_;
   double weight_decay_;
   bool nesterov_;

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -240,6 +242,90 @@ TEST_F(CheckpointTest, KeepsTheNewestAndNeverOverwritesTheLatest) {
   EXPECT_EQ(tree().count("step-00000004"), 1u);
 }
 
+// The step directories in dir_ (complete or not).
+std::set<std::string> step_dirs(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_directory()) out.insert(entry.path().filename().string());
+  }
+  return out;
+}
+
+Checkpoint child_of(std::int64_t step, const fs::path& parent, std::int64_t width = 4) {
+  Checkpoint c = make_checkpoint(step, width);
+  c.parent = checkpoint_ref(parent);
+  return c;
+}
+
+// Pruning keeps the run's own lineage (each checkpoint's parent, found by name and manifest
+// SHA-256), not the newest steps in the directory: after a resume from an older checkpoint the
+// abandoned run's newer ones go, and the resumed run's own stay.
+TEST_F(CheckpointTest, PruningKeepsTheRunsOwnLineage) {
+  for (int step = 10; step <= 30; step += 10) {
+    write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});  // each continues `latest`
+  }
+  EXPECT_EQ(read_checkpoint(dir_ / "step-00000020").parent, checkpoint_ref(dir_ / "step-00000010"));
+  const CheckpointRef abandoned_20 = checkpoint_ref(dir_ / "step-00000020");
+  // Resumed from step 10: the new step 20 (other contents) replaces the abandoned run's, which
+  // is off the lineage; keep 2 keeps it and its parent, step 10, and drops the newer step 30.
+  const Checkpoint resumed = child_of(20, dir_ / "step-00000010", 6);
+  EXPECT_EQ(write_checkpoint(dir_, resumed), dir_ / "step-00000020");
+  EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000010", "step-00000020"}));
+  expect_same(read_checkpoint(dir_), resumed);
+  EXPECT_NE(checkpoint_ref(dir_ / "step-00000020"), abandoned_20);
+  // The same step again: neither `latest` nor the lineage is overwritten.
+  EXPECT_EQ(write_checkpoint(dir_, child_of(20, dir_ / "step-00000020", 6), {.keep = 3}),
+            dir_ / "step-00000020.1");
+  EXPECT_EQ(step_dirs(dir_),
+            (std::set<std::string>{"step-00000010", "step-00000020", "step-00000020.1"}));
+  write_checkpoint(dir_, child_of(40, dir_ / "step-00000020.1", 6), {.keep = 2});
+  EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000020.1", "step-00000040"}));
+  EXPECT_EQ(read_checkpoint(dir_).parent, checkpoint_ref(dir_ / "step-00000020.1"));
+}
+
+// An ancestor's name that now holds another checkpoint (its manifest's digest differs from the
+// one recorded) ends the lineage: that directory is not the run's and is pruned.
+TEST_F(CheckpointTest, ALineageEndsWhereANameHoldsAnotherCheckpoint) {
+  for (int step = 1; step <= 3; ++step) write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});
+  write_checkpoint(dir_, make_checkpoint(4), {.keep = 4});
+  EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000001", "step-00000002",
+                                                    "step-00000003", "step-00000004"}));
+  const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
+  json m = json::parse(slurp(manifest));
+  m["extras"] = {{"another", "run"}};
+  spit(manifest, m.dump(2));
+  write_checkpoint(dir_, make_checkpoint(5), {.keep = 4});
+  EXPECT_EQ(step_dirs(dir_),
+            (std::set<std::string>{"step-00000003", "step-00000004", "step-00000005"}));
+}
+
+TEST_F(CheckpointTest, RefusesAMalformedParent) {
+  write_checkpoint(dir_, make_checkpoint(1));
+  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest_file = step_dir / "manifest.json";
+  const json manifest = json::parse(slurp(manifest_file));
+  ASSERT_TRUE(manifest.contains("parent"));
+  EXPECT_EQ(manifest["parent"]["checkpoint"], "step-00000001");
+  auto refusal_with = [&](const json& parent) {
+    json m = manifest;
+    m["parent"] = parent;
+    spit(manifest_file, m.dump(2));
+    return refusal(step_dir, manifest_file);
+  };
+  EXPECT_NE(refusal_with(5).find("field 'parent' must be an object"), std::string::npos);
+  EXPECT_NE(refusal_with({{"checkpoint", "../x"}, {"manifest_sha256", std::string(64, 'a')}})
+                .find("field 'parent.checkpoint' names '../x'"),
+            std::string::npos);
+  EXPECT_NE(refusal_with({{"checkpoint", "step-1"}, {"manifest_sha256", "AB"}})
+                .find("field 'parent.manifest_sha256'"),
+            std::string::npos);
+  // Manifests written before lineages were recorded have none.
+  json old = manifest;
+  old.erase("parent");
+  spit(manifest_file, old.dump(2));
+  EXPECT_EQ(read_checkpoint(step_dir).parent, std::nullopt);
+}
+
 TEST_F(CheckpointTest, RefusesTruncatedCorruptedAndMissingFiles) {
   const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
   const fs::path stage1 = step_dir / "stage-1.safetensors";
@@ -327,7 +413,60 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
             std::string::npos);
   EXPECT_NE(refusal_with([](json& m) {
               m["plan"]["stages"][0]["replicas"].erase(1);
+              m["plan"]["schedule"]["replicas"][0] = 1;
             }).find("holds weights of replica 1 of 1"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) { m["plan"]["stages"][0]["replicas"].erase(1); })
+                .find("field 'plan' is not a valid plan: plan: stage 0: has 1 replicas but the "
+                      "schedule says 2"),
+            std::string::npos);
+  spit(manifest_file, manifest.dump());
+  expect_same(read_checkpoint(step_dir), make_checkpoint(2));
+}
+
+// Layer ranges and indices are checked before anything prints or uses them: [2^40, 4) was
+// cast to int and printed as [0, 4).
+TEST_F(CheckpointTest, RefusesLayerRangesAndIndicesOutOfRange) {
+  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest_file = step_dir / "manifest.json";
+  const json manifest = json::parse(slurp(manifest_file));
+  auto refusal_with = [&](const std::function<void(json&)>& edit) {
+    json m = manifest;
+    edit(m);
+    spit(manifest_file, m.dump(2));
+    return refusal(step_dir, manifest_file);
+  };
+  const std::int64_t huge = std::int64_t{1} << 40;
+  EXPECT_NE(refusal_with([&](json& m) {
+              m["plan"]["stages"][0]["layers"] = {huge, 4};
+            })
+                .find("field 'plan.stages[0].layers[0]' is 1099511627776, more than a layer index "
+                      "can be"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([&](json& m) {
+              m["plan"]["stages"][1]["layers"] = {2, huge + 4};
+            }).find("field 'plan.stages[1].layers[1]' is 1099511627780"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["layers"] = {2, 0};
+            }).find("field 'plan.stages[0].layers' is [2, 0): a stage needs at least one layer"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][1]["layers"] = {3, 4};
+            }).find("field 'plan.stages[1].layers' begins at layer 3, expected 2"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["layers"] = {-1, 2};
+            }).find("field 'plan.stages[0].layers[0]' must be an integer >= 0"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["schedule"]["stages"] = 3;
+            }).find("field 'plan' is not a valid plan"),
+            std::string::npos);
+  // Versions and optimizer steps count updates: never more than the steps done.
+  EXPECT_NE(refusal_with([](json& m) {
+              m["stages"][1]["optimizer"][0]["steps"] = std::numeric_limits<std::int64_t>::max();
+            }).find("optimizer steps, more than the 2 steps done"),
             std::string::npos);
   spit(manifest_file, manifest.dump());
   expect_same(read_checkpoint(step_dir), make_checkpoint(2));
@@ -464,13 +603,15 @@ TEST_F(CheckpointTest, WriterKilledAtAnyPointLeavesThePreviousCheckpoint) {
       EXPECT_THROW(read_checkpoint(partial), CheckpointError);
     }
   }
-  // The next write succeeds and clears what the killed writers left.
+  // The next write succeeds and clears what the killed writers left, a complete step directory
+  // that `latest` never named included; its parent (what `latest` named) is kept.
   write_checkpoint(dir_, make_checkpoint(3));
   expect_same(read_checkpoint(dir_), make_checkpoint(3));
   for (const std::string& entry : tree()) {
     EXPECT_EQ(entry.find(".tmp-"), std::string::npos) << entry;
-    EXPECT_FALSE(entry.starts_with("step-00000001")) << entry;
+    EXPECT_FALSE(entry.starts_with("step-00000002")) << entry;
   }
+  expect_same(read_checkpoint(dir_ / "step-00000001"), first);
 }
 
 // Kills a writer that rewrites a large checkpoint in a loop at arbitrary moments (after 0, 1 or

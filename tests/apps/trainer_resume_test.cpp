@@ -2,15 +2,20 @@
 // checkpoint trains exactly what an uninterrupted run trains (bit-identical, every schedule),
 // and a diverging loss stops the run at once.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +25,8 @@
 #include "apps/config.hpp"
 #include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
+#include "models/safetensors.hpp"
+#include "runtime/sha256.hpp"
 #include "temp_dir.hpp"
 
 namespace tandem::apps {
@@ -176,6 +183,56 @@ TEST(Resume, RefusesAnotherModelOrPlan) {
                CheckpointError);
 }
 
+// Pruning follows the run's lineage: run A checkpoints steps 10, 20, 30; run B resumes from
+// A's step 10 (another learning rate: other weights) into the same directory and keeps 2. B's
+// step 20 replaces A's (same name, abandoned run), and B's checkpoints, not A's newer step 30,
+// are what stays: before, keep 2 kept A's step 30 and deleted B's own previous checkpoint.
+TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
+  TempDir dir;
+  const fs::path ckpt = dir.path() / "ckpt";
+  const Config a_config = parse_config(with_pipeline("1f1b"), "test.yaml");
+  Trainer a(a_config,
+            TrainerOptions{
+                .steps = 30, .checkpoint_dir = ckpt, .checkpoint_every = 10, .checkpoint_keep = 3});
+  a.run();
+  const CheckpointRef a20 = checkpoint_ref(ckpt / "step-00000020");
+  const CheckpointRef a30 = checkpoint_ref(ckpt / "step-00000030");
+
+  std::string b_yaml = with_pipeline("1f1b");
+  b_yaml.replace(b_yaml.find("lr: 1.0e-2"), 10, "lr: 2.0e-2");
+  Trainer b(parse_config(b_yaml, "test.yaml"), TrainerOptions{.steps = 40,
+                                                              .checkpoint_dir = ckpt,
+                                                              .checkpoint_every = 10,
+                                                              .checkpoint_keep = 2,
+                                                              .resume = ckpt / "step-00000010"});
+  std::vector<std::string> while_at_25;
+  const TrainSummary s = b.run([&](const StepRecord& r) {
+    if (r.step != 25) return;
+    for (const auto& entry : fs::directory_iterator(ckpt)) {
+      if (entry.is_directory()) while_at_25.push_back(entry.path().filename().string());
+    }
+  });
+  std::sort(while_at_25.begin(), while_at_25.end());
+  // After B's first checkpoint: B's step 20 and its parent, A's step 10; A's step 30 is gone.
+  EXPECT_EQ(while_at_25, (std::vector<std::string>{"step-00000010", "step-00000020"}));
+  ASSERT_EQ(s.checkpoints.size(), 3u);
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(ckpt)) {
+    if (entry.is_directory()) kept.push_back(entry.path().filename().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"step-00000030", "step-00000040"}));
+  EXPECT_EQ(*latest_checkpoint(ckpt), ckpt / "step-00000040");
+  // Both are B's: 40's parent is B's 30, whose parent is B's 20, which is not A's.
+  const Checkpoint b40 = read_checkpoint(ckpt);
+  const Checkpoint b30 = read_checkpoint(ckpt / "step-00000030");
+  EXPECT_EQ(b40.parent, checkpoint_ref(ckpt / "step-00000030"));
+  EXPECT_NE(b30.origin, a30);
+  ASSERT_TRUE(b30.parent.has_value());
+  EXPECT_EQ(b30.parent->name, "step-00000020");
+  EXPECT_NE(*b30.parent, a20);
+}
+
 // A loss that is not finite stops the run at once instead of training on.
 TEST(Divergence, StopsTheRunEarly) {
   std::string yaml = with_pipeline("pipedream");
@@ -224,6 +281,163 @@ TEST(TrainCommandInterrupt, CtrlCStopsTheRunAndCheckpoints) {
   ASSERT_EQ(s.checkpoints.size(), 1u);
   EXPECT_EQ(read_checkpoint(dir.path() / "ckpt").step, s.steps);
   EXPECT_NE(out.str().find("resume with --resume"), std::string::npos) << out.str();
+}
+
+// ---- hostile checkpoints, through the `tandem` executable ----
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliResult tandem_cli(const std::string& args) {
+  const std::string command = std::string(TANDEM_CLI) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  CliResult r;
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;  // -1: killed by a signal
+  return r;
+}
+
+std::string file_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string sha256_of(const std::string& text) {
+  return sha256_hex(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
+
+// Rewrites stage file `stage` of the checkpoint in `step_dir` through `edit` (its tensors by
+// name, in order), then updates the manifest's size, checksum and tensor counts and `latest`'s
+// manifest checksum, so that every integrity check passes: checksums detect corruption, not a
+// forger.
+void forge_stage(const fs::path& step_dir, int stage,
+                 const std::function<void(models::ParamSet&)>& edit) {
+  const fs::path file = step_dir / ("stage-" + std::to_string(stage) + ".safetensors");
+  models::SafetensorsContent content = models::read_safetensors(file);
+  edit(content.tensors);
+  models::write_safetensors(file, content.tensors, content.metadata);
+  const std::string bytes = file_text(file);
+  nlohmann::json manifest = nlohmann::json::parse(file_text(step_dir / "manifest.json"));
+  nlohmann::json& entry = manifest["stages"][static_cast<size_t>(stage)];
+  entry["bytes"] = bytes.size();
+  entry["sha256"] = sha256_of(bytes);
+  std::int64_t optimizer_tensors = 0;
+  for (std::int64_t i = 0; i < content.tensors.size(); ++i) {
+    optimizer_tensors += content.tensors.name(i).starts_with("optimizer/r0/") ? 1 : 0;
+  }
+  entry["optimizer"][0]["tensors"] = optimizer_tensors;
+  const std::string text = manifest.dump(2) + "\n";
+  std::ofstream(step_dir / "manifest.json", std::ios::binary | std::ios::trunc) << text;
+  const nlohmann::json latest = {{"checkpoint", step_dir.filename().string()},
+                                 {"manifest_sha256", sha256_of(text)}};
+  std::ofstream(step_dir.parent_path() / "latest", std::ios::binary | std::ios::trunc)
+      << latest.dump() << "\n";
+}
+
+// `set` with entry `name` replaced by `tensor`, or dropped when `tensor` is undefined.
+void replace_tensor(models::ParamSet& set, const std::string& name, const Tensor& tensor) {
+  models::ParamSet out;
+  for (std::int64_t i = 0; i < set.size(); ++i) {
+    if (set.name(i) != name) {
+      out.add(set.name(i), set[i]);
+    } else if (tensor.defined()) {
+      out.add(name, tensor);
+    }
+  }
+  set = std::move(out);
+}
+
+struct HostileCase {
+  const char* what;
+  std::function<void(models::ParamSet&, const std::string& param, const Shape& shape)> edit;
+  std::string tensor;  // the tensor the error names, with <p> for the parameter
+  std::string detail;  // and what it says of it
+};
+
+// A checkpoint whose Adam moments do not fit the weights (and whose checksums were updated to
+// match) is refused before the optimizer runs over it: exit 1, one "tandem: error:" line naming
+// the stage file and the tensor, never a crash (moments smaller than their weights were read
+// out of bounds) or a bare C++ exception ("unordered_map::at" for an unpaired moment).
+TEST(HostileCheckpoint, AdamMomentsThatDoNotFitAreRefusedNamingTheFileAndTensor) {
+  TempDir dir;
+  const fs::path config = dir.write("run.yaml", with_pipeline("1f1b"));
+  const fs::path written = dir.path() / "written";
+  const CliResult first = tandem_cli("train " + config.string() + " --steps 2 --quiet" +
+                                     " --checkpoint " + written.string());
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Checkpoint ck = read_checkpoint(written);
+  // The first weight of stage 0 with more than one element: moments of it are forged.
+  std::string param;
+  Shape shape;
+  for (const CheckpointWeights& w : ck.stages[0].weights) {
+    for (std::int64_t i = 0; i < w.params.size() && param.empty(); ++i) {
+      if (w.params[i].numel() > 1) {
+        param = w.params.name(i);
+        shape = w.params[i].shape();
+      }
+    }
+  }
+  ASSERT_FALSE(param.empty());
+  const std::string m = "optimizer/r0/exp_avg." + param;
+  const std::string v = "optimizer/r0/exp_avg_sq." + param;
+  const std::int64_t numel = shape_numel(shape);
+  const std::vector<HostileCase> cases = {
+      {"smaller",
+       [&](models::ParamSet& t, const std::string&, const Shape&) {
+         replace_tensor(t, m, Tensor::zeros({numel - 1}));
+       },
+       m, "shape [" + std::to_string(numel - 1) + "], but parameter '" + param + "' has shape"},
+      {"larger",
+       [&](models::ParamSet& t, const std::string&, const Shape&) {
+         replace_tensor(t, v, Tensor::zeros({numel * 4}));
+       },
+       v, "shape [" + std::to_string(numel * 4) + "], but parameter '" + param + "' has shape"},
+      {"another dtype",
+       [&](models::ParamSet& t, const std::string&, const Shape& s) {
+         replace_tensor(t, m, Tensor::zeros(s, DType::bf16));
+       },
+       m, "dtype bf16, but parameter '" + param + "' is f32"},
+      {"unpaired (partner removed)",
+       [&](models::ParamSet& t, const std::string&, const Shape&) { replace_tensor(t, v, {}); }, m,
+       "has no partner 'exp_avg_sq." + param + "'"},
+      {"unpaired (an extra moment)",
+       [&](models::ParamSet& t, const std::string&, const Shape& s) {
+         t.add("optimizer/r0/exp_avg.ghost", Tensor::zeros(s));
+       },
+       "optimizer/r0/exp_avg.ghost", "names no parameter ('ghost')"},
+      {"both moments of a weight removed",
+       [&](models::ParamSet& t, const std::string&, const Shape&) {
+         replace_tensor(t, m, {});
+         replace_tensor(t, v, {});
+       },
+       m, "missing"},
+  };
+  for (const HostileCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    const fs::path forged = dir.path() / "forged";
+    fs::remove_all(forged);
+    fs::copy(written, forged, fs::copy_options::recursive);
+    const fs::path step_dir = *latest_checkpoint(forged);
+    forge_stage(step_dir, 0, [&](models::ParamSet& t) { c.edit(t, param, shape); });
+    const CliResult r =
+        tandem_cli("train " + config.string() + " --quiet --resume " + forged.string());
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(r.output.rfind("tandem: error: ", 0), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    const std::string file = (step_dir / "stage-0.safetensors").string();
+    EXPECT_NE(r.output.find(file + ": tensor '" + c.tensor + "': " + c.detail), std::string::npos)
+        << r.output;
+    for (const char* leak : {"unordered_map::at", "stoi", "basic_string", "_M_range_check"}) {
+      EXPECT_EQ(r.output.find(leak), std::string::npos) << r.output;
+    }
+  }
 }
 
 }  // namespace

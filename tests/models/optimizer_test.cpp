@@ -101,7 +101,7 @@ TEST(Optimizer, StateRoundTripContinuesIdentically) {
     ParamSet pa = one({1.0f, -1.0f});
     a->step(pa, one({0.3f, 0.1f}));
     auto b = make_optimizer(spec);
-    b->load_state(a->state(), a->steps());
+    b->load_state(a->state(), a->steps(), pa);
     ParamSet pb = pa.clone();
     a->step(pa, one({-0.2f, 0.4f}));
     b->step(pb, one({-0.2f, 0.4f}));
@@ -128,6 +128,104 @@ TEST(Optimizer, RejectsBadSpecsAndMismatchedGradients) {
   ParamSet other;
   other.add("v", Tensor::zeros({1}));
   EXPECT_THROW(opt->step(p, other), std::invalid_argument);
+}
+
+// Two parameters and the state one AdamW step leaves for them.
+struct Trained {
+  ParamSet params;
+  ParamSet state;
+};
+
+Trained trained(const OptimizerSpec& spec) {
+  Trained t;
+  t.params.add("a", Tensor::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}, {2, 2}));
+  t.params.add("b", Tensor::from_vector(std::vector<float>{5.0f}, {1}));
+  auto opt = make_optimizer(spec);
+  ParamSet grads = t.params.zeros_like();
+  opt->step(t.params, grads);
+  t.state = opt->state();
+  return t;
+}
+
+// `state` with entry `name` replaced by `tensor` (or dropped when undefined), order kept.
+ParamSet replaced(const ParamSet& state, const std::string& name, const Tensor& tensor) {
+  ParamSet out;
+  for (std::int64_t i = 0; i < state.size(); ++i) {
+    if (state.name(i) != name) {
+      out.add(state.name(i), state[i]);
+    } else if (tensor.defined()) {
+      out.add(name, tensor);
+    }
+  }
+  return out;
+}
+
+// load_state's refusal: an OptimizerStateError naming the entry, with `detail` in its text.
+void expect_refused(const OptimizerSpec& spec, const ParamSet& state, const ParamSet& params,
+                    const std::string& entry, const std::string& detail) {
+  auto opt = make_optimizer(spec);
+  try {
+    opt->load_state(state, 1, params);
+    ADD_FAILURE() << "accepted state without '" << entry << "' fitting";
+  } catch (const OptimizerStateError& e) {
+    EXPECT_EQ(e.entry(), entry) << e.what();
+    EXPECT_NE(std::string(e.what()).find(detail), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("optimizer " + spec.kind + ": state '" + entry, 0), 0u)
+        << e.what();
+  }
+}
+
+// step() runs over each parameter's element count: moments of another size or dtype, or a
+// moment without its partner, were read out of bounds (SIGBUS) or reached the user as
+// "unordered_map::at".
+TEST(AdamW, LoadStateRefusesMomentsThatDoNotFitTheParameters) {
+  const OptimizerSpec spec{.kind = "adamw", .lr = 0.01};
+  const Trained t = trained(spec);
+  ASSERT_EQ(t.state.names(),
+            (std::vector<std::string>{"exp_avg.a", "exp_avg_sq.a", "exp_avg.b", "exp_avg_sq.b"}));
+  expect_refused(spec, replaced(t.state, "exp_avg.a", Tensor::zeros({2})), t.params, "exp_avg.a",
+                 "shape [2], but parameter 'a' has shape [2, 2]");
+  expect_refused(spec, replaced(t.state, "exp_avg_sq.a", Tensor::zeros({4, 4})), t.params,
+                 "exp_avg_sq.a", "shape [4, 4]");
+  expect_refused(spec, replaced(t.state, "exp_avg.b", Tensor::zeros({1}, DType::bf16)), t.params,
+                 "exp_avg.b", "dtype bf16, but parameter 'b' is f32");
+  expect_refused(spec, replaced(t.state, "exp_avg_sq.b", Tensor()), t.params, "exp_avg.b",
+                 "has no partner 'exp_avg_sq.b'");
+  ParamSet extra = t.state;
+  extra.add("exp_avg.c", Tensor::zeros({1}));
+  expect_refused(spec, extra, t.params, "exp_avg.c", "names no parameter ('c')");
+  ParamSet odd = t.state;
+  odd.add("momentum.a", Tensor::zeros({2, 2}));
+  expect_refused(spec, odd, t.params, "momentum.a", "neither exp_avg");
+  const ParamSet only_a = t.params.subset(std::vector<std::string>{"a"});
+  const ParamSet state_a =
+      replaced(replaced(t.state, "exp_avg.b", Tensor()), "exp_avg_sq.b", Tensor());
+  ParamSet more = t.params;
+  more.add("c", Tensor::zeros({3}));
+  expect_refused(spec, t.state, more, "exp_avg.c", "missing");
+  // What fits loads: the full state, and none (no step taken).
+  make_optimizer(spec)->load_state(t.state, 1, t.params);
+  make_optimizer(spec)->load_state(state_a, 1, only_a);
+  make_optimizer(spec)->load_state(ParamSet{}, 0, t.params);
+}
+
+TEST(Sgd, LoadStateRefusesBuffersThatDoNotFitTheParameters) {
+  const OptimizerSpec spec{.kind = "sgd", .lr = 0.1, .momentum = 0.9};
+  const Trained t = trained(spec);
+  ASSERT_EQ(t.state.names(), (std::vector<std::string>{"momentum.a", "momentum.b"}));
+  expect_refused(spec, replaced(t.state, "momentum.a", Tensor::zeros({3})), t.params, "momentum.a",
+                 "shape [3], but parameter 'a' has shape [2, 2]");
+  expect_refused(spec, replaced(t.state, "momentum.b", Tensor::zeros({1}, DType::i32)), t.params,
+                 "momentum.b", "dtype i32");
+  expect_refused(spec, replaced(t.state, "momentum.b", Tensor()), t.params, "momentum.b",
+                 "missing");
+  ParamSet extra = t.state;
+  extra.add("momentum.z", Tensor::zeros({1}));
+  expect_refused(spec, extra, t.params, "momentum.z", "names no parameter ('z')");
+  ParamSet odd = t.state;
+  odd.add("exp_avg.a", Tensor::zeros({2, 2}));
+  expect_refused(spec, odd, t.params, "exp_avg.a", "not momentum.<parameter>");
+  make_optimizer(spec)->load_state(t.state, 1, t.params);
 }
 
 }  // namespace

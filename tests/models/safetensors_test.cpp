@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -177,6 +178,20 @@ TEST(Safetensors, WriterRefusesWhatTheFormatCannotHold) {
   ParamSet bad_utf8;
   bad_utf8.add(std::string("w\xff"), Tensor::zeros({1}));
   EXPECT_THROW(safetensors_bytes(bad_utf8), SafetensorsError);
+  // More tensors than a reader accepts: refused before anything is written.
+  ParamSet many;
+  const Tensor none = Tensor::empty({0});
+  for (std::uint64_t i = 0; i <= kSafetensorsMaxTensors; ++i) many.add(std::to_string(i), none);
+  std::uint64_t written = 0;
+  try {
+    write_safetensors(many, {}, [&](std::span<const std::byte> b) { written += b.size(); });
+    ADD_FAILURE() << "wrote a file of " << many.size() << " tensors";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the " + std::to_string(kSafetensorsMaxTensors)),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(written, 0u);
 }
 
 struct BadFile {
@@ -253,6 +268,59 @@ TEST(Safetensors, RefusesEveryMalformation) {
     EXPECT_NE(error.find("test.safetensors: "), std::string::npos) << c.what << ": " << error;
     EXPECT_NE(error.find(c.message), std::string::npos) << c.what << ": " << error;
   }
+}
+
+// A header of `count` empty tensors ("t0", "t1", ...: all at offsets [0, 0]).
+std::vector<std::byte> empty_tensors(std::uint64_t count) {
+  std::string header = "{";
+  header.reserve(count * 56 + 2);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (i > 0) header += ',';
+    header += "\"t" + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+  return file_of(header, {});
+}
+
+double seconds_to_read(const std::vector<std::byte>& bytes, std::string* error,
+                       std::int64_t* tensors) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    *tensors = read_safetensors_bytes(bytes, "many.safetensors").tensors.size();
+  } catch (const SafetensorsError& e) {
+    *error = e.what();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Headers parse in time linear in their size: one of 10^6 tensors took about 20 minutes when
+// the header was an ordered JSON object looked up key by key (quadratic), and the most a file
+// may list took minutes. 10^6 is over that limit: refused, naming the file, as soon as the
+// parser reaches the first tensor too many. Deadlines are generous (hang detection).
+TEST(Safetensors, HeadersParseInLinearTimeAndListABoundedNumberOfTensors) {
+  std::string error;
+  std::int64_t tensors = 0;
+  const double at_limit = seconds_to_read(empty_tensors(kSafetensorsMaxTensors), &error, &tensors);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(tensors, static_cast<std::int64_t>(kSafetensorsMaxTensors));
+  EXPECT_LT(at_limit, 5.0);
+  const double million = seconds_to_read(empty_tensors(1'000'000), &error, &tensors);
+  EXPECT_EQ(error, "many.safetensors: header lists more than " +
+                       std::to_string(kSafetensorsMaxTensors) +
+                       " tensors, the most a file may hold here");
+  EXPECT_LT(million, 5.0);
+}
+
+// Tensors come back in file order (ascending offsets; empty ones at one offset in the header's
+// order), as the writer gave them.
+TEST(Safetensors, EmptyTensorsKeepTheHeadersOrder) {
+  ParamSet tensors;
+  for (const char* name : {"z", "b", "y", "a"}) tensors.add(name, Tensor::empty({0}));
+  tensors.add("m", Tensor::zeros({1}));
+  tensors.add("c", Tensor::empty({2, 0}));
+  const SafetensorsContent back = read_safetensors_bytes(safetensors_bytes(tensors), "order");
+  EXPECT_EQ(back.tensors.names(), tensors.names());
 }
 
 // Every prefix of a valid file is refused, and every corruption of one byte is either read or
