@@ -36,7 +36,7 @@ struct ProcessGroupOptions {
   // every replicated stage is on a cuda device and the build has NCCL).
   std::string collectives = "auto";
   // TCP streams per peer on the tcp data plane (TcpChannelOptions::lanes).
-  int tcp_lanes = transport::TcpChannelOptions{}.lanes;
+  int tcp_lanes = transport::kDefaultTcpLanes;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
@@ -90,8 +90,8 @@ class ProcessGroup {
 // When a launcher started this process as one of several (transport::read_launch_env), joins
 // the job (TANDEM_HOST, when set, is this process's address); otherwise null. Throws
 // transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
-std::unique_ptr<ProcessGroup> join_launched_job(
-    const std::string& transport, const std::string& collectives = "auto",
-    int tcp_lanes = transport::TcpChannelOptions{}.lanes);
+std::unique_ptr<ProcessGroup> join_launched_job(const std::string& transport,
+                                                const std::string& collectives = "auto",
+                                                int tcp_lanes = transport::kDefaultTcpLanes);
 
 }  // namespace tandem::apps

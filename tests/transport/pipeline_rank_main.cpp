@@ -152,7 +152,7 @@ class DataPlane {
   std::unique_ptr<ActorChannel> make(ActorSystem& system) {
     if (a_.channel == "tcp") {
       TcpChannelOptions o;
-      o.job = kJob;
+      o.credentials = tt::fixed_credentials(kJob);
       o.rank = a_.rank;
       o.listen_host = a_.listen;
       o.types = tt::pipeline_wire_types();
@@ -164,7 +164,7 @@ class DataPlane {
       return ch;
     }
     UcxChannelOptions o;
-    o.job = kJob;
+    o.credentials = tt::fixed_credentials(kJob);
     o.rank = a_.rank;
     o.types = tt::pipeline_wire_types();
     o.stop_system_on_error = false;
