@@ -96,7 +96,8 @@ struct TcpChannelOptions {
   // (docs/benchmarks.md), as ucx_perftest's rendezvous striped over two interfaces does. 1 to
   // kMaxWireLanes.
   int lanes = kDefaultTcpLanes;
-  // Called on the channel's thread for every failure (keep it short; it may stop the system).
+  // Called on the channel's thread for every failure (keep it short; it may stop the system),
+  // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const TcpChannelError&)> on_error;
   bool stop_system_on_error = true;
 };

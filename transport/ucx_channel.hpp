@@ -128,7 +128,8 @@ struct UcxChannelOptions {
   // After close() sent this process's goodbyes: how long it waits for the peers' goodbyes, so
   // that closing does not look like a failure to a peer that is still sending.
   std::chrono::milliseconds close_linger{1000};
-  // Called on the progress thread for every failure (keep it short; it may stop the system).
+  // Called on the progress thread for every failure (keep it short; it may stop the system),
+  // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const UcxChannelError&)> on_error;
   bool stop_system_on_error = true;
 };
