@@ -166,7 +166,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
       o.on_error = [&m](const transport::UcxChannelError& e) {
-        if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
+        if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
       };
       auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
       m.ucx = ch.get();

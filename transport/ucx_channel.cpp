@@ -702,8 +702,9 @@ struct UcxChannel::Impl {
     refusal({-1, who, what});
   }
   // A refusal that does not fail the run, reported up to kMaxStrangerReports.
-  void refusal(const UcxChannelError& e) {
+  void refusal(UcxChannelError e) {
     if (closing.load()) return;
+    e.fatal = false;
     const std::uint64_t n = ++strangers;
     if (n > kMaxStrangerReports) {
       if (n == kMaxStrangerReports + 1) {

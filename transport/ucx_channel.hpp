@@ -90,6 +90,9 @@ struct UcxChannelError {
   int peer_rank = -1;  // -1: a message that names no peer, or one of no proven peer
   std::string peer;    // "rank 1 (127.0.0.1)", or "an unidentified sender"
   std::string what;
+  // false: a refusal that failed nothing (a stranger's message, a proof in a peer's name that
+  // did not check); the peer it names, if any, may still prove itself.
+  bool fatal = true;
 };
 
 struct UcxChannelOptions {

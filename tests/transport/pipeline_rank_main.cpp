@@ -168,7 +168,11 @@ class DataPlane {
     o.rank = a_.rank;
     o.types = tt::pipeline_wire_types();
     o.stop_system_on_error = false;
-    o.on_error = [this](const UcxChannelError& e) { failed(e.peer_rank, e.peer, e.what); };
+    // A refusal that failed nothing (a proof in a peer's name that did not check) is a
+    // stranger's.
+    o.on_error = [this](const UcxChannelError& e) {
+      failed(e.fatal ? e.peer_rank : -1, e.peer, e.what);
+    };
     auto ch = std::make_unique<UcxChannel>(system, std::move(o));
     ucx_ = ch.get();
     return ch;

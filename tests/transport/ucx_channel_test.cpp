@@ -859,8 +859,10 @@ TEST_P(UcxChannelTest, AForgedHelloAndProofInARealRanksNameAreRefusedWhileThePee
   EXPECT_NE(errors[0].peer.find("claims rank 1"), std::string::npos) << errors[0].peer;
   EXPECT_NE(errors[0].what.find("which proved itself already"), std::string::npos)
       << errors[0].what;
+  EXPECT_FALSE(errors[0].fatal);
   for (const auto& e : {errors[1], errors[2]}) {
     EXPECT_EQ(e.peer_rank, 1);  // reported with the rank it claims, and dropped
+    EXPECT_FALSE(e.fatal);
     EXPECT_NE(e.what.find("proof in the name of rank 1 did not check"), std::string::npos)
         << e.what;
   }
@@ -956,6 +958,8 @@ TEST_P(UcxChannelTest, AReflectedProofIsRefused) {
   EXPECT_NE(errors[1].what.find("did not check"), std::string::npos) << errors[1].what;
   EXPECT_NE(errors[2].what.find("no hello and proof that checks"), std::string::npos)
       << errors[2].what;
+  EXPECT_FALSE(errors[0].fatal);
+  EXPECT_TRUE(errors[2].fatal);
   a.close();
 }
 
