@@ -21,8 +21,16 @@
 namespace tandem::apps {
 namespace {
 
-// Both ends of a data-plane connection check it ("tzn" and a version byte's room).
+// Both ends of a data-plane connection check it ("tzn" and a version byte's room). The data
+// planes' credentials are derived from it, with no token: a fixed nonce that any process can
+// compute, until the rendezvous hands out each job's own.
 constexpr std::uint64_t kJob = 0x7a6e'6400'0000'0000ull;
+
+transport::JobCredentials job_credentials() {
+  transport::JobCredentials c;
+  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(kJob >> (8 * i));
+  return c;
+}
 
 // Values travel through the control plane's key-value store in pieces below its limit.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
@@ -169,19 +177,19 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   spec.make_channel = [&m, me](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
     if (m.opt.transport == "ucx") {
       transport::UcxChannelOptions o;
-      o.job = kJob;
+      o.credentials = job_credentials();
       o.rank = me;
       o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
       o.on_error = [&m](const transport::UcxChannelError& e) {
-        if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
+        if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
       };
       auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
       m.ucx = ch.get();
       return ch;
     }
     transport::TcpChannelOptions o;
-    o.job = kJob;
+    o.credentials = job_credentials();
     o.rank = me;
     o.listen_host = m.opt.host;
     o.lanes = m.opt.tcp_lanes;

@@ -36,7 +36,7 @@ struct ProcessGroupOptions {
   // every replicated stage is on a cuda device and the build has NCCL).
   std::string collectives = "auto";
   // TCP streams per peer on the tcp data plane (TcpChannelOptions::lanes).
-  int tcp_lanes = transport::TcpChannelOptions{}.lanes;
+  int tcp_lanes = transport::kDefaultTcpLanes;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(120)};
   // Silence on the control plane longer than this declares a rank lost.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};

@@ -55,6 +55,13 @@ using Clock = std::chrono::steady_clock;
 using transport::Endpoint;
 
 constexpr std::uint64_t kJob = 0x7b3e1c5a;
+
+// Both ranks derive the same credentials alone: a job nonce whose job id is kJob, no token.
+transport::JobCredentials bench_credentials() {
+  transport::JobCredentials c;
+  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(kJob >> (8 * i));
+  return c;
+}
 constexpr Endpoint kDriver = 0;  // rank 0's actor
 constexpr Endpoint kPeer = 1;    // rank 1's actor
 constexpr auto kSetupTimeout = 60s;
@@ -101,7 +108,7 @@ struct Options {
   double bw_mib = 1024;  // bytes streamed per bandwidth measurement
   double lat_mib = 256;  // bytes sent one way per latency measurement
   std::size_t workers = 1;
-  int tcp_lanes = transport::TcpChannelOptions{}.lanes;  // TCP streams per peer (tcp channel)
+  int tcp_lanes = transport::kDefaultTcpLanes;  // TCP streams per peer (tcp channel)
   // Bytes of rendezvous receives in flight per peer (ucx channel; 0: no bound).
   long long ucx_receive_bytes = -1;  // -1: the channel's default
   // This rank's address (its channel listens there; rank 0's rendezvous too), rank 1's, and the
@@ -346,7 +353,7 @@ class TcpBenchChannel final : public BenchChannel {
   TcpBenchChannel(ActorSystem& system, int rank, int lanes, const std::string& host,
                   Signal* signal) {
     transport::TcpChannelOptions o;
-    o.job = kJob;
+    o.credentials = bench_credentials();
     o.rank = rank;
     o.lanes = lanes;
     o.listen_host = host;
@@ -395,7 +402,7 @@ class UcxBenchChannel final : public BenchChannel {
   UcxBenchChannel(ActorSystem& system, int rank, long long receive_bytes, Signal* signal) {
     transport::UcxChannelOptions o;
     if (receive_bytes >= 0) o.rendezvous_receive_bytes = static_cast<std::size_t>(receive_bytes);
-    o.job = kJob;
+    o.credentials = bench_credentials();
     o.rank = rank;
     o.types = wire_types();
     o.on_error = [signal](const transport::UcxChannelError& e) {

@@ -57,6 +57,10 @@ constexpr std::size_t kMaxBatch = 64;
 // it awake instead of paying a sleep and a wake-up (tens of microseconds) for every piece of a
 // tensor the kernel hands over.
 constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+// How long accepting waits after the listener failed (out of file descriptors, say).
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+// Strangers reported one by one (on_error, errors(), the log); past that, only counted.
+constexpr std::uint64_t kMaxStrangerReports = 100;
 
 struct Outgoing {
   std::vector<std::byte> head;  // prefix and meta part (or a whole goodbye frame)
@@ -77,12 +81,28 @@ std::string secs(std::chrono::milliseconds d) {
 
 }  // namespace
 
+// One side of a lane's handshake: the hellos both ways, then the proofs (tcp_channel.hpp).
+struct Handshake {
+  JobNonce mine = fresh_nonce();
+  WireHello theirs;            // the peer's hello, once read
+  std::vector<std::byte> out;  // the frame being written
+  std::array<std::byte, kWirePrefixBytes> prefix{};
+  std::vector<std::byte> meta;  // the frame being read
+};
+
+// How reading a handshake frame ended: `socket`, the connection failed or closed; otherwise
+// the frame was not the one expected (`what` says why).
+struct FrameRead {
+  bool failed = false;
+  bool socket = false;
+  std::string what;
+};
+
 // A lane of a connection after the first: it carries stripes of large messages' tensor bytes
-// (wire_stripes.hpp) and, first thing, a hello naming its lane.
+// (wire_stripes.hpp) and, first thing, a handshake naming its lane.
 struct Stripe {
   std::optional<tcp::socket> socket;
-  std::vector<std::byte> hello_out;
-  std::vector<std::byte> hello_in;
+  Handshake handshake;  // the connecting side's
   std::vector<asio::const_buffer> out;
   std::vector<asio::mutable_buffer> in;
 };
@@ -121,8 +141,7 @@ struct Peer {
   std::vector<asio::const_buffer> out_buffers;
   std::array<std::byte, kWirePrefixBytes> prefix{};
   std::vector<std::byte> meta;
-  std::vector<std::byte> hello_out;
-  std::vector<std::byte> hello_in;  // the answer to lane 0's hello (connecting side)
+  Handshake handshake;  // lane 0's, on the connecting side
   WireHead head;
   std::vector<Tensor> tensors;
   std::vector<asio::mutable_buffer> in_buffers;
@@ -131,31 +150,37 @@ struct Peer {
   bool ended = false;  // the connection is over (end of stream, error or close())
 };
 
-// A connection accepted but not yet identified by its hello.
+// A connection accepted but not yet proved: it is nobody's until its proof checks.
 struct Pending {
   explicit Pending(asio::io_context& io) : socket(io), timer(io) {}
   tcp::socket socket;
-  asio::steady_timer timer;
+  asio::steady_timer timer;  // the whole handshake's deadline
   std::string remote;
-  std::array<std::byte, kWirePrefixBytes> prefix{};
-  std::vector<std::byte> meta;
-  std::vector<std::byte> hello_out;
-  bool done = false;
+  Handshake handshake;
+  bool done = false;  // proved and handed to its peer, or refused
 };
 
 struct TcpChannel::Impl {
   Impl(ActorSystem& s, TcpChannelOptions o)
-      : system(s), opt(std::move(o)), acceptor(io), guard(asio::make_work_guard(io)) {
-    rules.job = opt.job;
+      : system(s),
+        opt(std::move(o)),
+        job_id(job_id_of(opt.credentials.job)),
+        acceptor(io),
+        accept_timer(io),
+        guard(asio::make_work_guard(io)) {
+    rules.job = job_id;
     rules.types = &opt.types;
     rules.max_data_bytes = opt.max_data_bytes;
   }
 
   ActorSystem& system;
   TcpChannelOptions opt;
+  std::uint64_t job_id;  // in every frame: job_id_of(opt.credentials.job)
   WireRules rules;
   asio::io_context io;  // declared before every socket and timer, so destroyed after them
   tcp::acceptor acceptor;
+  asio::steady_timer accept_timer;
+  std::deque<std::shared_ptr<Pending>> pending;  // accepted, not yet proved, oldest first
   asio::executor_work_guard<asio::io_context::executor_type> guard;
   std::thread thread;
   std::vector<Actor*> locals;
@@ -173,7 +198,7 @@ struct TcpChannel::Impl {
   std::vector<TcpChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, delivered{0}, dropped{0}, striped{0};
+      bytes_received{0}, delivered{0}, dropped{0}, striped{0}, strangers{0};
 
   Actor* local(Endpoint e) const {
     if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
@@ -237,6 +262,11 @@ struct TcpChannel::Impl {
     report(error, true, true);
   }
 
+  static bool has_failed(Peer& p) {
+    std::lock_guard lock(p.mu);
+    return p.failed;
+  }
+
   static void close_sockets(Peer& p) {
     std::error_code ec;
     if (p.socket) p.socket->close(ec);
@@ -267,7 +297,7 @@ struct TcpChannel::Impl {
                         [this, &p](std::error_code err, const tcp::endpoint&) {
                           if (stopped) return;
                           if (err) {
-                            retry_connect(p, err);
+                            retry_connect(p, err.message());
                             return;
                           }
                           // Pipeline messages are small and latency-bound: Nagle's delay
@@ -277,10 +307,9 @@ struct TcpChannel::Impl {
                           send_hello(p);
                         });
   }
-  void retry_connect(Peer& p, std::error_code err) {
+  void retry_connect(Peer& p, const std::string& why) {
     if (Clock::now() - p.connect_start >= opt.connect_timeout) {
-      fail_peer(p, fmt::format("could not connect within {}: {}", secs(opt.connect_timeout),
-                               err.message()));
+      fail_peer(p, fmt::format("could not connect within {}: {}", secs(opt.connect_timeout), why));
       return;
     }
     p.timer.expires_after(p.retry);
@@ -289,74 +318,73 @@ struct TcpChannel::Impl {
       if (!ec && !stopped) connect(p);
     });
   }
-  WireHello hello(std::size_t lane, std::size_t lanes) const {
-    return {opt.job, static_cast<std::uint32_t>(opt.rank), static_cast<std::uint16_t>(lane),
-            static_cast<std::uint16_t>(lanes)};
+  WireHello hello(std::size_t lane, std::size_t lanes, const JobNonce& nonce) const {
+    return {job_id, static_cast<std::uint32_t>(opt.rank), static_cast<std::uint16_t>(lane),
+            static_cast<std::uint16_t>(lanes), nonce};
   }
 
-  void send_hello(Peer& p) {
-    p.lanes = static_cast<std::size_t>(opt.lanes);
-    p.timer.expires_after(opt.hello_timeout);
-    p.timer.async_wait([this, &p](std::error_code ec) {
-      if (ec || stopped) return;
-      fail_peer(p, fmt::format("no hello within {}", secs(opt.hello_timeout)));
-    });
-    exchange_hello(p, *p.socket, p.hello_out, p.hello_in, 0, [this, &p] {
-      p.timer.cancel();
-      if (p.lanes > 1) connect_stripes(p);
-      lane_up(p, true);
-    });
-  }
-
-  // The connecting side of lane `lane`: writes its hello on `s`, reads and checks the answer,
-  // then runs `done`. A failure fails the peer, naming the lane after the first.
+  // --- the handshake of a lane (both sides) ---
+  // Reads one frame of `kind` from `s` into `h.meta`, then `done(result)`.
   template <class Done>
-  void exchange_hello(Peer& p, tcp::socket& s, std::vector<std::byte>& out,
-                      std::vector<std::byte>& in, std::size_t lane, Done done) {
-    const auto failed = [this, &p, lane](const std::string& what) {
-      fail_peer(p, lane == 0 ? what : fmt::format("lane {}: {}", lane, what));
-    };
-    out = encode_wire_hello(hello(lane, p.lanes));
-    asio::async_write(
-        s, asio::buffer(out),
-        [this, &p, &s, &in, lane, failed, done](std::error_code ec, std::size_t) {
+  void read_frame(tcp::socket& s, Handshake& h, WireFrameKind kind, Done done) {
+    asio::async_read(
+        s, asio::buffer(h.prefix), [this, &s, &h, kind, done](std::error_code ec, std::size_t) {
           if (stopped) return;
-          if (ec) return failed("writing the hello: " + ec.message());
-          in.resize(kWirePrefixBytes);
-          asio::async_read(
-              s, asio::buffer(in),
-              [this, &p, &s, &in, lane, failed, done](std::error_code ec2, std::size_t) {
-                if (stopped) return;
-                if (ec2) return failed("reading the hello: " + ec2.message());
-                try {
-                  const WirePrefix pre = decode_wire_prefix(in);
-                  if (pre.kind != WireFrameKind::hello)
-                    throw WireError("the first frame is not a hello");
-                  in.resize(pre.meta_bytes);
-                } catch (const std::exception& e) {
-                  return failed(e.what());
-                }
-                asio::async_read(
-                    s, asio::buffer(in),
-                    [this, &p, &in, lane, failed, done](std::error_code ec3, std::size_t) {
-                      if (stopped) return;
-                      if (ec3) return failed("reading the hello: " + ec3.message());
-                      try {
-                        check_hello(decode_wire_hello(in), p.info.rank, lane, p.lanes);
-                      } catch (const std::exception& e) {
-                        return failed(e.what());
-                      }
-                      done();
-                    });
-              });
+          if (ec) return done(FrameRead{true, true, ec.message()});
+          try {
+            const WirePrefix pre = decode_wire_prefix(h.prefix);
+            if (pre.kind != kind) {
+              throw WireError(kind == WireFrameKind::hello ? "the first frame is not a hello"
+                                                           : "the frame after the hello is not "
+                                                             "a proof");
+            }
+            h.meta.resize(pre.meta_bytes);
+          } catch (const std::exception& e) {
+            return done(FrameRead{true, false, e.what()});
+          }
+          asio::async_read(s, asio::buffer(h.meta), [this, done](std::error_code ec2, std::size_t) {
+            if (stopped) return;
+            done(ec2 ? FrameRead{true, true, ec2.message()} : FrameRead{});
+          });
         });
+  }
+
+  // This process's proof for lane `lane` to `peer_rank`, over the nonces of `h`.
+  WireProof my_proof(const Handshake& h, int peer_rank, std::size_t lane) const {
+    const ProofContext c{ProofPurpose::kDataTcp,
+                         opt.credentials.job,
+                         static_cast<std::uint32_t>(opt.rank),
+                         static_cast<std::uint32_t>(peer_rank),
+                         static_cast<std::uint32_t>(lane),
+                         h.mine,
+                         h.theirs.nonce};
+    return {h.mine, make_proof(opt.credentials.token, c)};
+  }
+
+  // Throws WireError unless `meta` is the proof that `peer_rank` holds this job's credentials,
+  // made for this lane, over its hello's nonce and this side's.
+  void check_peer_proof(const Handshake& h, int peer_rank, std::size_t lane) const {
+    const WireProof got = decode_wire_proof(h.meta);
+    const ProofContext c{ProofPurpose::kDataTcp,
+                         opt.credentials.job,
+                         static_cast<std::uint32_t>(peer_rank),
+                         static_cast<std::uint32_t>(opt.rank),
+                         static_cast<std::uint32_t>(lane),
+                         h.theirs.nonce,
+                         h.mine};
+    if (got.nonce != h.theirs.nonce || !check_proof(opt.credentials.token, c, got.proof)) {
+      throw WireError(fmt::format(
+          "data-plane proof of rank {} (lane {}) does not check: it does not hold this job's "
+          "token and nonce",
+          peer_rank, lane));
+    }
   }
 
   void check_hello(const WireHello& h, int expected_rank, std::size_t lane,
                    std::size_t lanes) const {
-    if (h.job != opt.job) {
+    if (h.job != job_id) {
       throw WireError(
-          fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
+          fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, job_id));
     }
     if (static_cast<std::int64_t>(h.rank) != expected_rank) {
       throw WireError(
@@ -368,7 +396,77 @@ struct TcpChannel::Impl {
     }
   }
 
-  // Lanes 1.. once lane 0 is up: each connects, says hello naming its lane, reads the answer.
+  // --- connecting (to peers of lower rank) ---
+  void send_hello(Peer& p) {
+    p.lanes = static_cast<std::size_t>(opt.lanes);
+    p.timer.expires_after(opt.hello_timeout);
+    p.timer.async_wait([this, &p](std::error_code ec) {
+      if (ec || stopped) return;
+      fail_peer(p, fmt::format("no hello and proof within {}", secs(opt.hello_timeout)));
+    });
+    handshake_out(p, *p.socket, p.handshake, 0, [this, &p] {
+      p.timer.cancel();
+      if (p.lanes > 1) connect_stripes(p);
+      lane_up(p, true);
+    });
+  }
+
+  // The connecting side of lane `lane` on `s`: its hello out, the peer's hello in and checked,
+  // its proof out, the peer's proof in and checked (the peer proves itself only to a connection
+  // that proved itself first), then `done`. A failure fails the peer, naming the lane after the
+  // first; but lane 0 closed before its hello was answered connects again while connect_timeout
+  // lasts (a listener drops its oldest unproven connection when more arrive).
+  template <class Done>
+  void handshake_out(Peer& p, tcp::socket& s, Handshake& h, std::size_t lane, Done done) {
+    const auto failed = [this, &p, lane](const std::string& what) {
+      fail_peer(p, lane == 0 ? what : fmt::format("lane {}: {}", lane, what));
+    };
+    h = Handshake{};
+    h.out = encode_wire_hello(hello(lane, p.lanes, h.mine));
+    asio::async_write(
+        s, asio::buffer(h.out), [=, this, &p, &s, &h](std::error_code ec, std::size_t) {
+          if (stopped) return;
+          if (ec) return failed("writing the hello: " + ec.message());
+          read_frame(s, h, WireFrameKind::hello, [=, this, &p, &s, &h](const FrameRead& r) {
+            if (has_failed(p)) return;  // its sockets were closed under this read
+            if (r.failed && r.socket && lane == 0 &&
+                Clock::now() - p.connect_start < opt.connect_timeout) {
+              return retry_connect(p, "closed before answering the hello: " + r.what);
+            }
+            if (r.failed) return failed("reading the hello: " + r.what);
+            try {
+              h.theirs = decode_wire_hello(h.meta);
+              check_hello(h.theirs, p.info.rank, lane, p.lanes);
+            } catch (const std::exception& e) {
+              return failed(e.what());
+            }
+            h.out = encode_wire_proof(my_proof(h, p.info.rank, lane));
+            asio::async_write(
+                s, asio::buffer(h.out), [=, this, &p, &s, &h](std::error_code ec2, std::size_t) {
+                  if (stopped) return;
+                  if (ec2) return failed("writing the proof: " + ec2.message());
+                  read_frame(s, h, WireFrameKind::proof, [=, this, &p, &h](const FrameRead& r2) {
+                    if (r2.failed && r2.socket) {
+                      return failed(
+                          fmt::format("closed the connection after reading this process's proof "
+                                      "({}): it refused "
+                                      "the proof; do both hold this job's token and nonce?",
+                                      r2.what));
+                    }
+                    if (r2.failed) return failed(r2.what);
+                    try {
+                      check_peer_proof(h, p.info.rank, lane);
+                    } catch (const std::exception& e) {
+                      return failed(e.what());
+                    }
+                    done();
+                  });
+                });
+          });
+        });
+  }
+
+  // Lanes 1.. once lane 0 is up: each connects and shakes hands naming its lane.
   void connect_stripes(Peer& p) {
     const auto endpoints = resolve(p);
     if (endpoints.empty()) return;
@@ -392,13 +490,12 @@ struct TcpChannel::Impl {
             }
             std::error_code nd;
             s.socket->set_option(tcp::no_delay(true), nd);
-            exchange_hello(p, *s.socket, s.hello_out, s.hello_in, lane,
-                           [this, &p] { lane_up(p, false); });
+            handshake_out(p, *s.socket, s.handshake, lane, [this, &p] { lane_up(p, false); });
           });
     }
   }
 
-  // A lane's hellos were exchanged: the connection is up once all of them were.
+  // A lane's handshake is done: the connection is up once every lane's is.
   void lane_up(Peer& p, bool lane0) {
     if (lane0) {
       p.lane0_up = true;
@@ -413,15 +510,48 @@ struct TcpChannel::Impl {
   // --- accepting (from peers of higher rank) ---
   void accept_next() {
     if (stopped) return;
-    auto pending = std::make_shared<Pending>(io);
-    acceptor.async_accept(pending->socket, [this, pending](std::error_code ec) {
+    auto c = std::make_shared<Pending>(io);
+    acceptor.async_accept(c->socket, [this, c](std::error_code ec) {
       if (stopped) return;
-      if (!ec) {
-        std::error_code nd;
-        pending->socket.set_option(tcp::no_delay(true), nd);
-        accept_hello(pending);
+      if (ec) {
+        accept_later(ec);
+        return;
       }
+      std::error_code nd;
+      c->socket.set_option(tcp::no_delay(true), nd);
+      admit(c);
       accept_next();
+    });
+  }
+  // Accepting failed (out of file descriptors, say): tries again shortly instead of spinning.
+  void accept_later(std::error_code ec) {
+    spdlog::warn("tcp data plane (rank {}): accepting a connection: {}", opt.rank, ec.message());
+    accept_timer.expires_after(kAcceptRetry);
+    accept_timer.async_wait([this](std::error_code e) {
+      if (!e && !stopped) accept_next();
+    });
+  }
+  // A new connection counts against max_pending_connections until it proved itself (or went):
+  // the oldest unproven one makes room.
+  void admit(const std::shared_ptr<Pending>& c) {
+    c->remote = address_of(c->socket);
+    std::erase_if(pending, [](const auto& q) { return q->done; });
+    if (pending.size() >= opt.max_pending_connections) {
+      refuse(pending.front(), fmt::format("dropped unproven: {} connections had not proved "
+                                          "themselves (max_pending_connections), this the oldest",
+                                          pending.size()));
+      pending.pop_front();
+    }
+    pending.push_back(c);
+    c->timer.expires_after(opt.hello_timeout);
+    c->timer.async_wait([this, c](std::error_code ec) {
+      if (ec || stopped) return;
+      refuse(c, fmt::format("no hello and proof within {}", secs(opt.hello_timeout)));
+    });
+    read_frame(c->socket, c->handshake, WireFrameKind::hello, [this, c](const FrameRead& r) {
+      if (c->done) return;
+      if (r.failed) return refuse(c, r.socket ? "closed before its hello: " + r.what : r.what);
+      on_hello(c);
     });
   }
   void refuse(const std::shared_ptr<Pending>& c, const std::string& what) {
@@ -430,128 +560,131 @@ struct TcpChannel::Impl {
     c->timer.cancel();
     std::error_code ec;
     c->socket.close(ec);
-    if (!closing.load()) report({-1, "connection from " + c->remote, what}, false);
+    stranger(c->remote, what);
   }
-  void accept_hello(const std::shared_ptr<Pending>& c) {
-    c->remote = address_of(c->socket);
-    c->timer.expires_after(opt.hello_timeout);
-    c->timer.async_wait([this, c](std::error_code ec) {
-      if (ec || stopped) return;
-      refuse(c, fmt::format("no hello within {}", secs(opt.hello_timeout)));
+  // Reported through on_error, up to kMaxStrangerReports; then only counted (Stats::strangers),
+  // so that a flood of strangers cannot grow errors() or the log without bound.
+  void stranger(const std::string& address, const std::string& what) {
+    if (closing.load()) return;
+    const std::uint64_t n = ++strangers;
+    if (n > kMaxStrangerReports) {
+      if (n == kMaxStrangerReports + 1) {
+        spdlog::warn(
+            "tcp data plane (rank {}): more than {} strangers; further ones are counted "
+            "only",
+            opt.rank, kMaxStrangerReports);
+      }
+      return;
+    }
+    report({-1, "connection from " + address, what}, false);
+  }
+
+  // The peer and lane a hello claims, while that lane is free; throws WireError otherwise.
+  Peer& claimed(const WireHello& h) {
+    if (h.job != job_id) {
+      throw WireError(
+          fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, job_id));
+    }
+    Peer* p = h.rank <= static_cast<std::uint32_t>(std::numeric_limits<int>::max())
+                  ? peer_of_rank(static_cast<int>(h.rank))
+                  : nullptr;
+    if (p == nullptr || p->info.rank <= opt.rank) {
+      throw WireError(
+          fmt::format("data-plane hello: rank {} is not a peer that connects here", h.rank));
+    }
+    std::lock_guard lock(p->mu);
+    if (p->failed || (h.lane == 0 && p->socket)) {
+      throw WireError(fmt::format("data-plane hello: rank {} is already connected", h.rank));
+    }
+    if (h.lane == 0) return *p;
+    if (!p->socket) {
+      throw WireError(
+          fmt::format("data-plane hello: lane {} of rank {} before its lane 0", h.lane, h.rank));
+    }
+    if (h.lanes != p->lanes) {
+      throw WireError(
+          fmt::format("data-plane hello: lane {} of {} lanes, but rank {}'s lane 0 said {}", h.lane,
+                      h.lanes, h.rank, p->lanes));
+    }
+    if (p->stripes[h.lane - 1]->socket) {
+      throw WireError(
+          fmt::format("data-plane hello: lane {} of rank {} is already connected", h.lane, h.rank));
+    }
+    return *p;
+  }
+
+  // The claim is plausible: this side's hello goes out, and the connection's proof is awaited.
+  void on_hello(const std::shared_ptr<Pending>& c) {
+    Handshake& h = c->handshake;
+    try {
+      h.theirs = decode_wire_hello(h.meta);
+      (void)claimed(h.theirs);
+    } catch (const std::exception& e) {
+      return refuse(c, e.what());
+    }
+    h.out = encode_wire_hello(hello(h.theirs.lane, h.theirs.lanes, h.mine));
+    asio::async_write(c->socket, asio::buffer(h.out), [this, c](std::error_code ec, std::size_t) {
+      if (stopped || c->done) return;
+      if (ec) return refuse(c, "writing the hello: " + ec.message());
+      read_frame(c->socket, c->handshake, WireFrameKind::proof, [this, c](const FrameRead& r) {
+        if (c->done) return;
+        if (r.failed) return refuse(c, r.socket ? "closed before its proof: " + r.what : r.what);
+        on_proof(c);
+      });
     });
-    asio::async_read(
-        c->socket, asio::buffer(c->prefix), [this, c](std::error_code ec, std::size_t) {
-          if (stopped || c->done) return;
-          if (ec) {
-            refuse(c, "closed before its hello: " + ec.message());
-            return;
-          }
-          try {
-            const WirePrefix pre = decode_wire_prefix(c->prefix);
-            if (pre.kind != WireFrameKind::hello) throw WireError("the first frame is not a hello");
-            c->meta.resize(pre.meta_bytes);
-          } catch (const std::exception& e) {
-            refuse(c, e.what());
-            return;
-          }
-          asio::async_read(
-              c->socket, asio::buffer(c->meta), [this, c](std::error_code ec2, std::size_t) {
-                if (stopped || c->done) return;
-                if (ec2) {
-                  refuse(c, "closed before its hello: " + ec2.message());
-                  return;
-                }
-                Peer* p = nullptr;
-                WireHello h;
-                try {
-                  h = decode_wire_hello(c->meta);
-                  if (h.job != opt.job) {
-                    throw WireError(fmt::format(
-                        "data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
-                  }
-                  p = h.rank <= static_cast<std::uint32_t>(std::numeric_limits<int>::max())
-                          ? peer_of_rank(static_cast<int>(h.rank))
-                          : nullptr;
-                  if (p == nullptr || p->info.rank <= opt.rank) {
-                    throw WireError(fmt::format(
-                        "data-plane hello: rank {} is not a peer that connects here", h.rank));
-                  }
-                  std::lock_guard lock(p->mu);
-                  if (p->failed || (h.lane == 0 && p->socket)) {
-                    throw WireError(
-                        fmt::format("data-plane hello: rank {} is already connected", h.rank));
-                  }
-                  if (h.lane > 0) {
-                    if (!p->socket) {
-                      throw WireError(
-                          fmt::format("data-plane hello: lane {} of rank {} before its lane 0",
-                                      h.lane, h.rank));
-                    }
-                    if (h.lanes != p->lanes) {
-                      throw WireError(fmt::format(
-                          "data-plane hello: lane {} of {} lanes, but rank {}'s lane 0 said {}",
-                          h.lane, h.lanes, h.rank, p->lanes));
-                    }
-                    if (p->stripes[h.lane - 1]->socket) {
-                      throw WireError(
-                          fmt::format("data-plane hello: lane {} of rank {} is already connected",
-                                      h.lane, h.rank));
-                    }
-                  }
-                } catch (const std::exception& e) {
-                  refuse(c, e.what());
-                  return;
-                }
-                c->done = true;
-                c->timer.cancel();
-                if (h.lane > 0) {
-                  accept_stripe(*p, h.lane, std::move(c->socket));
-                  return;
-                }
-                p->socket.emplace(std::move(c->socket));
-                p->lanes = h.lanes;
-                p->stripes.clear();
-                for (std::size_t lane = 1; lane < p->lanes; ++lane) {
-                  p->stripes.push_back(std::make_unique<Stripe>());
-                }
-                if (p->lanes > 1) {
-                  p->timer.expires_after(opt.hello_timeout);
-                  p->timer.async_wait([this, p](std::error_code e) {
-                    if (e || stopped) return;
-                    fail_peer(
-                        *p, fmt::format("{} of its {} lanes connected within {}", p->stripes_up + 1,
-                                        p->lanes, secs(opt.hello_timeout)));
-                  });
-                }
-                p->hello_out = encode_wire_hello(hello(0, p->lanes));
-                asio::async_write(*p->socket, asio::buffer(p->hello_out),
-                                  [this, p](std::error_code ec3, std::size_t) {
-                                    if (stopped) return;
-                                    if (ec3) {
-                                      fail_peer(*p, "writing the hello: " + ec3.message());
-                                      return;
-                                    }
-                                    lane_up(*p, true);
-                                  });
-              });
-        });
   }
 
-  void accept_stripe(Peer& p, std::size_t lane, tcp::socket socket) {
-    Stripe& s = *p.stripes[lane - 1];
-    s.socket.emplace(std::move(socket));
-    s.hello_out = encode_wire_hello(hello(lane, p.lanes));
-    asio::async_write(
-        *s.socket, asio::buffer(s.hello_out), [this, &p, lane](std::error_code ec, std::size_t) {
-          if (stopped) return;
-          if (ec) {
-            fail_peer(p, fmt::format("writing lane {}'s hello: {}", lane, ec.message()));
-            return;
-          }
-          lane_up(p, false);
-        });
+  // Proved: the connection takes its rank's lane (unless another took it meanwhile), and this
+  // side's proof answers.
+  void on_proof(const std::shared_ptr<Pending>& c) {
+    const WireHello& h = c->handshake.theirs;
+    Peer* p = nullptr;
+    try {
+      check_peer_proof(c->handshake, static_cast<int>(h.rank), h.lane);
+      p = &claimed(h);
+    } catch (const std::exception& e) {
+      return refuse(c, e.what());
+    }
+    c->done = true;
+    c->timer.cancel();
+    c->handshake.out = encode_wire_proof(my_proof(c->handshake, p->info.rank, h.lane));
+    tcp::socket* s = nullptr;
+    if (h.lane == 0) {
+      p->socket.emplace(std::move(c->socket));
+      p->lanes = h.lanes;
+      p->stripes.clear();
+      for (std::size_t lane = 1; lane < p->lanes; ++lane) {
+        p->stripes.push_back(std::make_unique<Stripe>());
+      }
+      if (p->lanes > 1) await_stripes(*p);
+      s = &*p->socket;
+    } else {
+      Stripe& stripe = *p->stripes[h.lane - 1];
+      stripe.socket.emplace(std::move(c->socket));
+      s = &*stripe.socket;
+    }
+    // `c` keeps the proof's bytes alive until they are written.
+    asio::async_write(*s, asio::buffer(c->handshake.out),
+                      [this, c, p, lane = h.lane](std::error_code ec, std::size_t) {
+                        if (stopped) return;
+                        if (ec) {
+                          fail_peer(*p,
+                                    fmt::format("writing lane {}'s proof: {}", lane, ec.message()));
+                          return;
+                        }
+                        lane_up(*p, lane == 0);
+                      });
   }
 
+  // Lane 0 of `p` is up: its other lanes have hello_timeout to follow.
+  void await_stripes(Peer& p) {
+    p.timer.expires_after(opt.hello_timeout);
+    p.timer.async_wait([this, &p](std::error_code e) {
+      if (e || stopped) return;
+      fail_peer(p, fmt::format("{} of its {} lanes connected within {}", p.stripes_up + 1, p.lanes,
+                               secs(opt.hello_timeout)));
+    });
+  }
   // --- an identified connection: the writer and the reader ---
   void established(Peer& p) {
     bool kick = false;
@@ -775,6 +908,11 @@ struct TcpChannel::Impl {
     stopped = true;
     std::error_code ec;
     acceptor.close(ec);
+    accept_timer.cancel();
+    for (auto& c : pending) {
+      c->timer.cancel();
+      c->socket.close(ec);
+    }
     for (auto& p : peers) {
       p->timer.cancel();
       close_sockets(*p);
@@ -791,6 +929,9 @@ TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
   if (d.opt.lanes < 1 || d.opt.lanes > kMaxWireLanes) {
     throw std::invalid_argument(
         fmt::format("tcp data plane: {} lanes, outside [1, {}]", d.opt.lanes, kMaxWireLanes));
+  }
+  if (d.opt.max_pending_connections < 1) {
+    throw std::invalid_argument("tcp data plane: max_pending_connections must be at least 1");
   }
   std::error_code ec;
   tcp::resolver resolver(d.io);
@@ -910,7 +1051,7 @@ SendResult TcpChannel::send(Endpoint from, Endpoint to, Message msg) {
     if (t.defined() && t.device().is_cuda()) t = t.to(Device::cpu());
   }
   Outgoing o;
-  o.head = encode_wire_head(d.opt.job, from, to, msg, d.opt.types, d.opt.max_data_bytes);
+  o.head = encode_wire_head(d.job_id, from, to, msg, d.opt.types, d.opt.max_data_bytes);
   o.msg = std::move(msg);
   Peer& p = *d.peers[it->second];
   bool kick = false;
@@ -989,6 +1130,7 @@ TcpChannel::Stats TcpChannel::stats() const {
   s.delivered = d.delivered.load();
   s.dropped = d.dropped.load();
   s.striped = d.striped.load();
+  s.strangers = d.strangers.load();
   return s;
 }
 

@@ -3,9 +3,23 @@
 //
 // Each process owns some endpoints (actors of its ActorSystem, bound as with LocalChannel) and
 // routes every other endpoint to the peer process that owns it. Between two processes there
-// is one connection of `lanes` TCP streams, opened by the higher rank, whose first frame both
-// ways on every stream is a hello (job id, rank, lane). Frames are wire_message.hpp's; they
-// travel on lane 0, and the tensor bytes of large messages are striped over all lanes.
+// is one connection of `lanes` TCP streams, opened by the higher rank. Frames are
+// wire_message.hpp's; they travel on lane 0, and the tensor bytes of large messages are striped
+// over all lanes.
+//
+// Every stream starts with a handshake that proves both ends hold the job's credentials
+// (job_proof.hpp, purpose kDataTcp): the connecting side sends a hello (job id, rank, lane,
+// lanes, a fresh nonce); the accepting side answers with its own hello; the connecting side
+// sends its proof over both nonces; the accepting side checks it, and only then does the stream
+// become that rank's lane, and it answers with its proof, which the connecting side checks
+// before it sends or accepts anything else. The accepting side thus proves itself only to a
+// connection that proved itself first (it is no oracle of proofs for strangers), and a stranger
+// that claims a rank takes nothing: until its proof checks, a connection is nobody's, so the
+// real rank connects past it. One round trip and a half per stream, once; messages carry no
+// proof. At most max_pending_connections unproven connections are held at once (a new one
+// drops the oldest), each for hello_timeout at most. What the proof does not do: the streams
+// are neither encrypted nor authenticated frame by frame, so whoever can read or inject on the
+// path between two ranks can read or hijack a proven stream (docs/transport.md).
 //
 // send() never blocks on the network: a message to a remote endpoint is encoded (its head; the
 // tensors are written from their own memory, kept alive by the queued message) and queued on
@@ -20,7 +34,10 @@
 // the message's type and tag). A failure of a peer's connection stops the ActorSystem (unless
 // stop_system_on_error is false), so a run ends instead of waiting for messages that will never
 // come; later sends to that peer return target_stopped. A connection that fails before its
-// hello was accepted (a stranger, garbage on the port) is reported and closed; the run goes on.
+// proof checked (a stranger, garbage on the port, a wrong or missing proof, a hello for a rank
+// or lane already connected) is closed and reported with peer_rank -1 and its remote address;
+// the run goes on. On the connecting side a peer whose proof does not check, or that closes the
+// stream after reading this side's proof (it refused it: another token), fails as any peer does.
 //
 // The ActorSystem must outlive the channel; a message that arrives after the system stopped is
 // dropped.
@@ -34,6 +51,7 @@
 
 #include "runtime/actor_system.hpp"
 #include "transport/channel.hpp"
+#include "transport/job_proof.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport {
@@ -50,17 +68,25 @@ struct TcpChannelError {
   std::string what;
 };
 
+// TCP streams per peer unless TcpChannelOptions::lanes says otherwise.
+inline constexpr int kDefaultTcpLanes = 2;
+
 struct TcpChannelOptions {
-  std::uint64_t job = 0;  // both ends must agree (the rendezvous hands out one per job)
-  int rank = 0;           // this process
+  // What every connection proves it holds (the rendezvous hands them out): both ends must hold
+  // the same. Frames carry job_id_of(credentials.job).
+  JobCredentials credentials;
+  int rank = 0;  // this process
   std::string listen_host = "127.0.0.1";
   std::uint16_t listen_port = 0;                            // 0: a free port (port() reports it)
   WireTypes types;                                          // the message types that may travel
   std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;  // per message, both ways
   // How long connecting to a peer is retried (it may not listen yet), and how long a connection
-  // may take to say hello.
+  // may take over its whole handshake (hellos and proofs), either side.
   std::chrono::milliseconds connect_timeout{10000};
-  std::chrono::milliseconds hello_timeout{10000};
+  std::chrono::milliseconds hello_timeout{5000};
+  // Accepted connections that have not proved themselves yet, at most: a new one beyond this
+  // drops the oldest, so that strangers cannot hold the listener's file descriptors.
+  std::size_t max_pending_connections = 16;
   // After close() wrote this process's goodbyes: how long it waits for the peers' goodbyes, so
   // that closing does not reset a connection the peer still reads from.
   std::chrono::milliseconds close_linger{1000};
@@ -69,8 +95,9 @@ struct TcpChannelOptions {
   // over them (wire_stripes.hpp). Over loopback two streams moved 1 MiB tensors faster than one
   // (docs/benchmarks.md), as ucx_perftest's rendezvous striped over two interfaces does. 1 to
   // kMaxWireLanes.
-  int lanes = 2;
-  // Called on the channel's thread for every failure (keep it short; it may stop the system).
+  int lanes = kDefaultTcpLanes;
+  // Called on the channel's thread for every failure (keep it short; it may stop the system),
+  // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const TcpChannelError&)> on_error;
   bool stop_system_on_error = true;
 };
@@ -119,6 +146,7 @@ class TcpChannel final : public ActorChannel {
     std::uint64_t delivered = 0;  // handed to a bound actor
     std::uint64_t dropped = 0;    // received for a stopped actor or system
     std::uint64_t striped = 0;    // sent with their tensor bytes spread over several lanes
+    std::uint64_t strangers = 0;  // connections refused before they proved themselves
   };
   Stats stats() const;
 

@@ -36,6 +36,11 @@ constexpr std::uint64_t kMaxReorder = std::uint64_t{1} << 20;
 constexpr std::chrono::seconds kEndpointCloseWait{5};
 // How long the progress thread polls for more work before it arms the worker and sleeps.
 constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+// Distinct hellos in a peer's name answered with a proof before it proved itself: one is the
+// peer's, the others strangers' (see on_hello).
+constexpr std::size_t kMaxHelloNonces = 8;
+// Strangers reported one by one (on_error, errors(), the log); past that, only counted.
+constexpr std::uint64_t kMaxStrangerReports = 100;
 
 std::string secs(std::chrono::milliseconds d) {
   return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
@@ -117,9 +122,9 @@ struct UcxChannel::Impl {
 
     std::mutex mu;
     std::deque<std::unique_ptr<UcxOutgoing>> queue;
-    std::uint64_t next_out = 1;  // sequence 0 is the hello
+    std::uint64_t next_out = 1;  // hellos and proofs take none (their channel header says 0)
     std::size_t in_flight = 0;   // handed to UCX, not completed
-    bool connected = false;      // its hello arrived
+    bool connected = false;      // its proof checked
     bool failed = false;
     bool said_goodbye = false;
     bool ended = false;  // nothing more will come from it
@@ -129,20 +134,30 @@ struct UcxChannel::Impl {
     ucp_ep_params_t data_params{};  // for `ep`, opened once the peer's hello arrived
     bool dead = false;              // failed, as the progress thread sees it
     Clock::time_point hello_deadline;
-    std::uint64_t next_in = 0;
+    // The handshake, on the progress thread: this side's nonce for the peer, the nonces of the
+    // hellos (or the checked proof) in its name that this side answered or is to answer with a
+    // proof, and whether its proof checked.
+    JobNonce nonce = fresh_nonce();
+    std::vector<JobNonce> answered;
+    std::vector<JobNonce> to_answer;
+    bool proven = false;
+    std::string refused;  // why its last proof did not check, for the deadline's report
+    std::uint64_t next_in = 1;
     std::map<std::uint64_t, std::unique_ptr<UcxIncoming>> arrived;
     std::deque<UcxIncoming*> waiting;   // rendezvous not started (in `arrived`), in arrival order
     std::uint64_t receiving_bytes = 0;  // payloads of rendezvous started, not completed
   };
 
-  Impl(ActorSystem& s, UcxChannelOptions o) : system(s), opt(std::move(o)) {
-    rules.job = opt.job;
+  Impl(ActorSystem& s, UcxChannelOptions o)
+      : system(s), opt(std::move(o)), job_id(job_id_of(opt.credentials.job)) {
+    rules.job = job_id;
     rules.types = &opt.types;
     rules.max_data_bytes = opt.max_data_bytes;
   }
 
   ActorSystem& system;
   UcxChannelOptions opt;
+  std::uint64_t job_id;  // in every frame: job_id_of(opt.credentials.job)
   WireRules rules;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
@@ -174,7 +189,8 @@ struct UcxChannel::Impl {
   std::vector<UcxChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, rendezvous_received{0}, rendezvous_waited{0}, delivered{0}, dropped{0};
+      bytes_received{0}, rendezvous_received{0}, rendezvous_waited{0}, delivered{0}, dropped{0},
+      strangers{0};
 
   ~Impl() { destroy(); }
 
@@ -188,6 +204,14 @@ struct UcxChannel::Impl {
         ucp_config_release(config);
         throw std::runtime_error(fmt::format("ucx data plane: transports '{}' refused: {}",
                                              opt.transports, status_text(s)));
+      }
+    }
+    if (!opt.net_devices.empty()) {
+      const ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", opt.net_devices.c_str());
+      if (s != UCS_OK) {
+        ucp_config_release(config);
+        throw std::runtime_error(fmt::format("ucx data plane: network devices '{}' refused: {}",
+                                             opt.net_devices, status_text(s)));
       }
     }
     if (opt.rendezvous_min_bytes > 0 && std::getenv("UCX_RNDV_THRESH") == nullptr) {
@@ -429,8 +453,8 @@ struct UcxChannel::Impl {
     auto hello = std::make_unique<Impl::UcxOutgoing>();
     hello->peer = &p;
     hello->kind = WireFrameKind::hello;
-    hello->header =
-        with_header_room(encode_wire_hello({opt.job, static_cast<std::uint32_t>(opt.rank)}));
+    hello->header = with_header_room(
+        encode_wire_hello({job_id, static_cast<std::uint32_t>(opt.rank), 0, 1, p.nonce}));
     stamp(hello->header, opt.rank, 0);
     {
       std::lock_guard lock(p.mu);
@@ -453,21 +477,43 @@ struct UcxChannel::Impl {
     return false;
   }
 
+  // Peers with hellos to answer: their data endpoint opens (the first time), and the proofs go
+  // out on it, ahead of every message.
   void open_data_endpoints() {
     for (auto& p : peers) {
-      if (p->dead || p->ep != nullptr) continue;
-      bool hello = false;
-      {
-        std::lock_guard lock(p->mu);
-        hello = p->connected;
-      }
-      if (hello) open_data_endpoint(*p, /*after_hello=*/true);
+      if (p->dead || p->to_answer.empty()) continue;
+      if (p->ep == nullptr && !open_data_endpoint(*p, /*after_hello=*/true)) continue;
+      for (const JobNonce& n : p->to_answer) post_proof(*p, n);
+      p->to_answer.clear();
     }
   }
 
+  // This side's proof to the peer, made over `theirs`, the nonce of a hello in its name.
+  void post_proof(UcxPeerState& p, const JobNonce& theirs) {
+    const ProofContext c{ProofPurpose::kDataUcx,
+                         opt.credentials.job,
+                         static_cast<std::uint32_t>(opt.rank),
+                         static_cast<std::uint32_t>(p.info.rank),
+                         0,
+                         p.nonce,
+                         theirs};
+    auto proof = std::make_unique<Impl::UcxOutgoing>();
+    proof->peer = &p;
+    proof->kind = WireFrameKind::proof;
+    proof->header =
+        with_header_room(encode_wire_proof({p.nonce, make_proof(opt.credentials.token, c)}));
+    stamp(proof->header, opt.rank, 0);
+    {
+      std::lock_guard lock(p.mu);
+      ++p.in_flight;
+    }
+    post(proof.release());
+  }
+
+  // Messages go to a peer once it proved itself (its proof checked).
   void post_queued() {
     for (auto& p : peers) {
-      if (p->dead || p->ep == nullptr) continue;
+      if (p->dead || p->ep == nullptr || !p->proven) continue;
       std::deque<std::unique_ptr<UcxOutgoing>> batch;
       {
         std::lock_guard lock(p->mu);
@@ -539,7 +585,9 @@ struct UcxChannel::Impl {
           what = "a message";
         }
       } else {
-        what = o->kind == WireFrameKind::hello ? "the hello" : "the goodbye";
+        what = o->kind == WireFrameKind::hello   ? "the hello"
+               : o->kind == WireFrameKind::proof ? "the proof"
+                                                 : "the goodbye";
       }
       // A send that fails because the peer's side is gone races the endpoint's error handler
       // (over TCP a pending wire-up times out first): either way the peer is lost.
@@ -623,8 +671,9 @@ struct UcxChannel::Impl {
       }
       if (hello) continue;
       if (now >= p->hello_deadline) {
-        fail_peer(*p,
-                  fmt::format("no hello within {}", secs(opt.connect_timeout + opt.hello_timeout)));
+        fail_peer(*p, fmt::format("no hello and proof that checks within {}{}",
+                                  secs(opt.connect_timeout + opt.hello_timeout),
+                                  p->refused.empty() ? "" : " (" + p->refused + ")"));
         continue;
       }
       next = std::min(next, p->hello_deadline);
@@ -645,8 +694,28 @@ struct UcxChannel::Impl {
     return UCS_OK;
   }
 
-  void stranger(const std::string& what) {
-    if (!closing.load()) report({-1, "an unidentified sender", what}, false);
+  // Reported through on_error, up to kMaxStrangerReports; then only counted (Stats::strangers),
+  // so that a flood cannot grow errors() or the log without bound. `rank`: the rank claimed.
+  void stranger(const std::string& what, int rank = -1) {
+    const std::string who = rank < 0 ? "an unidentified sender"
+                                     : fmt::format("an unidentified sender (claims rank {})", rank);
+    refusal({-1, who, what});
+  }
+  // A refusal that does not fail the run, reported up to kMaxStrangerReports.
+  void refusal(UcxChannelError e) {
+    if (closing.load()) return;
+    e.fatal = false;
+    const std::uint64_t n = ++strangers;
+    if (n > kMaxStrangerReports) {
+      if (n == kMaxStrangerReports + 1) {
+        spdlog::warn(
+            "ucx data plane (rank {}): more than {} refusals; further ones are counted "
+            "only",
+            opt.rank, kMaxStrangerReports);
+      }
+      return;
+    }
+    report(e, false);
   }
 
   // True: `data` is a rendezvous descriptor this channel holds (it waits its turn in
@@ -671,18 +740,16 @@ struct UcxChannel::Impl {
     }
     UcxPeerState& p = *pp;
     if (p.dead) return false;
-    auto in = std::make_unique<UcxIncoming>();
-    in->peer = &p;
-    in->seq = seq;
-    in->expected = length;
-    std::vector<std::span<std::byte>> buffers;
+    const int claimed = p.info.rank;
+    WirePrefix pre;
+    std::span<const std::byte> meta;
     try {
       const auto frame = header.subspan(kUcxHeaderBytes);
       if (frame.size() < kWirePrefixBytes) {
         throw WireError(fmt::format("a frame of {} bytes, shorter than a prefix", frame.size()));
       }
-      const WirePrefix pre = decode_wire_prefix(frame.first(kWirePrefixBytes));
-      const auto meta = frame.subspan(kWirePrefixBytes);
+      pre = decode_wire_prefix(frame.first(kWirePrefixBytes));
+      meta = frame.subspan(kWirePrefixBytes);
       if (pre.meta_bytes != meta.size()) {
         throw WireError(fmt::format("the prefix announces {} meta bytes, the header carries {}",
                                     pre.meta_bytes, meta.size()));
@@ -691,7 +758,36 @@ struct UcxChannel::Impl {
         throw WireError(fmt::format("the prefix announces {} data bytes, the payload has {}",
                                     pre.data_bytes, length));
       }
-      in->kind = pre.kind;
+    } catch (const std::exception& e) {
+      // Before its proof checked, nothing in a peer's name is known to be the peer's.
+      if (p.proven) {
+        fail_peer(p, e.what());
+      } else {
+        stranger(e.what(), claimed);
+      }
+      return false;
+    }
+    if (pre.kind == WireFrameKind::hello) {
+      on_hello(p, meta);
+      return false;
+    }
+    if (pre.kind == WireFrameKind::proof) {
+      on_proof(p, meta);
+      return false;
+    }
+    if (!p.proven) {
+      stranger(fmt::format("a {} in the name of rank {} before its proof checked",
+                           pre.kind == WireFrameKind::message ? "message" : "goodbye", claimed),
+               claimed);
+      return false;
+    }
+    auto in = std::make_unique<UcxIncoming>();
+    in->peer = &p;
+    in->seq = seq;
+    in->expected = length;
+    in->kind = pre.kind;
+    std::vector<std::span<std::byte>> buffers;
+    try {
       if (pre.kind == WireFrameKind::message) {
         in->head = decode_wire_head(meta, length, rules);
         const auto named = [&in] { return "data frame " + describe_wire_head(in->head); };
@@ -704,25 +800,14 @@ struct UcxChannel::Impl {
           throw WireError(
               fmt::format("{}: endpoint {} does not belong to this peer", named(), in->head.from));
         }
-        if (seq == 0) throw WireError(named() + ": sequence number 0, which is the hello's");
+        if (seq == 0) throw WireError(named() + ": sequence number 0, which no message has");
         // A rendezvous gets its tensors when its receive starts (start_receive).
         if (!rndv) {
           in->tensors = allocate_wire_tensors(in->head);
           buffers = wire_receive_buffers(in->tensors);
         }
-      } else if (pre.kind == WireFrameKind::hello) {
-        const WireHello h = decode_wire_hello(meta);
-        if (h.job != opt.job) {
-          throw WireError(
-              fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, opt.job));
-        }
-        if (h.rank != rank) {
-          throw WireError(
-              fmt::format("data-plane hello: rank {} in a message from rank {}", h.rank, rank));
-        }
-        if (seq != 0) throw WireError(fmt::format("a second hello (sequence number {})", seq));
       } else if (seq == 0) {
-        throw WireError("a goodbye with sequence number 0, which is the hello's");
+        throw WireError("a goodbye with sequence number 0, which no goodbye has");
       }
       if (seq < p.next_in || p.arrived.contains(seq)) {
         throw WireError(fmt::format("sequence number {} repeated", seq));
@@ -760,6 +845,91 @@ struct UcxChannel::Impl {
     }
     advance(p);
     return false;
+  }
+
+  // A hello in the peer's name: its nonce is answered with a proof (open_data_endpoints), each
+  // distinct one once, up to kMaxHelloNonces before the peer proved itself. Any process that
+  // reaches this worker can send a hello in any name, and which hello is the peer's is known only
+  // once the peer's proof checks; answering each keeps a stranger's hello from shutting the
+  // peer's out (the peer refuses the proofs made for other nonces).
+  void on_hello(UcxPeerState& p, std::span<const std::byte> meta) {
+    WireHello h;
+    try {
+      h = decode_wire_hello(meta);
+      if (h.job != job_id) {
+        throw WireError(
+            fmt::format("data-plane hello: job {:#x}, but this job is {:#x}", h.job, job_id));
+      }
+      if (h.rank != static_cast<std::uint32_t>(p.info.rank) || h.lanes != 1) {
+        throw WireError(
+            fmt::format("data-plane hello: rank {} (lane {} of {}) in a message from "
+                        "rank {}",
+                        h.rank, h.lane, h.lanes, p.info.rank));
+      }
+    } catch (const std::exception& e) {
+      p.refused = e.what();
+      stranger(e.what(), p.info.rank);
+      return;
+    }
+    if (p.proven) {
+      stranger(
+          fmt::format("a hello in the name of rank {}, which proved itself already", p.info.rank),
+          p.info.rank);
+      return;
+    }
+    if (std::find(p.answered.begin(), p.answered.end(), h.nonce) != p.answered.end()) return;
+    if (p.answered.size() >= kMaxHelloNonces) {
+      stranger(
+          fmt::format("more than {} hellos in the name of rank {}", kMaxHelloNonces, p.info.rank),
+          p.info.rank);
+      return;
+    }
+    answer(p, h.nonce);
+  }
+
+  void answer(UcxPeerState& p, const JobNonce& theirs) {
+    p.answered.push_back(theirs);
+    p.to_answer.push_back(theirs);
+    wake_pending.store(true);  // the loop comes round to open_data_endpoints
+  }
+
+  // A proof in the peer's name: once one checks, the peer is connected and its messages count.
+  // One that does not is reported with the rank it claims and dropped; the peer may still prove
+  // itself before its deadline.
+  void on_proof(UcxPeerState& p, std::span<const std::byte> meta) {
+    WireProof got;
+    try {
+      got = decode_wire_proof(meta);
+    } catch (const std::exception& e) {
+      stranger(e.what(), p.info.rank);
+      return;
+    }
+    const ProofContext c{ProofPurpose::kDataUcx,
+                         opt.credentials.job,
+                         static_cast<std::uint32_t>(p.info.rank),
+                         static_cast<std::uint32_t>(opt.rank),
+                         0,
+                         got.nonce,
+                         p.nonce};
+    if (!check_proof(opt.credentials.token, c, got.proof)) {
+      p.refused = fmt::format(
+          "a data-plane proof in the name of rank {} did not check: it does not hold this job's "
+          "token and nonce, or it answered a hello that was not this process's",
+          p.info.rank);
+      refusal({p.info.rank, p.name, p.refused});
+      return;
+    }
+    if (p.proven) return;
+    p.proven = true;
+    if (std::find(p.answered.begin(), p.answered.end(), got.nonce) == p.answered.end()) {
+      answer(p, got.nonce);
+    }
+    {
+      std::lock_guard lock(p.mu);
+      p.connected = true;
+    }
+    wake_pending.store(true);
+    notify();
   }
 
   // A rendezvous receive, straight into the message's tensors (allocated now): UCX fetches the
@@ -865,15 +1035,6 @@ struct UcxChannel::Impl {
         fail_peer(p, fmt::format("receiving the tensors of {}: {}", describe_wire_head(in->head),
                                  in->error.empty() ? status_text(in->status) : in->error));
         return;
-      }
-      if (in->kind == WireFrameKind::hello) {
-        {
-          std::lock_guard lock(p.mu);
-          p.connected = true;
-        }
-        wake_pending.store(true);
-        notify();
-        continue;
       }
       bool after_goodbye = false;
       {
@@ -1012,7 +1173,7 @@ SendResult UcxChannel::send(Endpoint from, Endpoint to, Message msg) {
   }
   auto o = std::make_unique<Impl::UcxOutgoing>();
   o->header = with_header_room(
-      encode_wire_head(d.opt.job, from, to, msg, d.opt.types, d.opt.max_data_bytes));
+      encode_wire_head(d.job_id, from, to, msg, d.opt.types, d.opt.max_data_bytes));
   if (o->header.size() > d.max_header) {
     throw WireError(
         fmt::format("data frame from endpoint {} to {}: a head of {} bytes, above "
@@ -1099,6 +1260,7 @@ UcxChannel::Stats UcxChannel::stats() const {
   s.rendezvous_waited = d.rendezvous_waited.load();
   s.delivered = d.delivered.load();
   s.dropped = d.dropped.load();
+  s.strangers = d.strangers.load();
   return s;
 }
 

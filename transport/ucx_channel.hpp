@@ -17,7 +17,7 @@
 // Large payloads (from UcxChannelOptions::rendezvous_min_bytes on) go by UCX's rendezvous
 // protocol and are received straight into freshly allocated CPU tensors (no staging copy); small
 // ones arrive eagerly and are copied once out of UCX's buffer. The first message to a peer is a
-// hello (sequence 0: job id and rank), the last one a goodbye. The receiver validates every
+// hello (job id, rank and a fresh nonce), the last one a goodbye. The receiver validates every
 // message as TcpChannel does (job, type, lane, dtype, shape, byte count against the payload,
 // that the sender owns `from` and this process `to`) and delivers a peer's messages in sequence
 // order, whatever order their rendezvous transfers complete in: per sender and peer the order of
@@ -26,6 +26,30 @@
 //
 // send() never blocks on the network: a message to a remote endpoint is encoded (its head) and
 // queued on the peer; the progress thread posts it to UCX.
+//
+// Membership (job_proof.hpp, purpose kDataUcx). On a peer's hello, each side sends a proof
+// frame over its own data endpoint to that peer, ahead of any message: its proof over its own
+// nonce and the hello's. A peer counts as connected (wait_connected) once its proof checks;
+// until then nothing is sent to it but the hello and proofs, and whatever arrives in its name
+// but hellos and proofs is refused as a stranger's (reported with peer_rank -1, dropped; the
+// run goes on). A proof that does not check is reported with the rank it claims and dropped;
+// a peer without one that checks within connect_timeout + hello_timeout fails, the report naming
+// the last refusal (a wrong token reads "did not check"). Each distinct hello in a peer's name
+// is answered (up to 8 before the peer proved itself), so a stranger's hello sent first does
+// not shut the peer out: the peer refuses the proof made for the stranger's nonce and takes
+// the one made for its own. Hellos and proofs take no sequence number (their channel header
+// says 0); messages and the goodbye are numbered from 1.
+//
+// What UCX's model leaves open. An active message is not bound to a connection: the receiving
+// callback learns nothing about which endpoint or worker sent it, and any process that can
+// reach this worker (its address, or the ports of the interfaces UCX listens on) can send one
+// in any rank's name. The proof therefore admits a rank, not a connection: once rank r proved
+// itself, a message that claims r, carries the job id (job_id_of: 8 bytes of the job's nonce,
+// travelling in clear in every frame) and the next sequence numbers is taken as r's, and a
+// malformed one in r's name fails r as r's own would. What keeps an off-path stranger out after
+// the proof is only that it does not know the job id; whoever sees the traffic does, and can
+// inject into it or stop the run. Nothing is encrypted. UcxChannelOptions::net_devices narrows
+// the interfaces UCX uses (and listens on) to those the job needs.
 //
 // Failures are reported asynchronously, on the progress thread, through on_error: a send or
 // receive that fails, a peer lost (its endpoint's error handler), a peer silent past the hello
@@ -47,6 +71,7 @@
 
 #include "runtime/actor_system.hpp"
 #include "transport/channel.hpp"
+#include "transport/job_proof.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport {
@@ -62,19 +87,29 @@ struct UcxPeer {
 };
 
 struct UcxChannelError {
-  int peer_rank = -1;  // -1: a message that names no peer of this channel
+  int peer_rank = -1;  // -1: a message that names no peer, or one of no proven peer
   std::string peer;    // "rank 1 (127.0.0.1)", or "an unidentified sender"
   std::string what;
+  // false: a refusal that failed nothing (a stranger's message, a proof in a peer's name that
+  // did not check); the peer it names, if any, may still prove itself.
+  bool fatal = true;
 };
 
 struct UcxChannelOptions {
-  std::uint64_t job = 0;  // both ends must agree (the rendezvous hands out one per job)
-  int rank = 0;           // this process
-  WireTypes types;        // the message types that may travel
+  // What every peer proves it holds (the rendezvous hands them out): both ends must hold the
+  // same. Frames carry job_id_of(credentials.job).
+  JobCredentials credentials;
+  int rank = 0;                                             // this process
+  WireTypes types;                                          // the message types that may travel
   std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;  // per message, both ways
   // UCX transports for this channel's context (UCX_TLS syntax, e.g. "tcp" or "sm,self");
   // empty: the environment's UCX_TLS, or UCX's choice.
   std::string transports;
+  // The network devices UCX may use for this channel's context, and so the interfaces its
+  // transports listen on (UCX_NET_DEVICES syntax, e.g. "eth0", "mlx5_0:1" or "lo"). Empty: the
+  // environment's UCX_NET_DEVICES, else UCX's default, which is every device it finds: the
+  // worker then accepts connections on every interface of the host.
+  std::string net_devices;
   // Messages (header and tensors) from this many bytes on go by rendezvous, received straight
   // into their tensors; smaller ones go eagerly and are copied once out of UCX's buffer. UCX's
   // own threshold for active messages sent even 16 KiB tensors by rendezvous, whose extra round
@@ -89,13 +124,15 @@ struct UcxChannelOptions {
   // messages start at once: held back, a 16 MiB shared-memory receive fell from 21 to 5-9 GB/s
   // in some runs (docs/benchmarks.md). 0: no bound.
   std::size_t rendezvous_receive_bytes = std::size_t{4} << 20;
-  // From start(): how long a peer may take to say hello (it may start later), the two summed.
+  // From start(): how long a peer may take to say hello and prove itself (it may start later),
+  // the two summed.
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds hello_timeout{10000};
   // After close() sent this process's goodbyes: how long it waits for the peers' goodbyes, so
   // that closing does not look like a failure to a peer that is still sending.
   std::chrono::milliseconds close_linger{1000};
-  // Called on the progress thread for every failure (keep it short; it may stop the system).
+  // Called on the progress thread for every failure (keep it short; it may stop the system),
+  // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const UcxChannelError&)> on_error;
   bool stop_system_on_error = true;
 };
@@ -146,6 +183,7 @@ class UcxChannel final : public ActorChannel {
     std::uint64_t rendezvous_waited = 0;    // of those, started only once earlier ones completed
     std::uint64_t delivered = 0;            // handed to a bound actor
     std::uint64_t dropped = 0;              // received for a stopped actor or system
+    std::uint64_t strangers = 0;  // refused without failing a peer (unproven, or a bad proof)
   };
   Stats stats() const;
 

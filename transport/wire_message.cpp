@@ -61,11 +61,12 @@ class Reader {
   // From now on errors name this message (described only when one is thrown: naming a type
   // takes the registry's lock).
   void set_head(const WireHead* head) { head_ = head; }
-  void finish() {
-    if (pos_ != in_.size()) {
-      throw WireError(
-          fmt::format("{}: {} trailing bytes after the last field", context(), in_.size() - pos_));
-    }
+  // `last`: the field the part ends with, named when bytes follow it.
+  void finish(std::string_view last = {}) {
+    if (pos_ == in_.size()) return;
+    if (!last.empty()) fail(last, fmt::format("{} trailing bytes after it", in_.size() - pos_));
+    throw WireError(
+        fmt::format("{}: {} trailing bytes after the last field", context(), in_.size() - pos_));
   }
   [[noreturn]] void fail(std::string_view field, const std::string& why) const {
     throw WireError(fmt::format("{}, field '{}': {}", context(), field, why));
@@ -272,6 +273,15 @@ std::vector<std::byte> encode_wire_hello(const WireHello& hello) {
   w.u32(hello.rank);
   w.u16(hello.lane);
   w.u16(hello.lanes);
+  w.raw(std::as_bytes(std::span(hello.nonce)));
+  return std::move(w.out());
+}
+
+std::vector<std::byte> encode_wire_proof(const WireProof& proof) {
+  Writer w;
+  write_prefix(w, kWireProofMagic, kWireProofMetaBytes, 0);
+  w.raw(std::as_bytes(std::span(proof.nonce)));
+  w.raw(std::as_bytes(std::span(proof.proof)));
   return std::move(w.out());
 }
 
@@ -298,6 +308,8 @@ WirePrefix decode_wire_prefix(std::span<const std::byte> bytes) {
     p.kind = WireFrameKind::hello;
   } else if (magic == kWireGoodbyeMagic) {
     p.kind = WireFrameKind::goodbye;
+  } else if (magic == kWireProofMagic) {
+    p.kind = WireFrameKind::proof;
   } else {
     r.fail("magic", fmt::format("{:#010x} is not a Tandem data frame", magic));
   }
@@ -315,6 +327,12 @@ WirePrefix decode_wire_prefix(std::span<const std::byte> bytes) {
       if (p.meta_bytes != kWireHelloMetaBytes || p.data_bytes != 0) {
         r.fail("meta bytes", fmt::format("{} meta and {} data bytes for a hello, not {} and 0",
                                          p.meta_bytes, p.data_bytes, kWireHelloMetaBytes));
+      }
+      break;
+    case WireFrameKind::proof:
+      if (p.meta_bytes != kWireProofMetaBytes || p.data_bytes != 0) {
+        r.fail("meta bytes", fmt::format("{} meta and {} data bytes for a proof, not {} and 0",
+                                         p.meta_bytes, p.data_bytes, kWireProofMetaBytes));
       }
       break;
     case WireFrameKind::goodbye:
@@ -438,12 +456,22 @@ WireHello decode_wire_hello(std::span<const std::byte> meta) {
   h.rank = r.u32("rank");
   h.lane = r.u16("lane");
   h.lanes = r.u16("lanes");
-  r.finish();
+  r.raw("nonce", reinterpret_cast<std::byte*>(h.nonce.data()), h.nonce.size());
+  r.finish("nonce");
   if (h.lanes == 0 || h.lanes > kMaxWireLanes) {
     r.fail("lanes", fmt::format("{}, outside [1, {}]", h.lanes, kMaxWireLanes));
   }
   if (h.lane >= h.lanes) r.fail("lane", fmt::format("{} of {} lanes", h.lane, h.lanes));
   return h;
+}
+
+WireProof decode_wire_proof(std::span<const std::byte> meta) {
+  Reader r(meta, "data-plane proof");
+  WireProof p;
+  r.raw("nonce", reinterpret_cast<std::byte*>(p.nonce.data()), p.nonce.size());
+  r.raw("proof", reinterpret_cast<std::byte*>(p.proof.data()), p.proof.size());
+  r.finish("proof");
+  return p;
 }
 
 std::vector<Tensor> allocate_wire_tensors(const WireHead& head) {

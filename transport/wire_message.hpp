@@ -9,7 +9,11 @@
 //          u8 body bytes | u8 tensors | i64 minibatch | i32 begin | i32 end | u8 kind |
 //          u8 chunk | u16 aux | body | per tensor: u8 storage | u8 dtype | u8 rank | u8 0 |
 //          i64 dims[rank] | u64 bytes;  data = the tensors' bytes, one after the other
-//   'TDDH' hello:   meta = u64 job | u32 rank            (the first frame on a connection)
+//   'TDDH' hello:   meta = u64 job | u32 rank | u16 lane | u16 lanes | u8 nonce[32]
+//          (the first frame on a connection: who the sender says it is, and a fresh nonce)
+//   'TDDP' proof:   meta = u8 nonce[32] | u8 proof[32]
+//          (the sender's own nonce again and its job_proof.hpp proof over both nonces: what
+//          makes a hello count; nothing else is accepted from a connection before it checks)
 //   'TDDB' goodbye: no meta (an orderly close: the connection's end is not a failure)
 // A sim tensor (shape only) travels with as many bytes as its data would have (zeros, dropped
 // on arrival), so a link costs a sim pipeline what it costs a real one.
@@ -33,15 +37,19 @@
 
 #include "runtime/message.hpp"
 #include "transport/channel.hpp"
+#include "transport/job_proof.hpp"
 
 namespace tandem::transport {
 
 inline constexpr std::uint32_t kWireMessageMagic = 0x4d444454;  // "TDDM" on the wire
 inline constexpr std::uint32_t kWireHelloMagic = 0x48444454;    // "TDDH"
 inline constexpr std::uint32_t kWireGoodbyeMagic = 0x42444454;  // "TDDB"
-inline constexpr std::uint16_t kWireVersion = 2;                // 2: the hello names its lane
+inline constexpr std::uint32_t kWireProofMagic = 0x50444454;    // "TDDP"
+// 2: the hello names its lane; 3: the hello carries a nonce and a proof frame follows it.
+inline constexpr std::uint16_t kWireVersion = 3;
 inline constexpr std::size_t kWirePrefixBytes = 16;
-inline constexpr std::size_t kWireHelloMetaBytes = 16;
+inline constexpr std::size_t kWireHelloMetaBytes = 16 + sizeof(JobNonce);
+inline constexpr std::size_t kWireProofMetaBytes = sizeof(JobNonce) + sizeof(JobProof);
 // TCP streams one connection may stripe a message over (WireHello::lanes).
 inline constexpr std::uint16_t kMaxWireLanes = 8;
 // Enough for kMaxWireTensors tensors of rank kMaxWireRank.
@@ -89,7 +97,7 @@ struct WireRules {
   std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;
 };
 
-enum class WireFrameKind : std::uint8_t { message, hello, goodbye };
+enum class WireFrameKind : std::uint8_t { message, hello, goodbye, proof };
 
 struct WirePrefix {
   WireFrameKind kind = WireFrameKind::message;
@@ -124,6 +132,15 @@ struct WireHello {
   // decoder refuses lanes outside [1, kMaxWireLanes] and lane >= lanes.
   std::uint16_t lane = 0;
   std::uint16_t lanes = 1;
+  JobNonce nonce{};  // fresh for this connection: the peer's proof is made over it
+};
+
+// The answer to a peer's hello: the sender's nonce (the one of its own hello) and its proof,
+// make_proof(token, {purpose, job, sender's rank, receiver's rank, lane, this nonce, the
+// receiver's nonce}).
+struct WireProof {
+  JobNonce nonce{};
+  JobProof proof{};
 };
 
 // A whole message frame decoded (decode_wire_message).
@@ -148,16 +165,19 @@ std::vector<std::span<const std::byte>> wire_payload(const Message& msg);
 std::vector<std::byte> encode_wire_message(std::uint64_t job, Endpoint from, Endpoint to,
                                            const Message& msg, const WireTypes& types);
 std::vector<std::byte> encode_wire_hello(const WireHello& hello);
+std::vector<std::byte> encode_wire_proof(const WireProof& proof);
 std::vector<std::byte> encode_wire_goodbye();
 
 // --- decoding ---
 // Validates a prefix (exactly kWirePrefixBytes): magic, version, the meta size for the kind
-// (at most kMaxWireMetaBytes) and no data but in a message frame.
+// (at most kMaxWireMetaBytes; exactly kWireHelloMetaBytes or kWireProofMetaBytes for a hello or a
+// proof) and no data but in a message frame.
 WirePrefix decode_wire_prefix(std::span<const std::byte> bytes);
 // Decodes a message frame's meta part (exactly `meta`) whose data part is `data_bytes` long.
 WireHead decode_wire_head(std::span<const std::byte> meta, std::uint64_t data_bytes,
                           const WireRules& rules);
 WireHello decode_wire_hello(std::span<const std::byte> meta);
+WireProof decode_wire_proof(std::span<const std::byte> meta);
 // Fresh tensors for a decoded head: CPU tensors of the sent dtype and shape (to be filled with
 // the data part, in order), sim tensors, undefined tensors.
 std::vector<Tensor> allocate_wire_tensors(const WireHead& head);

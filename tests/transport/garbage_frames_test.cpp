@@ -31,6 +31,7 @@
 #include "transport/rendezvous.hpp"
 #include "transport/tcp_channel.hpp"
 #include "transport/wire_message.hpp"
+#include "wire_test_helpers.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -43,6 +44,14 @@ constexpr auto kLong = 20s;
 constexpr std::uint32_t kSeed = 20261123;
 const std::string kToken = "garbage-test-token";
 constexpr std::uint64_t kJob = 0x5eed0b0e;
+
+// The data plane's credentials: a job nonce whose job id is kJob, and the token.
+JobCredentials credentials() {
+  JobCredentials c;
+  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(kJob >> (8 * i));
+  c.token = kToken;
+  return c;
+}
 // The data plane's limit in these tests: a tensor announced above it is refused from its head.
 constexpr std::uint64_t kMaxData = 64u << 20;
 
@@ -348,7 +357,7 @@ class Collector final : public Actor {
 
 TcpChannelOptions channel_options(int rank) {
   TcpChannelOptions o;
-  o.job = kJob;
+  o.credentials = credentials();
   o.rank = rank;
   o.types = wire_types();
   o.max_data_bytes = kMaxData;
@@ -359,15 +368,13 @@ TcpChannelOptions channel_options(int rank) {
   return o;
 }
 
-// Plays a peer rank by hand on A's port: a valid hello, answered, then whatever the test writes.
+// Plays a peer rank by hand on A's port: a valid handshake (hello and proof both ways), then
+// whatever the test writes.
 class FakePeer {
  public:
   FakePeer(std::uint16_t port, std::uint32_t rank) : socket_(io_) {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
-    asio::write(socket_, asio::buffer(encode_wire_hello({kJob, rank})));
-    Bytes answer(kWirePrefixBytes + kWireHelloMetaBytes);
-    asio::read(socket_, asio::buffer(answer));
-    EXPECT_EQ(decode_wire_hello(std::span(answer).subspan(kWirePrefixBytes)).rank, 0u);
+    testing::tcp_client_handshake(socket_, credentials(), rank, 0);
   }
   void write(const Bytes& bytes) {
     std::error_code ec;
@@ -432,7 +439,7 @@ TEST(GarbageFrames, TcpChannelRefusesEachStrangerAndTwoChannelsStillExchange) {
     strangers.send(junk, "is not a Tandem data frame");
   }
   // A hello cut short, in its prefix and in its meta part, then closed.
-  const Bytes full = encode_wire_hello({kJob, 2});
+  const Bytes full = encode_wire_hello({kJob, 2, 0, 1, {}});
   for (const std::size_t cut :
        {std::size_t{1}, std::size_t{9}, kWirePrefixBytes - 1, kWirePrefixBytes, full.size() - 1}) {
     strangers.send(Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut)),
@@ -452,15 +459,29 @@ TEST(GarbageFrames, TcpChannelRefusesEachStrangerAndTwoChannelsStillExchange) {
   }
   // Valid hellos that do not belong here: another job, a rank that is no peer, a rank already
   // connected (B).
-  strangers.send(encode_wire_hello({kJob + 1, 2}), "but this job is");
-  strangers.send(encode_wire_hello({kJob, 9}), "rank 9 is not a peer that connects here");
-  strangers.send(encode_wire_hello({kJob, 1}), "rank 1 is already connected");
+  strangers.send(encode_wire_hello({kJob + 1, 2, 0, 1, {}}), "but this job is");
+  strangers.send(encode_wire_hello({kJob, 9, 0, 1, {}}), "rank 9 is not a peer that connects here");
+  strangers.send(encode_wire_hello({kJob, 1, 0, 1, {}}), "rank 1 is already connected");
   // Lanes after the first that do not fit the connection: before its lane 0, another count
   // of lanes than lane 0 said (B connects with the default two), a lane already connected.
-  strangers.send(encode_wire_hello({kJob, 2, 1, 2}), "lane 1 of rank 2 before its lane 0");
-  strangers.send(encode_wire_hello({kJob, 1, 1, 3}),
+  strangers.send(encode_wire_hello({kJob, 2, 1, 2, {}}), "lane 1 of rank 2 before its lane 0");
+  strangers.send(encode_wire_hello({kJob, 1, 1, 3, {}}),
                  "lane 1 of 3 lanes, but rank 1's lane 0 said 2");
-  strangers.send(encode_wire_hello({kJob, 1, 1, 2}), "lane 1 of rank 1 is already connected");
+  strangers.send(encode_wire_hello({kJob, 1, 1, 2, {}}), "lane 1 of rank 1 is already connected");
+  // A valid hello for a rank that may connect, then no proof, or one that does not check (made
+  // without the token, or garbage in a proof's frame): the connection never becomes rank 2's.
+  strangers.send(encode_wire_hello({kJob, 2, 0, 1, {}}), "closed before its proof");
+  {
+    Bytes forged = encode_wire_hello({kJob, 2, 0, 1, {}});
+    const Bytes proof = encode_wire_proof({{}, {}});
+    forged.insert(forged.end(), proof.begin(), proof.end());
+    strangers.send(forged, "data-plane proof of rank 2 (lane 0) does not check");
+    Bytes long_proof = encode_wire_hello({kJob, 2, 0, 1, {}});
+    Bytes bad = encode_wire_proof({{}, {}});
+    put_u64(bad, kDataBytesAt, std::uint64_t{1} << 40);
+    long_proof.insert(long_proof.end(), bad.begin(), bad.end());
+    strangers.send(long_proof, "meta and 1099511627776 data bytes for a proof");
+  }
 
   // Peers that say a valid hello and then misbehave: cut off and named, B untouched.
   const std::size_t before_peers = a.errors().size();

@@ -152,7 +152,7 @@ class DataPlane {
   std::unique_ptr<ActorChannel> make(ActorSystem& system) {
     if (a_.channel == "tcp") {
       TcpChannelOptions o;
-      o.job = kJob;
+      o.credentials = tt::fixed_credentials(kJob);
       o.rank = a_.rank;
       o.listen_host = a_.listen;
       o.types = tt::pipeline_wire_types();
@@ -164,11 +164,15 @@ class DataPlane {
       return ch;
     }
     UcxChannelOptions o;
-    o.job = kJob;
+    o.credentials = tt::fixed_credentials(kJob);
     o.rank = a_.rank;
     o.types = tt::pipeline_wire_types();
     o.stop_system_on_error = false;
-    o.on_error = [this](const UcxChannelError& e) { failed(e.peer_rank, e.peer, e.what); };
+    // A refusal that failed nothing (a proof in a peer's name that did not check) is a
+    // stranger's.
+    o.on_error = [this](const UcxChannelError& e) {
+      failed(e.fatal ? e.peer_rank : -1, e.peer, e.what);
+    };
     auto ch = std::make_unique<UcxChannel>(system, std::move(o));
     ucx_ = ch.get();
     return ch;

@@ -48,6 +48,13 @@ namespace act = tandem::actors;
 constexpr std::uint64_t kJob = 0x7a3d2c11;
 constexpr auto kLong = 20s;
 
+// The job's credentials: a nonce whose job id is kJob, and a token.
+JobCredentials credentials() {
+  JobCredentials c = testing::fixed_credentials(kJob);
+  c.token = "tcp channel test token";
+  return c;
+}
+
 WireTypes pipeline_types() {
   return testing::pipeline_wire_types();
 }
@@ -260,17 +267,100 @@ TEST(WireMessage, SimTensorsCostALinkTheirBytes) {
 }
 
 TEST(WireMessage, HelloRoundTrips) {
-  const std::vector<std::byte> f = encode_wire_hello({kJob, 3});
+  const JobNonce nonce = fresh_nonce();
+  const std::vector<std::byte> f = encode_wire_hello({kJob, 3, 0, 1, nonce});
   ASSERT_EQ(f.size(), kWirePrefixBytes + kWireHelloMetaBytes);
   const WirePrefix p = decode_wire_prefix(std::span(f).first(kWirePrefixBytes));
   EXPECT_EQ(p.kind, WireFrameKind::hello);
   const WireHello h = decode_wire_hello(std::span(f).subspan(kWirePrefixBytes));
   EXPECT_EQ(h.job, kJob);
   EXPECT_EQ(h.rank, 3u);
+  EXPECT_EQ(h.nonce, nonce);
+}
+
+TEST(WireMessage, ProofRoundTrips) {
+  WireProof sent{fresh_nonce(), {}};
+  sent.proof[0] = 0xab;
+  sent.proof[31] = 0xcd;
+  const std::vector<std::byte> f = encode_wire_proof(sent);
+  ASSERT_EQ(f.size(), kWirePrefixBytes + kWireProofMetaBytes);
+  const WirePrefix p = decode_wire_prefix(std::span(f).first(kWirePrefixBytes));
+  EXPECT_EQ(p.kind, WireFrameKind::proof);
+  EXPECT_EQ(p.meta_bytes, kWireProofMetaBytes);
+  const WireProof got = decode_wire_proof(std::span(f).subspan(kWirePrefixBytes));
+  EXPECT_EQ(got.nonce, sent.nonce);
+  EXPECT_EQ(got.proof, sent.proof);
+}
+
+// The WireError of decoding `f`'s meta part with `decode`, or "<accepted>".
+template <class Decode>
+std::string meta_refusal(const std::vector<std::byte>& f, Decode decode) {
+  try {
+    (void)decode(std::span(f).subspan(kWirePrefixBytes));
+  } catch (const WireError& e) {
+    return e.what();
+  }
+  return "<accepted>";
+}
+
+TEST(WireMessage, HandshakeFramesCutShortOrTooLongAreRefusedNamingTheField) {
+  const std::vector<std::byte> hello = encode_wire_hello({kJob, 3, 0, 1, fresh_nonce()});
+  const std::vector<std::byte> proof = encode_wire_proof({fresh_nonce(), {}});
+  const auto decode_hello = [](auto meta) { return decode_wire_hello(meta); };
+  const auto decode_proof = [](auto meta) { return decode_wire_proof(meta); };
+  // Truncated: every cut of the meta part names the field it falls in.
+  for (std::size_t cut = 0; cut < kWireHelloMetaBytes; ++cut) {
+    const std::vector<std::byte> f(hello.begin(),
+                                   hello.end() - static_cast<std::ptrdiff_t>(cut + 1));
+    const std::string why = meta_refusal(f, decode_hello);
+    const std::string field = cut < sizeof(JobNonce) ? "field 'nonce'" : "field '";
+    EXPECT_NE(why.find(field), std::string::npos) << why;
+    EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+  }
+  for (std::size_t cut = 0; cut < kWireProofMetaBytes; ++cut) {
+    const std::vector<std::byte> f(proof.begin(),
+                                   proof.end() - static_cast<std::ptrdiff_t>(cut + 1));
+    const std::string why = meta_refusal(f, decode_proof);
+    const std::string field = cut < sizeof(JobProof) ? "field 'proof'" : "field 'nonce'";
+    EXPECT_NE(why.find(field), std::string::npos) << why;
+  }
+  // Oversized: a byte past the last field, in the meta part and as the prefix announces it.
+  std::vector<std::byte> longer = hello;
+  longer.push_back(std::byte{0});
+  EXPECT_NE(meta_refusal(longer, decode_hello).find("field 'nonce': 1 trailing bytes"),
+            std::string::npos)
+      << meta_refusal(longer, decode_hello);
+  longer = proof;
+  longer.push_back(std::byte{0});
+  EXPECT_NE(meta_refusal(longer, decode_proof).find("field 'proof': 1 trailing bytes"),
+            std::string::npos)
+      << meta_refusal(longer, decode_proof);
+  for (const auto* frame : {&hello, &proof}) {
+    std::vector<std::byte> prefix(frame->begin(), frame->begin() + kWirePrefixBytes);
+    prefix[6] = static_cast<std::byte>(std::to_integer<int>(prefix[6]) + 1);  // meta bytes + 1
+    try {
+      (void)decode_wire_prefix(prefix);
+      ADD_FAILURE() << "an oversized handshake frame accepted";
+    } catch (const WireError& e) {
+      EXPECT_NE(std::string(e.what()).find("field 'meta bytes'"), std::string::npos) << e.what();
+    }
+    put_u64(prefix, 8, 1);  // data bytes: a handshake frame has none
+    prefix[6] = (*frame)[6];
+    EXPECT_THROW(decode_wire_prefix(prefix), WireError);
+  }
+  // Another version (2: hellos without a nonce) is refused by the prefix.
+  std::vector<std::byte> old(hello.begin(), hello.begin() + kWirePrefixBytes);
+  old[4] = std::byte{2};
+  try {
+    (void)decode_wire_prefix(old);
+    ADD_FAILURE() << "version 2 accepted";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'version'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(WireMessage, HelloNamesItsLaneAndRefusesImpossibleOnes) {
-  const std::vector<std::byte> f = encode_wire_hello({kJob, 3, 2, 5});
+  const std::vector<std::byte> f = encode_wire_hello({kJob, 3, 2, 5, fresh_nonce()});
   const WireHello h = decode_wire_hello(std::span(f).subspan(kWirePrefixBytes));
   EXPECT_EQ(h.lane, 2u);
   EXPECT_EQ(h.lanes, 5u);
@@ -283,9 +373,9 @@ TEST(WireMessage, HelloNamesItsLaneAndRefusesImpossibleOnes) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };
-  refused({kJob, 3, 0, 0}, "lanes");
-  refused({kJob, 3, 0, kMaxWireLanes + 1}, "lanes");
-  refused({kJob, 3, 2, 2}, "2 of 2 lanes");
+  refused({kJob, 3, 0, 0, {}}, "lanes");
+  refused({kJob, 3, 0, kMaxWireLanes + 1, {}}, "lanes");
+  refused({kJob, 3, 2, 2, {}}, "2 of 2 lanes");
 }
 
 TEST(WireStripes, LanesCoverTheDataPartExactlyInOrder) {
@@ -364,7 +454,7 @@ class Collector final : public Actor {
 
 TcpChannelOptions channel_options(int rank) {
   TcpChannelOptions o;
-  o.job = kJob;
+  o.credentials = credentials();
   o.rank = rank;
   o.types = pipeline_types();
   o.close_linger = 2s;
@@ -578,16 +668,13 @@ TEST(TcpChannel, GarbageOnTheLivePortIsRefusedAndTheRunGoesOn) {
   EXPECT_TRUE(b.errors().empty());
 }
 
-// Plays rank 1 by hand: a valid hello, then whatever the test writes.
+// Plays rank 1 by hand: a valid handshake, then whatever the test writes.
 class FakePeer {
  public:
   // `lanes`: how many the hello announces (the fake opens only lane 0).
   explicit FakePeer(std::uint16_t port, std::uint16_t lanes = 1) : socket_(io_) {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
-    asio::write(socket_, asio::buffer(encode_wire_hello({kJob, 1, 0, lanes})));
-    std::vector<std::byte> answer(kWirePrefixBytes + kWireHelloMetaBytes);
-    asio::read(socket_, asio::buffer(answer));
-    EXPECT_EQ(decode_wire_hello(std::span(answer).subspan(kWirePrefixBytes)).rank, 0u);
+    testing::tcp_client_handshake(socket_, credentials(), 1, 0, 0, lanes);
   }
   void write(const std::vector<std::byte>& bytes) { asio::write(socket_, asio::buffer(bytes)); }
 

@@ -43,6 +43,13 @@ namespace act = tandem::actors;
 constexpr std::uint64_t kJob = 0x7a3d2c11;
 constexpr auto kLong = 30s;
 
+// The job's credentials: a nonce whose job id is kJob, and a token.
+JobCredentials credentials(const std::string& token = "ucx channel test token") {
+  JobCredentials c = testing::fixed_credentials(kJob);
+  c.token = token;
+  return c;
+}
+
 void expect_same_message(const Message& got, const Message& sent) {
   EXPECT_EQ(got.env.type, sent.env.type);
   EXPECT_EQ(got.env.lane, sent.env.lane);
@@ -95,7 +102,7 @@ class UcxChannelTest : public ::testing::TestWithParam<std::string> {
  protected:
   UcxChannelOptions options(int rank) const {
     UcxChannelOptions o;
-    o.job = kJob;
+    o.credentials = credentials();
     o.rank = rank;
     o.types = testing::pipeline_wire_types();
     o.transports = GetParam();
@@ -431,7 +438,8 @@ TEST_P(UcxChannelTest, APeerThatNeverSaysHelloFailsTheWait) {
   const auto errors = a.errors();
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].peer, "rank 1");
-  EXPECT_NE(errors[0].what.find("no hello within 0.2 s"), std::string::npos) << errors[0].what;
+  EXPECT_NE(errors[0].what.find("no hello and proof that checks within 0.2 s"), std::string::npos)
+      << errors[0].what;
   EXPECT_TRUE(eventually([&] { return sys.stopped(); }));
   EXPECT_EQ(a.send(0, 1, numbered(0, 0)).status, SendStatus::target_stopped);
   a.close();
@@ -457,14 +465,14 @@ class FakePeer {
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     EXPECT_EQ(ucp_worker_create(context_, &wp, &worker_), UCS_OK);
-    // What the channel sends (its hello) is taken and ignored.
+    // What the channel sends: its hello and proof are kept, the rest ignored.
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = kUcxAmId;
-    hp.cb = [](void* arg, const void*, std::size_t, void*, std::size_t,
+    hp.cb = [](void* arg, const void* header, std::size_t length, void*, std::size_t,
                const ucp_am_recv_param_t*) {
-      static_cast<FakePeer*>(arg)->received_.fetch_add(1);
+      static_cast<FakePeer*>(arg)->keep(std::span(static_cast<const std::byte*>(header), length));
       return UCS_OK;
     };
     hp.arg = this;
@@ -502,7 +510,7 @@ class FakePeer {
     ASSERT_EQ(ucp_ep_create(worker_, &ep, &ep_), UCS_OK);
   }
 
-  // One active message: the channel header (rank 1, `seq`) in front of `frame`'s head, the
+  // One active message: the channel header (its rank, `seq`) in front of `frame`'s head, the
   // rest of `frame` as the payload.
   // `gone_ok`: the channel may have closed its side already (after it failed this peer), so
   // UCX may refuse the send: that too is a message the channel never takes.
@@ -511,12 +519,44 @@ class FakePeer {
     const std::size_t head = kWirePrefixBytes + pre.meta_bytes;
     std::vector<std::byte> header(kUcxHeaderBytes);
     put(header, 0, kUcxHeaderMagic, 4);
-    put(header, 4, 1, 4);
+    put(header, 4, rank_, 4);
     put(header, 8, seq, 8);
     header.insert(header.end(), frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(head));
     send_raw(header, {frame.begin() + static_cast<std::ptrdiff_t>(head), frame.end()}, gone_ok);
   }
-  void hello() { send_frame(0, encode_wire_hello({kJob, 1})); }
+  void hello() { send_frame(0, encode_wire_hello({kJob, rank_, 0, 1, nonce_})); }
+  // Its proof to rank 0, over the channel's hello's nonce (waited for), made with `c`.
+  void prove(const JobCredentials& c) {
+    send_frame(0, encode_wire_proof({nonce_, make_proof(c.token, context(c, channel_nonce()))}));
+  }
+  void handshake(const JobCredentials& c) {
+    hello();
+    prove(c);
+  }
+  // The proof context of this fake's proof to rank 0 when the channel's nonce is `theirs`.
+  ProofContext context(const JobCredentials& c, const JobNonce& theirs) const {
+    return {ProofPurpose::kDataUcx, c.job, rank_, 0, 0, nonce_, theirs};
+  }
+  JobNonce nonce() const { return nonce_; }
+  JobNonce channel_nonce() {
+    std::optional<JobNonce> n;
+    EXPECT_TRUE(eventually([&] {
+      std::lock_guard lock(kept_mu_);
+      n = channel_hello_;
+      return n.has_value();
+    }));
+    return n.value_or(JobNonce{});
+  }
+  // The channel's proof to this fake, once it came.
+  std::optional<WireProof> channel_proof() {
+    std::optional<WireProof> got;
+    (void)eventually([&] {
+      std::lock_guard lock(kept_mu_);
+      got = channel_proof_;
+      return got.has_value();
+    });
+    return got;
+  }
 
   void send_raw(const std::vector<std::byte>& header, const std::vector<std::byte>& payload,
                 bool gone_ok = false) {
@@ -566,17 +606,36 @@ class FakePeer {
     for (int i = 0; i < n; ++i) b[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
   }
 
+  // Inside the worker's progress (mu_ held): a hello's nonce or a proof from the channel.
+  void keep(std::span<const std::byte> header) {
+    if (header.size() < kUcxHeaderBytes + kWirePrefixBytes) return;
+    const auto frame = header.subspan(kUcxHeaderBytes);
+    try {
+      const WirePrefix pre = decode_wire_prefix(frame.first(kWirePrefixBytes));
+      const auto meta = frame.subspan(kWirePrefixBytes);
+      std::lock_guard lock(kept_mu_);
+      if (pre.kind == WireFrameKind::hello) channel_hello_ = decode_wire_hello(meta).nonce;
+      if (pre.kind == WireFrameKind::proof) channel_proof_ = decode_wire_proof(meta);
+    } catch (const WireError&) {
+    }
+  }
+
   std::mutex mu_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
   std::vector<std::byte> address_;
-  std::atomic<int> received_{0};
+  std::uint32_t rank_ = 1;
+  JobNonce nonce_ = fresh_nonce();
+  std::mutex kept_mu_;
+  std::optional<JobNonce> channel_hello_;
+  std::optional<WireProof> channel_proof_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
-// Rank 0 with endpoints 0 and 2, and a FakePeer as rank 1 (endpoint 1) that said hello.
+// Rank 0 with endpoints 0 and 2, and a FakePeer as rank 1 (endpoint 1) that said hello and
+// proved itself.
 struct WithFake {
   explicit WithFake(UcxChannelOptions o) : sys(make_work_sharing({.workers = 1})) {
     o.close_linger = 100ms;  // the fake never says goodbye
@@ -590,7 +649,7 @@ struct WithFake {
     a->route(1, 1);
     a->start();
     fake->connect(a->worker_address());
-    fake->hello();
+    fake->handshake(credentials());
     EXPECT_TRUE(a->wait_connected(kLong));
   }
   std::vector<UcxChannelError> wait_error() const {
@@ -756,6 +815,190 @@ TEST_P(UcxChannelTest, APeerThatVanishesBeforeItsHelloIsReportedLost) {
   EXPECT_EQ(errors[0].peer_rank, 1);
   EXPECT_NE(errors[0].what.find("lost"), std::string::npos) << errors[0].what;
   a.close();
+}
+
+// --- membership: hellos and proofs ---
+
+// A stranger's bare UCX worker that reaches `channel` and speaks in rank 1's name.
+std::unique_ptr<FakePeer> stranger_of(const std::string& transports, const UcxChannel& channel) {
+  auto f = std::make_unique<FakePeer>(transports);
+  f->connect(channel.worker_address());
+  return f;
+}
+
+std::vector<UcxChannelError> wait_errors(const UcxChannel& ch, std::size_t n) {
+  (void)eventually([&] { return ch.errors().size() >= n; });
+  return ch.errors();
+}
+
+// Both ways, `n` messages each, delivered.
+void exchange(Pair& p, std::int64_t from, std::int64_t n) {
+  for (std::int64_t i = from; i < from + n; ++i) {
+    ASSERT_TRUE(p.a->send(0, 1, numbered(0, i)).ok());
+    ASSERT_TRUE(p.b->send(1, 0, numbered(1, i)).ok());
+  }
+  ASSERT_TRUE(p.b1->wait_for(static_cast<std::size_t>(from + n)));
+  ASSERT_TRUE(p.a0->wait_for(static_cast<std::size_t>(from + n)));
+}
+
+TEST_P(UcxChannelTest, AForgedHelloAndProofInARealRanksNameAreRefusedWhileThePeersTalk) {
+  Pair p(options(0), options(1));
+  p.a->start();
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  ASSERT_TRUE(p.b->wait_connected(kLong));
+  exchange(p, 0, 3);
+  auto s = stranger_of(GetParam(), *p.a);
+  s->hello();  // right format and job id, in rank 1's name
+  s->send_frame(0, encode_wire_proof({s->nonce(), JobProof{}}));
+  const JobCredentials wrong = credentials("not the job's token");
+  s->send_frame(0, encode_wire_proof({s->nonce(), make_proof(wrong.token, s->context(wrong, {}))}));
+  const auto errors = wait_errors(*p.a, 3);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].peer_rank, -1);
+  EXPECT_NE(errors[0].peer.find("claims rank 1"), std::string::npos) << errors[0].peer;
+  EXPECT_NE(errors[0].what.find("which proved itself already"), std::string::npos)
+      << errors[0].what;
+  EXPECT_FALSE(errors[0].fatal);
+  for (const auto& e : {errors[1], errors[2]}) {
+    EXPECT_EQ(e.peer_rank, 1);  // reported with the rank it claims, and dropped
+    EXPECT_FALSE(e.fatal);
+    EXPECT_NE(e.what.find("proof in the name of rank 1 did not check"), std::string::npos)
+        << e.what;
+  }
+  EXPECT_FALSE(p.sys_a.stopped());
+  exchange(p, 3, 5);
+  s.reset();
+  p.close_both();
+  EXPECT_EQ(p.a->stats().strangers, 3u);
+  EXPECT_TRUE(p.b->errors().empty());
+}
+
+TEST_P(UcxChannelTest, AStrangerClaimingARankBeforeItComesDoesNotTakeItsPlace) {
+  Pair p(options(0), options(1));
+  p.a->start();
+  auto s = stranger_of(GetParam(), *p.a);
+  s->hello();
+  s->send_frame(1, encode_wire_message(kJob, 1, 0, numbered(1, 0), testing::pipeline_wire_types()));
+  const auto errors = wait_errors(*p.a, 1);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer_rank, -1);
+  EXPECT_NE(errors[0].what.find("a message in the name of rank 1 before its proof checked"),
+            std::string::npos)
+      << errors[0].what;
+  // The real rank 1 comes and is taken.
+  p.b->start();
+  ASSERT_TRUE(p.a->wait_connected(kLong));
+  ASSERT_TRUE(p.b->wait_connected(kLong));
+  exchange(p, 0, 6);
+  expect_in_order(p.a0->take(), {1}, 6);
+  s.reset();
+  p.close_both();
+  EXPECT_EQ(p.a->errors().size(), 1u);
+  // Rank 0 answered the stranger's hello too, with a proof that went to the real rank 1, which
+  // refused it without failing anything.
+  for (const auto& e : p.b->errors()) {
+    EXPECT_EQ(e.peer_rank, 0);
+    EXPECT_NE(e.what.find("did not check"), std::string::npos) << e.what;
+  }
+}
+
+TEST_P(UcxChannelTest, ChannelsWithDifferentTokensDoNotConnectAndSayWhy) {
+  UcxChannelOptions oa = options(0);
+  UcxChannelOptions ob = options(1);
+  oa.credentials.token = "token of a";
+  ob.credentials.token = "token of b";
+  for (auto* o : {&oa, &ob}) {
+    o->connect_timeout = 500ms;
+    o->hello_timeout = 500ms;
+    o->close_linger = 100ms;
+  }
+  Pair p(std::move(oa), std::move(ob));
+  p.a->start();
+  p.b->start();
+  EXPECT_FALSE(p.a->wait_connected(kLong));
+  EXPECT_FALSE(p.b->wait_connected(kLong));
+  for (UcxChannel* ch : {p.a.get(), p.b.get()}) {
+    const auto errors = ch->errors();
+    ASSERT_FALSE(errors.empty());
+    EXPECT_NE(errors.back().what.find("no hello and proof that checks within 1.0 s"),
+              std::string::npos)
+        << errors.back().what;
+    EXPECT_NE(errors.back().what.find("did not check"), std::string::npos) << errors.back().what;
+  }
+  p.close_both();
+}
+
+TEST_P(UcxChannelTest, AReflectedProofIsRefused) {
+  ActorSystem sys(make_work_sharing({.workers = 1}));
+  auto* a0 = sys.spawn<Collector>("a0");
+  UcxChannelOptions o = options(0);
+  o.connect_timeout = 500ms;
+  o.hello_timeout = 500ms;
+  o.close_linger = 100ms;
+  auto fake = std::make_unique<FakePeer>(o.transports);
+  UcxChannel a(sys, o);
+  a.bind(0, a0);
+  a.add_peer({1, "fake", fake->address()});
+  a.route(1, 1);
+  a.start();
+  fake->connect(a.worker_address());
+  fake->hello();
+  // The channel's proof to the fake, sent back as the fake's: with the channel's nonce, and
+  // with the fake's own.
+  const std::optional<WireProof> theirs = fake->channel_proof();
+  ASSERT_TRUE(theirs.has_value());
+  fake->send_frame(0, encode_wire_proof(*theirs));
+  fake->send_frame(0, encode_wire_proof({fake->nonce(), theirs->proof}));
+  EXPECT_FALSE(a.wait_connected(kLong));
+  const auto errors = a.errors();
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) EXPECT_EQ(e.peer_rank, 1);
+  EXPECT_NE(errors[0].what.find("did not check"), std::string::npos) << errors[0].what;
+  EXPECT_NE(errors[1].what.find("did not check"), std::string::npos) << errors[1].what;
+  EXPECT_NE(errors[2].what.find("no hello and proof that checks"), std::string::npos)
+      << errors[2].what;
+  EXPECT_FALSE(errors[0].fatal);
+  EXPECT_TRUE(errors[2].fatal);
+  a.close();
+}
+
+TEST_P(UcxChannelTest, TheNetworkDevicesAreTheOnesConfigured) {
+  // Loopback only: the two channels still talk.
+  {
+    UcxChannelOptions oa = options(0);
+    UcxChannelOptions ob = options(1);
+    oa.net_devices = ob.net_devices = "lo";
+    Pair p(std::move(oa), std::move(ob));
+    p.a->start();
+    p.b->start();
+    ASSERT_TRUE(p.a->wait_connected(kLong));
+    ASSERT_TRUE(p.b->wait_connected(kLong));
+    exchange(p, 0, 4);
+    p.close_both();
+  }
+  // A device that does not exist leaves tcp nothing to run on: no channel over it.
+  if (GetParam() == "tcp") {
+    ActorSystem sys(make_work_sharing({.workers = 1}));
+    UcxChannelOptions o = options(0);
+    o.net_devices = "no_such_device0";
+    o.close_linger = 100ms;
+    bool refused = false;
+    try {
+      UcxChannel a(sys, o);
+      auto* a0 = sys.spawn<Collector>("a0");
+      auto peer = std::make_unique<FakePeer>("tcp");
+      a.bind(0, a0);
+      a.add_peer({1, "fake", peer->address()});
+      a.start();
+      refused = !a.wait_connected(2s) && !a.errors().empty();
+      a.close();
+    } catch (const std::runtime_error& e) {
+      refused = true;
+      SUCCEED() << e.what();
+    }
+    EXPECT_TRUE(refused);
+  }
 }
 
 // --- a pipeline split across two channels ---

@@ -1,8 +1,11 @@
 #pragma once
 // What the data-plane tests share: tensors with recognizable contents, exact comparison of a
-// message as sent and as received, and tags.
+// message as sent and as received, tags, and a tcp data-plane handshake played by hand.
 #include <gtest/gtest.h>
 
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +14,8 @@
 #include "runtime/dtype.hpp"
 #include "runtime/message.hpp"
 #include "runtime/tensor.hpp"
+#include "transport/job_proof.hpp"
+#include "transport/wire_message.hpp"
 
 namespace tandem::transport::testing {
 
@@ -68,6 +73,42 @@ inline Tag tag_of(std::int64_t minibatch, int begin, int end, int kind, int chun
   t.chunk = static_cast<std::uint8_t>(chunk);
   t.aux = 0xbeef;
   return t;
+}
+
+// `from`'s tcp data-plane proof to `to` on `lane`, over `mine` (its nonce) and `theirs`.
+inline WireProof tcp_proof(const JobCredentials& c, std::uint32_t from, std::uint32_t to,
+                           std::uint16_t lane, const JobNonce& mine, const JobNonce& theirs) {
+  return {mine, make_proof(c.token, {ProofPurpose::kDataTcp, c.job, from, to, lane, mine, theirs})};
+}
+
+// Reads one whole handshake frame (prefix and meta part) of `meta_bytes`.
+inline std::vector<std::byte> read_handshake_frame(asio::ip::tcp::socket& s,
+                                                   std::size_t meta_bytes) {
+  std::vector<std::byte> frame(kWirePrefixBytes + meta_bytes);
+  asio::read(s, asio::buffer(frame));
+  return frame;
+}
+
+// Plays the connecting side of a tcp data-plane handshake as `rank` (lane `lane` of `lanes`)
+// on a connected blocking socket, with `c`: hello, the listener's hello, proof, the listener's
+// proof (expected to check). Returns the listener's hello.
+inline WireHello tcp_client_handshake(asio::ip::tcp::socket& s, const JobCredentials& c,
+                                      std::uint32_t rank, std::uint32_t peer_rank,
+                                      std::uint16_t lane = 0, std::uint16_t lanes = 1) {
+  const JobNonce mine = fresh_nonce();
+  asio::write(s, asio::buffer(encode_wire_hello({job_id_of(c.job), rank, lane, lanes, mine})));
+  const auto hello = read_handshake_frame(s, kWireHelloMetaBytes);
+  const WireHello theirs = decode_wire_hello(std::span(hello).subspan(kWirePrefixBytes));
+  EXPECT_EQ(theirs.rank, peer_rank);
+  asio::write(
+      s, asio::buffer(encode_wire_proof(tcp_proof(c, rank, peer_rank, lane, mine, theirs.nonce))));
+  const auto proof = read_handshake_frame(s, kWireProofMetaBytes);
+  const WireProof got = decode_wire_proof(std::span(proof).subspan(kWirePrefixBytes));
+  EXPECT_EQ(got.nonce, theirs.nonce);
+  EXPECT_TRUE(check_proof(
+      c.token, {ProofPurpose::kDataTcp, c.job, peer_rank, rank, lane, theirs.nonce, mine},
+      got.proof));
+  return theirs;
 }
 
 }  // namespace tandem::transport::testing
