@@ -21,17 +21,6 @@
 namespace tandem::apps {
 namespace {
 
-// Both ends of a data-plane connection check it ("tzn" and a version byte's room). The data
-// planes' credentials are derived from it, with no token: a fixed nonce that any process can
-// compute, until the rendezvous hands out each job's own.
-constexpr std::uint64_t kJob = 0x7a6e'6400'0000'0000ull;
-
-transport::JobCredentials job_credentials() {
-  transport::JobCredentials c;
-  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(kJob >> (8 * i));
-  return c;
-}
-
 // Values travel through the control plane's key-value store in pieces below its limit.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 // At most 1 TiB in one value: a count beyond is not one a rank of this job published.
@@ -177,7 +166,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   spec.make_channel = [&m, me](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
     if (m.opt.transport == "ucx") {
       transport::UcxChannelOptions o;
-      o.credentials = job_credentials();
+      o.credentials = m.rendezvous->credentials();
       o.rank = me;
       o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
@@ -189,7 +178,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       return ch;
     }
     transport::TcpChannelOptions o;
-    o.credentials = job_credentials();
+    o.credentials = m.rendezvous->credentials();
     o.rank = me;
     o.listen_host = m.opt.host;
     o.lanes = m.opt.tcp_lanes;
