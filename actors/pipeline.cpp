@@ -1,6 +1,7 @@
 #include "actors/pipeline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -69,6 +70,7 @@ struct Pipeline::Impl {
   LoaderActor* loader = nullptr;
   Coordinator* coordinator = nullptr;
   std::optional<schedules::ActionList> order;
+  std::atomic<bool> running{false};  // inside run(): progress() may report work
 };
 
 Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
@@ -303,6 +305,11 @@ Pipeline::~Pipeline() {
 PipelineResult Pipeline::run() {
   if (ran_) throw std::logic_error("Pipeline::run called twice");
   ran_ = true;
+  impl_->running.store(true, std::memory_order_release);
+  struct Over {
+    Impl* impl;
+    ~Over() { impl->running.store(false, std::memory_order_release); }
+  } over{impl_.get()};
   const auto start = std::chrono::steady_clock::now();
   for (StageActor* s : impl_->stages) {
     if (s != nullptr) (void)system_->send(s, StartRun{});
@@ -374,6 +381,21 @@ PipelineResult Pipeline::run() {
                                                 : impl_->routing->params().minibatches;
   result.loader_peak_in_flight = impl_->loader != nullptr ? impl_->loader->peak_in_flight() : 0;
   return result;
+}
+
+PipelineProgress Pipeline::progress() const {
+  PipelineProgress out;
+  const bool running = impl_->running.load(std::memory_order_acquire);
+  for (const StageActor* s : impl_->stages) {
+    if (s == nullptr) continue;
+    const StageProgress p = s->progress();
+    out.completed += p.events;
+    if (!running || !p.has_work()) continue;
+    out.has_work = true;
+    out.waiting_for += out.waiting_for.empty() ? "" : "\n";
+    out.waiting_for += p.describe();
+  }
+  return out;
 }
 
 void Pipeline::request_stop() {

@@ -14,6 +14,7 @@
 
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
+#include "actors/pipeline_progress.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_event.hpp"
 #include "models/executor.hpp"
@@ -148,6 +149,12 @@ class Pipeline {
   // collective failed). Stops the actor system; run() throws PipelineError with `why` (the
   // first reason given, when several are). No effect after run() returned.
   void stop_with_error(std::string why);
+
+  // From any thread, at any time while the pipeline exists, also while a stage's worker is stuck
+  // in an action or run() blocks: whether this process's stage replicas move (see
+  // PipelineProgress; has_work only while run() runs). Reads what each stage replica publishes
+  // for it (a short lock per replica), never the actors' own state; allocates only the text.
+  PipelineProgress progress() const;
 
   // After run(): the whole model's weights (on the CPU, copied from a GPU stage), stage by
   // stage from replica min(replica, r_s - 1) (the stages this process hosts, when spread over
