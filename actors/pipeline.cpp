@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -54,6 +55,27 @@ std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
   }
   for (int v = 0; v < V; ++v) out.push_back({v * n / V, (v + 1) * n / V});
   return out;
+}
+
+// The loader's or the coordinator's part of progress(): work while its worker is inside a
+// handler (a data source or an on_minibatch that hangs) or messages wait for it.
+void add_progress(PipelineProgress& out, bool running, const char* name,
+                  const HandlerGauge::Reading& gauge, std::size_t unhandled) {
+  out.completed += gauge.handled;
+  if (!running || (!gauge.inside && unhandled == 0)) return;
+  out.has_work = true;
+  std::string what;
+  if (gauge.inside) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f s", gauge.inside_s);
+    what = std::string("handling a message for ") + took;
+  }
+  if (unhandled > 0) {
+    what += what.empty() ? "" : "; ";
+    what += std::to_string(unhandled) + " message" + (unhandled == 1 ? "" : "s") + " unhandled";
+  }
+  out.waiting_for += out.waiting_for.empty() ? "" : "\n";
+  out.waiting_for += std::string(name) + ": " + what;
 }
 
 }  // namespace
@@ -394,6 +416,13 @@ PipelineProgress Pipeline::progress() const {
     out.has_work = true;
     out.waiting_for += out.waiting_for.empty() ? "" : "\n";
     out.waiting_for += p.describe();
+  }
+  if (impl_->loader != nullptr) {
+    add_progress(out, running, "loader", impl_->loader->gauge(), impl_->loader->inbox_size());
+  }
+  if (impl_->coordinator != nullptr) {
+    add_progress(out, running, "coordinator", impl_->coordinator->gauge(),
+                 impl_->coordinator->inbox_size());
   }
   return out;
 }

@@ -143,7 +143,11 @@ TEST(PipelineProgress, ACountThatStandsStillWhileTheOnlyStageIsHeldWithMessagesU
   PipelineProgress held;
   ASSERT_TRUE(eventually(
       pipeline,
-      [](const PipelineProgress& q) { return q.has_work && contains(q.waiting_for, "unhandled"); },
+      [](const PipelineProgress& q) {
+        // The loader done with its handler (it builds a minibatch ahead once the window is full).
+        return q.has_work && contains(q.waiting_for, "unhandled") &&
+               q.waiting_for.find('\n') == std::string::npos;
+      },
       &held))
       << held.waiting_for;
   EXPECT_TRUE(contains(held.waiting_for, "stage 0 replica 0: running F(mb 0, [0,4))"))
@@ -182,6 +186,58 @@ TEST(PipelineProgress, AStageWhoseInputsComeFromElsewhereHasNoWork) {
   EXPECT_EQ(s.next->minibatch, 0);
   EXPECT_EQ(s.describe(), "stage 1 replica 0: next F(mb 0, [0,4)) waits for inputs");
   EXPECT_NE(run.join(), nullptr) << "stop_with_error ends the run with an error";
+  EXPECT_FALSE(pipeline.progress().has_work);
+}
+
+TEST(PipelineProgress, ALoaderStuckInItsDataSourceIsNamedAndTheStagesItStarvesAreNot) {
+  const models::Model model = tiny_mlp();
+  PipelineSpec spec = spec_for(model, one_f_one_b(2, 4));
+  auto gate = std::make_shared<Gate>();
+  // Minibatch 1's data never comes until the gate opens (a dataset on a hung file system).
+  spec.data = [&model, gate](std::int64_t b) {
+    if (b == 1) gate->pass();
+    return make_minibatch(model, 8, b);
+  };
+  Pipeline pipeline(std::move(spec), make_scheduler(true));
+  BackgroundRun run(pipeline, [&] { gate->open(); });
+  ASSERT_TRUE(gate->wait_held(kDeadline));
+  PipelineProgress p;
+  ASSERT_TRUE(eventually(
+      pipeline,
+      [](const PipelineProgress& q) {
+        return q.has_work && q.waiting_for.rfind("loader: handling a message for ", 0) == 0 &&
+               q.waiting_for.find('\n') == std::string::npos;
+      },
+      &p))
+      << p.waiting_for;
+  EXPECT_EQ(run.join(), nullptr);
+  EXPECT_FALSE(pipeline.progress().has_work);
+}
+
+TEST(PipelineProgress, ACoordinatorStuckInOnMinibatchIsNamedWithTheReportsWaitingForIt) {
+  const models::Model model = tiny_mlp();
+  PipelineSpec spec = spec_for(model, one_f_one_b(2, 4));
+  auto gate = std::make_shared<Gate>();
+  spec.on_minibatch = [gate](std::int64_t b, double, std::int64_t, std::int64_t) {
+    if (b == 0) gate->pass();
+  };
+  Pipeline pipeline(std::move(spec), make_scheduler(true));
+  BackgroundRun run(pipeline, [&] { gate->open(); });
+  ASSERT_TRUE(gate->wait_held(kDeadline));
+  // The stages go on to their end; the later losses wait in the coordinator's inbox.
+  PipelineProgress p;
+  ASSERT_TRUE(eventually(
+      pipeline,
+      [](const PipelineProgress& q) {
+        return q.has_work && q.waiting_for.rfind("coordinator: handling a message for ", 0) == 0 &&
+               contains(q.waiting_for, "unhandled") &&
+               q.waiting_for.find('\n') == std::string::npos;
+      },
+      &p))
+      << p.waiting_for;
+  EXPECT_TRUE(pipeline.stage(0).done());
+  EXPECT_TRUE(pipeline.stage(1).done());
+  EXPECT_EQ(run.join(), nullptr);
   EXPECT_FALSE(pipeline.progress().has_work);
 }
 
