@@ -171,6 +171,15 @@ class Pipeline {
 
  private:
   struct Impl;
+  // Whether endpoint `e` runs in this process (PipelineSpec::hosts).
+  bool runs_here(transport::Endpoint e) const;
+  // Throws when a stage's replicas run in several processes and nothing reduces across them.
+  void check_replicas_placement() const;
+  ActionSource stage_actions(int device) const;
+  StageSetup stage_setup(int device, const std::vector<schedules::LayerRange>& vlayers,
+                         const models::ParamSet& whole, int cpu_threads);
+  void spawn_loader_and_coordinator();
+
   PipelineSpec spec_;
   std::unique_ptr<ActorSystem> system_;
   std::unique_ptr<Impl> impl_;
