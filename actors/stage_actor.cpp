@@ -122,18 +122,30 @@ void StageActor::publish_running(const std::optional<Action>& a) {
 }
 
 void StageActor::publish() {
+  const Pending* oldest = pending_.empty() ? nullptr : &pending_.begin()->second;
+  std::optional<Action> next;
+  if (have_current_ && !running_ && !finished_) next = ahead_.front();
+  // Only this worker writes published_, so it reads it without the lock, and locks only to
+  // change it: most messages (an input stored while the action waits for another) change
+  // nothing it shows.
+  const Published& was = published_;
+  const bool same_oldest =
+      oldest == nullptr ? !was.oldest_op
+                        : was.oldest_op == oldest->action && was.oldest_since == oldest->submitted;
+  if (same_oldest && was.device_ops == pending_.size() && was.syncing == running_ &&
+      was.next == next && was.finished == finished_) {
+    return;
+  }
   std::lock_guard lock(progress_mu_);
   Published& p = published_;
   p.device_ops = pending_.size();
-  if (pending_.empty()) {
-    p.oldest_op.reset();
-  } else {
-    p.oldest_op = pending_.begin()->second.action;
-    p.oldest_since = pending_.begin()->second.submitted;
+  p.oldest_op.reset();
+  if (oldest != nullptr) {
+    p.oldest_op = oldest->action;
+    p.oldest_since = oldest->submitted;
   }
   p.syncing = running_;
-  p.next.reset();
-  if (have_current_ && !running_ && !finished_) p.next = ahead_.front();
+  p.next = next;
   p.finished = finished_;
 }
 
