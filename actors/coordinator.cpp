@@ -17,6 +17,7 @@ Coordinator::Coordinator(std::string name, int stage_replicas, MinibatchCallback
       seen_(stage_replicas, false) {}
 
 void Coordinator::on_message(Message& msg) {
+  const HandlerGauge::Scope scope(gauge_);
   if (msg.is<LossReport>()) {
     PipelineEvent event;
     if (on_event_) event.start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "actors/handler_gauge.hpp"
 #include "actors/pipeline_event.hpp"
 #include "runtime/actor.hpp"
 
@@ -30,6 +31,8 @@ class Coordinator final : public Actor {
   bool all_finished() const { return finished_.load(std::memory_order_acquire) == expected_; }
   int finished() const { return finished_.load(std::memory_order_acquire); }
   const std::map<std::int64_t, MinibatchLoss>& losses() const { return losses_; }
+  // From any thread: its handlers (Pipeline::progress; an on_minibatch that hangs shows here).
+  HandlerGauge::Reading gauge() const { return gauge_.read(); }
 
  protected:
   void on_message(Message& msg) override;
@@ -41,6 +44,7 @@ class Coordinator final : public Actor {
   std::atomic<int> finished_{0};
   std::vector<bool> seen_;
   std::map<std::int64_t, MinibatchLoss> losses_;
+  HandlerGauge gauge_;
 };
 
 }  // namespace tandem::actors

@@ -17,6 +17,7 @@ LoaderActor::LoaderActor(std::string name, LoaderSetup setup)
 }
 
 void LoaderActor::on_message(Message& msg) {
+  const HandlerGauge::Scope scope(gauge_);
   if (msg.is<Credit>()) {
     const std::int64_t b = msg.as<Credit>().minibatch;
     if (b < 0 || b >= next_) {

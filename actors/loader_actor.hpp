@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/handler_gauge.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
 #include "runtime/actor.hpp"
@@ -37,6 +38,8 @@ class LoaderActor final : public Actor {
   // The run's length: the planned one, or where it stopped on request.
   std::int64_t minibatches() const { return s_.minibatches; }
   int peak_in_flight() const { return peak_; }
+  // From any thread: its handlers (Pipeline::progress; a data source that hangs shows here).
+  HandlerGauge::Reading gauge() const { return gauge_.read(); }
 
  protected:
   void on_message(Message& msg) override;
@@ -58,6 +61,7 @@ class LoaderActor final : public Actor {
   // The next minibatch's data, built while the window is full: a flush schedule admits one
   // minibatch at a time, and its stages would otherwise wait for every load.
   std::optional<std::pair<std::int64_t, MinibatchData>> ahead_;
+  HandlerGauge gauge_;
 };
 
 }  // namespace tandem::actors

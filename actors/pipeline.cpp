@@ -1,7 +1,9 @@
 #include "actors/pipeline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "actors/coordinator.hpp"
@@ -55,6 +57,164 @@ std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
   return out;
 }
 
+// The loader's or the coordinator's part of progress(): work while its worker is inside a
+// handler (a data source or an on_minibatch that hangs) or messages wait for it.
+void add_progress(PipelineProgress& out, bool running, const char* name,
+                  const HandlerGauge::Reading& gauge, std::size_t unhandled) {
+  out.completed += gauge.handled;
+  if (!running || (!gauge.inside && unhandled == 0)) return;
+  out.has_work = true;
+  std::string what;
+  if (gauge.inside) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f s", gauge.inside_s);
+    what = std::string("handling a message for ") + took;
+  }
+  if (unhandled > 0) {
+    what += what.empty() ? "" : "; ";
+    what += std::to_string(unhandled) + " message" + (unhandled == 1 ? "" : "s") + " unhandled";
+  }
+  out.waiting_for += out.waiting_for.empty() ? "" : "\n";
+  out.waiting_for += std::string(name) + ": " + what;
+}
+
+// What is wrong with the spec's own fields, before anything is built from them.
+void check_spec(const PipelineSpec& spec) {
+  if (spec.model == nullptr) fail("no model");
+  if (!spec.data) fail("no data source");
+  const auto& params = spec.plan.schedule;
+  if (params.minibatches < 1) fail("the run needs schedule.minibatches >= 1");
+  if (spec.first_minibatch < 0 ||
+      schedules::stop_boundary(params, spec.first_minibatch) != spec.first_minibatch) {
+    fail("a run cannot resume at minibatch " + std::to_string(spec.first_minibatch) +
+         ": not a stop boundary of schedule " + std::string(schedules::to_string(params.kind)));
+  }
+  if (!spec.optimizer_states.empty() &&
+      static_cast<int>(spec.optimizer_states.size()) != params.stages) {
+    fail(std::to_string(spec.optimizer_states.size()) + " optimizer states for " +
+         std::to_string(params.stages) + " stages");
+  }
+  if (!spec.older_versions.empty() &&
+      static_cast<int>(spec.older_versions.size()) != params.stages) {
+    fail(std::to_string(spec.older_versions.size()) + " stages of older weight versions for " +
+         std::to_string(params.stages) + " stages");
+  }
+}
+
+// The custom order, proven runnable whole before anything starts, and describing this plan.
+void check_order(const schedules::ActionList& order, const schedules::ScheduleParams& params) {
+  // The list carries its own parameters; they must describe this plan.
+  if (order.params.stages != params.stages ||
+      order.params.total_replicas() != params.total_replicas() ||
+      order.params.chunks != params.chunks) {
+    fail("the custom order's stages, replicas or chunks differ from the plan's");
+  }
+  schedules::validate(order);
+}
+
+// The schedule proven on a bounded prefix: the generators are uniform in the minibatch index, so
+// a run of a few hundred minibatches has every pattern a longer one has (warm-up, steady state
+// with every replica's turn, drain); validating a million-minibatch run whole took 8 s.
+void check_schedule(const schedules::ScheduleParams& params) {
+  schedules::ScheduleParams probe = params;
+  probe.minibatches = std::min<std::int64_t>(
+      params.minibatches,
+      std::max<std::int64_t>(256, std::int64_t{16} * params.total_replicas() * params.chunks));
+  schedules::validate(schedules::Schedule(probe).materialize());
+}
+
+// Threads each cpu replica's kernels get: stages on the CPU that compute at once split its cores
+// rather than each spreading its kernels over all of them (oversubscribed threads preempt each
+// other mid-GEMM).
+int cpu_share(const PipelineSpec& spec) {
+  int cpu_replicas = 0;
+  for (const auto& st : spec.plan.stages) {
+    for (const auto& pl : st.replicas) cpu_replicas += Device::parse(pl.device).is_cpu() ? 1 : 0;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return spec.cpu_threads_per_replica > 0 ? spec.cpu_threads_per_replica
+         : cpu_replicas > 1               ? std::max(1, cores / cpu_replicas)
+                                          : 0;
+}
+
+// The whole model's initial weights on the CPU (none when every stage is on the sim device).
+models::ParamSet initial_weights(const PipelineSpec& spec) {
+  if (!spec.initial_params.empty()) return spec.initial_params;
+  for (const auto& st : spec.plan.stages) {
+    for (const auto& pl : st.replicas) {
+      if (Device::parse(pl.device).has_data()) return spec.model->init_params(spec.seed);
+    }
+  }
+  return {};
+}
+
+// Each replica gets its own copy of its layers' weights, on its device (sim parameters have
+// shapes only).
+models::ParamSet own_weights(const PipelineSpec& spec, const std::vector<LayerRange>& chunks,
+                             const Device& device, const models::ParamSet& whole) {
+  models::ParamSet own;
+  for (const LayerRange& lr : chunks) {
+    if (!device.has_data()) {
+      own.merge(spec.model->init_params(spec.seed, lr.begin, lr.end, device));
+      continue;
+    }
+    for (int l = lr.begin; l < lr.end; ++l) {
+      for (const models::ParamSpec& ps : spec.model->layer(l).param_specs()) {
+        const std::string name = spec.model->param_name(l, ps.name);
+        const Tensor& t = whole.at(name);
+        own.add(name, t.device() == device ? t.clone() : t.to(device));
+      }
+    }
+  }
+  return own;
+}
+
+// Weight version `v` of stage `s` as the spec hands it over, checked against the stage's own
+// weights and copied to its device.
+models::ParamSet given_version(const PipelineSpec& spec, int s, std::int64_t v,
+                               const models::ParamSet& own, const Device& device) {
+  const models::ParamSet* given = nullptr;
+  if (!spec.older_versions.empty()) {
+    const auto& versions = spec.older_versions[static_cast<std::size_t>(s)];
+    if (auto it = versions.find(v); it != versions.end()) given = &it->second;
+  }
+  if (given == nullptr) {
+    fail("resuming at minibatch " + std::to_string(spec.first_minibatch) +
+         " needs weight version " + std::to_string(v) + " of stage " + std::to_string(s) +
+         " (minibatches in flight at the stop use it in forward; the run that stopped "
+         "hands it over as Pipeline::older_versions, a checkpoint stores it)");
+  }
+  models::ParamSet version;
+  for (std::int64_t i = 0; i < own.size(); ++i) {
+    const std::string& name = own.name(i);
+    if (!given->contains(name)) {
+      fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) + " lacks '" +
+           name + "'");
+    }
+    const Tensor& t = given->at(name);
+    if (t.shape() != own[i].shape()) {
+      fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) + ": '" + name +
+           "' has another shape than the model's");
+    }
+    version.add(name, t.device() == device ? t.clone() : t.to(device));
+  }
+  return version;
+}
+
+// The versions the minibatches in flight at a resumed run's start use (numbered as in the
+// training), from `oldest` up to the stage's first update round.
+std::map<std::int64_t, models::ParamSet> resumed_versions(const PipelineSpec& spec, int s,
+                                                          std::int64_t oldest,
+                                                          std::int64_t first_round,
+                                                          const models::ParamSet& own,
+                                                          const Device& device) {
+  std::map<std::int64_t, models::ParamSet> out;
+  for (std::int64_t v = oldest; v < first_round; ++v) {
+    out[v] = device.has_data() ? given_version(spec, s, v, own, device) : own;  // sim: shapes
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Pipeline::Impl {
@@ -69,29 +229,13 @@ struct Pipeline::Impl {
   LoaderActor* loader = nullptr;
   Coordinator* coordinator = nullptr;
   std::optional<schedules::ActionList> order;
+  std::optional<schedules::Schedule> schedule;  // without a custom order: the actions' source
+  std::atomic<bool> running{false};             // inside run(): progress() may report work
 };
 
 Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
-  if (spec_.model == nullptr) fail("no model");
-  if (!spec_.data) fail("no data source");
-  auto& params = spec_.plan.schedule;
-  if (params.minibatches < 1) fail("the run needs schedule.minibatches >= 1");
-  if (spec_.first_minibatch < 0 ||
-      schedules::stop_boundary(params, spec_.first_minibatch) != spec_.first_minibatch) {
-    fail("a run cannot resume at minibatch " + std::to_string(spec_.first_minibatch) +
-         ": not a stop boundary of schedule " + std::string(schedules::to_string(params.kind)));
-  }
-  if (!spec_.optimizer_states.empty() &&
-      static_cast<int>(spec_.optimizer_states.size()) != params.stages) {
-    fail(std::to_string(spec_.optimizer_states.size()) + " optimizer states for " +
-         std::to_string(params.stages) + " stages");
-  }
-  if (!spec_.older_versions.empty() &&
-      static_cast<int>(spec_.older_versions.size()) != params.stages) {
-    fail(std::to_string(spec_.older_versions.size()) + " stages of older weight versions for " +
-         std::to_string(params.stages) + " stages");
-  }
+  check_spec(spec_);
   if (spec_.first_minibatch > 0) {
     // Minibatch b of this run is minibatch first + b of the training.
     spec_.data = [data = std::move(spec_.data), first = spec_.first_minibatch](std::int64_t b) {
@@ -100,31 +244,16 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   }
   spec_.plan.validate(spec_.model->num_layers());
   const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
-
   // The whole order is proven runnable before anything starts.
   if (spec_.order) {
-    // The list carries its own parameters; they must describe this plan.
-    if (spec_.order->params.stages != params.stages ||
-        spec_.order->params.total_replicas() != params.total_replicas() ||
-        spec_.order->params.chunks != params.chunks) {
-      fail("the custom order's stages, replicas or chunks differ from the plan's");
-    }
-    schedules::validate(*spec_.order);
+    check_order(*spec_.order, spec_.plan.schedule);
     impl_->order = spec_.order;
     impl_->routing = std::make_shared<schedules::Routing>(*impl_->order);
   } else {
-    // Proven on a bounded prefix: the generators are uniform in the minibatch index, so a run
-    // of a few hundred minibatches has every pattern a longer one has (warm-up, steady state
-    // with every replica's turn, drain); validating a million-minibatch run whole took 8 s.
-    schedules::ScheduleParams probe = params;
-    probe.minibatches = std::min<std::int64_t>(
-        params.minibatches,
-        std::max<std::int64_t>(256, std::int64_t{16} * params.total_replicas() * params.chunks));
-    schedules::validate(schedules::Schedule(probe).materialize());
-    impl_->routing = std::make_shared<schedules::Routing>(params);
+    check_schedule(spec_.plan.schedule);
+    impl_->schedule.emplace(spec_.plan.schedule);
+    impl_->routing = std::make_shared<schedules::Routing>(spec_.plan.schedule);
   }
-  const auto& rparams = impl_->routing->params();
-
   system_ = std::make_unique<ActorSystem>(std::move(scheduler));
   system_->set_error_handler([impl = impl_.get()](const ActorError& e) {
     std::lock_guard lock(impl->error_mu);
@@ -133,159 +262,114 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   impl_->channel = spec_.make_channel ? spec_.make_channel(*system_)
                                       : std::make_unique<transport::LocalChannel>(*system_);
   if (!impl_->channel) fail("make_channel made no channel");
+  check_replicas_placement();
+  const models::ParamSet whole = initial_weights(spec_);
+  const int share = cpu_share(spec_);
+  for (int d = 0; d < impl_->routing->params().total_replicas(); ++d) {
+    StageActor* actor = nullptr;
+    if (runs_here(d)) {
+      const auto& p = impl_->routing->params();
+      actor = system_->spawn<StageActor>(
+          "stage" + std::to_string(p.stage_of(d)) + ".r" + std::to_string(p.replica_of(d)),
+          stage_setup(d, vlayers, whole, share));
+      impl_->channel->bind(d, actor);
+    }
+    impl_->stages.push_back(actor);  // nullptr: runs in another process
+  }
+  spawn_loader_and_coordinator();
+}
 
-  const int R = rparams.total_replicas();
-  const transport::Endpoint loader_ep = R;
-  const transport::Endpoint coordinator_ep = R + 1;
-  bool any_data = false;
-  for (const auto& st : spec_.plan.stages) {
-    for (const auto& pl : st.replicas) any_data = any_data || Device::parse(pl.device).has_data();
-  }
-  const models::ParamSet whole = !spec_.initial_params.empty() ? spec_.initial_params
-                                 : any_data ? spec_.model->init_params(spec_.seed)
-                                            : models::ParamSet{};
-  std::optional<schedules::Schedule> schedule;
-  if (!spec_.order) schedule.emplace(params);
-  // Stages on the CPU that compute at once split its cores rather than each spreading its
-  // kernels over all of them (oversubscribed threads preempt each other mid-GEMM).
-  int cpu_replicas = 0;
-  for (const auto& st : spec_.plan.stages) {
-    for (const auto& pl : st.replicas) cpu_replicas += Device::parse(pl.device).is_cpu() ? 1 : 0;
-  }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int cpu_share = spec_.cpu_threads_per_replica > 0 ? spec_.cpu_threads_per_replica
-                        : cpu_replicas > 1                ? std::max(1, cores / cpu_replicas)
-                                                          : 0;
-  const auto here = [this](transport::Endpoint e) { return !spec_.hosts || spec_.hosts(e); };
-  for (int s = 0; s < rparams.stages && spec_.collectives == nullptr; ++s) {
-    for (int r = 1; r < rparams.replicas_of(s); ++r) {
-      if (here(rparams.device_of(s, r)) != here(rparams.device_of(s, 0))) {
+bool Pipeline::runs_here(transport::Endpoint e) const {
+  return !spec_.hosts || spec_.hosts(e);
+}
+
+void Pipeline::check_replicas_placement() const {
+  const auto& p = impl_->routing->params();
+  for (int s = 0; s < p.stages && spec_.collectives == nullptr; ++s) {
+    for (int r = 1; r < p.replicas_of(s); ++r) {
+      if (runs_here(p.device_of(s, r)) != runs_here(p.device_of(s, 0))) {
         fail("stage " + std::to_string(s) +
              "'s replicas run in several processes; a stage's replicas must share one unless "
              "PipelineSpec::collectives reduces across processes");
       }
     }
   }
-  for (int d = 0; d < R; ++d) {
-    const int s = rparams.stage_of(d);
-    const int r = rparams.replica_of(d);
-    if (!here(d)) {
-      impl_->stages.push_back(nullptr);  // runs in another process
-      continue;
-    }
-    const Device device = Device::parse(spec_.plan.stages[s].replicas[r].device);
-    StageSetup setup;
-    setup.device = d;
-    setup.model = spec_.model;
-    for (int c = 0; c < rparams.chunks; ++c) {
-      setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(c * rparams.stages + s)]);
-    }
-    setup.routing = impl_->routing;
-    if (impl_->order) {
-      const std::vector<schedules::Action>* list = &impl_->order->devices[d];
-      setup.actions = [list, i = std::size_t{0}]() mutable -> std::optional<schedules::Action> {
-        if (i == list->size()) return std::nullopt;
-        return (*list)[i++];
-      };
-    } else {
-      auto gen = std::make_shared<schedules::ActionGenerator>(schedule->generator(d));
-      setup.actions = [gen] { return gen->next(); };
-    }
-    // Each replica gets its own copy of its layers' weights, on its device (sim parameters
-    // have shapes only).
-    models::ParamSet own;
-    for (const LayerRange& lr : setup.chunk_layers) {
-      if (!device.has_data()) {
-        own.merge(spec_.model->init_params(spec_.seed, lr.begin, lr.end, device));
-        continue;
-      }
-      for (int l = lr.begin; l < lr.end; ++l) {
-        for (const models::ParamSpec& ps : spec_.model->layer(l).param_specs()) {
-          const std::string name = spec_.model->param_name(l, ps.name);
-          const Tensor& t = whole.at(name);
-          own.add(name, t.device() == device ? t.clone() : t.to(device));
-        }
-      }
-    }
-    setup.params = std::move(own);
-    // The versions the minibatches in flight at the stop use (numbered as in the training).
-    const std::int64_t first_round = schedules::update_rounds(rparams, s, spec_.first_minibatch);
-    const std::int64_t oldest = schedules::weight_version(rparams, s, spec_.first_minibatch);
-    for (std::int64_t v = oldest; v < first_round; ++v) {
-      if (!device.has_data()) {
-        setup.older_versions[v] = setup.params;  // shapes only
-        continue;
-      }
-      const models::ParamSet* given = nullptr;
-      if (!spec_.older_versions.empty()) {
-        const auto& versions = spec_.older_versions[static_cast<std::size_t>(s)];
-        if (auto it = versions.find(v); it != versions.end()) given = &it->second;
-      }
-      if (given == nullptr) {
-        fail("resuming at minibatch " + std::to_string(spec_.first_minibatch) +
-             " needs weight version " + std::to_string(v) + " of stage " + std::to_string(s) +
-             " (minibatches in flight at the stop use it in forward; the run that stopped "
-             "hands it over as Pipeline::older_versions, a checkpoint stores it)");
-      }
-      models::ParamSet version;
-      for (std::int64_t i = 0; i < setup.params.size(); ++i) {
-        const std::string& name = setup.params.name(i);
-        if (!given->contains(name)) {
-          fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) +
-               " lacks '" + name + "'");
-        }
-        const Tensor& t = given->at(name);
-        if (t.shape() != setup.params[i].shape()) {
-          fail("weight version " + std::to_string(v) + " of stage " + std::to_string(s) + ": '" +
-               name + "' has another shape than the model's");
-        }
-        version.add(name, t.device() == device ? t.clone() : t.to(device));
-      }
-      setup.older_versions[v] = std::move(version);
-    }
-    setup.optimizer = models::make_optimizer(spec_.optimizer);
-    if (!spec_.optimizer_states.empty()) {
-      const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
-      try {
-        setup.optimizer->load_state(os.state, os.steps, setup.params);
-      } catch (const models::OptimizerStateError& e) {
-        fail("optimizer state of stage " + std::to_string(s) + ": " + e.what());
-      }
-    }
-    setup.first_minibatch = spec_.first_minibatch;
-    setup.first_round = first_round;
-    setup.minibatches = rparams.minibatches;
-    setup.executor = spec_.make_executor ? spec_.make_executor(device, cpu_share)
-                                         : models::make_executor(device, spec_.sim_costs, cpu_share,
-                                                                 spec_.matmul_precision);
-    if (!setup.executor) fail("make_executor returned no executor for " + device.str());
-    setup.channel = impl_->channel.get();
-    setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;
-    setup.loader = loader_ep;
-    setup.coordinator = coordinator_ep;
-    setup.seed = spec_.seed;
-    setup.weight_stashing = spec_.weight_stashing;
-    setup.fuse_updates = spec_.fuse_updates;
-    setup.observer = spec_.observer;
-    setup.lr_at = spec_.lr_at;
-    auto* actor = system_->spawn<StageActor>("stage" + std::to_string(s) + ".r" + std::to_string(r),
-                                             std::move(setup));
-    impl_->stages.push_back(actor);
-    impl_->channel->bind(d, actor);
+}
+
+ActionSource Pipeline::stage_actions(int d) const {
+  if (impl_->order) {
+    const std::vector<schedules::Action>* list = &impl_->order->devices[d];
+    return [list, i = std::size_t{0}]() mutable -> std::optional<schedules::Action> {
+      if (i == list->size()) return std::nullopt;
+      return (*list)[i++];
+    };
   }
-  if (here(loader_ep)) {
+  auto gen = std::make_shared<schedules::ActionGenerator>(impl_->schedule->generator(d));
+  return [gen] { return gen->next(); };
+}
+
+StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
+                                 const models::ParamSet& whole, int cpu_threads) {
+  const auto& p = impl_->routing->params();
+  const int s = p.stage_of(d);
+  const int r = p.replica_of(d);
+  const Device device = Device::parse(spec_.plan.stages[s].replicas[r].device);
+  StageSetup setup;
+  setup.device = d;
+  setup.model = spec_.model;
+  for (int c = 0; c < p.chunks; ++c) {
+    setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(c * p.stages + s)]);
+  }
+  setup.routing = impl_->routing;
+  setup.actions = stage_actions(d);
+  setup.params = own_weights(spec_, setup.chunk_layers, device, whole);
+  setup.first_minibatch = spec_.first_minibatch;
+  setup.first_round = schedules::update_rounds(p, s, spec_.first_minibatch);
+  setup.older_versions =
+      resumed_versions(spec_, s, schedules::weight_version(p, s, spec_.first_minibatch),
+                       setup.first_round, setup.params, device);
+  setup.optimizer = models::make_optimizer(spec_.optimizer);
+  if (!spec_.optimizer_states.empty()) {
+    const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
+    try {
+      setup.optimizer->load_state(os.state, os.steps, setup.params);
+    } catch (const models::OptimizerStateError& e) {
+      fail("optimizer state of stage " + std::to_string(s) + ": " + e.what());
+    }
+  }
+  setup.minibatches = p.minibatches;
+  setup.executor = spec_.make_executor ? spec_.make_executor(device, cpu_threads)
+                                       : models::make_executor(device, spec_.sim_costs, cpu_threads,
+                                                               spec_.matmul_precision);
+  if (!setup.executor) fail("make_executor returned no executor for " + device.str());
+  setup.channel = impl_->channel.get();
+  setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;
+  setup.loader = p.total_replicas();
+  setup.coordinator = p.total_replicas() + 1;
+  setup.seed = spec_.seed;
+  setup.weight_stashing = spec_.weight_stashing;
+  setup.fuse_updates = spec_.fuse_updates;
+  setup.observer = spec_.observer;
+  setup.lr_at = spec_.lr_at;
+  return setup;
+}
+
+void Pipeline::spawn_loader_and_coordinator() {
+  // Stage replica d is endpoint d, the loader R, the coordinator R + 1.
+  const int R = impl_->routing->params().total_replicas();
+  if (runs_here(R)) {
     LoaderSetup ls;
     ls.routing = impl_->routing;
     ls.data = spec_.data;
-    ls.minibatches = rparams.minibatches;
+    ls.minibatches = impl_->routing->params().minibatches;
     ls.stage_replicas = R;
     ls.channel = impl_->channel.get();
-    ls.self = loader_ep;
+    ls.self = R;
     ls.on_event = spec_.on_event;
     impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
-    impl_->channel->bind(loader_ep, impl_->loader);
+    impl_->channel->bind(R, impl_->loader);
   }
-  if (here(coordinator_ep)) {
+  if (runs_here(R + 1)) {
     MinibatchCallback progress;
     if (spec_.on_minibatch) {
       progress = [cb = spec_.on_minibatch, first = spec_.first_minibatch](std::int64_t b,
@@ -296,7 +380,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     }
     impl_->coordinator =
         system_->spawn<Coordinator>("coordinator", R, std::move(progress), spec_.on_event);
-    impl_->channel->bind(coordinator_ep, impl_->coordinator);
+    impl_->channel->bind(R + 1, impl_->coordinator);
   }
 }
 
@@ -307,6 +391,11 @@ Pipeline::~Pipeline() {
 PipelineResult Pipeline::run() {
   if (ran_) throw std::logic_error("Pipeline::run called twice");
   ran_ = true;
+  impl_->running.store(true, std::memory_order_release);
+  struct Over {
+    Impl* impl;
+    ~Over() { impl->running.store(false, std::memory_order_release); }
+  } over{impl_.get()};
   const auto start = std::chrono::steady_clock::now();
   for (StageActor* s : impl_->stages) {
     if (s != nullptr) (void)system_->send(s, StartRun{});
@@ -378,6 +467,28 @@ PipelineResult Pipeline::run() {
                                                 : impl_->routing->params().minibatches;
   result.loader_peak_in_flight = impl_->loader != nullptr ? impl_->loader->peak_in_flight() : 0;
   return result;
+}
+
+PipelineProgress Pipeline::progress() const {
+  PipelineProgress out;
+  const bool running = impl_->running.load(std::memory_order_acquire);
+  for (const StageActor* s : impl_->stages) {
+    if (s == nullptr) continue;
+    const StageProgress p = s->progress();
+    out.completed += p.events;
+    if (!running || !p.has_work()) continue;
+    out.has_work = true;
+    out.waiting_for += out.waiting_for.empty() ? "" : "\n";
+    out.waiting_for += p.describe();
+  }
+  if (impl_->loader != nullptr) {
+    add_progress(out, running, "loader", impl_->loader->gauge(), impl_->loader->inbox_size());
+  }
+  if (impl_->coordinator != nullptr) {
+    add_progress(out, running, "coordinator", impl_->coordinator->gauge(),
+                 impl_->coordinator->inbox_size());
+  }
+  return out;
 }
 
 void Pipeline::request_stop() {

@@ -14,6 +14,7 @@
 
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
+#include "actors/pipeline_progress.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_event.hpp"
 #include "models/executor.hpp"
@@ -149,6 +150,12 @@ class Pipeline {
   // first reason given, when several are). No effect after run() returned.
   void stop_with_error(std::string why);
 
+  // From any thread, at any time while the pipeline exists, also while a stage's worker is stuck
+  // in an action or run() blocks: whether this process's stage replicas move (see
+  // PipelineProgress; has_work only while run() runs). Reads what each stage replica publishes
+  // for it (a short lock per replica), never the actors' own state; allocates only the text.
+  PipelineProgress progress() const;
+
   // After run(): the whole model's weights (on the CPU, copied from a GPU stage), stage by
   // stage from replica min(replica, r_s - 1) (the stages this process hosts, when spread over
   // processes).
@@ -164,6 +171,15 @@ class Pipeline {
 
  private:
   struct Impl;
+  // Whether endpoint `e` runs in this process (PipelineSpec::hosts).
+  bool runs_here(transport::Endpoint e) const;
+  // Throws when a stage's replicas run in several processes and nothing reduces across them.
+  void check_replicas_placement() const;
+  ActionSource stage_actions(int device) const;
+  StageSetup stage_setup(int device, const std::vector<schedules::LayerRange>& vlayers,
+                         const models::ParamSet& whole, int cpu_threads);
+  void spawn_loader_and_coordinator();
+
   PipelineSpec spec_;
   std::unique_ptr<ActorSystem> system_;
   std::unique_ptr<Impl> impl_;

@@ -91,9 +91,88 @@ std::string StageActor::where(const Action& a) const {
          std::to_string(s_.device) + ", " + stats_.device_name + ") " + schedules::to_string(a);
 }
 
+void StageActor::on_message(Message& msg) {
+  handling_.store(true, std::memory_order_relaxed);
+  try {
+    handle(msg);
+  } catch (...) {
+    // The actor stops with this error: it runs nothing more.
+    publish_running(std::nullopt);
+    handling_.store(false, std::memory_order_release);
+    throw;
+  }
+  publish();
+  handling_.store(false, std::memory_order_release);
+  // After handling_ is cleared: a reader that sees this count sees the handler over.
+  events_.fetch_add(1, std::memory_order_release);
+}
+
+bool StageActor::handle_next(Lanes& lanes) {
+  // The message handled now counts as taken until its handler returned.
+  taken_.store(lanes.size(), std::memory_order_relaxed);
+  const bool handled = Actor::handle_next(lanes);
+  taken_.store(lanes.size(), std::memory_order_relaxed);
+  return handled;
+}
+
+void StageActor::publish_running(const std::optional<Action>& a) {
+  std::lock_guard lock(progress_mu_);
+  published_.running = a;
+  published_.running_since = started_;
+}
+
+void StageActor::publish() {
+  const Pending* oldest = pending_.empty() ? nullptr : &pending_.begin()->second;
+  std::optional<Action> next;
+  if (have_current_ && !running_ && !finished_) next = ahead_.front();
+  // Only this worker writes published_, so it reads it without the lock, and locks only to
+  // change it: most messages (an input stored while the action waits for another) change
+  // nothing it shows.
+  const Published& was = published_;
+  const bool same_oldest =
+      oldest == nullptr ? !was.oldest_op
+                        : was.oldest_op == oldest->action && was.oldest_since == oldest->submitted;
+  if (same_oldest && was.device_ops == pending_.size() && was.syncing == running_ &&
+      was.next == next && was.finished == finished_) {
+    return;
+  }
+  std::lock_guard lock(progress_mu_);
+  Published& p = published_;
+  p.device_ops = pending_.size();
+  p.oldest_op.reset();
+  if (oldest != nullptr) {
+    p.oldest_op = oldest->action;
+    p.oldest_since = oldest->submitted;
+  }
+  p.syncing = running_;
+  p.next = next;
+  p.finished = finished_;
+}
+
+StageProgress StageActor::progress() const {
+  StageProgress out;
+  out.stage = stage_;
+  out.replica = replica_;
+  out.events = events_.load(std::memory_order_acquire);
+  out.handling = handling_.load(std::memory_order_acquire);
+  out.unhandled = taken_.load(std::memory_order_relaxed) + inbox_size();
+  const auto now = Clock::now();
+  std::lock_guard lock(progress_mu_);
+  const Published& p = published_;
+  out.finished = p.finished;
+  out.running = p.running;
+  if (p.running) out.running_s = std::chrono::duration<double>(now - p.running_since).count();
+  out.device_ops = p.device_ops;
+  out.oldest_op = p.oldest_op;
+  if (p.oldest_op) out.oldest_op_s = std::chrono::duration<double>(now - p.oldest_since).count();
+  out.syncing = p.syncing;
+  out.next = p.next;
+  return out;
+}
+
 // Every message is stored or acted on as it arrives (the runtime's default lane order): the
 // schedule, not the lane, orders the actions.
-void StageActor::on_message(Message& msg) {
+void StageActor::handle(Message& msg) {
   if (msg.is<ForwardTensor>() || msg.is<BackwardTensor>()) {
     store(msg, msg.is<ForwardTensor>());
   } else if (msg.is<OpDone>()) {
@@ -249,6 +328,7 @@ std::string StageActor::describe_wait() const {
 
 void StageActor::execute(const Action& a) {
   started_ = Clock::now();
+  publish_running(a);
   sends_.clear();
   ready_in_ = std::chrono::nanoseconds(0);
   ready_ = Event();
@@ -276,6 +356,8 @@ void StageActor::execute(const Action& a) {
     throw std::runtime_error(where(a) + ": " + e.what());
   }
   ++stats_.actions;
+  publish_running(std::nullopt);
+  events_.fetch_add(1, std::memory_order_release);
 }
 
 void StageActor::charge(const models::Completion& done) {
@@ -319,6 +401,8 @@ void StageActor::complete() {
     ++seq_;
     Pending& later = pending_[seq_];
     later.sends.swap(sends_);
+    later.action = a;
+    later.submitted = started_;
     later.done = ready_;
     later.started = ready_started_;
     // Only an event says when the device is done with them; a sim op touches no memory.

@@ -15,12 +15,14 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "actors/stage_event.hpp"
+#include "actors/stage_progress.hpp"
 #include "actors/version_store.hpp"
 #include "models/executor.hpp"
 #include "models/model.hpp"
@@ -101,9 +103,15 @@ class StageActor final : public Actor {
   std::map<std::int64_t, const models::ParamSet*> older_versions() const;
   // For a run that went quiet before its end: the action waited on and its missing inputs.
   std::string describe_wait() const;
+  // From any thread, at any time while the actor exists, even while its worker is stuck in an
+  // action: what its worker last published (at each action's start and end and after each
+  // message) plus the messages not yet handled. Never touches the worker's own state.
+  StageProgress progress() const;
 
  protected:
   void on_message(Message& msg) override;
+  // Counts the messages taken from the inbox and not yet handled, for progress().
+  bool handle_next(Lanes& lanes) override;
 
  private:
   using Action = schedules::Action;
@@ -148,11 +156,29 @@ class StageActor final : public Actor {
   // message, and the event that carries the device's failure (recorded on cuda only).
   struct Pending {
     std::vector<Send> sends;
+    schedules::Action action;  // what was submitted, and when (progress())
+    std::chrono::steady_clock::time_point submitted;
     Event started, done;       // done.elapsed_since(started): its device time (busy_s), when timed
     std::vector<Tensor> held;  // what the work reads or writes (see hold)
   };
   using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
 
+  // What progress() reads of the worker's state, copied by the worker under progress_mu_.
+  struct Published {
+    std::optional<schedules::Action> running;  // inside execute()
+    std::chrono::steady_clock::time_point running_since;
+    std::size_t device_ops = 0;
+    std::optional<schedules::Action> oldest_op;
+    std::chrono::steady_clock::time_point oldest_since;
+    bool syncing = false;
+    std::optional<schedules::Action> next;
+    bool finished = false;
+  };
+
+  void handle(Message& msg);
+  // Copies what progress() reports of the state between messages.
+  void publish();
+  void publish_running(const std::optional<schedules::Action>& a);
   void store(Message& msg, bool forward_lane);
   std::optional<Action> pull();
   void stop_at(std::int64_t minibatches);
@@ -235,6 +261,13 @@ class StageActor final : public Actor {
   std::map<std::uint64_t, Pending> pending_;
   std::chrono::steady_clock::time_point started_;
   StageStats stats_;
+  // Read by progress() from other threads. Cheap to write: a lock per action start and end and
+  // per message (uncontended unless a watchdog samples at that instant), relaxed stores else.
+  mutable std::mutex progress_mu_;
+  Published published_;
+  std::atomic<std::uint64_t> events_{0};
+  std::atomic<bool> handling_{false};
+  std::atomic<std::size_t> taken_{0};  // taken from the inbox into the lanes, not handled
 };
 
 }  // namespace tandem::actors

@@ -3,6 +3,7 @@
 // as something to resume(budget) (Scheduler::resume): it is scheduled when its inbox goes
 // from empty to non-empty, handles up to `budget` messages, then yields.
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,10 @@ class Actor {
   const std::string& name() const { return name_; }
   ActorId id() const { return id_; }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // Messages accepted and not yet taken in by its thread; from any thread (a lock-free read,
+  // exact when no send is in progress). What a watchdog reads to tell a busy actor from an idle
+  // one without touching its state.
+  std::size_t inbox_size() const { return inbox_.size_approx(); }
 
  protected:
   // Handles one message. An exception stops this actor and reaches the system's error
