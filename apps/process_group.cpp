@@ -4,10 +4,12 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "actors/pipeline_wire_types.hpp"
@@ -23,6 +25,9 @@ namespace {
 
 // Values travel through the control plane's key-value store in pieces below its limit.
 constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+// How long a process told that it stalled waits for its pipeline to stop before it exits.
+constexpr std::chrono::milliseconds kStalledExitGrace{10000};
+
 // At most 1 TiB in one value: a count beyond is not one a rank of this job published.
 constexpr std::size_t kMaxPieces = std::size_t{1} << 18;
 
@@ -101,11 +106,51 @@ struct ProcessGroup::Impl {
   std::string address_key;  // where this rank published its data-plane address this segment
   bool shut_down = false;
 
+  std::uint64_t completed_before = 0;  // guarded by mu: progress of earlier segments
+
   // From the control plane's or the data plane's thread.
   void failed(const std::string& why) {
     std::lock_guard lock(mu);
     if (first_failure.empty()) first_failure = why;
     if (watched != nullptr) watched->stop_with_error(first_failure);
+  }
+
+  // For the heartbeats, on the control plane's thread: the pipeline of this segment, or idle
+  // between segments (never a stall).
+  transport::RankProgress progress() {
+    std::lock_guard lock(mu);
+    if (watched == nullptr) return {completed_before, false, {}};
+    const actors::PipelineProgress p = watched->progress();
+    return {completed_before + p.completed, p.has_work, p.waiting_for};
+  }
+
+  void on_lost(const transport::LostRank& l) {
+    const bool me = l.rank == opt.env.rank;
+    const std::string who = "rank " + std::to_string(l.rank) + " (" + l.host + ")";
+    // "stalled: ..." (alive, of no use) reads as what the rank did; anything else lost it.
+    const bool stalled = l.reason.starts_with("stalled");
+    failed((me        ? "this process, "
+            : stalled ? ""
+                      : "lost ") +
+           who + (stalled ? " " : ": ") + l.reason);
+    if (me) exit_unless_stopped(kStalledExitGrace);
+  }
+
+  // A stalled rank's own pipeline may never stop (its kernel or worker is stuck): the process
+  // ends itself if it has not, so no rank of the job hangs.
+  void exit_unless_stopped(std::chrono::milliseconds grace) {
+    std::thread([grace, why = first_failure_now()] {
+      std::this_thread::sleep_for(grace);
+      std::fprintf(stderr, "tandem: error: %s; its pipeline did not stop within %lld s\n",
+                   why.c_str(), static_cast<long long>(grace.count() / 1000));
+      std::fflush(stderr);
+      std::_Exit(1);
+    }).detach();
+  }
+
+  std::string first_failure_now() {
+    std::lock_guard lock(mu);
+    return first_failure;
   }
 };
 
@@ -122,9 +167,9 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options) : impl_(std::make_unique
   ro.host_name = m.opt.host;
   ro.heartbeat_timeout = m.opt.heartbeat_timeout;
   ro.heartbeat_interval = std::max(std::chrono::milliseconds(50), m.opt.heartbeat_timeout / 6);
-  ro.on_lost = [&m](const transport::LostRank& l) {
-    m.failed("lost rank " + std::to_string(l.rank) + " (" + l.host + "): " + l.reason);
-  };
+  ro.on_lost = [&m](const transport::LostRank& l) { m.on_lost(l); };
+  ro.progress = [&m] { return m.progress(); };
+  ro.stall_timeout = m.opt.stall_timeout;
   m.rendezvous = std::make_unique<transport::Rendezvous>(std::move(ro));
   m.rendezvous->join(m.opt.join_timeout);
 }
@@ -272,6 +317,7 @@ void ProcessGroup::connect_channel(int segment) {
 
 void ProcessGroup::release() {
   std::lock_guard lock(impl_->mu);
+  if (impl_->watched != nullptr) impl_->completed_before += impl_->watched->progress().completed;
   impl_->watched = nullptr;
 }
 

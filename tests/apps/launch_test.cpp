@@ -245,6 +245,66 @@ TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
       << cpu.output;
 }
 
+// A sim profile of the 4-layer MLP whose layer 2 forward takes `slow_ms` (the others 1 ms).
+std::string sim_profile(double slow_ms) {
+  std::string layers;
+  for (int l = 0; l < 4; ++l) {
+    const double f = l == 2 ? slow_ms : 1.0;
+    layers += std::string(l > 0 ? "," : "") + "{\"name\": \"l" + std::to_string(l) +
+              "\", \"forward_ms\": " + std::to_string(f) +
+              ", \"backward_ms\": 1, \"backward_weight_ms\": 0.5, \"activation_bytes\": 512, "
+              "\"parameter_bytes\": 4096, \"memory_bytes\": 0}";
+  }
+  return "{\"minibatch\": 16, \"layers\": [" + layers + "]}";
+}
+
+const std::string kSimThreeStages =
+    "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n"
+    "    - {layers: \"0-1\", device: sim}\n    - {layers: \"2\", device: sim}\n"
+    "    - {layers: \"3\", device: sim}\n";
+
+// A rank whose kernel never returns (stage 1's forward takes hours on its sim device) ends the
+// job within the stall timeout: every rank exits non-zero naming rank 1, its stage and the action
+// it runs; the ranks that starve waiting for it are not the ones named.
+TEST(Launch, ARankWithAStuckKernelEndsTheJobNamingItsStage) {
+  testing::TempDir dir;
+  const auto config =
+      dir.write("c.yaml", mlp_config(kSimThreeStages, 4) + "cluster: {stall_timeout: 2}\n");
+  const auto profile = dir.write("p.json", sim_profile(1e7));
+  const auto start = std::chrono::steady_clock::now();
+  const Result job = run("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
+                         " --profile " + profile.string());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("the job ended %.2f s after it started (stall timeout 2 s)\n", seconds);
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_LT(seconds, 2 + 5 + 5) << job.output;  // the timeout, 5 s, and the job's start
+  for (int r : {0, 1, 2}) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] tandem: error: ";
+    const auto at = job.output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << job.output;
+    const std::string line = job.output.substr(at, job.output.find('\n', at) - at);
+    EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+    EXPECT_NE(line.find("stalled"), std::string::npos) << line;
+    EXPECT_NE(line.find("stage 1 replica 0: "), std::string::npos) << line;
+    EXPECT_EQ(line.find("rank 0 ("), std::string::npos) << line;
+    EXPECT_EQ(line.find("rank 2 ("), std::string::npos) << line;
+  }
+}
+
+// A slow rank that keeps completing actions (each forward of stage 1 takes 0.4 s, the job 3 s
+// or more) is never reported, with a stall timeout of 1 s.
+TEST(Launch, ASlowButProgressingRankIsNeverReported) {
+  testing::TempDir dir;
+  const auto config =
+      dir.write("c.yaml", mlp_config(kSimThreeStages, 4) + "cluster: {stall_timeout: 1}\n");
+  const auto profile = dir.write("p.json", sim_profile(400));
+  const Result job = run("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
+                         " --profile " + profile.string());
+  EXPECT_EQ(job.code, 0) << job.output;
+  EXPECT_EQ(job.output.find("stalled"), std::string::npos) << job.output;
+}
+
 // Each rank of a launch_local job prints what `script` prints (sh -c), prefixed by its rank.
 std::string run_ranks(LaunchOptions o, const std::string& script) {
   o.command = {"/bin/sh", "-c", script};
