@@ -349,6 +349,9 @@ Rendezvous::Impl::Impl(RendezvousOptions o) : opt(std::move(o)) {
 
 Rendezvous::Rendezvous(RendezvousOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
+  // spdlog makes its default logger on first use; made here, before this object's threads
+  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
+  (void)spdlog::default_logger_raw();
   Impl* s = impl_.get();
   s->thread = std::thread([s] {
     s->io_thread_id = std::this_thread::get_id();

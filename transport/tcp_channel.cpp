@@ -925,6 +925,9 @@ struct TcpChannel::Impl {
 
 TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
     : impl_(std::make_unique<Impl>(system, std::move(options))) {
+  // spdlog makes its default logger on first use; made here, before this object's threads
+  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
+  (void)spdlog::default_logger_raw();
   auto& d = *impl_;
   if (d.opt.lanes < 1 || d.opt.lanes > kMaxWireLanes) {
     throw std::invalid_argument(

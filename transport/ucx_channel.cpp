@@ -1074,6 +1074,9 @@ struct UcxChannel::Impl {
 
 UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
     : impl_(std::make_unique<Impl>(system, std::move(options))) {
+  // spdlog makes its default logger on first use; made here, before this object's threads
+  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
+  (void)spdlog::default_logger_raw();
   impl_->create();
 }
 
