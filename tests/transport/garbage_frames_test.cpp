@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "collector_actor.hpp"
 #include "raw_joiner.hpp"
 #include "runtime/actor_system.hpp"
 #include "runtime/scheduler.hpp"
@@ -330,30 +331,7 @@ void put_u64(Bytes& b, std::size_t at, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) b[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
 }
 
-class Collector final : public Actor {
- public:
-  Collector() : Actor("collector") {}
-  bool wait_for(std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kLong, [&] { return got_.size() >= n; });
-  }
-  std::vector<Message> take() {
-    std::lock_guard lock(mu_);
-    return std::move(got_);
-  }
-
- protected:
-  void on_message(Message& msg) override {
-    std::lock_guard lock(mu_);
-    got_.push_back(std::move(msg));
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> got_;
-};
+using testing::Collector;
 
 TcpChannelOptions channel_options(int rank) {
   TcpChannelOptions o;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "collector_actor.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
 #include "transport/tcp_channel.hpp"
@@ -48,26 +49,7 @@ JobCredentials credentials(const std::string& token = "the job's token") {
   return c;
 }
 
-class Collector final : public Actor {
- public:
-  explicit Collector(std::string name) : Actor(std::move(name)) {}
-  bool wait_for(std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kLong, [&] { return got_.size() >= n; });
-  }
-
- protected:
-  void on_message(Message& msg) override {
-    std::lock_guard lock(mu_);
-    got_.push_back(std::move(msg));
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> got_;
-};
+using testing::Collector;
 
 TcpChannelOptions options(int rank, const JobCredentials& c = credentials()) {
   TcpChannelOptions o;

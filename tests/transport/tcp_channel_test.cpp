@@ -26,6 +26,7 @@
 
 #include "../actors/pipeline_harness.hpp"
 #include "actors/messages.hpp"
+#include "collector_actor.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
 #include "transport/wire_stripes.hpp"
@@ -425,32 +426,7 @@ TEST(WireStripes, SlicesCrossTensorBoundaries) {
 
 // --- channels over 127.0.0.1 ---
 
-// Keeps every message it receives.
-class Collector final : public Actor {
- public:
-  explicit Collector(std::string name) : Actor(std::move(name)) {}
-
-  bool wait_for(std::size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kLong, [&] { return got_.size() >= n; });
-  }
-  std::vector<Message> take() {
-    std::lock_guard lock(mu_);
-    return std::move(got_);
-  }
-
- protected:
-  void on_message(Message& msg) override {
-    std::lock_guard lock(mu_);
-    got_.push_back(std::move(msg));
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Message> got_;
-};
+using testing::Collector;
 
 TcpChannelOptions channel_options(int rank) {
   TcpChannelOptions o;
