@@ -27,7 +27,7 @@ namespace {
 
 namespace data = models::data;
 
-// Top-level sections; a later feature adds its name here and its reader below.
+// Top-level sections; a new section adds its name here and its reader below.
 constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", "train", "pipeline",
                                                                "cluster"};
 

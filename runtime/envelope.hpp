@@ -1,6 +1,6 @@
 #pragma once
 // The fixed-size header every message carries: the same bytes travel in-process through a
-// mailbox and, later, as a UCX active-message header across processes.
+// mailbox and, inside a wire frame's head (transport/wire_message.hpp), across processes.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
