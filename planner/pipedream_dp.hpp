@@ -1,6 +1,6 @@
 #pragma once
-// PipeDream's partitioning DP over a hierarchical topology (DESIGN section 7), with stage
-// replication, a configurable weight-sync factor and a per-worker memory bound.
+// PipeDream's partitioning DP over a hierarchical topology (docs/architecture.md#planner), with
+// stage replication, a configurable weight-sync factor and a per-worker memory bound.
 #include <limits>
 #include <span>
 #include <vector>
@@ -30,7 +30,7 @@ enum class WeightVersions {
 
 // What the objective charges a stage (docs/planner.md compares the two on VGG16).
 enum class CostModel {
-  // DESIGN section 7: a replicated stage costs max(compute, sync) / r (sync overlaps
+  // docs/architecture.md#planner: a replicated stage costs max(compute, sync) / r (sync overlaps
   // compute), a cut 2 a / B once, and workers may stay idle when they do not help.
   overlapped,
   // PipeDream's own optimizer (optimizer_graph_hierarchical.py), to compare with its
