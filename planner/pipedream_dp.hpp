@@ -78,7 +78,7 @@ struct PipeDreamPlan {
 // conservatively inside a unit (every worker outside it is assumed downstream), so a plan
 // never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level and
 // O(N^2 M_K^2) for the outermost at worst, much less in practice (splits that cannot beat the
-// best so far are skipped: 256 layers on 8 x 16 workers take about 10 ms, see
+// best so far are skipped: 256 layers on 8 x 16 workers take about 7 ms, see
 // docs/benchmarks.md); vertical sync under a finite bound solves once per depth bound
 // P = 1..min(N, workers) (exact for one level, conservative for several). With
 // CostModel::pipedream: PipeDream's optimizer's plan and prediction, O(N^3 M_k^2) per level.
