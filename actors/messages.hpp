@@ -59,7 +59,7 @@ struct BackwardTensor {
 struct StartRun {
   static constexpr std::string_view kName = "pipeline.start";
 };
-// A device op (sim now, CUDA later) finished: the action numbered `seq` on this actor.
+// A device op (sim or CUDA) finished: the action numbered `seq` on this actor.
 struct OpDone {
   static constexpr std::string_view kName = "pipeline.op_done";
   std::uint64_t seq;

@@ -4,7 +4,7 @@
 // executor runs the kernels, the channel carries tensors and the collectives reduce gradients.
 //
 // The loop: take the next action; when its inputs (looked up by tag) are all here, run it, else
-// keep receiving. An action on an asynchronous device (sim, later CUDA) completes by a message,
+// keep receiving. An action on an asynchronous device (sim, CUDA) completes by a message,
 // so the actor never blocks its worker. Weight versions are pinned by the minibatches that use
 // them (stashing); activations are kept per (chunk, minibatch, slice) until their backward.
 #include <atomic>

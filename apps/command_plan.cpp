@@ -213,7 +213,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print the plan as JSON instead of a table");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->add_option("--cost-model", options->cost_model,
-                  "PipeDream DP objective: overlapped (sync overlaps compute; DESIGN section 7) "
+                  "PipeDream DP objective: overlapped (sync overlaps compute; docs/planner.md) "
                   "or pipedream (PipeDream's own optimizer: sync added, every worker used)")
       ->check(CLI::IsMember({"overlapped", "pipedream"}))
       ->capture_default_str();

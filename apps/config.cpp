@@ -27,7 +27,7 @@ namespace {
 
 namespace data = models::data;
 
-// Top-level sections; a later feature adds its name here and its reader below.
+// Top-level sections; a new section adds its name here and its reader below.
 constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", "train", "pipeline",
                                                                "cluster"};
 
@@ -45,7 +45,7 @@ constexpr int64_t kMaxReplicas = 65536;
 // Config files are small; a larger file is not one (a data file given by mistake).
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;
 
-// Schedules a pipeline section may name (DESIGN.md section 5).
+// Schedules a pipeline section may name (docs/architecture.md#schedules).
 constexpr std::array<std::string_view, 8> kSchedules = {
     "gpipe", "1f1b", "pipedream", "pipedream-vsync", "2bw", "interleaved", "zb-h1", "umpipe"};
 

@@ -1,8 +1,7 @@
 #pragma once
-// The YAML config of a training run (DESIGN.md section 9). Sections so far: model, data,
-// train, pipeline; unknown keys anywhere are errors naming file:line:column and the key.
-// A later section (cluster, checkpoint, trace) is one more field here and one more reader in
-// config.cpp, listed in kTopLevelSections.
+// The YAML config of a training run (docs/config.md). Sections: model, data, train, pipeline,
+// cluster; unknown keys anywhere are errors naming file:line:column and the key. A new section
+// is one more field here and one more reader in config.cpp, listed in kTopLevelSections.
 //
 // Keys (required ones marked *; data keys marked (model) default to the model's value):
 //   model:    name* mlp | gpt | vgg16
@@ -27,6 +26,8 @@
 //               rematerialize (gpipe, false), precision (f32 | tf32 | bf16: cuda replicas'
 //               matrix products, f32), stages* [{layers "a-b", replicas, device, or
 //               devices [one per replica]}]
+//   cluster:  transport auto | tcp | ucx, tcp_lanes (2), stall_timeout (300 s),
+//             collectives auto | gloo | nccl
 #include <cstdint>
 #include <filesystem>
 #include <optional>

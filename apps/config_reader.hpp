@@ -1,8 +1,8 @@
 #pragma once
 // Typed, located reading of one YAML mapping of a config. Every key a section asks about
 // (present or not) becomes known; finish() rejects the keys nobody asked about, so a typo
-// ("minibath") is an error naming its line instead of a silently ignored setting. Sections of
-// later features read their own keys the same way.
+// ("minibath") is an error naming its line instead of a silently ignored setting. Every
+// section reads its own keys this way.
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>

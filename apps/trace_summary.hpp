@@ -58,7 +58,7 @@ struct TraceSummary {
   double predicted_makespan_s = 0;
   double predicted_bubble = 0;
   std::vector<double> predicted_utilization;  // per device: simulated busy / makespan
-  double ratio = 0;  // step_s / predicted_step_s
+  double ratio = 0;                           // step_s / predicted_step_s
   // The same without message delays: every replica on a processor of its own, messages
   // instant; the gap to it is what waiting (for messages or, oversubscribed, for a core) costs.
   double ideal_step_s = 0;

@@ -1,6 +1,6 @@
 // LD_PRELOAD into ucx_perftest: grafts UcxChannel's threading onto UCX's own benchmark, so that
 // what our threading costs can be told apart from what the rest of our path costs
-// (scripts/bench-handoff-shim, docs/benchmarks.md).
+// (scripts/bench-handoff-shim; its figures are in docs/benchmarks.md's git history).
 //   every received message (a completed ucp_tag_recv_nbx, or with TANDEM_SHIM_AM=1 an active
 //   message's arrival) wakes a helper thread through a condition variable, as the channel's
 //   progress thread hands each arrival to an actor worker; the helper does ~1 us of work, then

@@ -13,7 +13,7 @@
 //   usage: bench_transport [--channel tcp|ucx] [--sizes 65536,1048576,16777216] [--reps 3]
 //                          [--window 32] [--bw-mib 1024] [--lat-mib 256] [--workers 1]
 //                          [--tcp-lanes 2] [--host ADDR --peer-host ADDR --peer-netns NS]
-// --peer-netns starts rank 1 with `ip netns exec NS` (across a veth pair: docs/benchmarks.md).
+// --peer-netns starts rank 1 with `ip netns exec NS` (across a veth pair).
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>

@@ -3,7 +3,7 @@
 // device it is on: it hands its work to an Executor and learns when the results are ready.
 // On the CPU the work runs inline and is ready at once; on the sim device nothing is computed,
 // the work's ops charge their configured durations, and the results are ready that long after
-// now (the actor is told by a message, exactly as a CUDA completion will tell it later).
+// now (the actor is told by a message, exactly as a CUDA completion tells it).
 #include <chrono>
 #include <cstdint>
 #include <functional>

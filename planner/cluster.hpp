@@ -1,5 +1,6 @@
 #pragma once
-// The machines a plan runs on: a hierarchical topology (DESIGN section 7) read from YAML.
+// The machines a plan runs on: a hierarchical topology (docs/architecture.md#planner) read from
+// YAML.
 //
 //   levels:                       # innermost first
 //     - {name: gpu, units: 8, bandwidth: 300 GB/s}    # 8 workers joined at 300 GB/s

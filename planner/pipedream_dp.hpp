@@ -1,6 +1,6 @@
 #pragma once
-// PipeDream's partitioning DP over a hierarchical topology (DESIGN section 7), with stage
-// replication, a configurable weight-sync factor and a per-worker memory bound.
+// PipeDream's partitioning DP over a hierarchical topology (docs/architecture.md#planner), with
+// stage replication, a configurable weight-sync factor and a per-worker memory bound.
 #include <limits>
 #include <span>
 #include <vector>
@@ -30,7 +30,7 @@ enum class WeightVersions {
 
 // What the objective charges a stage (docs/planner.md compares the two on VGG16).
 enum class CostModel {
-  // DESIGN section 7: a replicated stage costs max(compute, sync) / r (sync overlaps
+  // docs/architecture.md#planner: a replicated stage costs max(compute, sync) / r (sync overlaps
   // compute), a cut 2 a / B once, and workers may stay idle when they do not help.
   overlapped,
   // PipeDream's own optimizer (optimizer_graph_hierarchical.py), to compare with its
@@ -78,7 +78,7 @@ struct PipeDreamPlan {
 // conservatively inside a unit (every worker outside it is assumed downstream), so a plan
 // never exceeds it but a tighter one may be missed. Cost: O(N^3 M_k^2) per inner level and
 // O(N^2 M_K^2) for the outermost at worst, much less in practice (splits that cannot beat the
-// best so far are skipped: 256 layers on 8 x 16 workers take about 10 ms, see
+// best so far are skipped: 256 layers on 8 x 16 workers take about 7 ms, see
 // docs/benchmarks.md); vertical sync under a finite bound solves once per depth bound
 // P = 1..min(N, workers) (exact for one level, conservative for several). With
 // CostModel::pipedream: PipeDream's optimizer's plan and prediction, O(N^3 M_k^2) per level.

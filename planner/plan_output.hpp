@@ -9,7 +9,7 @@ namespace tandem::planner {
 // A table for people: stages, replicas, workers, slices, predicted time, bubble, memory.
 std::string format_plan(const PlannedPipeline& planned);
 
-// The `pipeline:` section of a config (DESIGN section 9), as YAML text: schedule, slices
+// The `pipeline:` section of a config (docs/config.md), as YAML text: schedule, slices
 // (a count, or per stage {forward: [...], backward: [...]} for umpipe) and stages with their
 // layer ranges ("0-4", inclusive), replicas and device (`devices: [...]`, one per replica, when
 // the replicas are on different devices).

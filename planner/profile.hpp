@@ -1,5 +1,5 @@
 #pragma once
-// Per-layer costs measured by `tandem profile`: the planner's input (DESIGN section 7).
+// Per-layer costs measured by `tandem profile`: the planner's input (docs/planner.md).
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-// UMPIPE's dual-chromosome genetic algorithm (DESIGN section 7): one bit matrix of forward
-// cuts and one of backward cuts per individual, fitness 1 / makespan.
+// UMPIPE's dual-chromosome genetic algorithm (docs/architecture.md#planner): one bit matrix of
+// forward cuts and one of backward cuts per individual, fitness 1 / makespan.
 #include <cstdint>
 #include <functional>
 #include <vector>

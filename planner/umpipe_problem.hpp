@@ -1,9 +1,9 @@
 #pragma once
-// UMPIPE (DESIGN section 5 and 7): every stage has its own forward and backward partition of
-// the minibatch into slices. Flush semantics: each device runs all its F slices in sample
-// order, then all its B slices in sample order. F of a slice starts once every one of its
-// samples has arrived from the upstream stage's F: a slice of b samples arrives link(b) after
-// it ends there; B likewise from the downstream stage's B; the last stage's B needs only its
+// UMPIPE (docs/architecture.md#schedules and #planner): every stage has its own forward and
+// backward partition of the minibatch into slices. Flush semantics: each device runs all its F
+// slices in sample order, then all its B slices in sample order. F of a slice starts once every one
+// of its samples has arrived from the upstream stage's F: a slice of b samples arrives link(b)
+// after it ends there; B likewise from the downstream stage's B; the last stage's B needs only its
 // own F. The same rules as schedules::Simulator on an umpipe schedule.
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // The fixed-size header every message carries: the same bytes travel in-process through a
-// mailbox and, later, as a UCX active-message header across processes.
+// mailbox and, inside a wire frame's head (transport/wire_message.hpp), across processes.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -14,8 +14,8 @@ inline constexpr std::size_t kLaneCount = 3;
 inline constexpr std::size_t kEnvelopeBodyBytes = 24;
 
 // What a message is about, in the header so that a receiver finds "the input of F(b, slice)" by
-// key without decoding bodies (DESIGN section 3). `kind` is the sender's vocabulary (activation,
-// gradient, ...); the runtime never interprets the tag.
+// key without decoding bodies (docs/architecture.md#runtime). `kind` is the sender's vocabulary
+// (activation, gradient, ...); the runtime never interprets the tag.
 struct Tag {
   std::int64_t minibatch = -1;  // -1: the message is about no minibatch
   std::int32_t begin = 0;       // samples [begin, end) of the minibatch

@@ -7,11 +7,11 @@
 // and may pick its lane with `static constexpr Lane kLane = Lane::forward;`.
 #include <cstdint>
 #include <cstring>
-#include <vector>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "runtime/envelope.hpp"
 #include "runtime/message_registry.hpp"
@@ -41,7 +41,7 @@ constexpr std::uint32_t type_id_of() {
 
 struct Message {
   Envelope env;
-  std::vector<Tensor> tensors;  // typed payload: activations, gradients, targets
+  std::vector<Tensor> tensors;   // typed payload: activations, gradients, targets
   std::uint64_t trace_flow = 0;  // non-zero when a trace recorder follows this message
 
   std::uint32_t type() const { return env.type; }

@@ -50,8 +50,8 @@ void TimerService::at(std::chrono::steady_clock::time_point deadline,
   State* s = state_.get();
   asio::post(s->io, [s, deadline, fn = std::move(fn)]() mutable {
     // Woken a little early, the thread spins to the deadline: waking a sleeping thread costs
-    // about 46 us on these machines, and an asynchronous device's completions (sim now, the
-    // same path for CUDA later) pay it on every cross-device dependency otherwise.
+    // about 46 us on these machines, and the sim device's completions would pay it on every
+    // cross-device dependency otherwise.
     auto timer = std::make_shared<asio::steady_timer>(s->io, deadline - kSpinBeforeDeadline);
     s->live.insert(timer);
     timer->async_wait([s, timer, deadline, fn = std::move(fn)](const std::error_code& ec) {

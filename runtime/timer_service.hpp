@@ -1,5 +1,5 @@
 #pragma once
-// An Asio io_context on its own thread: timers now, sockets later. Nothing here ever runs on
+// An Asio io_context on its own thread, for timers. Nothing here ever runs on
 // an actor worker, so a worker never blocks on I/O or time.
 #include <chrono>
 #include <functional>

@@ -59,9 +59,9 @@ struct SimulationResult {
   std::vector<OpInterval> timeline;  // one per action, device by device; empty if not asked
 };
 
-// Times an action list by the rules of DESIGN section 6: an action starts at
-// max(end of the previous action on its device, max over its dependencies of their end, plus
-// the message's delay when they ran on another device). Throws ScheduleError on a malformed
+// Times an action list by the rules of docs/architecture.md#simulator-and-golden-numbers: an action
+// starts at max(end of the previous action on its device, max over its dependencies of their end,
+// plus the message's delay when they ran on another device). Throws ScheduleError on a malformed
 // list or a deadlock (naming the stuck actions). Keeps its buffers between runs: reuse one
 // Simulator for repeated evaluation.
 class Simulator {

@@ -5,8 +5,8 @@
 
 namespace tandem::schedules {
 
-// Weight-version rules (DESIGN section 5). Version k of a stage is its weights after k
-// updates (STEPs); version 0 is the initial weights.
+// Weight-version rules (docs/architecture.md#schedules). Version k of a stage is its weights after
+// k updates (STEPs); version 0 is the initial weights.
 
 // PipeDream's warm-up on stage s: floor((R - 1 - sum_{i<s} r_i) / r_s), R = total replicas.
 // With one replica per stage this is p - 1 - s, the warm-up of 1F1B.

@@ -1,8 +1,8 @@
 #pragma once
 // How a pipeline's actors reach each other. Stage actors, the loader and the coordinator are
 // endpoints numbered by the pipeline; a channel carries a message (envelope plus tensors) from
-// one endpoint to another. In-process it hands the tensor handles over (LocalChannel); UCX,
-// TCP and NCCL channels implement the same interface, so actors/ never names a transport.
+// one endpoint to another. In-process it hands the tensor handles over (LocalChannel); the UCX
+// and TCP channels implement the same interface, so actors/ never names a transport.
 #include "runtime/message.hpp"
 #include "runtime/send_result.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // Reductions among the replicas of a stage (SYNC). Actors reduce only through this interface:
-// an in-process implementation and Gloo (host memory, across processes); NCCL (GPUs) later.
+// an in-process implementation, Gloo (host memory, across processes) and NCCL (GPUs).
 #include <cstdint>
 #include <functional>
 #include <span>

@@ -93,8 +93,8 @@ struct TcpChannelOptions {
   // TCP streams per peer, opened by the connecting side (the higher rank; the accepting side
   // takes the number from its hello): a message with 256 KiB or more of tensor bytes is striped
   // over them (wire_stripes.hpp). Over loopback two streams moved 1 MiB tensors faster than one
-  // (docs/benchmarks.md), as ucx_perftest's rendezvous striped over two interfaces does. 1 to
-  // kMaxWireLanes.
+  // (docs/benchmarks.md's history), as ucx_perftest's rendezvous striped over two interfaces does.
+  // 1 to kMaxWireLanes.
   int lanes = kDefaultTcpLanes;
   // Called on the channel's thread for every failure (keep it short; it may stop the system),
   // and for the first 100 strangers (the rest are counted in stats().strangers only).

@@ -122,7 +122,7 @@ struct UcxChannelOptions {
   // 32-deep stream into its own block, so the kernel's copy wrote cold memory all the time; a
   // few at a time cycle through blocks the caching allocator hands back still in cache. Larger
   // messages start at once: held back, a 16 MiB shared-memory receive fell from 21 to 5-9 GB/s
-  // in some runs (docs/benchmarks.md). 0: no bound.
+  // in some runs (docs/benchmarks.md's history). 0: no bound.
   std::size_t rendezvous_receive_bytes = std::size_t{4} << 20;
   // From start(): how long a peer may take to say hello and prove itself (it may start later),
   // the two summed.

@@ -8,9 +8,9 @@
 namespace tandem::planner::detail {
 
 // The plan PipeDream's optimizer chooses, with its predicted time per minibatch. Its objective
-// differs from DESIGN section 7's in three ways: a replicated stage's weight sync is added to
-// its compute, not overlapped (at level k > 1 the single-stage case divides the sync by the
-// unit count of level k-1, the split case does not: both as PipeDream does); every stage but
+// differs from ours (docs/architecture.md#planner) in three ways: a replicated stage's weight sync
+// is added to its compute, not overlapped (at level k > 1 the single-stage case divides the sync by
+// the unit count of level k-1, the split case does not: both as PipeDream does); every stage but
 // the first pays 2 a / (B r) for the activation a at each of its cuts, r being its own
 // replicas; and every worker is used (a straight pipeline has exactly one stage per unit at
 // every level). Ties go to the first split in (split layer, replicas) order. The memory bound,

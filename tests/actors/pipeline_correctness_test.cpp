@@ -1,5 +1,6 @@
-// The correctness contract (DESIGN section 5): every flush schedule, for any partition, replica
-// count and slicing, ends with the weights of single-device training on the same minibatches.
+// The correctness contract (docs/architecture.md#correctness-contract): every flush schedule, for
+// any partition, replica count and slicing, ends with the weights of single-device training on the
+// same minibatches.
 #include <gtest/gtest.h>
 
 #include "pipeline_harness.hpp"

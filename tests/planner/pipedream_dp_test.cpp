@@ -444,7 +444,7 @@ TEST(PipeDreamDp, NoReplicationUsesOneWorkerPerStageOnEveryLevel) {
   EXPECT_THROW(plan_pipedream(layers, levels, replicating_vsync), std::invalid_argument);
 }
 
-// The recursion of DESIGN section 7 without any pruning (no memory bound): every cell
+// The recursion of docs/architecture.md#planner without any pruning (no memory bound): every cell
 // scans every split s ascending, then every m' ascending, and keeps the first candidate better
 // by the planner's 1e-12 relative margin. The planner skips most candidates; its plans must be
 // these, bit for bit.

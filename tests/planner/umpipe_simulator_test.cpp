@@ -1,6 +1,6 @@
 // The planner's UMPIPE makespans against the schedules' discrete-event simulator, which runs
-// the umpipe action list with the same costs: two independent implementations of DESIGN
-// section 5's rules.
+// the umpipe action list with the same costs: two independent implementations of UMPIPE's
+// rules (docs/architecture.md#schedules).
 #include <gtest/gtest.h>
 
 #include <random>

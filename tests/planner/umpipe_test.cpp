@@ -23,7 +23,7 @@ using schedules::Cost;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// DESIGN section 7: P=2, B=4, f1=b, g1=2b, f2=2+b/2, g2=4+b, c=0.
+// docs/architecture.md#planner: P=2, B=4, f1=b, g1=2b, f2=2+b/2, g2=4+b, c=0.
 UmpipeProblem golden() {
   UmpipeProblem problem;
   problem.minibatch = 4;

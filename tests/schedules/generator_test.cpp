@@ -26,8 +26,8 @@ std::vector<std::string> tokens(const ScheduleParams& sp, const std::vector<Acti
   return out;
 }
 
-// 1F1B by DESIGN's rule, built independently: w = min(p-1-s, m) forwards, pairs
-// (F(i+w), B(i)), the remaining backwards, STEP.
+// 1F1B by the rule of docs/architecture.md#schedules, built independently: w = min(p-1-s, m)
+// forwards, pairs (F(i+w), B(i)), the remaining backwards, STEP.
 std::vector<std::string> one_f_one_b_rule(int p, int m, int s) {
   const int w = std::min(p - 1 - s, m);
   std::vector<std::string> out;

@@ -1,4 +1,4 @@
-// The golden numbers of DESIGN section 6, one test per row.
+// The golden numbers of docs/architecture.md#simulator-and-golden-numbers, one test per row.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -118,8 +118,8 @@ Instance random_instance(std::mt19937& rng) {
   return in;
 }
 
-// Start times by the rules of DESIGN section 6, from scratch: every pair of actions is tested
-// for a dependency, then longest paths in topological order.
+// Start times by the rules of docs/architecture.md#simulator-and-golden-numbers, from scratch:
+// every pair of actions is tested for a dependency, then longest paths in topological order.
 struct Reference {
   std::vector<std::vector<double>> start, end;
   double makespan = 0;

@@ -20,7 +20,7 @@ ScheduleParams straight(ScheduleKind kind, int p) {
   return sp;
 }
 
-// DESIGN section 6, last row.
+// docs/architecture.md#simulator-and-golden-numbers, the PipeDream and vertical sync rows.
 TEST(ScheduleWeightVersions, GoldenStraightPipeline) {
   const auto sp = straight(ScheduleKind::pipedream, 4);
   std::vector<std::int64_t> used;

@@ -108,7 +108,7 @@ Context& context_for(int device, cudaStream_t stream) {
 // src + i * stride; matrix i lands at dst + i * rows * cols. These conversions run before every
 // bf16 GEMM, over activations of up to tens of millions of elements, so they must move bytes at
 // memory speed: a first version decoded each element's (matrix, row, column) with four 64-bit
-// divisions and made bf16 blocks slower than TF32 ones (docs/benchmarks.md, H200).
+// divisions and made bf16 blocks slower than TF32 ones (H200, in docs/benchmarks.md's git history).
 //
 // Contiguous operands (ld == cols, matrices back to back): a flat copy, four floats per load
 // when the source is 16-byte aligned.
