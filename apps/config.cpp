@@ -45,10 +45,6 @@ constexpr int64_t kMaxReplicas = 65536;
 // Config files are small; a larger file is not one (a data file given by mistake).
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;
 
-// Schedules a pipeline section may name (docs/architecture.md#schedules).
-constexpr std::array<std::string_view, 8> kSchedules = {
-    "gpipe", "1f1b", "pipedream", "pipedream-vsync", "2bw", "interleaved", "zb-h1", "umpipe"};
-
 std::string join(std::span<const std::string_view> names) {
   std::string out;
   for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
@@ -667,8 +663,9 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
   PipelineConfig p;
   p.where = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
-  if (std::find(kSchedules.begin(), kSchedules.end(), p.schedule) == kSchedules.end()) {
-    m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(kSchedules) + ")");
+  const std::vector<std::string_view> schedules = schedules::pipeline_schedule_names();
+  if (std::find(schedules.begin(), schedules.end(), p.schedule) == schedules.end()) {
+    m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(schedules) + ")");
   }
   if (m.has("slices")) {
     const YAML::Node& slices = m.node("slices");

@@ -41,6 +41,14 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
   throw ScheduleError("unknown schedule '" + std::string(name) + "' (valid: " + valid + ")");
 }
 
+std::vector<std::string_view> pipeline_schedule_names() {
+  std::vector<std::string_view> out;
+  for (const auto& [k, name] : kNames) {
+    if (k != ScheduleKind::naive && k != ScheduleKind::custom) out.push_back(name);
+  }
+  return out;
+}
+
 bool is_asynchronous(ScheduleKind kind) {
   return kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync ||
          kind == ScheduleKind::pipedream_2bw;

@@ -1,5 +1,6 @@
 #pragma once
 #include <string_view>
+#include <vector>
 
 namespace tandem::schedules {
 
@@ -21,6 +22,10 @@ enum class ScheduleKind {
 std::string_view to_string(ScheduleKind kind);
 // Throws ScheduleError listing the valid names.
 ScheduleKind parse_schedule_kind(std::string_view name);
+
+// The names a pipeline's `schedule:` may take, in the table's order: every kind but `naive`
+// (no pipeline) and `custom` (an order given as text, not by name).
+std::vector<std::string_view> pipeline_schedule_names();
 
 // Flush schedules update once per minibatch and keep one version; the others never flush.
 bool is_asynchronous(ScheduleKind kind);

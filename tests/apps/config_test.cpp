@@ -346,6 +346,12 @@ TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
   expect_error(base + "cluster: {stall_timeout: 1e9}\n", line, {"cluster.stall_timeout"});
 }
 
+TEST(ConfigTest, AnUnknownScheduleListsThePipelineSchedules) {
+  expect_error(pipeline("  schedule: warp\n", kTwoStages), 5,
+               {"pipeline.schedule", "unknown schedule 'warp'",
+                "gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, umpipe)"});
+}
+
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
   EXPECT_NO_THROW(parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
   expect_error(pipeline("  schedule: 1f1b\n  chunk: 2\n", kTwoStages), 6,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "schedules/schedule_error.hpp"
+#include "schedules/schedule_kind.hpp"
 
 namespace tandem::schedules {
 namespace {
@@ -63,6 +64,15 @@ TEST(SchedulePlan, ErrorsNameTheStageAndField) {
   expect(error_of(bad), "PipeDream runs whole minibatches");
   Plan none;
   expect(error_of(none), "no stages");
+}
+
+// The one table of schedule names: a pipeline may name each of them, and each reads back as its
+// kind; naive and custom are not a pipeline's.
+TEST(ScheduleKindNames, PipelineNamesAreTheTablesButNaiveAndCustom) {
+  const std::vector<std::string_view> names = pipeline_schedule_names();
+  EXPECT_EQ(names, (std::vector<std::string_view>{"gpipe", "1f1b", "pipedream", "pipedream-vsync",
+                                                  "2bw", "interleaved", "zb-h1", "umpipe"}));
+  for (const std::string_view name : names) EXPECT_EQ(to_string(parse_schedule_kind(name)), name);
 }
 
 }  // namespace
