@@ -48,10 +48,7 @@ constexpr std::uint64_t kJob = 0x5eed0b0e;
 
 // The data plane's credentials: a job nonce whose job id is kJob, and the token.
 JobCredentials credentials() {
-  JobCredentials c;
-  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(kJob >> (8 * i));
-  c.token = kToken;
-  return c;
+  return testing::fixed_credentials(kJob, kToken);
 }
 // The data plane's limit in these tests: a tensor announced above it is refused from its head.
 constexpr std::uint64_t kMaxData = 64u << 20;

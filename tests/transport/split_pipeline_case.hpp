@@ -10,21 +10,13 @@
 #include "actors/messages.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/pipeline_wire_types.hpp"
-#include "transport/job_proof.hpp"
+#include "test_credentials.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport::testing {
 
 inline WireTypes pipeline_wire_types() {
   return actors::pipeline_wire_types();
-}
-
-// Credentials every rank of a test job derives alone: a job nonce whose job id is `job` (the
-// rest zero) and no token.
-inline JobCredentials fixed_credentials(std::uint64_t job) {
-  JobCredentials c;
-  for (std::size_t i = 0; i < 8; ++i) c.job[i] = static_cast<std::uint8_t>(job >> (8 * i));
-  return c;
 }
 
 struct SplitCase {

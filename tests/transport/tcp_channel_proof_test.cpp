@@ -44,9 +44,7 @@ constexpr std::uint64_t kJob = 0x51c0ffee;
 constexpr auto kLong = 20s;
 
 JobCredentials credentials(const std::string& token = "the job's token") {
-  JobCredentials c = testing::fixed_credentials(kJob);
-  c.token = token;
-  return c;
+  return testing::fixed_credentials(kJob, token);
 }
 
 using testing::Collector;

@@ -51,9 +51,7 @@ constexpr auto kLong = 20s;
 
 // The job's credentials: a nonce whose job id is kJob, and a token.
 JobCredentials credentials() {
-  JobCredentials c = testing::fixed_credentials(kJob);
-  c.token = "tcp channel test token";
-  return c;
+  return testing::fixed_credentials(kJob, "tcp channel test token");
 }
 
 WireTypes pipeline_types() {

@@ -46,9 +46,7 @@ constexpr auto kLong = 30s;
 
 // The job's credentials: a nonce whose job id is kJob, and a token.
 JobCredentials credentials(const std::string& token = "ucx channel test token") {
-  JobCredentials c = testing::fixed_credentials(kJob);
-  c.token = token;
-  return c;
+  return testing::fixed_credentials(kJob, token);
 }
 
 void expect_same_message(const Message& got, const Message& sent) {

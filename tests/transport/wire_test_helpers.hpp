@@ -14,6 +14,7 @@
 #include "runtime/dtype.hpp"
 #include "runtime/message.hpp"
 #include "runtime/tensor.hpp"
+#include "test_credentials.hpp"
 #include "transport/job_proof.hpp"
 #include "transport/wire_message.hpp"
 
