@@ -601,9 +601,12 @@ struct UcxChannel::Impl {
     notify();  // close() waits for drained peers
   }
 
+  // Statuses by which a transport says the other side is gone. Over shared memory that is a
+  // segment that can no longer be attached: the peer's worker destroyed it.
   static bool peer_gone(ucs_status_t status) {
     return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET ||
-           status == UCS_ERR_UNREACHABLE || status == UCS_ERR_NOT_CONNECTED;
+           status == UCS_ERR_UNREACHABLE || status == UCS_ERR_NOT_CONNECTED ||
+           status == UCS_ERR_SHMEM_SEGMENT;
   }
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
