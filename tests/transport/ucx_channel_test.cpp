@@ -643,6 +643,11 @@ struct WithFake {
     fake->connect(a->worker_address());
     fake->handshake(credentials());
     EXPECT_TRUE(a->wait_connected(kLong));
+    // The channel's proof to the fake travels on the data endpoint it opens for the fake's
+    // hello; a fake that vanishes while that endpoint's wire-up request is still queued makes
+    // UCX 1.13 abort in rank 0's process ("got REQ message", ucp_request.c:684) instead of
+    // reporting the endpoint failed. Tests that end the fake start from a wired endpoint.
+    EXPECT_TRUE(fake->channel_proof().has_value());
   }
   std::vector<UcxChannelError> wait_error() const {
     (void)eventually([&] { return !a->errors().empty(); });
