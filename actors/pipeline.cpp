@@ -13,6 +13,7 @@
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule.hpp"
+#include "schedules/schedule_error.hpp"
 #include "schedules/validator.hpp"
 #include "schedules/weight_versions.hpp"
 #include "transport/local_channel.hpp"
@@ -44,17 +45,11 @@ std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
     if (next != n) fail("chunk layer ranges end at layer " + std::to_string(next));
     return spec.chunk_layers;
   }
-  std::vector<LayerRange> out;
-  if (p.chunks == 1) {
-    for (const auto& s : spec.plan.stages) out.push_back(s.layers);
-    return out;
+  try {
+    return schedules::virtual_stage_layers(spec.plan, n);
+  } catch (const schedules::ScheduleError& e) {
+    fail(e.what());
   }
-  if (n < V) {
-    fail("the model's " + std::to_string(n) + " layers cannot fill " + std::to_string(V) +
-         " virtual stages");
-  }
-  for (int v = 0; v < V; ++v) out.push_back({v * n / V, (v + 1) * n / V});
-  return out;
 }
 
 // The loader's or the coordinator's part of progress(): work while its worker is inside a

@@ -14,17 +14,18 @@
 
 #include "actors/dataset_source.hpp"
 #include "apps/dry_run.hpp"
-#include "apps/process_group.hpp"
-#include "apps/process_placement.hpp"
-#include "apps/stage_state.hpp"
 #include "apps/trace_summary.hpp"
-#include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/layer_op_times.hpp"
 #include "runtime/scheduler.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
+#include "train/job_plan.hpp"
+#include "train/process_group.hpp"
+#include "train/process_placement.hpp"
+#include "train/session.hpp"
+#include "train/stage_state.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -77,7 +78,7 @@ bool on_sim(const ts::Plan& plan, const Config& config) {
     }
   }
   if (sim && data) {
-    throw ConfigError(config.pipeline ? config.pipeline->where : config.train_where,
+    throw ConfigError(config.pipeline ? config.where.pipeline : config.where.train,
                       "pipeline.stages",
                       "tandem bench runs stages all on sim (timed, no data) or all on devices "
                       "with data, not both");
@@ -89,7 +90,7 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
   const models::Model model = models::Model::build(config.model);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   const ts::Plan plan =
-      pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps);
+      train::pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps);
   const double slice = mean_slice_samples(plan.schedule);
   models::SimCosts sim;
   BenchReport out;
@@ -110,7 +111,7 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
         "--profile)",
         kDryRunFlopsPerSecond / 1e9, slice);
   }
-  const auto vstages = virtual_stage_layers(plan, model.num_layers());
+  const auto vstages = ts::virtual_stage_layers(plan, model.num_layers());
   ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
   if (options.link_gbit_s > 0 || options.link_latency_us > 0) {
     // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp).
@@ -130,15 +131,15 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
   const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
   const ts::SimulationResult predicted = ts::simulate(list, costs);
 
-  const TrainData data = load_train_data(config, model);
+  const train::TrainData data = train::load_train_data(config, model);
   actors::PipelineSpec spec =
       sim_pipeline_spec(model, plan, sim,
                         actors::dataset_source(data.train, model, config.train.minibatch,
                                                config.train.seed, Device::sim()));
-  ProcessGroup* const group = options.group;
-  std::unique_ptr<ProcessPlacement> placement;
+  train::ProcessGroup* const group = options.group;
+  std::unique_ptr<train::ProcessPlacement> placement;
   if (group != nullptr) {
-    placement = std::make_unique<ProcessPlacement>(config, plan, group->world_size());
+    placement = std::make_unique<train::ProcessPlacement>(config, plan, group->world_size());
     group->prepare(spec, *placement, 0);
   }
   actors::PipelineResult result;
@@ -155,13 +156,14 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
       group->release();
       // Rank 0 reports every replica: the others hand it their statistics.
       if (group->rank() > 0) {
-        StageStateBundle mine;
+        train::StageStateBundle mine;
         mine.stats = result.stages;
-        group->put("bench/stats/" + std::to_string(group->rank()), encode_stage_states(mine));
+        group->put("bench/stats/" + std::to_string(group->rank()),
+                   train::encode_stage_states(mine));
       } else {
         for (int k = 1; k < group->world_size(); ++k) {
-          const StageStateBundle theirs =
-              decode_stage_states(group->take("bench/stats/" + std::to_string(k)));
+          const train::StageStateBundle theirs =
+              train::decode_stage_states(group->take("bench/stats/" + std::to_string(k)));
           result.stages.insert(result.stages.end(), theirs.stats.begin(), theirs.stats.end());
         }
         std::sort(result.stages.begin(), result.stages.end(),
@@ -222,11 +224,11 @@ BenchReport bench_trained(Config config, const BenchOptions& options) {
   // Evaluation would run beside training and take its cores: the bench times training alone.
   config.train.eval.reset();
   TempFile temp;
-  TrainerOptions to;
+  train::SessionOptions to;
   to.steps = options.steps;
   to.trace = options.trace.value_or(temp.path());
-  Trainer trainer(config, to);
-  const TrainSummary s = trainer.run();
+  train::Session trainer(config, to);
+  const train::TrainSummary s = trainer.run();
   const TraceSummary t = summarize_trace_file(*to.trace);
 
   BenchReport out;
@@ -306,18 +308,6 @@ models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_s
   return c;
 }
 
-std::vector<ts::LayerRange> virtual_stage_layers(const ts::Plan& plan, int num_layers) {
-  const auto& p = plan.schedule;
-  std::vector<ts::LayerRange> out;
-  if (p.chunks == 1) {
-    for (const auto& s : plan.stages) out.push_back(s.layers);
-    return out;
-  }
-  const int v = p.stages * p.chunks;
-  for (int i = 0; i < v; ++i) out.push_back({i * num_layers / v, (i + 1) * num_layers / v});
-  return out;
-}
-
 ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                          const std::vector<ts::LayerRange>& vstages) {
   ts::SimulationCosts c;
@@ -346,17 +336,19 @@ actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const ts::Pla
   return spec;
 }
 
-BenchReport run_bench(const Config& config, const BenchOptions& options) {
+namespace {
+
+BenchReport run_bench_checked(const Config& config, const BenchOptions& options) {
   const models::Model model = models::Model::build(config.model);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   bool sim = false;
   if (config.pipeline) {
     try {
-      sim =
-          on_sim(pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps),
-                 config);
+      sim = on_sim(
+          train::pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps),
+          config);
     } catch (const ts::ScheduleError& e) {
-      throw ConfigError(config.pipeline->where, "pipeline", e.what());
+      throw ConfigError(config.where.pipeline, "pipeline", e.what());
     }
   }
   if (!sim && options.group != nullptr) {
@@ -377,6 +369,12 @@ BenchReport run_bench(const Config& config, const BenchOptions& options) {
   BenchReport out = sim ? bench_sim(config, options) : bench_trained(config, options);
   out.config = config.file;
   return out;
+}
+
+}  // namespace
+
+BenchReport run_bench(const Config& config, const BenchOptions& options) {
+  return at_config(config, [&] { return run_bench_checked(config, options); });
 }
 
 std::string format_bench(const BenchReport& r) {

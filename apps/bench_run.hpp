@@ -1,7 +1,7 @@
 #pragma once
 // `tandem bench CONFIG`: runs a config's plan for N steps and sets what the run measured
 // (samples/s, per-replica utilization, bubble, step time) beside the simulator's prediction for
-// the same plan. Stages on cpu train through apps::Trainer, and the prediction takes the
+// the same plan. Stages on cpu train through train::Session, and the prediction takes the
 // durations that run itself measured (its trace, apps/trace_summary.hpp), so the ratio is the
 // runtime's own overhead beyond compute and message delays. Stages on sim compute nothing: each
 // op ends by a timer after its duration (from a profile, or from FLOP counts), and the
@@ -25,9 +25,11 @@
 #include "schedules/plan.hpp"
 #include "schedules/simulator.hpp"
 
-namespace tandem::apps {
-
+namespace tandem::train {
 class ProcessGroup;
+}  // namespace tandem::train
+
+namespace tandem::apps {
 
 // Per-layer durations of one op on a slice of `slice_samples` samples, from a profile's
 // per-minibatch times, split as the planner splits them (its stage costs): a fixed part plus
@@ -41,11 +43,6 @@ models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double 
 // The same from each layer's FLOP count at the dry run's rate (kDryRunFlopsPerSecond): for sim
 // configs run without a profile.
 models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples);
-
-// The layers of every virtual stage (chunk c of stage s at c * p + s), as actors::Pipeline
-// splits them: the plan's stages, or an even split of the model with several chunks.
-std::vector<schedules::LayerRange> virtual_stage_layers(const schedules::Plan& plan,
-                                                        int num_layers);
 
 // Exactly what the sim device charges, per virtual stage, as the simulator's costs: F the
 // layers' forwards; B their input gradients (none for the model's first layer, whose input
@@ -73,7 +70,7 @@ struct BenchOptions {
   // A multi-process job (sim stages only; not owned): each rank runs its stage replicas, rank 0
   // gathers every replica's statistics and makes the report (the others' reports are empty:
   // `rank` set, no replicas).
-  ProcessGroup* group = nullptr;
+  train::ProcessGroup* group = nullptr;
 };
 
 struct BenchReplica {
@@ -87,7 +84,7 @@ struct BenchReplica {
 
 struct BenchReport {
   std::string config;
-  std::string mode;       // "cpu" (trained through the Trainer) or "sim"
+  std::string mode;       // "cpu" (trained through train::Session) or "sim"
   std::string plan_line;  // format_plan_line
   std::string durations;  // where the prediction's durations came from, for people
   std::int64_t steps = 0;
@@ -116,7 +113,7 @@ struct BenchReport {
 };
 
 // Loads nothing: `config` is loaded and checked. Throws ConfigError (stages on both sim and
-// data devices, or a config the Trainer refuses), std::runtime_error (an unreadable profile, or
+// data devices, or a config train::Session refuses), std::runtime_error (an unreadable profile, or
 // one whose layers are not the model's), actors::PipelineError.
 BenchReport run_bench(const Config& config, const BenchOptions& options);
 

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "apps/bench_run.hpp"
-#include "apps/cluster_options.hpp"
 #include "apps/commands.hpp"
 #include "apps/output_file.hpp"
-#include "apps/process_group.hpp"
+#include "train/cluster_options.hpp"
+#include "train/process_group.hpp"
 
 namespace tandem::apps {
 
@@ -55,8 +55,8 @@ void add_bench_command(CLI::App& app) {
     }
     const Config config = load_config(args->config);
     // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
-    const std::unique_ptr<ProcessGroup> group =
-        join_launched_job(process_group_options(config.cluster));
+    const std::unique_ptr<train::ProcessGroup> group =
+        train::join_launched_job(train::process_group_options(config.cluster));
     options.group = group.get();
     const BenchReport report = run_bench(config, options);
     if (group != nullptr) {

@@ -1,5 +1,5 @@
 // `tandem profile CONFIG.yaml -o profile.json [--repeats N] [--warmup N] [--minibatch B]`:
-// measures the config's model layer by layer (apps/model_profiler.hpp) and writes the
+// measures the config's model layer by layer (train/model_profiler.hpp) and writes the
 // planner's profile JSON, the input of `tandem plan --profile`.
 #include <fmt/format.h>
 
@@ -13,10 +13,10 @@
 
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
-#include "apps/model_profiler.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/profile.hpp"
+#include "train/model_profiler.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -24,7 +24,7 @@ namespace {
 struct ProfileArgs {
   std::string config;
   std::string output;
-  ProfileOptions options;
+  train::ProfileOptions options;
   bool quiet = false;
 };
 
@@ -47,7 +47,8 @@ void run_profile(const ProfileArgs& args) {
     std::cerr << fmt::format("profile: layer {}/{} {}: forward {:.4f} ms, backward {:.4f} ms\n",
                              i + 1, n, layer.name, layer.forward_ms, layer.backward_ms);
   };
-  const planner::Profile profile = profile_model(config, args.options, progress);
+  const planner::Profile profile =
+      at_config(config, [&] { return train::profile_model(config, args.options, progress); });
   double forward = 0, backward = 0, parameters = 0;
   for (const planner::LayerProfile& layer : profile.layers) {
     forward += layer.forward_ms;

@@ -20,6 +20,7 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/job_plan.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::apps {
@@ -379,8 +380,8 @@ int64_t generated_samples(const data::DataSpec& spec) {
   return 0;
 }
 
-TrainConfig read_train(ConfigMap m, const data::DataSpec& data_spec) {
-  TrainConfig t;
+train::TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
+  train::TrainSpec t;
   t.minibatch = positive(m, "minibatch");
   const int64_t samples = generated_samples(data_spec);
   if (samples > 0 && t.minibatch > samples) {
@@ -390,7 +391,7 @@ TrainConfig read_train(ConfigMap m, const data::DataSpec& data_spec) {
   t.steps = positive(m, "steps");
   t.optimizer = read_optimizer(m.map("optimizer"));
   if (auto ls = m.find_map("lr_schedule")) {
-    LrSchedule& l = t.lr_schedule;
+    train::LrSchedule& l = t.lr_schedule;
     l.kind = ls->get<std::string>("kind");
     if (l.kind != "constant" && l.kind != "cosine" && l.kind != "linear") {
       ls->fail("kind", "unknown schedule '" + l.kind + "' (expected constant, cosine or linear)");
@@ -403,7 +404,7 @@ TrainConfig read_train(ConfigMap m, const data::DataSpec& data_spec) {
   t.seed = static_cast<uint64_t>(non_negative(m, "seed", 0));
   t.log_every = positive(m, "log_every", t.log_every);
   if (auto e = m.find_map("eval")) {
-    EvalConfig ev;
+    train::EvalSpec ev;
     ev.every = non_negative(*e, "every", ev.every);
     ev.samples = dimension(*e, "samples", ev.samples);
     e->finish();
@@ -437,7 +438,7 @@ std::pair<int64_t, int64_t> parse_layers(ConfigMap& m, const std::string& text) 
 }
 
 // One stage's {forward: [...], backward: [...]} slice sizes (umpipe).
-SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
+train::SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
   const auto sizes = [&](std::string_view key) {
     const auto v = m.get<std::vector<int64_t>>(key);
     int64_t sum = 0;
@@ -451,17 +452,9 @@ SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
     }
     return v;
   };
-  SliceComposition c{sizes("forward"), sizes("backward")};
+  train::SliceComposition c{sizes("forward"), sizes("backward")};
   m.finish();
   return c;
-}
-
-// Equal slices of a minibatch, as the schedules cut them: slice i is [i*B/m, (i+1)*B/m).
-std::vector<int64_t> equal_sizes(int64_t samples, int64_t count) {
-  std::vector<int64_t> sizes;
-  for (int64_t i = 0; i < count; ++i)
-    sizes.push_back((i + 1) * samples / count - i * samples / count);
-  return sizes;
 }
 
 // "layer 3 belongs to no stage", "layers 3-5 belong to no stage".
@@ -485,14 +478,15 @@ void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
 }
 
 // The stages a config lists, each checked against the model and the machine.
-void read_stages(ConfigMap& m, PipelineConfig& p, int num_layers, const Machine& machine) {
+void read_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLocation>& where,
+                 int num_layers, const Machine& machine) {
   const YAML::Node& stages = m.node("stages");
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
   int64_t next = 0;  // the first layer the next stage must start at
   for (size_t i = 0; i < stages.size(); ++i) {
     ConfigMap s(stages[i], m.file(), m.key_path("stages") + "[" + std::to_string(i) + "]");
-    StageConfig st;
-    st.where = s.where();
+    train::StageSpec st;
+    where.push_back(s.where());
     if (auto layers = s.find<std::string>("layers")) {
       std::tie(st.first_layer, st.last_layer) = parse_layers(s, *layers);
     } else if (stages.size() > 1) {
@@ -576,8 +570,8 @@ void read_stages(ConfigMap& m, PipelineConfig& p, int num_layers, const Machine&
 // `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
 // takes them, slices) from a profile of the model and a cluster file, both named relative to
 // the config; the result is checked like stages written by hand.
-void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_layers,
-                    const Machine& machine) {
+void planned_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLocation>& where,
+                    int64_t minibatch, int num_layers, const Machine& machine) {
   if (m.get<std::string>("partition") != "auto") {
     m.fail("partition", "expected auto (or give stages instead)");
   }
@@ -620,8 +614,8 @@ void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_
   const schedules::Plan& plan = planned.plan;
   std::vector<std::string> hosts;
   for (const schedules::StagePlan& sp : plan.stages) {
-    StageConfig st;
-    st.where = m.where("partition");
+    train::StageSpec st;
+    where.push_back(m.where("partition"));
     st.first_layer = sp.layers.begin;
     st.last_layer = sp.layers.end - 1;
     st.replicas = static_cast<int64_t>(sp.replicas.size());
@@ -658,10 +652,10 @@ void planned_stages(ConfigMap& m, PipelineConfig& p, int64_t minibatch, int num_
   }
 }
 
-PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
-                             const Machine& machine) {
-  PipelineConfig p;
-  p.where = m.where();
+train::PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
+                                    const Machine& machine, ConfigLocations& where) {
+  train::PipelineLayout p;
+  where.pipeline = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
   const std::vector<std::string_view> schedules = schedules::pipeline_schedule_names();
   if (std::find(schedules.begin(), schedules.end(), p.schedule) == schedules.end()) {
@@ -707,9 +701,9 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
     }
   }
   if (m.has("partition")) {
-    planned_stages(m, p, minibatch, num_layers, machine);
+    planned_stages(m, p, where.stages, minibatch, num_layers, machine);
   } else {
-    read_stages(m, p, num_layers, machine);
+    read_stages(m, p, where.stages, num_layers, machine);
   }
   const auto stage_count = static_cast<int64_t>(p.stages.size());
   if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
@@ -744,7 +738,7 @@ PipelineConfig read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
   // Whatever the schedule itself refuses (2BW with fewer slices than stages, replicas under a
   // schedule without data parallelism, ...), at the section it comes from.
   try {
-    const schedules::Plan plan = pipeline_plan(p, minibatch, num_layers, steps);
+    const schedules::Plan plan = train::pipeline_plan(p, minibatch, num_layers, steps);
     (void)schedules::Schedule(plan.schedule);
   } catch (const schedules::ScheduleError& e) {
     m.fail_here(std::string("cannot run this pipeline: ") + e.what());
@@ -798,7 +792,7 @@ void check_memory(const Config& c, const models::Model& model, double parameters
   if (c.pipeline) {
     weight_copies = 0;
     const double per_layer = 1.0 / model.num_layers();  // stages' share, by layer count
-    for (const StageConfig& st : c.pipeline->stages) {
+    for (const train::StageSpec& st : c.pipeline->stages) {
       double holding = 0;  // replicas on a device with data
       if (st.devices.empty()) {
         holding = st.device.has_data() ? static_cast<double>(st.replicas) : 0.0;
@@ -821,14 +815,14 @@ void check_memory(const Config& c, const models::Model& model, double parameters
                            human_bytes(data_part) + "), more than this machine's " +
                            human_bytes(machine.memory_bytes) + " of memory";
   if (activations >= weights && activations >= data_part) {
-    throw ConfigError(c.train_where, "train.minibatch", what);
+    throw ConfigError(c.where.train, "train.minibatch", what);
   }
   if (data_part >= weights) {
     const double train_part = data_bytes(c.data, 0);
-    if (train_part >= data_part - train_part) throw ConfigError(c.data_where, "data", what);
-    throw ConfigError(c.train_where, "train.eval.samples", what);
+    if (train_part >= data_part - train_part) throw ConfigError(c.where.data, "data", what);
+    throw ConfigError(c.where.train, "train.eval.samples", what);
   }
-  throw ConfigError(c.model_where, "model", what);
+  throw ConfigError(c.where.model, "model", what);
 }
 
 }  // namespace
@@ -851,19 +845,21 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   top.finish();
   Config c;
   c.file = file;
-  c.model_where = top.where("model");
-  c.data_where = top.where("data");
-  c.train_where = top.where("train");
+  c.where.file = ConfigLocation{file};
+  c.where.model = top.where("model");
+  c.where.data = top.where("data");
+  c.where.train = top.where("train");
   double parameters = 0;
   c.model = read_model(top.map("model"), machine, &parameters);
   c.data = read_data(top.map("data"), c.model);
   c.train = read_train(top.map("train"), c.data);
   const models::Model model = models::Model::build(c.model);
   if (auto p = top.find_map("pipeline")) {
-    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model.num_layers(), machine);
+    c.pipeline =
+        read_pipeline(*p, c.train.minibatch, c.train.steps, model.num_layers(), machine, c.where);
   }
   if (auto cl = top.find_map("cluster")) {
-    c.cluster.where = cl->where();
+    c.where.cluster = cl->where();
     c.cluster.transport = cl->get_or<std::string>("transport", c.cluster.transport);
     if (std::find(kTransports.begin(), kTransports.end(), c.cluster.transport) ==
         kTransports.end()) {
@@ -889,46 +885,6 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   }
   check_memory(c, model, parameters, machine);
   return c;
-}
-
-schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch, int num_layers,
-                              int64_t minibatches) {
-  schedules::ScheduleParams params;
-  params.kind = schedules::parse_schedule_kind(pipeline.schedule);
-  params.minibatch_size = minibatch;
-  params.minibatches = minibatches;
-  params.chunks = static_cast<int>(pipeline.chunks);
-  params.rematerialize = pipeline.rematerialize;
-  const bool umpipe = params.kind == schedules::ScheduleKind::umpipe;
-  if (!pipeline.slices.empty()) params.slices = static_cast<int>(pipeline.slices.front());
-  if (umpipe && (!pipeline.compositions.empty() || pipeline.slices.size() > 1)) {
-    // A count per stage is that many equal slices on that stage, forward and backward.
-    for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-      std::vector<int64_t> sizes;
-      if (!pipeline.compositions.empty()) {
-        params.forward_slices.push_back(pipeline.compositions[s].forward);
-        params.backward_slices.push_back(pipeline.compositions[s].backward);
-        continue;
-      }
-      if (pipeline.slices.size() > 1) sizes = equal_sizes(minibatch, pipeline.slices[s]);
-      params.forward_slices.push_back(sizes);
-      params.backward_slices.push_back(sizes);
-    }
-  }
-  std::vector<schedules::StagePlan> stages;
-  for (const StageConfig& st : pipeline.stages) {
-    schedules::StagePlan sp;
-    sp.layers.begin = static_cast<int>(st.first_layer);
-    sp.layers.end = static_cast<int>(st.last_layer < 0 ? num_layers : st.last_layer + 1);
-    sp.replicas.assign(static_cast<size_t>(st.replicas), schedules::Placement{"", st.device.str()});
-    for (size_t r = 0; r < st.devices.size() && r < sp.replicas.size(); ++r) {
-      sp.replicas[r].device = st.devices[r].str();
-    }
-    stages.push_back(std::move(sp));
-  }
-  schedules::Plan plan = schedules::Plan::make(std::move(stages), std::move(params));
-  plan.validate(num_layers);
-  return plan;
 }
 
 Config load_config(const std::filesystem::path& path) {
@@ -957,6 +913,31 @@ Config load_config(const std::filesystem::path& path, const Machine& machine) {
   std::ostringstream text;
   text << in.rdbuf();
   return parse_config(text.str(), path.string(), machine);
+}
+
+ConfigLocation ConfigLocations::of(std::string_view key) const {
+  const auto section = [&](std::string_view name) {
+    return key == name ||
+           (key.starts_with(name) && (key[name.size()] == '.' || key[name.size()] == '['));
+  };
+  constexpr std::string_view kStage = "pipeline.stages[";
+  if (key.starts_with(kStage)) {
+    size_t i = 0;
+    const auto* first = key.data() + kStage.size();
+    const auto [end, ec] = std::from_chars(first, key.data() + key.size(), i);
+    if (ec == std::errc() && end != first && i < stages.size()) return stages[i];
+  }
+  const ConfigLocation* at = &file;
+  if (section("model")) at = &model;
+  if (section("data")) at = &data;
+  if (section("train")) at = &train;
+  if (section("pipeline")) at = &pipeline;
+  if (section("cluster")) at = &cluster;
+  return at->line > 0 ? *at : file;
+}
+
+ConfigError config_error(const Config& config, const train::JobError& e) {
+  return ConfigError(config.where.of(e.key()), e.key(), e.detail());
 }
 
 }  // namespace tandem::apps

@@ -30,112 +30,47 @@
 //             collectives auto | gloo | nccl
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "apps/config_error.hpp"
 #include "apps/config_limits.hpp"
-#include "models/data/data_spec.hpp"
-#include "models/executor.hpp"
-#include "models/model_spec.hpp"
-#include "models/optimizer.hpp"
-#include "runtime/device.hpp"
-#include "schedules/plan.hpp"
+#include "train/job_error.hpp"
+#include "train/job_spec.hpp"
 
 namespace tandem::apps {
 
-struct EvalConfig {
-  int64_t every = 0;       // evaluate every `every` steps; 0: only after the last step
-  int64_t samples = 1024;  // held-out samples per evaluation
+// Where each part of a config stands in its file, for the errors of checks made after loading.
+struct ConfigLocations {
+  ConfigLocation file;  // the file itself (line 0)
+  ConfigLocation model, data, train, pipeline, cluster;
+  std::vector<ConfigLocation> stages;  // pipeline.stages[i] (or `partition`, for each)
+
+  // Where a key of a train::JobError stands: "pipeline.stages[2].device" at stage 2's entry,
+  // "data.seed" at the data section, ...; a section the file lacks at the file.
+  ConfigLocation of(std::string_view key) const;
 };
 
-// Learning rate over a run: a linear warm-up from 0, then constant, or a cosine or linear
-// decay towards final_fraction * lr at the end (see scheduled_lr).
-struct LrSchedule {
-  std::string kind = "constant";  // constant | cosine | linear
-  int64_t warmup_steps = 0;
-  double final_fraction = 0.0;
-};
-
-struct TrainConfig {
-  int64_t minibatch = 32;
-  int64_t steps = 100;
-  models::OptimizerSpec optimizer;
-  LrSchedule lr_schedule;
-  uint64_t seed = 0;  // parameter init, minibatch order, dropout
-  int64_t log_every = 10;
-  std::optional<EvalConfig> eval;
-};
-
-struct StageConfig {
-  int64_t first_layer = 0;
-  int64_t last_layer = -1;  // inclusive; -1: the model's last layer
-  int64_t replicas = 1;
-  Device device = Device::cpu();  // every replica's, or the first replica's when `devices` is set
-  std::vector<Device> devices;    // one per replica (`devices: [...]`); empty: all on `device`
-  // The process (rank of a multi-process job) of each replica (`rank: N` for all of them or
-  // `ranks: [...]`); empty: placed by the default rule (apps/process_placement.hpp).
-  std::vector<int64_t> ranks;
-  ConfigLocation where;
-};
-
-// UMPIPE's unequal slices for one stage: the samples of each forward and of each backward
-// slice, in order, each list summing to train.minibatch (what `tandem plan -s umpipe -o` writes).
-struct SliceComposition {
-  std::vector<int64_t> forward, backward;
-};
-
-struct PipelineConfig {
-  std::string schedule = "1f1b";
-  std::vector<int64_t> slices;                 // equal slices: one count, or one per stage
-  std::vector<SliceComposition> compositions;  // umpipe: one per stage, instead of counts
-  int64_t chunks = 1;                          // interleaved: model chunks per device (v)
-  bool rematerialize = false;                  // gpipe: recompute forwards in backward
-  // cuda replicas' matrix products: f32, or inputs rounded to tf32 / bf16 (f32 accumulation).
-  models::MatmulPrecision precision = models::MatmulPrecision::f32;
-  std::vector<StageConfig> stages;
-  ConfigLocation where;
-};
-
-// The top-level `cluster` section: how the processes of a multi-process job talk.
-struct ClusterConfig {
-  // The data plane between processes: "auto" (tcp; ucx once built), "tcp" or "ucx". A job of
-  // one process uses none.
-  std::string transport = "auto";
-  // What replicated stages reduce their gradients through when their replicas span processes:
-  // "auto" (nccl when every such replica is on a cuda device and the build has NCCL, else gloo),
-  // "gloo" (host memory) or "nccl" (GPUs).
-  std::string collectives = "auto";
-  // TCP streams per pair of processes on the tcp data plane: large tensors are striped over
-  // them (TcpChannelOptions::lanes). 1 to 8.
-  int tcp_lanes = 2;
-  // Seconds a rank may hold work (an action running, messages unhandled) without completing
-  // any before the job ends naming it: a stuck kernel, a deadlock or a frozen disk ends the run
-  // instead of hanging it. Large enough for the slowest action of a real model.
-  double stall_timeout_s = 300;
-  ConfigLocation where;
-};
-
-struct Config {
+// A job read from YAML: its meaning (train::JobSpec) and where each part came from.
+struct Config : train::JobSpec {
   std::string file;
-  models::ModelSpec model;
-  models::data::DataSpec data;
-  TrainConfig train;
-  std::optional<PipelineConfig> pipeline;
-  ClusterConfig cluster;
-
-  // Where each section starts, for checks made after loading (the trainer's).
-  ConfigLocation model_where, data_where, train_where;
+  ConfigLocations where;
 };
 
-// The plan a pipeline section describes for a model of `num_layers` layers, running
-// `minibatches` minibatches of `minibatch` samples. Stages' layer ranges become [first, last + 1);
-// interleaved plans keep them, but the pipeline splits the model evenly into stages * chunks
-// virtual stages. Throws schedules::ScheduleError (load_config has already checked the config's
-// own plan, with train.steps minibatches).
-schedules::Plan pipeline_plan(const PipelineConfig& pipeline, int64_t minibatch, int num_layers,
-                              int64_t minibatches);
+// A job's error reported at the config line of the key it names.
+ConfigError config_error(const Config& config, const train::JobError& e);
+
+// Runs `f`, reporting a train::JobError it throws as config_error does.
+template <class F>
+decltype(auto) at_config(const Config& config, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const train::JobError& e) {
+    throw config_error(config, e);
+  }
+}
 
 // Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
 // wrong types and invalid values, devices the machine lacks, and runs larger than its memory

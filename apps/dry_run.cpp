@@ -9,6 +9,7 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/simulator.hpp"
+#include "train/job_plan.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -16,11 +17,11 @@ namespace {
 namespace ts = tandem::schedules;
 
 // The pipeline a run without a pipeline section is: one stage on one cpu.
-PipelineConfig effective_pipeline(const Config& config) {
+train::PipelineLayout effective_pipeline(const Config& config) {
   if (config.pipeline) return *config.pipeline;
-  PipelineConfig p;
+  train::PipelineLayout p;
   p.schedule = "1f1b";
-  p.stages.push_back(StageConfig{});
+  p.stages.push_back(train::StageSpec{});
   return p;
 }
 
@@ -60,13 +61,13 @@ StageFigures figures(const models::Model& model, int begin, int end) {
   return f;
 }
 
-std::string layers_text(const StageConfig& st, int num_layers) {
+std::string layers_text(const train::StageSpec& st, int num_layers) {
   const int64_t last = st.last_layer < 0 ? num_layers - 1 : st.last_layer;
   return st.first_layer == last ? std::to_string(last)
                                 : std::to_string(st.first_layer) + "-" + std::to_string(last);
 }
 
-std::string devices_text(const StageConfig& st) {
+std::string devices_text(const train::StageSpec& st) {
   if (st.devices.empty()) return st.device.str();
   std::string out;
   for (const Device& d : st.devices) {
@@ -80,14 +81,14 @@ std::string devices_text(const StageConfig& st) {
 
 DryRunPrediction predict(const Config& config) {
   const models::Model model = models::Model::build(config.model);
-  const PipelineConfig pipeline = effective_pipeline(config);
+  const train::PipelineLayout pipeline = effective_pipeline(config);
   const ts::ScheduleKind kind = ts::parse_schedule_kind(pipeline.schedule);
   // Flush schedules: one minibatch is one step. The others never flush: time enough
   // minibatches to fill the pipeline and divide.
   const auto stage_count = static_cast<int64_t>(pipeline.stages.size());
   const int64_t minibatches = ts::is_asynchronous(kind) ? std::max<int64_t>(8, 4 * stage_count) : 1;
   const ts::Plan plan =
-      pipeline_plan(pipeline, config.train.minibatch, model.num_layers(), minibatches);
+      train::pipeline_plan(pipeline, config.train.minibatch, model.num_layers(), minibatches);
   const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
 
   ts::SimulationCosts costs;
@@ -128,7 +129,7 @@ DryRunPrediction predict(const Config& config) {
 
 void dry_run(const Config& config, std::ostream& out) {
   const models::Model model = models::Model::build(config.model);
-  const PipelineConfig pipeline = effective_pipeline(config);
+  const train::PipelineLayout pipeline = effective_pipeline(config);
   const DryRunPrediction p = predict(config);
   out << fmt::format("dry run: {} is valid; nothing was trained\n", config.file);
   out << fmt::format("model: {} ({} layers), minibatch {}, {} steps\n", config.model.describe(),
@@ -148,7 +149,7 @@ void dry_run(const Config& config, std::ostream& out) {
                      "devices", "busy ms", "memory/device");
   size_t device = 0;
   for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-    const StageConfig& st = pipeline.stages[s];
+    const train::StageSpec& st = pipeline.stages[s];
     // Replicas of a stage are alike: show the first's device figures.
     const double busy = device < p.busy_ms.size() ? p.busy_ms[device] : 0.0;
     const double memory = device < p.memory_bytes.size() ? p.memory_bytes[device] : 0.0;

@@ -11,11 +11,11 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "apps/pipeline_trace.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/text_form.hpp"
+#include "train/pipeline_trace.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -115,7 +115,7 @@ TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& sou
   std::optional<schedules::ActionList> list;
   try {
     if (!meta.contains("schedule")) fail("tandem.schedule is missing");
-    out.schedule = schedule_from_json(meta["schedule"]);
+    out.schedule = train::schedule_from_json(meta["schedule"]);
     if (meta.contains("order")) {
       list = schedules::parse_actions(meta["order"].get<std::string>());
     } else {

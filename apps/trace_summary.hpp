@@ -1,5 +1,5 @@
 #pragma once
-// `tandem trace summarize`: what a pipeline trace (apps/pipeline_trace.hpp) says about the run,
+// `tandem trace summarize`: what a pipeline trace (train/pipeline_trace.hpp) says about the run,
 // and what the simulator predicts for the same plan when fed the durations the trace measured.
 // Measured and predicted step times are computed the same way (time per update round between
 // STEPs in steady state), so their ratio says how far the real run is from its schedule: the

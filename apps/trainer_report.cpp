@@ -11,15 +11,17 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <thread>
 
-#include "apps/cluster_options.hpp"
+#include "apps/config.hpp"
 #include "apps/default_config.hpp"
-#include "apps/process_group.hpp"
-#include "apps/process_placement.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/cluster_options.hpp"
+#include "train/process_group.hpp"
+#include "train/process_placement.hpp"
 #include "transport/launch_env.hpp"
 
 namespace tandem::apps {
@@ -37,7 +39,7 @@ std::string layer_range(const schedules::LayerRange& r) {
 
 }  // namespace
 
-std::string format_progress(const StepRecord& r) {
+std::string format_progress(const train::StepRecord& r) {
   const int width = static_cast<int>(std::to_string(r.steps).size());
   std::string line = fmt::format("step {:>{}}/{}  loss {:.4f}", r.step, width, r.steps, r.loss);
   if (r.accuracy) line += fmt::format("  acc {:5.1f}%", 100 * *r.accuracy);
@@ -49,7 +51,7 @@ std::string format_progress(const StepRecord& r) {
   return line;
 }
 
-std::string format_summary(const TrainSummary& s) {
+std::string format_summary(const train::TrainSummary& s) {
   std::string out = fmt::format("trained {} for {} steps in {} ({:.0f} samples/s) on {}\n", s.model,
                                 s.steps, duration(s.seconds), s.samples_per_s, s.train_data);
   out += fmt::format("final train loss {:.4f}", s.final_loss);
@@ -75,7 +77,7 @@ std::string format_summary(const TrainSummary& s) {
   return out;
 }
 
-nlohmann::json to_json(const StepRecord& r) {
+nlohmann::json to_json(const train::StepRecord& r) {
   nlohmann::json j{{"step", r.step},
                    {"steps", r.steps},
                    {"loss", r.loss},
@@ -93,7 +95,7 @@ nlohmann::json to_json(const StepRecord& r) {
   // 1 - busy is its bubble and waiting).
   if (!r.stages.empty()) {
     nlohmann::json stages = nlohmann::json::array();
-    for (const StepRecord::StageBusy& st : r.stages) {
+    for (const train::StepRecord::StageBusy& st : r.stages) {
       stages.push_back({{"stage", st.stage},
                         {"replica", st.replica},
                         {"busy_s", st.busy_s},
@@ -170,15 +172,16 @@ void check_trace_path(const std::filesystem::path& path,
 
 }  // namespace
 
-TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
+train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   Config config = command.config ? load_config(*command.config)
                                  : parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
-  std::unique_ptr<ProcessGroup> group = join_launched_job(process_group_options(config.cluster));
+  std::unique_ptr<train::ProcessGroup> group =
+      train::join_launched_job(train::process_group_options(config.cluster));
   const bool reporter = group == nullptr || group->rank() == 0;
   std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
-  const auto on_record = [&](const StepRecord& r) {
+  const auto on_record = [&](const train::StepRecord& r) {
     if (!command.quiet) out << format_progress(r) << std::endl;
     if (metrics.is_open()) metrics << to_json(r).dump() << '\n' << std::flush;
   };
@@ -189,24 +192,26 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
   };
 
   if (command.trace) check_trace_path(*command.trace, command.config);
-  TrainerOptions options;
+  train::SessionOptions options;
   options.steps = command.steps;
   options.trace = command.trace;
   options.checkpoint_dir = command.checkpoint_dir;
   options.checkpoint_every = command.checkpoint_every;
   options.resume = command.resume;
   options.group = group.get();
-  Trainer trainer(std::move(config), options);
+  std::optional<train::Session> session;
+  at_config(config, [&] { session.emplace(config, options); });
+  train::Session& trainer = *session;
   if (group != nullptr && !command.quiet) {
     out << "job: " << transport::read_launch_env(transport::process_env()).describe()
         << "; this process (" << group->host() << ") runs "
-        << ProcessPlacement(trainer.config(), trainer.plan(), group->world_size())
+        << train::ProcessPlacement(trainer.job(), trainer.plan(), group->world_size())
                .describe(group->rank())
         << (group->rank() == 0 ? ", the loader and the coordinator" : "") << "\n";
   }
   if (!reporter) {
     // Rank 0 prints progress and the summary for the whole job.
-    const TrainSummary summary = trainer.run();
+    const train::TrainSummary summary = trainer.run();
     if (!command.quiet) {
       out << "rank " << group->rank() << ": done, " << summary.steps << " steps" << std::endl;
     }
@@ -223,7 +228,7 @@ TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
           << "\n";
     }
   }
-  TrainSummary summary;
+  train::TrainSummary summary;
   {
     // Ctrl-C ends the run at the next stop boundary (with its checkpoint when checkpointing);
     // a second Ctrl-C kills the process as usual.
@@ -271,7 +276,7 @@ std::string format_plan_line(const schedules::Plan& plan) {
   return line;
 }
 
-std::string format_stage_table(const TrainSummary& summary) {
+std::string format_stage_table(const train::TrainSummary& summary) {
   // bubble: the share of the wall time the replica's device sat idle (waiting for inputs, for
   // the flush, or for a core); peak MiB: weight versions held plus what forwards kept for their
   // backwards, at their peak.

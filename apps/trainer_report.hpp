@@ -7,18 +7,18 @@
 #include <optional>
 #include <string>
 
-#include "apps/trainer.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 
 // "step   100/300  loss 1.2345  acc  93.8%  eval loss 1.3000 acc 92.0%  1234 samples/s  eta 12s"
-std::string format_progress(const StepRecord& r);
+std::string format_progress(const train::StepRecord& r);
 // Several lines: steps and time, final loss (and accuracy), held-out results, and for Markov
 // text the entropy rate and the gap to it.
-std::string format_summary(const TrainSummary& s);
+std::string format_summary(const train::TrainSummary& s);
 // {"step":100,"steps":300,"loss":...,"accuracy":...,"samples_per_s":...,"elapsed_s":...,
 //  "eta_s":...,"lr":...,"eval_loss":...,"eval_accuracy":...}; absent values are left out.
-nlohmann::json to_json(const StepRecord& r);
+nlohmann::json to_json(const train::StepRecord& r);
 
 // "pipeline: schedule pipedream, 4 stages: layers 0-1 | 2-3 | 4-5 | 6-7, replicas 1-1-1-1, 1
 // slice of minibatch 32"
@@ -26,7 +26,7 @@ std::string format_plan_line(const schedules::Plan& plan);
 
 // One row per stage replica: stage, replica, device, busy s, idle s (wall - busy), busy share,
 // peak weight versions, peak kept activations.
-std::string format_stage_table(const TrainSummary& summary);
+std::string format_stage_table(const train::TrainSummary& summary);
 
 struct TrainCommand {
   std::optional<std::filesystem::path> config;  // none: the embedded default (default_config())
@@ -44,6 +44,6 @@ struct TrainCommand {
 // per-stage table to `out`, writes the metrics file and checkpoints; Ctrl-C stops at the next
 // stop boundary. Throws ConfigError /
 // DataFileError / actors::PipelineError / std::runtime_error.
-TrainSummary run_train_command(const TrainCommand& command, std::ostream& out);
+train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out);
 
 }  // namespace tandem::apps

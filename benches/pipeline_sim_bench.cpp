@@ -516,7 +516,7 @@ int main_impl(int argc, char** argv) {
     const models::SimCosts sim = apps::sim_costs_from_profile(
         profile, static_cast<double>(c.params.samples()) / c.params.slices, kStepMs);
     const schedules::SimulationCosts sc =
-        apps::sim_simulation_costs(sim, apps::virtual_stage_layers(plan, layers));
+        apps::sim_simulation_costs(sim, schedules::virtual_stage_layers(plan, layers));
     const ActionList list = schedules::Schedule(c.params).materialize();
     schedules::Simulator simulator;
     const schedules::SimulationResult predicted = simulator.run(list, sc, true);

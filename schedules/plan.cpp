@@ -81,4 +81,20 @@ void Plan::validate(int num_layers) const {
   schedule.validate();
 }
 
+std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers) {
+  const ScheduleParams& p = plan.schedule;
+  std::vector<LayerRange> out;
+  if (p.chunks == 1) {
+    for (const StagePlan& s : plan.stages) out.push_back(s.layers);
+    return out;
+  }
+  const int v = p.stages * p.chunks;
+  if (num_layers < v) {
+    throw ScheduleError("the model's " + std::to_string(num_layers) + " layers cannot fill " +
+                        std::to_string(v) + " virtual stages");
+  }
+  for (int i = 0; i < v; ++i) out.push_back({i * num_layers / v, (i + 1) * num_layers / v});
+  return out;
+}
+
 }  // namespace tandem::schedules

@@ -9,6 +9,7 @@
 
 #include "planner/plan_output.hpp"
 #include "schedules/plan.hpp"
+#include "train/job_plan.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -70,7 +71,7 @@ TEST(ConfigTest, ParsesEverySection) {
   EXPECT_EQ(c.train.eval->every, 25);
   EXPECT_EQ(c.train.eval->samples, 256);
   EXPECT_FALSE(c.pipeline.has_value());
-  EXPECT_EQ(c.train_where.line, 3);
+  EXPECT_EQ(c.where.train.line, 3);
 }
 
 TEST(ConfigTest, ParsesGptSgdAndSingleStagePipeline) {
@@ -103,7 +104,7 @@ pipeline:
   ASSERT_EQ(c.pipeline->stages.size(), 1u);
   EXPECT_EQ(c.pipeline->stages[0].first_layer, 0);
   EXPECT_EQ(c.pipeline->stages[0].last_layer, 5);
-  EXPECT_EQ(c.pipeline->stages[0].where.line, 12);
+  EXPECT_EQ(c.where.stages.at(0).line, 12);
   EXPECT_EQ(c.train.lr_schedule.kind, "cosine");
   EXPECT_EQ(c.train.lr_schedule.warmup_steps, 3);
   EXPECT_DOUBLE_EQ(c.train.lr_schedule.final_fraction, 0.25);
@@ -278,7 +279,7 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   const Config c = parse_config(
       pipeline("  schedule: interleaved\n  slices: 4\n  chunks: 2\n", kTwoStages), "test.yaml");
   EXPECT_EQ(c.pipeline->chunks, 2);
-  const schedules::Plan plan = pipeline_plan(*c.pipeline, 32, 4, 10);
+  const schedules::Plan plan = train::pipeline_plan(*c.pipeline, 32, 4, 10);
   EXPECT_EQ(plan.schedule.kind, schedules::ScheduleKind::interleaved);
   EXPECT_EQ(plan.schedule.chunks, 2);
   EXPECT_EQ(plan.schedule.slices, 4);
@@ -295,7 +296,7 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
       pipeline("  schedule: gpipe\n  slices: 4\n  rematerialize: true\n",
                "    - {layers: \"0-2\", replicas: 2, device: cpu}\n    - {layers: \"3\"}\n"),
       "test.yaml");
-  const schedules::Plan gp = pipeline_plan(*g.pipeline, 32, 4, 10);
+  const schedules::Plan gp = train::pipeline_plan(*g.pipeline, 32, 4, 10);
   EXPECT_TRUE(gp.schedule.rematerialize);
   EXPECT_EQ(g.pipeline->precision, models::MatmulPrecision::f32);  // the default
   EXPECT_EQ(parse_config(pipeline("  schedule: 1f1b\n  precision: tf32\n", kTwoStages), "t")
@@ -309,7 +310,7 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   // UMPIPE with a count per stage: equal slices of each stage's own.
   const Config u =
       parse_config(pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
-  const schedules::Plan up = pipeline_plan(*u.pipeline, 32, 4, 10);
+  const schedules::Plan up = train::pipeline_plan(*u.pipeline, 32, 4, 10);
   EXPECT_EQ(up.schedule.forward_slices,
             (std::vector<std::vector<int64_t>>{{8, 8, 8, 8}, {16, 16}}));
   EXPECT_EQ(up.schedule.backward_slices, up.schedule.forward_slices);

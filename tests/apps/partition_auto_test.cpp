@@ -10,7 +10,7 @@
 
 #include "apps/config.hpp"
 #include "apps/config_error.hpp"
-#include "apps/trainer.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -26,7 +26,7 @@ TEST(PartitionAuto, ShippedConfigPlansEveryLayerAndTrains) {
   ASSERT_TRUE(c.pipeline.has_value());
   ASSERT_FALSE(c.pipeline->stages.empty());
   int64_t next = 0, workers = 0;
-  for (const StageConfig& s : c.pipeline->stages) {
+  for (const train::StageSpec& s : c.pipeline->stages) {
     EXPECT_EQ(s.first_layer, next);
     next = s.last_layer + 1;
     workers += s.replicas;
@@ -34,7 +34,7 @@ TEST(PartitionAuto, ShippedConfigPlansEveryLayerAndTrains) {
   EXPECT_EQ(next, 7);     // the GPT's 7 layers, all placed
   EXPECT_LE(workers, 4);  // the cluster's 4 workers
   EXPECT_GE(workers, 1);
-  Trainer trainer(c, TrainerOptions{.steps = 2});
+  train::Session trainer(c, train::SessionOptions{.steps = 2});
   EXPECT_EQ(trainer.run().steps, 2);
 }
 

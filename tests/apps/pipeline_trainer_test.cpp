@@ -14,9 +14,10 @@
 #include "apps/commands.hpp"
 #include "apps/config.hpp"
 #include "apps/default_config.hpp"
-#include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
 #include "temp_dir.hpp"
+#include "train/job_plan.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -35,7 +36,7 @@ std::string read_file(const fs::path& path) {
 }
 
 // Every (stage, replica) of the plan appears once in the table's stats, in order.
-void expect_every_replica(const schedules::Plan& plan, const TrainSummary& s) {
+void expect_every_replica(const schedules::Plan& plan, const train::TrainSummary& s) {
   std::vector<std::pair<int, int>> expected, got;
   for (size_t st = 0; st < plan.stages.size(); ++st) {
     for (size_t r = 0; r < plan.stages[st].replicas.size(); ++r) {
@@ -55,21 +56,22 @@ void expect_every_replica(const schedules::Plan& plan, const TrainSummary& s) {
 TEST(DefaultConfigTest, EmbeddedTextIsTheShippedFile) {
   EXPECT_EQ(std::string(default_config()), read_file(source_path("configs/default.yaml")));
   const Config c = parse_config(std::string(default_config()), kDefaultConfigName);
-  ASSERT_TRUE(is_pipeline(c));
+  ASSERT_TRUE(train::is_pipeline(c));
   EXPECT_EQ(c.pipeline->schedule, "pipedream");
   EXPECT_EQ(c.pipeline->stages.size(), 4u);
   EXPECT_EQ(c.model.name, "gpt");
 }
 
-TEST(TrainerTest, ShippedPipelineConfigsRun) {
+TEST(SessionTest, ShippedPipelineConfigsRun) {
   for (const char* name : {"configs/default.yaml", "configs/gpt-pipeline-1f1b.yaml",
                            "configs/mlp-pipeline-pipedream.yaml"}) {
     SCOPED_TRACE(name);
     const Config config = load_config(source_path(name));
-    ASSERT_TRUE(is_pipeline(config));
-    Trainer trainer(config, TrainerOptions{.steps = 3});
-    std::vector<StepRecord> records;
-    const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+    ASSERT_TRUE(train::is_pipeline(config));
+    train::Session trainer(config, train::SessionOptions{.steps = 3});
+    std::vector<train::StepRecord> records;
+    const train::TrainSummary s =
+        trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
     ASSERT_EQ(s.losses.size(), 3u);
     for (float l : s.losses) EXPECT_TRUE(std::isfinite(l)) << l;
     EXPECT_TRUE(std::isfinite(s.final_loss));
@@ -99,32 +101,33 @@ train:
 
 // A flush schedule runs the single-device trainer's steps: same initial weights, minibatches
 // and learning rates, so the same losses up to rounding (slices sum in another order).
-TEST(TrainerTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
+TEST(SessionTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
   const Config single = parse_config(kMlp, "test.yaml");
   const Config piped = parse_config(std::string(kMlp) +
                                         "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
                                         "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n",
                                     "test.yaml");
-  Trainer reference(single);
+  train::Session reference(single);
   const std::vector<float> expected = reference.run().losses;
   ASSERT_EQ(reference.plan().stages.size(), 1u);  // no pipeline section: one stage
-  Trainer trainer(piped);
-  const TrainSummary s = trainer.run();
+  train::Session trainer(piped);
+  const train::TrainSummary s = trainer.run();
   ASSERT_EQ(s.losses.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_NEAR(s.losses[i], expected[i], 1e-4 * std::abs(expected[i])) << "step " << i;
   }
 }
 
-TEST(TrainerTest, RecordsEveryLogWindowInOrder) {
+TEST(SessionTest, RecordsEveryLogWindowInOrder) {
   const Config c =
       parse_config(std::string(kMlp) +
                        "pipeline:\n  schedule: pipedream\n  stages:\n"
                        "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n",
                    "test.yaml");
-  Trainer trainer(c, TrainerOptions{.steps = 9});
-  std::vector<StepRecord> records;
-  const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+  train::Session trainer(c, train::SessionOptions{.steps = 9});
+  std::vector<train::StepRecord> records;
+  const train::TrainSummary s =
+      trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
   ASSERT_EQ(records.size(), 3u);  // 4, 8 and the last, 9
   EXPECT_EQ(records[0].step, 4);
   EXPECT_EQ(records[1].step, 8);
@@ -134,7 +137,7 @@ TEST(TrainerTest, RecordsEveryLogWindowInOrder) {
   for (size_t i = 0; i < 4; ++i) first += s.losses[i];
   EXPECT_NEAR(records[0].loss, first / 4, 1e-5);
   EXPECT_NEAR(records[2].loss, s.losses[8], 1e-5);
-  for (const StepRecord& r : records) {
+  for (const train::StepRecord& r : records) {
     ASSERT_TRUE(r.accuracy.has_value());
     EXPECT_GE(*r.accuracy, 0.0);
     EXPECT_LE(*r.accuracy, 1.0);
@@ -143,13 +146,13 @@ TEST(TrainerTest, RecordsEveryLogWindowInOrder) {
   expect_every_replica(trainer.plan(), s);
 }
 
-TEST(TrainerTest, SimStagesAreAConfigError) {
+TEST(SessionTest, SimStagesAreAConfigError) {
   const Config c = parse_config(std::string(kMlp) +
                                     "pipeline:\n  stages:\n    - {layers: \"0-1\"}\n"
                                     "    - {layers: \"2-3\", device: sim}\n",
                                 "test.yaml");
   try {
-    Trainer trainer(c);
+    at_config(c, [&] { train::Session session(c); });
     ADD_FAILURE() << "no error for a sim stage";
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -164,7 +167,7 @@ TEST(PipelineTrainCommandTest, PrintsPlanProgressSummaryTableAndJsonLines) {
   TempDir dir;
   const fs::path metrics = dir.path() / "metrics.jsonl";
   std::ostringstream out;
-  const TrainSummary s =
+  const train::TrainSummary s =
       run_train_command(TrainCommand{.config = source_path("configs/mlp-pipeline-pipedream.yaml"),
                                      .metrics_json = metrics,
                                      .steps = 5},

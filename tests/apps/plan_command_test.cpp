@@ -15,6 +15,7 @@
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
 #include "planner/profile.hpp"
+#include "train/job_plan.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -150,7 +151,7 @@ TEST_F(PlanCommand, WrittenPipelineGivesBackThePlanWithEveryReplicasDevice) {
   // Checked against a machine with the cluster's eight GPUs.
   const Config parsed = parse_config(
       config, "planned.yaml", Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
-  const schedules::Plan back = pipeline_plan(*parsed.pipeline, 32, 16, 1);
+  const schedules::Plan back = train::pipeline_plan(*parsed.pipeline, 32, 16, 1);
   ASSERT_EQ(back.stages.size(), planned.plan.stages.size());
   int replicas = 0;
   for (std::size_t s = 0; s < back.stages.size(); ++s) {

@@ -2,7 +2,7 @@
 //   <manifest.json> SEP <stage-0.safetensors> SEP <stage-1.safetensors> ...
 // with SEP the 11 bytes "\0--stage--\0". Checksums are not verified (a fuzzer cannot forge
 // SHA-256), so mutations reach the stage files' parsing and the manifest/file consistency
-// checks. Anything but a CheckpointError is a finding. Seeds: tests/fuzz/corpus/checkpoint/.
+// checks. Anything but a train::CheckpointError is a finding. Seeds: tests/fuzz/corpus/checkpoint/.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "apps/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static constexpr std::string_view kSeparator("\0--stage--\0", 11);

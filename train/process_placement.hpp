@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "apps/config.hpp"
 #include "schedules/plan.hpp"
+#include "train/job_spec.hpp"
 #include "transport/channel.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 class ProcessPlacement {
  public:
-  // Throws ConfigError (at the stage's key) when a rank given is not below world_size, when
+  // Throws JobError (at the stage's key) when a rank given is not below world_size, when
   // ranks are given but some rank runs nothing, or when the default rule has fewer replicas
   // than processes.
-  ProcessPlacement(const Config& config, const schedules::Plan& plan, int world_size);
+  ProcessPlacement(const JobSpec& job, const schedules::Plan& plan, int world_size);
 
   int world_size() const { return world_size_; }
   int rank_of(transport::Endpoint e) const { return ranks_.at(static_cast<size_t>(e)); }
@@ -38,4 +38,4 @@ class ProcessPlacement {
   bool span_ = false;
 };
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

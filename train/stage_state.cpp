@@ -1,4 +1,4 @@
-#include "apps/stage_state.hpp"
+#include "train/stage_state.hpp"
 
 #include <charconv>
 #include <limits>
@@ -10,7 +10,7 @@
 
 #include "models/safetensors.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 std::string tensor_key(char kind, int stage, std::int64_t version, const std::string& name) {
@@ -136,4 +136,4 @@ StageStateBundle decode_stage_states(std::span<const std::byte> bytes) {
   return out;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

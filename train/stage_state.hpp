@@ -14,7 +14,7 @@
 #include "actors/stage_actor.hpp"
 #include "models/param_set.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct StageState {
   int stage = 0;
@@ -32,4 +32,4 @@ std::vector<std::byte> encode_stage_states(const StageStateBundle& bundle);
 // Throws std::runtime_error naming what is malformed (models::SafetensorsError for the file).
 StageStateBundle decode_stage_states(std::span<const std::byte> bytes);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,32 +1,31 @@
-#include "apps/process_placement.hpp"
+#include "train/process_placement.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
 
-#include "apps/config_error.hpp"
+#include "train/job_error.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
-ProcessPlacement::ProcessPlacement(const Config& config, const schedules::Plan& plan,
-                                   int world_size)
+ProcessPlacement::ProcessPlacement(const JobSpec& job, const schedules::Plan& plan, int world_size)
     : world_size_(world_size) {
   const schedules::ScheduleParams& sp = plan.schedule;
   const int R = sp.total_replicas();
   ranks_.assign(static_cast<size_t>(R + 2), 0);
   for (int d = 0; d < R; ++d) replica_.emplace_back(sp.stage_of(d), sp.replica_of(d));
-  const bool given = config.pipeline && !config.pipeline->stages.empty() &&
-                     !config.pipeline->stages.front().ranks.empty();
+  const bool given =
+      job.pipeline && !job.pipeline->stages.empty() && !job.pipeline->stages.front().ranks.empty();
   if (given) {
-    const auto& stages = config.pipeline->stages;
+    const auto& stages = job.pipeline->stages;
     for (int d = 0; d < R; ++d) {
       const auto [s, r] = replica_[static_cast<size_t>(d)];
-      const StageConfig& st = stages.at(static_cast<size_t>(s));
+      const StageSpec& st = stages.at(static_cast<size_t>(s));
       const int64_t rank = st.ranks.at(static_cast<size_t>(r));
       if (rank >= world_size) {
-        throw ConfigError(
-            st.where, fmt::format("pipeline.stages[{}].ranks", s),
+        throw JobError(
+            fmt::format("pipeline.stages[{}].ranks", s),
             fmt::format("replica {} is placed on rank {}, but the job has {} "
                         "process{} (ranks 0-{})",
                         r, rank, world_size, world_size == 1 ? "" : "es", world_size - 1));
@@ -36,21 +35,19 @@ ProcessPlacement::ProcessPlacement(const Config& config, const schedules::Plan& 
     std::set<int> used(ranks_.begin(), ranks_.end());
     for (int k = 0; k < world_size; ++k) {
       if (used.count(k) == 0) {
-        throw ConfigError(config.pipeline->where, "pipeline.stages",
-                          fmt::format("rank {} of the {} processes runs no stage replica (place "
-                                      "one there with rank: {}, or start fewer processes)",
-                                      k, world_size, k));
+        throw JobError("pipeline.stages",
+                       fmt::format("rank {} of the {} processes runs no stage replica (place "
+                                   "one there with rank: {}, or start fewer processes)",
+                                   k, world_size, k));
       }
     }
   } else if (world_size > 1) {
     if (R < world_size) {
-      const ConfigLocation where =
-          config.pipeline ? config.pipeline->where : ConfigLocation{config.file};
-      throw ConfigError(where, "pipeline",
-                        fmt::format("the plan has {} stage replica{} for {} processes: each "
-                                    "process needs at least one (more stages or replicas, or "
-                                    "fewer processes)",
-                                    R, R == 1 ? "" : "s", world_size));
+      throw JobError("pipeline",
+                     fmt::format("the plan has {} stage replica{} for {} processes: each "
+                                 "process needs at least one (more stages or replicas, or "
+                                 "fewer processes)",
+                                 R, R == 1 ? "" : "s", world_size));
     }
     for (int d = 0; d < R; ++d) {
       ranks_[static_cast<size_t>(d)] = static_cast<int>(static_cast<int64_t>(d) * world_size / R);
@@ -86,4 +83,4 @@ std::string ProcessPlacement::describe(int rank) const {
   return out;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

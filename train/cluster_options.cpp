@@ -1,10 +1,10 @@
-#include "apps/cluster_options.hpp"
+#include "train/cluster_options.hpp"
 
 #include <cmath>
 
-namespace tandem::apps {
+namespace tandem::train {
 
-ProcessGroupOptions process_group_options(const ClusterConfig& cluster) {
+ProcessGroupOptions process_group_options(const ClusterSpec& cluster) {
   ProcessGroupOptions o;
   o.transport = cluster.transport;
   o.collectives = cluster.collectives;
@@ -13,4 +13,4 @@ ProcessGroupOptions process_group_options(const ClusterConfig& cluster) {
   return o;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -5,28 +5,28 @@
 #include <filesystem>
 
 #include "apps/config.hpp"
-#include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
 
-TrainSummary train_shipped(const char* name) {
+train::TrainSummary train_shipped(const char* name) {
   const auto path = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / name;
-  Trainer trainer(load_config(path));
-  TrainSummary s = trainer.run();
+  train::Session trainer(load_config(path));
+  train::TrainSummary s = trainer.run();
   std::printf("%s", format_summary(s).c_str());
   return s;
 }
 
 TEST(LearningTest, MlpLearnsTeacherLabels) {
-  const TrainSummary s = train_shipped("mlp-teacher.yaml");
+  const train::TrainSummary s = train_shipped("mlp-teacher.yaml");
   ASSERT_TRUE(s.eval.has_value());
   EXPECT_GE(s.eval->accuracy, 0.95);
 }
 
 TEST(LearningTest, GptReachesTheMarkovEntropyRate) {
-  const TrainSummary s = train_shipped("gpt-markov.yaml");
+  const train::TrainSummary s = train_shipped("gpt-markov.yaml");
   ASSERT_TRUE(s.eval.has_value());
   ASSERT_TRUE(s.entropy_rate.has_value());
   EXPECT_LE(s.eval->loss - *s.entropy_rate, 0.15);
@@ -36,7 +36,7 @@ TEST(LearningTest, GptReachesTheMarkovEntropyRate) {
 }
 
 TEST(LearningTest, SmallVggLearnsProceduralImages) {
-  const TrainSummary s = train_shipped("vgg-small.yaml");
+  const train::TrainSummary s = train_shipped("vgg-small.yaml");
   ASSERT_TRUE(s.eval.has_value());
   EXPECT_GE(s.eval->accuracy, 0.90);
 }

@@ -1,4 +1,4 @@
-#include "apps/model_profiler.hpp"
+#include "train/model_profiler.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,9 @@
 
 #include "models/data/data_spec.hpp"
 #include "models/model.hpp"
+#include "train/job_error.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace data = models::data;
@@ -90,46 +91,44 @@ double fixed_part(double at_one, double at_all, int64_t samples) {
 
 }  // namespace
 
-planner::Profile profile_model(const Config& config, const ProfileOptions& options,
+planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options,
                                const ProfileProgress& progress) {
   if (options.repeats < 1) throw std::invalid_argument("profile: repeats must be >= 1");
   if (options.warmup < 0) throw std::invalid_argument("profile: warmup must be >= 0");
-  const int64_t minibatch = options.minibatch > 0 ? options.minibatch : config.train.minibatch;
+  const int64_t minibatch = options.minibatch > 0 ? options.minibatch : job.train.minibatch;
   if (minibatch < 1 || minibatch > 1'000'000'000) {
     throw std::invalid_argument("profile: minibatch must be in 1..1e9");
   }
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = models::Model::build(job.model);
 
   data::Datasets sets;
   try {
-    sets = data::make_datasets(config.data, 0);
+    sets = data::make_datasets(job.data, 0);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(config.data_where, "data", e.what());
+    throw JobError("data", e.what());
   }
   const data::Dataset& dataset = *sets.train;
   const Shape sample = model.input_shape(1);
   if (shape_numel(dataset.input_shape()) != shape_numel(sample) ||
       dataset.input_dtype() != model.input_dtype()) {
-    throw ConfigError(config.data_where, "data",
-                      dataset.describe() + " gives samples " + shape_str(dataset.input_shape()) +
-                          " " + std::string(dtype_name(dataset.input_dtype())) +
-                          ", the model takes " + shape_str(sample) + " " +
-                          std::string(dtype_name(model.input_dtype())));
+    throw JobError("data",
+                   dataset.describe() + " gives samples " + shape_str(dataset.input_shape()) + " " +
+                       std::string(dtype_name(dataset.input_dtype())) + ", the model takes " +
+                       shape_str(sample) + " " + std::string(dtype_name(model.input_dtype())));
   }
   if (dataset.size() < minibatch) {
-    throw ConfigError(config.data_where, "data",
-                      dataset.describe() + " holds fewer samples than the minibatch of " +
-                          std::to_string(minibatch));
+    throw JobError("data", dataset.describe() + " holds fewer samples than the minibatch of " +
+                               std::to_string(minibatch));
   }
 
   // The first `minibatch` samples, in the model's layout (an MLP takes images flattened).
   std::vector<int64_t> indices(static_cast<std::size_t>(minibatch));
   std::iota(indices.begin(), indices.end(), int64_t{0});
   const Tensor inputs = dataset.get(indices).inputs.reshape(model.input_shape(minibatch));
-  const models::ParamSet params = model.init_params(config.train.seed);
+  const models::ParamSet params = model.init_params(job.train.seed);
 
   planner::Profile profile;
-  profile.model = config.model.describe();
+  profile.model = job.model.describe();
   profile.device = "cpu";
   profile.minibatch = static_cast<int>(minibatch);
   Tensor x = inputs;
@@ -161,4 +160,4 @@ planner::Profile profile_model(const Config& config, const ProfileOptions& optio
   return profile;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/process_group.hpp"
+#include "train/process_group.hpp"
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -20,7 +20,7 @@
 #include "transport/ucx_channel.hpp"
 #include "transport/wire_message.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 // Values travel through the control plane's key-value store in pieces below its limit.
@@ -383,4 +383,4 @@ std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options) {
   return std::make_unique<ProcessGroup>(std::move(options));
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/trainer.hpp"
+#include "train/session.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,11 +13,6 @@
 
 #include "actors/dataset_source.hpp"
 #include "actors/pipeline.hpp"
-#include "apps/checkpoint.hpp"
-#include "apps/pipeline_trace.hpp"
-#include "apps/process_group.hpp"
-#include "apps/process_placement.hpp"
-#include "apps/stage_state.hpp"
 #include "models/data/markov_text.hpp"
 #include "models/train_step.hpp"
 #include "runtime/resident_memory.hpp"
@@ -26,9 +21,16 @@
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/weight_versions.hpp"
+#include "train/checkpoint.hpp"
+#include "train/job_error.hpp"
+#include "train/job_plan.hpp"
+#include "train/pipeline_trace.hpp"
+#include "train/process_group.hpp"
+#include "train/process_placement.hpp"
+#include "train/stage_state.hpp"
 #include "transport/control_frame.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace data = models::data;
@@ -68,7 +70,7 @@ Tensor prepare(const Tensor& t, const Shape& shape, Device device) {
 // covers exactly steps (previous, step], and a record that carries an evaluation waits for it.
 class Progress {
  public:
-  Progress(int64_t first, int64_t steps, const TrainConfig& train, bool classification,
+  Progress(int64_t first, int64_t steps, const TrainSpec& train, bool classification,
            std::vector<int64_t> eval_steps, std::function<void(const StepRecord&)> on_record,
            std::function<void()> on_diverged)
       : steps_(steps),
@@ -219,7 +221,7 @@ class Progress {
   }
 
   const int64_t steps_;
-  const TrainConfig& train_;
+  const TrainSpec& train_;
   const bool classification_;
   const std::vector<int64_t> eval_steps_;  // sorted
   const std::function<void(const StepRecord&)> on_record_;
@@ -247,7 +249,7 @@ class Progress {
 // completes the set evaluates the whole model on its own thread.
 class EvalSnapshots {
  public:
-  EvalSnapshots(const models::Model& model, const data::Dataset& eval, const TrainConfig& train,
+  EvalSnapshots(const models::Model& model, const data::Dataset& eval, const TrainSpec& train,
                 const schedules::ScheduleParams& params, int64_t first, std::vector<int64_t> steps,
                 Progress& progress)
       : model_(model),
@@ -282,7 +284,7 @@ class EvalSnapshots {
  private:
   const models::Model& model_;
   const data::Dataset& eval_;
-  const TrainConfig& train_;
+  const TrainSpec& train_;
   const schedules::ScheduleParams params_;
   const int64_t first_;
   const std::vector<int64_t> steps_;
@@ -331,19 +333,18 @@ double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t
   return final_lr + (lr - final_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
-TrainData load_train_data(const Config& config, const models::Model& model) {
-  const TrainConfig& t = config.train;
+TrainData load_train_data(const JobSpec& job, const models::Model& model) {
+  const TrainSpec& t = job.train;
   data::Datasets sets;
   try {
-    sets = data::make_datasets(config.data, t.eval ? t.eval->samples : 0);
+    sets = data::make_datasets(job.data, t.eval ? t.eval->samples : 0);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(config.data_where, "data", e.what());
+    throw JobError("data", e.what());
   }
   const auto& train = sets.train;
   if (t.eval && !sets.eval) {
-    throw ConfigError(
-        config.train_where, "train.eval",
-        "data '" + data::data_kind_name(config.data) + "' names no eval files to evaluate on");
+    throw JobError("train.eval", "data '" + data::data_kind_name(job.data) +
+                                     "' names no eval files to evaluate on");
   }
 
   // The data must fit the model: same per-sample size and dtype, no class beyond its outputs.
@@ -351,22 +352,19 @@ TrainData load_train_data(const Config& config, const models::Model& model) {
   const int64_t model_numel = shape_numel(model_sample);
   if (shape_numel(train->input_shape()) != model_numel ||
       train->input_dtype() != model.input_dtype()) {
-    throw ConfigError(config.data_where, "data",
-                      train->describe() + " gives samples " + shape_str(train->input_shape()) +
-                          " " + std::string(dtype_name(train->input_dtype())) +
-                          ", the model takes " + shape_str(model_sample) + " " +
-                          std::string(dtype_name(model.input_dtype())));
+    throw JobError("data", train->describe() + " gives samples " + shape_str(train->input_shape()) +
+                               " " + std::string(dtype_name(train->input_dtype())) +
+                               ", the model takes " + shape_str(model_sample) + " " +
+                               std::string(dtype_name(model.input_dtype())));
   }
-  if (train->classes() > model_outputs(config.model)) {
-    throw ConfigError(config.data_where, "data",
-                      train->describe() + " has " + std::to_string(train->classes()) +
-                          " classes, the model only " +
-                          std::to_string(model_outputs(config.model)) + " outputs");
+  if (train->classes() > model_outputs(job.model)) {
+    throw JobError("data", train->describe() + " has " + std::to_string(train->classes()) +
+                               " classes, the model only " +
+                               std::to_string(model_outputs(job.model)) + " outputs");
   }
   if (train->size() < t.minibatch) {
-    throw ConfigError(config.data_where, "data",
-                      train->describe() + " holds fewer samples than one minibatch of " +
-                          std::to_string(t.minibatch));
+    throw JobError("data", train->describe() + " holds fewer samples than one minibatch of " +
+                               std::to_string(t.minibatch));
   }
 
   return TrainData{sets.train, t.eval ? sets.eval : nullptr};
@@ -400,34 +398,7 @@ EvalResult evaluate_params(const models::Model& model, const models::ParamSet& p
   return r;
 }
 
-bool is_pipeline(const Config& config) {
-  return config.pipeline &&
-         (config.pipeline->stages.size() > 1 || config.pipeline->stages.front().replicas > 1);
-}
-
-schedules::Plan training_plan(const Config& config, int num_layers, int64_t steps) {
-  PipelineConfig one;  // no pipeline section: one stage of every layer on the CPU
-  one.where = config.train_where;
-  one.stages.push_back(StageConfig{});
-  one.stages.back().where = config.train_where;
-  const PipelineConfig& p = config.pipeline ? *config.pipeline : one;
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    // Sim stages compute no values, so there would be no loss to learn from.
-    if (!p.stages[s].device.has_data()) {
-      throw ConfigError(p.stages[s].where, "pipeline.stages[" + std::to_string(s) + "].device",
-                        "device " + p.stages[s].device.str() +
-                            " holds no data; training needs cpu or cuda (`tandem simulate` "
-                            "times a schedule without data)");
-    }
-  }
-  try {
-    return pipeline_plan(p, config.train.minibatch, num_layers, steps);
-  } catch (const schedules::ScheduleError& e) {
-    throw ConfigError(p.where, "pipeline", e.what());
-  }
-}
-
-struct Trainer::Stop {
+struct Session::Stop {
   std::mutex mu;
   actors::Pipeline* running = nullptr;  // the segment that runs now
   bool requested = false;
@@ -448,37 +419,37 @@ struct Trainer::Stop {
   }
 };
 
-Trainer::Trainer(Config config, TrainerOptions options)
-    : config_(std::move(config)),
+Session::Session(JobSpec job, SessionOptions options)
+    : job_(std::move(job)),
       options_(std::move(options)),
-      model_(models::Model::build(config_.model)),
-      steps_(options_.steps.value_or(config_.train.steps)),
+      model_(models::Model::build(job_.model)),
+      steps_(options_.steps.value_or(job_.train.steps)),
       stop_(std::make_unique<Stop>()) {
   if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
   if (options_.checkpoint_every < 0) throw std::invalid_argument("checkpoint_every must be >= 0");
-  plan_ = training_plan(config_, model_.num_layers(), steps_);
+  plan_ = training_plan(job_, model_.num_layers(), steps_);
   if (options_.group != nullptr) {
-    placement_ = std::make_unique<ProcessPlacement>(config_, plan_, options_.group->world_size());
+    placement_ = std::make_unique<ProcessPlacement>(job_, plan_, options_.group->world_size());
   }
-  data_ = load_train_data(config_, model_);
+  data_ = load_train_data(job_, model_);
   try {
-    (void)models::make_optimizer(config_.train.optimizer);
+    (void)models::make_optimizer(job_.train.optimizer);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(config_.train_where, "train.optimizer", e.what());
+    throw JobError("train.optimizer", e.what());
   }
   if (!options_.resume) {
-    params_ = model_.init_params(config_.train.seed);
+    params_ = model_.init_params(job_.train.seed);
     return;
   }
   CheckpointExpectations expect;
-  expect.model = config_.model.describe();
+  expect.model = job_.model.describe();
   expect.plan = plan_;
-  expect.optimizer = config_.train.optimizer.kind;
+  expect.optimizer = job_.train.optimizer.kind;
   const Checkpoint ck = read_checkpoint(*options_.resume, expect);
-  if (ck.seed != config_.train.seed) {
+  if (ck.seed != job_.train.seed) {
     throw CheckpointError(options_.resume->string() + ": written by a run with train.seed " +
                           std::to_string(ck.seed) + ", this config has " +
-                          std::to_string(config_.train.seed));
+                          std::to_string(job_.train.seed));
   }
   if (ck.step >= steps_) {
     throw CheckpointError(options_.resume->string() + ": the checkpoint is at step " +
@@ -493,7 +464,7 @@ Trainer::Trainer(Config config, TrainerOptions options)
   parent_checkpoint_ = ck.origin;
   // Every tensor is checked against the model before it is used: the optimizers' updates run
   // over each parameter's element count, whatever the state's tensors hold.
-  const auto optimizer = models::make_optimizer(config_.train.optimizer);
+  const auto optimizer = models::make_optimizer(job_.train.optimizer);
   for (size_t s = 0; s < ck.stages.size(); ++s) {
     const schedules::LayerRange& layers = plan_.stages[s].layers;
     check_stage_tensors(ck.stages[s],
@@ -548,22 +519,22 @@ Trainer::Trainer(Config config, TrainerOptions options)
   }
 }
 
-Trainer::~Trainer() = default;
+Session::~Session() = default;
 
-void Trainer::request_stop() {
+void Session::request_stop() {
   stop_->request();
 }
 
-EvalResult Trainer::evaluate() const {
+EvalResult Session::evaluate() const {
   if (!data_.eval) return {};
-  return evaluate_params(model_, params_, *data_.eval, config_.train.eval->samples,
-                         config_.train.minibatch, Device::cpu());
+  return evaluate_params(model_, params_, *data_.eval, job_.train.eval->samples,
+                         job_.train.minibatch, Device::cpu());
 }
 
-TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_record) {
-  if (ran_) throw std::logic_error("Trainer::run called twice");
+TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_record) {
+  if (ran_) throw std::logic_error("Session::run called twice");
   ran_ = true;
-  const TrainConfig& t = config_.train;
+  const TrainSpec& t = job_.train;
   const schedules::ScheduleParams& sp = plan_.schedule;
   const bool classification = data_.train->task() == data::Task::classification;
 
@@ -586,7 +557,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
 
   TrainSummary s;
   s.first_step = first_step_;
-  s.model = config_.model.describe();
+  s.model = job_.model.describe();
   s.train_data = data_.train->describe();
   s.stages.resize(layout.size());
   const auto data_source = actors::dataset_source(data_.train, model_, t.minibatch, t.seed);
@@ -610,7 +581,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     spec.plan.schedule.minibatches = end - at;
     spec.optimizer = t.optimizer;
     spec.seed = t.seed;
-    if (config_.pipeline) spec.matmul_precision = config_.pipeline->precision;
+    if (job_.pipeline) spec.matmul_precision = job_.pipeline->precision;
     spec.initial_params = params_;
     spec.first_minibatch = at;
     spec.optimizer_states = optimizer_states_;
@@ -735,7 +706,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
     if (options_.checkpoint_dir && reporter) {
       Checkpoint ck;
       ck.step = at;
-      ck.model = config_.model.describe();
+      ck.model = job_.model.describe();
       ck.plan = plan_;
       ck.optimizer = t.optimizer.kind;
       ck.seed = t.seed;
@@ -782,4 +753,4 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
   return s;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,10 +1,10 @@
-#include "apps/schedule_json.hpp"
+#include "train/schedule_json.hpp"
 
 #include <string>
 
 #include "schedules/schedule_kind.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 nlohmann::json schedule_to_json(const schedules::ScheduleParams& p) {
   return {{"kind", std::string(schedules::to_string(p.kind))},
@@ -19,4 +19,4 @@ nlohmann::json schedule_to_json(const schedules::ScheduleParams& p) {
           {"backward_slices", p.backward_slices}};
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

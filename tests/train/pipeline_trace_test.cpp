@@ -3,7 +3,7 @@
 // in time order), has one track per replica plus the loader's and the coordinator's, names every
 // action by its schedule token in the schedule's own order, and draws one arrow per tensor the
 // routing sends; the summary of it is consistent with what ran.
-#include "apps/pipeline_trace.hpp"
+#include "train/pipeline_trace.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -71,7 +71,7 @@ json traced_run(const models::Model& model, const ScheduleParams& params) {
   spec.data = [&model, samples](std::int64_t b) {
     return actors::testing::make_minibatch(model, samples, b);
   };
-  PipelineTrace trace;
+  train::PipelineTrace trace;
   trace.attach(spec);
   actors::Pipeline pipeline(std::move(spec), actors::testing::make_scheduler(true));
   (void)pipeline.run();
@@ -263,7 +263,7 @@ TEST_P(TraceStructure, IsWellFormedAndFollowsTheSchedule) {
 
   // The plan travels with the trace.
   ASSERT_TRUE(j.contains("tandem"));
-  const ScheduleParams back = schedule_from_json(j["tandem"]["schedule"]);
+  const ScheduleParams back = train::schedule_from_json(j["tandem"]["schedule"]);
   EXPECT_EQ(schedules::format_actions(schedules::Schedule(back).materialize()),
             schedules::format_actions(list));
 }

@@ -1,12 +1,13 @@
 // Which rank runs each endpoint of a pipeline: the config's rank/ranks keys and the default
 // rule, and the errors at the config's keys.
-#include "apps/process_placement.hpp"
+#include "train/process_placement.hpp"
 
 #include <gtest/gtest.h>
 
 #include "apps/config.hpp"
 #include "apps/config_error.hpp"
-#include "apps/trainer.hpp"
+#include "train/job_plan.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -22,7 +23,7 @@ Config config_with(const std::string& stages, const std::string& extra = "") {
 }
 
 schedules::Plan plan_of(const Config& c) {
-  return pipeline_plan(*c.pipeline, c.train.minibatch, 4, c.train.steps);
+  return train::pipeline_plan(*c.pipeline, c.train.minibatch, 4, c.train.steps);
 }
 
 const std::string kFour =
@@ -30,7 +31,7 @@ const std::string kFour =
 
 TEST(ProcessPlacement, DefaultCutsTheReplicasIntoContiguousRuns) {
   const Config c = config_with(kFour);
-  const ProcessPlacement two(c, plan_of(c), 2);
+  const train::ProcessPlacement two(c, plan_of(c), 2);
   EXPECT_EQ(two.rank_of(0), 0);
   EXPECT_EQ(two.rank_of(1), 0);
   EXPECT_EQ(two.rank_of(2), 1);
@@ -40,11 +41,11 @@ TEST(ProcessPlacement, DefaultCutsTheReplicasIntoContiguousRuns) {
   EXPECT_EQ(two.describe(0), "stages 0-1");
   EXPECT_EQ(two.describe(1), "stages 2-3");
   EXPECT_FALSE(two.replicas_span_processes());
-  const ProcessPlacement three(c, plan_of(c), 3);
+  const train::ProcessPlacement three(c, plan_of(c), 3);
   EXPECT_EQ(three.describe(0), "stages 0-1");
   EXPECT_EQ(three.describe(1), "stage 2");
   EXPECT_EQ(three.describe(2), "stage 3");
-  const ProcessPlacement one(c, plan_of(c), 1);
+  const train::ProcessPlacement one(c, plan_of(c), 1);
   EXPECT_EQ(one.describe(0), "stages 0-3");
 }
 
@@ -53,7 +54,7 @@ TEST(ProcessPlacement, RanksFromTheConfig) {
       "    - {layers: \"0-1\", replicas: 2, ranks: [1, 0]}\n    - {layers: \"2-3\", rank: 1}\n");
   ASSERT_EQ(c.pipeline->stages[0].ranks, (std::vector<int64_t>{1, 0}));
   ASSERT_EQ(c.pipeline->stages[1].ranks, (std::vector<int64_t>{1}));
-  const ProcessPlacement p(c, plan_of(c), 2);
+  const train::ProcessPlacement p(c, plan_of(c), 2);
   EXPECT_EQ(p.rank_of(0), 1);
   EXPECT_EQ(p.rank_of(1), 0);
   EXPECT_EQ(p.rank_of(2), 1);
@@ -95,19 +96,19 @@ TEST(ProcessPlacement, Errors) {
   {
     const Config c =
         config_with("    - {layers: \"0-1\", rank: 0}\n    - {layers: \"2-3\", rank: 3}\n");
-    expect_error([&] { ProcessPlacement(c, plan_of(c), 2); },
+    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
                  "c.yaml:8:7: pipeline.stages[1].ranks: replica 0 is placed on rank 3, but the job "
                  "has 2 processes (ranks 0-1)");
   }
   {
     const Config c =
         config_with("    - {layers: \"0-1\", rank: 0}\n    - {layers: \"2-3\", rank: 0}\n");
-    expect_error([&] { ProcessPlacement(c, plan_of(c), 2); },
+    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
                  "rank 1 of the 2 processes runs no stage replica");
   }
   {
     const Config c = config_with("    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n");
-    expect_error([&] { ProcessPlacement(c, plan_of(c), 3); },
+    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 3); }); },
                  "the plan has 2 stage replicas for 3 processes");
   }
   EXPECT_EQ(config_with(kFour, "cluster: {transport: tcp}\n").cluster.transport, "tcp");

@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
-#include "apps/process_placement.hpp"
+#include "train/process_placement.hpp"
 #include "transport/launch_env.hpp"
 #include "transport/rendezvous.hpp"
 #include "transport/tcp_channel.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct ProcessGroupOptions {
   transport::LaunchEnv env;
@@ -101,4 +101,4 @@ class ProcessGroup {
 // RendezvousError for a failed join.
 std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -6,10 +6,10 @@
 
 #include "schedules/schedule_params.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // {"kind", "stages", "slices", "minibatch_size", "replicas", "chunks", "rematerialize",
 // "minibatches", "forward_slices", "backward_slices"}; kind as schedules::to_string writes it.
 nlohmann::json schedule_to_json(const schedules::ScheduleParams& params);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,6 +1,6 @@
 // Stage states as ranks hand them to rank 0: a round trip, and bytes from a peer that are
 // malformed refused with what is wrong, never a bare "stoi" or "stoll".
-#include "apps/stage_state.hpp"
+#include "train/stage_state.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,19 +12,19 @@
 namespace tandem::apps {
 namespace {
 
-StageStateBundle bundle() {
-  StageState st;
+train::StageStateBundle bundle() {
+  train::StageState st;
   st.stage = 1;
   st.latest.add("1.weight", Tensor::full({2}, 1.0f));
   st.optimizer.steps = 7;
   st.optimizer.state.add("momentum.1.weight", Tensor::full({2}, 0.5f));
   st.older[6].add("1.weight", Tensor::full({2}, 2.0f));
-  return StageStateBundle{{st}, {}};
+  return train::StageStateBundle{{st}, {}};
 }
 
 std::string error_of(const models::ParamSet& tensors, const models::SafetensorsMetadata& meta) {
   try {
-    decode_stage_states(models::safetensors_bytes(tensors, meta));
+    train::decode_stage_states(models::safetensors_bytes(tensors, meta));
   } catch (const std::runtime_error& e) {
     return e.what();
   }
@@ -32,7 +32,8 @@ std::string error_of(const models::ParamSet& tensors, const models::SafetensorsM
 }
 
 TEST(StageState, RoundTrip) {
-  const StageStateBundle back = decode_stage_states(encode_stage_states(bundle()));
+  const train::StageStateBundle back =
+      train::decode_stage_states(train::encode_stage_states(bundle()));
   ASSERT_EQ(back.stages.size(), 1u);
   EXPECT_EQ(back.stages[0].stage, 1);
   EXPECT_EQ(back.stages[0].optimizer.steps, 7);

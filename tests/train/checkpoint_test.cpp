@@ -1,5 +1,5 @@
 // Checkpoint directories: round trips, refusals naming the file, and writers killed mid-write.
-#include "apps/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -60,8 +60,8 @@ schedules::Plan test_plan() {
 }
 
 // A PipeDream-like state at `step`: stage 0 has two replicas and a stashed older version.
-Checkpoint make_checkpoint(std::int64_t step, std::int64_t width = 4) {
-  Checkpoint c;
+train::Checkpoint make_checkpoint(std::int64_t step, std::int64_t width = 4) {
+  train::Checkpoint c;
   c.step = step;
   c.model = "mlp(widths=[4, 8, 8, 2])";
   c.plan = test_plan();
@@ -92,7 +92,7 @@ void expect_same_params(const models::ParamSet& a, const models::ParamSet& b) {
   }
 }
 
-void expect_same(const Checkpoint& a, const Checkpoint& b) {
+void expect_same(const train::Checkpoint& a, const train::Checkpoint& b) {
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.optimizer, b.optimizer);
@@ -155,15 +155,15 @@ class CheckpointTest : public ::testing::Test {
 
   // The error read_checkpoint gives, checked to name `file`.
   std::string refusal(const fs::path& from, const fs::path& file,
-                      const CheckpointExpectations& expect = {}) {
+                      const train::CheckpointExpectations& expect = {}) {
     try {
-      read_checkpoint(from, expect);
-    } catch (const CheckpointError& e) {
+      train::read_checkpoint(from, expect);
+    } catch (const train::CheckpointError& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find(file.string() + ": "), std::string::npos) << what;
       return what;
     }
-    ADD_FAILURE() << "read_checkpoint(" << from << ") accepted a bad checkpoint";
+    ADD_FAILURE() << "train::read_checkpoint(" << from << ") accepted a bad checkpoint";
     return "";
   }
 
@@ -180,18 +180,18 @@ class CheckpointTest : public ::testing::Test {
 };
 
 TEST_F(CheckpointTest, RoundTripIsBitIdentical) {
-  const Checkpoint c = make_checkpoint(7);
-  const fs::path step_dir = write_checkpoint(dir_, c);
+  const train::Checkpoint c = make_checkpoint(7);
+  const fs::path step_dir = train::write_checkpoint(dir_, c);
   EXPECT_EQ(step_dir, dir_ / "step-00000007");
-  expect_same(read_checkpoint(dir_), c);
-  expect_same(read_checkpoint(step_dir), c);  // a step directory reads on its own
-  EXPECT_EQ(latest_checkpoint(dir_), step_dir);
-  EXPECT_EQ(latest_checkpoint(dir_ / "nothing"), std::nullopt);
+  expect_same(train::read_checkpoint(dir_), c);
+  expect_same(train::read_checkpoint(step_dir), c);  // a step directory reads on its own
+  EXPECT_EQ(train::latest_checkpoint(dir_), step_dir);
+  EXPECT_EQ(train::latest_checkpoint(dir_ / "nothing"), std::nullopt);
 }
 
 TEST_F(CheckpointTest, FilesAreSafetensorsAndTheManifestChecksumsThem) {
-  const Checkpoint c = make_checkpoint(3);
-  const fs::path step_dir = write_checkpoint(dir_, c);
+  const train::Checkpoint c = make_checkpoint(3);
+  const fs::path step_dir = train::write_checkpoint(dir_, c);
   EXPECT_EQ(tree(), (std::set<std::string>{"latest", "step-00000003", "step-00000003/manifest.json",
                                            "step-00000003/stage-0.safetensors",
                                            "step-00000003/stage-1.safetensors"}));
@@ -201,7 +201,7 @@ TEST_F(CheckpointTest, FilesAreSafetensorsAndTheManifestChecksumsThem) {
   EXPECT_EQ(latest.at("manifest_sha256"),
             sha256_hex(std::as_bytes(std::span(manifest_text.data(), manifest_text.size()))));
   const json manifest = json::parse(manifest_text);
-  EXPECT_EQ(manifest.at("format_version"), kCheckpointFormatVersion);
+  EXPECT_EQ(manifest.at("format_version"), train::kCheckpointFormatVersion);
   EXPECT_EQ(manifest.at("step"), 3);
   EXPECT_EQ(manifest.at("model"), c.model);
   EXPECT_EQ(manifest.at("plan").at("schedule").at("kind"), "pipedream");
@@ -226,18 +226,18 @@ TEST_F(CheckpointTest, FilesAreSafetensorsAndTheManifestChecksumsThem) {
 }
 
 TEST_F(CheckpointTest, KeepsTheNewestAndNeverOverwritesTheLatest) {
-  for (int step = 1; step <= 3; ++step) write_checkpoint(dir_, make_checkpoint(step));
-  EXPECT_EQ(read_checkpoint(dir_).step, 3);
+  for (int step = 1; step <= 3; ++step) train::write_checkpoint(dir_, make_checkpoint(step));
+  EXPECT_EQ(train::read_checkpoint(dir_).step, 3);
   EXPECT_FALSE(fs::exists(dir_ / "step-00000001"));
   EXPECT_TRUE(fs::exists(dir_ / "step-00000002" / "manifest.json"));
   // The same step again (the end of a run that also checkpointed at its last step).
-  Checkpoint again = make_checkpoint(3);
+  train::Checkpoint again = make_checkpoint(3);
   again.extras = {{"final", true}};
-  EXPECT_EQ(write_checkpoint(dir_, again), dir_ / "step-00000003.1");
-  expect_same(read_checkpoint(dir_), again);
+  EXPECT_EQ(train::write_checkpoint(dir_, again), dir_ / "step-00000003.1");
+  expect_same(train::read_checkpoint(dir_), again);
   EXPECT_FALSE(fs::exists(dir_ / "step-00000002"));
-  write_checkpoint(dir_, make_checkpoint(4), {.keep = 0});
-  write_checkpoint(dir_, make_checkpoint(5), {.keep = 0});
+  train::write_checkpoint(dir_, make_checkpoint(4), {.keep = 0});
+  train::write_checkpoint(dir_, make_checkpoint(5), {.keep = 0});
   EXPECT_EQ(tree().count("step-00000003.1"), 1u);
   EXPECT_EQ(tree().count("step-00000004"), 1u);
 }
@@ -251,9 +251,9 @@ std::set<std::string> step_dirs(const fs::path& dir) {
   return out;
 }
 
-Checkpoint child_of(std::int64_t step, const fs::path& parent, std::int64_t width = 4) {
-  Checkpoint c = make_checkpoint(step, width);
-  c.parent = checkpoint_ref(parent);
+train::Checkpoint child_of(std::int64_t step, const fs::path& parent, std::int64_t width = 4) {
+  train::Checkpoint c = make_checkpoint(step, width);
+  c.parent = train::checkpoint_ref(parent);
   return c;
 }
 
@@ -262,46 +262,48 @@ Checkpoint child_of(std::int64_t step, const fs::path& parent, std::int64_t widt
 // abandoned run's newer ones go, and the resumed run's own stay.
 TEST_F(CheckpointTest, PruningKeepsTheRunsOwnLineage) {
   for (int step = 10; step <= 30; step += 10) {
-    write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});  // each continues `latest`
+    train::write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});  // each continues `latest`
   }
-  EXPECT_EQ(read_checkpoint(dir_ / "step-00000020").parent, checkpoint_ref(dir_ / "step-00000010"));
-  const CheckpointRef abandoned_20 = checkpoint_ref(dir_ / "step-00000020");
+  EXPECT_EQ(train::read_checkpoint(dir_ / "step-00000020").parent,
+            train::checkpoint_ref(dir_ / "step-00000010"));
+  const train::CheckpointRef abandoned_20 = train::checkpoint_ref(dir_ / "step-00000020");
   // Resumed from step 10: the new step 20 (other contents) replaces the abandoned run's, which
   // is off the lineage; keep 2 keeps it and its parent, step 10, and drops the newer step 30.
-  const Checkpoint resumed = child_of(20, dir_ / "step-00000010", 6);
-  EXPECT_EQ(write_checkpoint(dir_, resumed), dir_ / "step-00000020");
+  const train::Checkpoint resumed = child_of(20, dir_ / "step-00000010", 6);
+  EXPECT_EQ(train::write_checkpoint(dir_, resumed), dir_ / "step-00000020");
   EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000010", "step-00000020"}));
-  expect_same(read_checkpoint(dir_), resumed);
-  EXPECT_NE(checkpoint_ref(dir_ / "step-00000020"), abandoned_20);
+  expect_same(train::read_checkpoint(dir_), resumed);
+  EXPECT_NE(train::checkpoint_ref(dir_ / "step-00000020"), abandoned_20);
   // The same step again: neither `latest` nor the lineage is overwritten.
-  EXPECT_EQ(write_checkpoint(dir_, child_of(20, dir_ / "step-00000020", 6), {.keep = 3}),
+  EXPECT_EQ(train::write_checkpoint(dir_, child_of(20, dir_ / "step-00000020", 6), {.keep = 3}),
             dir_ / "step-00000020.1");
   EXPECT_EQ(step_dirs(dir_),
             (std::set<std::string>{"step-00000010", "step-00000020", "step-00000020.1"}));
-  write_checkpoint(dir_, child_of(40, dir_ / "step-00000020.1", 6), {.keep = 2});
+  train::write_checkpoint(dir_, child_of(40, dir_ / "step-00000020.1", 6), {.keep = 2});
   EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000020.1", "step-00000040"}));
-  EXPECT_EQ(read_checkpoint(dir_).parent, checkpoint_ref(dir_ / "step-00000020.1"));
+  EXPECT_EQ(train::read_checkpoint(dir_).parent, train::checkpoint_ref(dir_ / "step-00000020.1"));
 }
 
 // An ancestor's name that now holds another checkpoint (its manifest's digest differs from the
 // one recorded) ends the lineage: that directory is not the run's and is pruned.
 TEST_F(CheckpointTest, ALineageEndsWhereANameHoldsAnotherCheckpoint) {
-  for (int step = 1; step <= 3; ++step) write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});
-  write_checkpoint(dir_, make_checkpoint(4), {.keep = 4});
+  for (int step = 1; step <= 3; ++step)
+    train::write_checkpoint(dir_, make_checkpoint(step), {.keep = 0});
+  train::write_checkpoint(dir_, make_checkpoint(4), {.keep = 4});
   EXPECT_EQ(step_dirs(dir_), (std::set<std::string>{"step-00000001", "step-00000002",
                                                     "step-00000003", "step-00000004"}));
   const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
   json m = json::parse(slurp(manifest));
   m["extras"] = {{"another", "run"}};
   spit(manifest, m.dump(2));
-  write_checkpoint(dir_, make_checkpoint(5), {.keep = 4});
+  train::write_checkpoint(dir_, make_checkpoint(5), {.keep = 4});
   EXPECT_EQ(step_dirs(dir_),
             (std::set<std::string>{"step-00000003", "step-00000004", "step-00000005"}));
 }
 
 TEST_F(CheckpointTest, RefusesAMalformedParent) {
-  write_checkpoint(dir_, make_checkpoint(1));
-  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  train::write_checkpoint(dir_, make_checkpoint(1));
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path manifest_file = step_dir / "manifest.json";
   const json manifest = json::parse(slurp(manifest_file));
   ASSERT_TRUE(manifest.contains("parent"));
@@ -323,11 +325,11 @@ TEST_F(CheckpointTest, RefusesAMalformedParent) {
   json old = manifest;
   old.erase("parent");
   spit(manifest_file, old.dump(2));
-  EXPECT_EQ(read_checkpoint(step_dir).parent, std::nullopt);
+  EXPECT_EQ(train::read_checkpoint(step_dir).parent, std::nullopt);
 }
 
 TEST_F(CheckpointTest, RefusesTruncatedCorruptedAndMissingFiles) {
-  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path stage1 = step_dir / "stage-1.safetensors";
   const std::string original = slurp(stage1);
 
@@ -345,7 +347,7 @@ TEST_F(CheckpointTest, RefusesTruncatedCorruptedAndMissingFiles) {
   fs::remove(stage1);
   EXPECT_NE(refusal(dir_, stage1).find("missing"), std::string::npos);
   spit(stage1, original);
-  expect_same(read_checkpoint(dir_), make_checkpoint(2));
+  expect_same(train::read_checkpoint(dir_), make_checkpoint(2));
 
   const fs::path manifest = step_dir / "manifest.json";
   const std::string manifest_text = slurp(manifest);
@@ -367,7 +369,7 @@ TEST_F(CheckpointTest, RefusesTruncatedCorruptedAndMissingFiles) {
 }
 
 TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
-  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path manifest_file = step_dir / "manifest.json";
   const json manifest = json::parse(slurp(manifest_file));
   // Read directly: through `latest` the edit would fail the manifest's checksum first.
@@ -421,13 +423,13 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
                       "schedule says 2"),
             std::string::npos);
   spit(manifest_file, manifest.dump());
-  expect_same(read_checkpoint(step_dir), make_checkpoint(2));
+  expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
 
 // Layer ranges and indices are checked before anything prints or uses them: [2^40, 4) was
 // cast to int and printed as [0, 4).
 TEST_F(CheckpointTest, RefusesLayerRangesAndIndicesOutOfRange) {
-  const fs::path step_dir = write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path manifest_file = step_dir / "manifest.json";
   const json manifest = json::parse(slurp(manifest_file));
   auto refusal_with = [&](const std::function<void(json&)>& edit) {
@@ -469,11 +471,11 @@ TEST_F(CheckpointTest, RefusesLayerRangesAndIndicesOutOfRange) {
             }).find("optimizer steps, more than the 2 steps done"),
             std::string::npos);
   spit(manifest_file, manifest.dump());
-  expect_same(read_checkpoint(step_dir), make_checkpoint(2));
+  expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
 
 TEST_F(CheckpointTest, RefusesAnotherModelPlanOrOptimizer) {
-  write_checkpoint(dir_, make_checkpoint(2));
+  train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
   EXPECT_NE(refusal(dir_, manifest, {.model = "mlp(widths=[4, 9, 8, 2])"}).find("another model"),
             std::string::npos);
@@ -503,24 +505,24 @@ TEST_F(CheckpointTest, RefusesAnotherModelPlanOrOptimizer) {
   plan = test_plan();
   plan.stages[0].replicas[1].device = "cuda:1";
   plan.schedule.minibatches = 500;
-  const Checkpoint c = read_checkpoint(
+  const train::Checkpoint c = train::read_checkpoint(
       dir_, {.model = "mlp(widths=[4, 8, 8, 2])", .plan = plan, .optimizer = "adamw"});
   expect_same(c, make_checkpoint(2));
 }
 
 TEST_F(CheckpointTest, RefusesToWriteStateThePlanCannotHold) {
-  write_checkpoint(dir_, make_checkpoint(1));
+  train::write_checkpoint(dir_, make_checkpoint(1));
   const std::set<std::string> before = tree();
-  auto expect_refused = [&](Checkpoint c, const std::string& message) {
+  auto expect_refused = [&](train::Checkpoint c, const std::string& message) {
     try {
-      write_checkpoint(dir_, c);
+      train::write_checkpoint(dir_, c);
       ADD_FAILURE() << "written: " << message;
-    } catch (const CheckpointError& e) {
+    } catch (const train::CheckpointError& e) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
     EXPECT_EQ(tree(), before);  // nothing left behind, the previous checkpoint untouched
   };
-  Checkpoint c = make_checkpoint(2);
+  train::Checkpoint c = make_checkpoint(2);
   c.stages.pop_back();
   expect_refused(c, "1 stages of state for a plan of 2 stages");
   c = make_checkpoint(2);
@@ -536,12 +538,12 @@ TEST_F(CheckpointTest, RefusesToWriteStateThePlanCannotHold) {
   c = make_checkpoint(2);
   c.stages[1].weights[0].params.add("sim", Tensor::empty({2}, DType::f32, Device::sim()));
   expect_refused(c, "stage-1.safetensors");
-  expect_same(read_checkpoint(dir_), make_checkpoint(1));
+  expect_same(train::read_checkpoint(dir_), make_checkpoint(1));
 }
 
 // Runs write_checkpoint(dir, c) in a child process that stops the first time `file` reaches
 // `point`, and kills it there with SIGKILL (no destructor, no handler runs).
-void kill_writer_at(const fs::path& dir, const Checkpoint& c, const std::string& file,
+void kill_writer_at(const fs::path& dir, const train::Checkpoint& c, const std::string& file,
                     AtomicWritePoint point) {
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
@@ -557,7 +559,7 @@ void kill_writer_at(const fs::path& dir, const Checkpoint& c, const std::string&
       for (;;) ::pause();
     });
     try {
-      write_checkpoint(dir, c);
+      train::write_checkpoint(dir, c);
     } catch (...) {
       ::_exit(2);
     }
@@ -575,9 +577,9 @@ void kill_writer_at(const fs::path& dir, const Checkpoint& c, const std::string&
 }
 
 TEST_F(CheckpointTest, WriterKilledAtAnyPointLeavesThePreviousCheckpoint) {
-  const Checkpoint first = make_checkpoint(1);
-  const Checkpoint second = make_checkpoint(2);
-  write_checkpoint(dir_, first);
+  const train::Checkpoint first = make_checkpoint(1);
+  const train::Checkpoint second = make_checkpoint(2);
+  train::write_checkpoint(dir_, first);
   struct Stop {
     const char* file;
     AtomicWritePoint point;
@@ -594,24 +596,24 @@ TEST_F(CheckpointTest, WriterKilledAtAnyPointLeavesThePreviousCheckpoint) {
   for (const Stop& stop : stops) {
     SCOPED_TRACE(stop.file + std::string(" at point ") + std::to_string(int(stop.point)));
     kill_writer_at(dir_, second, stop.file, stop.point);
-    expect_same(read_checkpoint(dir_), first);
+    expect_same(train::read_checkpoint(dir_), first);
     const fs::path partial = dir_ / "step-00000002";
     ASSERT_TRUE(fs::exists(partial));
     if (stop.second_complete) {
-      expect_same(read_checkpoint(partial), second);
+      expect_same(train::read_checkpoint(partial), second);
     } else {
-      EXPECT_THROW(read_checkpoint(partial), CheckpointError);
+      EXPECT_THROW(train::read_checkpoint(partial), train::CheckpointError);
     }
   }
   // The next write succeeds and clears what the killed writers left, a complete step directory
   // that `latest` never named included; its parent (what `latest` named) is kept.
-  write_checkpoint(dir_, make_checkpoint(3));
-  expect_same(read_checkpoint(dir_), make_checkpoint(3));
+  train::write_checkpoint(dir_, make_checkpoint(3));
+  expect_same(train::read_checkpoint(dir_), make_checkpoint(3));
   for (const std::string& entry : tree()) {
     EXPECT_EQ(entry.find(".tmp-"), std::string::npos) << entry;
     EXPECT_FALSE(entry.starts_with("step-00000002")) << entry;
   }
-  expect_same(read_checkpoint(dir_ / "step-00000001"), first);
+  expect_same(train::read_checkpoint(dir_ / "step-00000001"), first);
 }
 
 // Kills a writer that rewrites a large checkpoint in a loop at arbitrary moments (after 0, 1 or
@@ -619,9 +621,9 @@ TEST_F(CheckpointTest, WriterKilledAtAnyPointLeavesThePreviousCheckpoint) {
 // bit-identical.
 TEST_F(CheckpointTest, RandomlyKilledWriterNeverLeavesACorruptCheckpoint) {
   constexpr std::int64_t kWidth = 16384;  // about 4 MB per checkpoint
-  const std::vector<Checkpoint> versions = {make_checkpoint(1, kWidth), make_checkpoint(2, kWidth),
-                                            make_checkpoint(3, kWidth)};
-  write_checkpoint(dir_, versions[0]);
+  const std::vector<train::Checkpoint> versions = {
+      make_checkpoint(1, kWidth), make_checkpoint(2, kWidth), make_checkpoint(3, kWidth)};
+  train::write_checkpoint(dir_, versions[0]);
   int kills = 0;
   const int delays_us[] = {300, 1700, 4100, 9000, 15000, 700};
   for (int round = 0; round < 6; ++round) {
@@ -634,7 +636,7 @@ TEST_F(CheckpointTest, RandomlyKilledWriterNeverLeavesACorruptCheckpoint) {
       ::alarm(20);
       try {
         for (std::size_t i = 1;; i = i % 2 + 1) {
-          write_checkpoint(dir_, versions[i]);
+          train::write_checkpoint(dir_, versions[i]);
           const char byte = 'w';
           if (::write(written[1], &byte, 1) != 1) ::_exit(3);
         }
@@ -654,7 +656,7 @@ TEST_F(CheckpointTest, RandomlyKilledWriterNeverLeavesACorruptCheckpoint) {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer failed";
     ++kills;
-    const Checkpoint back = read_checkpoint(dir_);
+    const train::Checkpoint back = train::read_checkpoint(dir_);
     ASSERT_TRUE(back.step >= 1 && back.step <= 3);
     expect_same(back, versions[static_cast<std::size_t>(back.step - 1)]);
   }

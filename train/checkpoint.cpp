@@ -1,4 +1,4 @@
-#include "apps/checkpoint.hpp"
+#include "train/checkpoint.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,13 +14,13 @@
 #include <system_error>
 #include <utility>
 
-#include "apps/schedule_json.hpp"
 #include "models/safetensors.hpp"
 #include "runtime/atomic_file.hpp"
 #include "runtime/sha256.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/schedule_json.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -973,4 +973,4 @@ Checkpoint read_checkpoint_bytes(std::string_view manifest,
   return c;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/trainer.hpp"
+#include "train/session.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -61,7 +61,7 @@ std::string replace(std::string text, const std::string& from, const std::string
 using testing::TempDir;
 
 std::vector<float> run_losses(const std::string& yaml) {
-  Trainer trainer(parse_config(yaml, "test.yaml"));
+  train::Session trainer(parse_config(yaml, "test.yaml"));
   return trainer.run().losses;
 }
 
@@ -69,7 +69,7 @@ bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST(TrainerTest, SameSeedGivesBitIdenticalLosses) {
+TEST(SessionTest, SameSeedGivesBitIdenticalLosses) {
   for (const char* yaml : {kMlp, kGpt, kVgg}) {
     const std::vector<float> a = run_losses(yaml);
     const std::vector<float> b = run_losses(yaml);
@@ -82,39 +82,40 @@ TEST(TrainerTest, SameSeedGivesBitIdenticalLosses) {
                              run_losses(replace(kGpt, "seed: 1\n  log", "seed: 2\n  log"))));
 }
 
-TEST(TrainerTest, LearningRateSchedules) {
-  const LrSchedule constant{.kind = "constant", .warmup_steps = 4, .final_fraction = 0};
-  EXPECT_DOUBLE_EQ(scheduled_lr(constant, 0.8, 0, 100), 0.2);  // warm-up: (step + 1) / 4
-  EXPECT_DOUBLE_EQ(scheduled_lr(constant, 0.8, 3, 100), 0.8);
-  EXPECT_DOUBLE_EQ(scheduled_lr(constant, 0.8, 99, 100), 0.8);
-  const LrSchedule cosine{.kind = "cosine", .warmup_steps = 0, .final_fraction = 0.1};
-  EXPECT_DOUBLE_EQ(scheduled_lr(cosine, 1.0, 0, 10), 1.0);
-  EXPECT_NEAR(scheduled_lr(cosine, 1.0, 5, 10), 0.55, 1e-12);  // half way: mean of the ends
-  EXPECT_NEAR(scheduled_lr(cosine, 1.0, 9, 10), 0.1 + 0.45 * (1 + std::cos(0.9 * std::numbers::pi)),
-              1e-12);
-  const LrSchedule linear{.kind = "linear", .warmup_steps = 2, .final_fraction = 0.0};
-  EXPECT_DOUBLE_EQ(scheduled_lr(linear, 1.0, 1, 12), 1.0);
-  EXPECT_DOUBLE_EQ(scheduled_lr(linear, 1.0, 2, 12), 1.0);  // decay over steps 2..11
-  EXPECT_NEAR(scheduled_lr(linear, 1.0, 7, 12), 0.5, 1e-12);
-  EXPECT_NEAR(scheduled_lr(linear, 1.0, 11, 12), 0.1, 1e-12);
+TEST(SessionTest, LearningRateSchedules) {
+  const train::LrSchedule constant{.kind = "constant", .warmup_steps = 4, .final_fraction = 0};
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(constant, 0.8, 0, 100), 0.2);  // warm-up: (step + 1) / 4
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(constant, 0.8, 3, 100), 0.8);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(constant, 0.8, 99, 100), 0.8);
+  const train::LrSchedule cosine{.kind = "cosine", .warmup_steps = 0, .final_fraction = 0.1};
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(cosine, 1.0, 0, 10), 1.0);
+  EXPECT_NEAR(train::scheduled_lr(cosine, 1.0, 5, 10), 0.55, 1e-12);  // half way: mean of the ends
+  EXPECT_NEAR(train::scheduled_lr(cosine, 1.0, 9, 10),
+              0.1 + 0.45 * (1 + std::cos(0.9 * std::numbers::pi)), 1e-12);
+  const train::LrSchedule linear{.kind = "linear", .warmup_steps = 2, .final_fraction = 0.0};
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(linear, 1.0, 1, 12), 1.0);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(linear, 1.0, 2, 12), 1.0);  // decay over steps 2..11
+  EXPECT_NEAR(train::scheduled_lr(linear, 1.0, 7, 12), 0.5, 1e-12);
+  EXPECT_NEAR(train::scheduled_lr(linear, 1.0, 11, 12), 0.1, 1e-12);
 
   // The trainer applies it: the logged lr is the schedule's at the logged step.
-  Trainer trainer(
+  train::Session trainer(
       parse_config(replace(kMlp, "  seed: 5\n",
                            "  seed: 5\n  lr_schedule: {kind: linear, final_fraction: 0.5}\n"),
                    "test.yaml"),
-      TrainerOptions{.steps = 11});
-  std::vector<StepRecord> records;
-  trainer.run([&](const StepRecord& r) { records.push_back(r); });
+      train::SessionOptions{.steps = 11});
+  std::vector<train::StepRecord> records;
+  trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
   ASSERT_EQ(records.size(), 3u);  // 5, 10, 11
   EXPECT_NEAR(records[0].lr, 0.05 * (1 - 0.5 * 4 / 11.0), 1e-12);
   EXPECT_NEAR(records[2].lr, 0.05 * (1 - 0.5 * 10 / 11.0), 1e-12);
 }
 
-TEST(TrainerTest, RecordsEveryLogWindowAndEvaluates) {
-  Trainer trainer(parse_config(kGpt, "test.yaml"));
-  std::vector<StepRecord> records;
-  const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+TEST(SessionTest, RecordsEveryLogWindowAndEvaluates) {
+  train::Session trainer(parse_config(kGpt, "test.yaml"));
+  std::vector<train::StepRecord> records;
+  const train::TrainSummary s =
+      trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
   // Log points at 2, 4, 6 and evaluations at 3 and 6.
   ASSERT_EQ(records.size(), 4u);
   EXPECT_EQ(records[0].step, 2);
@@ -138,10 +139,11 @@ TEST(TrainerTest, RecordsEveryLogWindowAndEvaluates) {
   EXPECT_DOUBLE_EQ(trainer.evaluate().loss, s.eval->loss);
 }
 
-TEST(TrainerTest, ClassificationReportsAccuracy) {
-  Trainer trainer(parse_config(kMlp, "test.yaml"), TrainerOptions{.steps = 7});
-  std::vector<StepRecord> records;
-  const TrainSummary s = trainer.run([&](const StepRecord& r) { records.push_back(r); });
+TEST(SessionTest, ClassificationReportsAccuracy) {
+  train::Session trainer(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 7});
+  std::vector<train::StepRecord> records;
+  const train::TrainSummary s =
+      trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
   EXPECT_EQ(s.steps, 7);
   ASSERT_EQ(records.size(), 2u);  // 5 and the last step, 7
   ASSERT_TRUE(records[1].accuracy.has_value());
@@ -153,7 +155,9 @@ TEST(TrainerTest, ClassificationReportsAccuracy) {
 
 void expect_config_error(const std::string& yaml, int line, const std::string& key) {
   try {
-    Trainer trainer(parse_config(yaml, "test.yaml"));
+    // The CLI's mapping of a job's error to the config line of its key (at_config).
+    const Config config = parse_config(yaml, "test.yaml");
+    at_config(config, [&] { train::Session session(config); });
     ADD_FAILURE() << "no error for " << key;
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
@@ -164,29 +168,30 @@ void expect_config_error(const std::string& yaml, int line, const std::string& k
 
 // One training path: a config without a pipeline section is a one-stage pipeline on the CPU,
 // and a one-stage pipeline section must still hold every layer on a device with data.
-TEST(TrainerTest, OneDeviceIsAOneStagePipeline) {
-  Trainer plain(parse_config(kMlp, "test.yaml"), TrainerOptions{.steps = 1});
+TEST(SessionTest, OneDeviceIsAOneStagePipeline) {
+  train::Session plain(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 1});
   ASSERT_EQ(plain.plan().stages.size(), 1u);
   EXPECT_EQ(plain.plan().stages[0].layers.begin, 0);
   EXPECT_EQ(plain.plan().stages[0].layers.end, plain.model().num_layers());
   EXPECT_EQ(plain.plan().stages[0].replicas.size(), 1u);
   EXPECT_EQ(plain.plan().stages[0].replicas[0].device, "cpu");
-  const TrainSummary s = plain.run();
+  const train::TrainSummary s = plain.run();
   EXPECT_EQ(s.steps, 1);
   ASSERT_EQ(s.stages.size(), 1u);
   EXPECT_GT(s.stages[0].actions, 0);
   expect_config_error(std::string(kMlp) + "pipeline:\n  stages:\n    - {device: sim}\n", 11,
                       "pipeline.stages[0].device");
   // One stage holding every layer is the same run.
-  Trainer one(parse_config(std::string(kMlp) +
-                               "pipeline:\n  stages:\n    - {layers: \"0-1\", device: cpu}\n",
-                           "test.yaml"),
-              TrainerOptions{.steps = 3});
-  Trainer none(parse_config(kMlp, "test.yaml"), TrainerOptions{.steps = 3});
+  train::Session one(
+      parse_config(
+          std::string(kMlp) + "pipeline:\n  stages:\n    - {layers: \"0-1\", device: cpu}\n",
+          "test.yaml"),
+      train::SessionOptions{.steps = 3});
+  train::Session none(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 3});
   EXPECT_TRUE(bit_identical(one.run().losses, none.run().losses));
 }
 
-TEST(TrainerTest, DataThatDoesNotFitTheModelIsAConfigError) {
+TEST(SessionTest, DataThatDoesNotFitTheModelIsAConfigError) {
   TempDir dir;
   // 2x3 images in IDX files: 6 pixels per sample, but the MLP takes 8 inputs.
   std::string images{0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3};
@@ -207,7 +212,7 @@ TEST(TrainCommandTest, WritesJsonLinesAndSummary) {
   const fs::path config = dir.write("gpt.yaml", kGpt);
   const fs::path metrics = dir.path() / "metrics.jsonl";
   std::ostringstream out;
-  const TrainSummary s = run_train_command(
+  const train::TrainSummary s = run_train_command(
       TrainCommand{.config = config, .metrics_json = metrics, .steps = 4, .quiet = false}, out);
   EXPECT_EQ(s.steps, 4);
   std::ifstream in(metrics);

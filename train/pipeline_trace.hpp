@@ -18,7 +18,7 @@
 #include "schedules/action_list.hpp"
 #include "schedules/plan.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 class PipelineTrace {
  public:
@@ -56,7 +56,7 @@ class PipelineTrace {
 };
 
 // The schedule's parameters back from the "tandem" object, which holds them as
-// apps/schedule_json.hpp writes them (throws std::runtime_error naming the field).
+// train/schedule_json.hpp writes them (throws std::runtime_error naming the field).
 schedules::ScheduleParams schedule_from_json(const nlohmann::json& json);
 
 // A slice's name: the action's token in the schedule's text form, with the round written out
@@ -64,4 +64,4 @@ schedules::ScheduleParams schedule_from_json(const nlohmann::json& json);
 std::string trace_action_name(const schedules::ScheduleParams& params,
                               const schedules::Action& action);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/pipeline_trace.hpp"
+#include "train/pipeline_trace.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -8,13 +8,13 @@
 #include <string>
 #include <tuple>
 
-#include "apps/schedule_json.hpp"
 #include "runtime/trace_recorder.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/text_form.hpp"
+#include "train/schedule_json.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -313,4 +313,4 @@ void PipelineTrace::write(const std::filesystem::path& path) const {
   if (!out) throw std::runtime_error("trace: failed writing '" + path.string() + "'");
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

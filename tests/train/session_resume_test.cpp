@@ -21,13 +21,13 @@
 #include <thread>
 #include <vector>
 
-#include "apps/checkpoint.hpp"
 #include "apps/config.hpp"
-#include "apps/trainer.hpp"
 #include "apps/trainer_report.hpp"
 #include "models/safetensors.hpp"
 #include "runtime/sha256.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint.hpp"
+#include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -67,13 +67,13 @@ class FlushResume : public ::testing::TestWithParam<const char*> {};
 TEST_P(FlushResume, StopCheckpointResumeEqualsOneRun) {
   TempDir dir;
   const Config config = parse_config(with_pipeline(GetParam(), "  slices: 2\n"), "test.yaml");
-  Trainer whole(config);
-  const TrainSummary all = whole.run();
+  train::Session whole(config);
+  const train::TrainSummary all = whole.run();
   ASSERT_EQ(all.losses.size(), 8u);
 
   // Stopped from the progress callback (another thread than the caller's) after step 3.
-  Trainer first(config, TrainerOptions{.checkpoint_dir = dir.path()});
-  const TrainSummary a = first.run([&first](const StepRecord& r) {
+  train::Session first(config, train::SessionOptions{.checkpoint_dir = dir.path()});
+  const train::TrainSummary a = first.run([&first](const train::StepRecord& r) {
     if (r.step == 3) first.request_stop();
   });
   ASSERT_TRUE(a.stopped);
@@ -82,9 +82,9 @@ TEST_P(FlushResume, StopCheckpointResumeEqualsOneRun) {
   ASSERT_EQ(a.checkpoints.size(), 1u);
   EXPECT_TRUE(bit_identical(a.losses, {all.losses.begin(), all.losses.begin() + a.steps}));
 
-  Trainer second(config, TrainerOptions{.resume = dir.path()});
+  train::Session second(config, train::SessionOptions{.resume = dir.path()});
   EXPECT_EQ(second.first_step(), a.steps);
-  const TrainSummary b = second.run();
+  const train::TrainSummary b = second.run();
   EXPECT_FALSE(b.stopped);
   EXPECT_EQ(b.steps, 8);
   EXPECT_TRUE(bit_identical(b.losses, tail(all.losses, static_cast<size_t>(a.steps))));
@@ -103,25 +103,25 @@ TEST_P(AsyncResume, CheckpointsAndResumeEqualOneRun) {
   // 2BW pipelines micro-batches within a batch: at least one per stage.
   const std::string extra = std::string(GetParam()) == "2bw" ? "  slices: 2\n" : "";
   const Config config = parse_config(with_pipeline(GetParam(), extra), "test.yaml");
-  Trainer reference(config);
-  const TrainSummary all = reference.run();
+  train::Session reference(config);
+  const train::TrainSummary all = reference.run();
   ASSERT_EQ(all.losses.size(), 8u);
 
-  Trainer first(
-      config,
-      TrainerOptions{.checkpoint_dir = dir.path(), .checkpoint_every = 3, .checkpoint_keep = 0});
-  const TrainSummary a = first.run();
+  train::Session first(
+      config, train::SessionOptions{
+                  .checkpoint_dir = dir.path(), .checkpoint_every = 3, .checkpoint_keep = 0});
+  const train::TrainSummary a = first.run();
   ASSERT_EQ(a.checkpoints.size(), 3u);  // steps 3, 6 and 8
   EXPECT_TRUE(bit_identical(a.losses, all.losses));
   EXPECT_EQ(a.params_fingerprint, all.params_fingerprint);
 
   // What a run killed after writing the checkpoint at step 3 resumes from.
-  const Checkpoint at3 = read_checkpoint(a.checkpoints.front());
+  const train::Checkpoint at3 = train::read_checkpoint(a.checkpoints.front());
   EXPECT_GT(at3.stages.front().weights.size(), 1u) << "no weight version of the minibatches in "
                                                       "flight was stored";
-  Trainer second(config, TrainerOptions{.resume = a.checkpoints.front()});
+  train::Session second(config, train::SessionOptions{.resume = a.checkpoints.front()});
   EXPECT_EQ(second.first_step(), 3);
-  const TrainSummary b = second.run();
+  const train::TrainSummary b = second.run();
   EXPECT_TRUE(bit_identical(b.losses, tail(all.losses, 3)));
   EXPECT_EQ(b.params_fingerprint, all.params_fingerprint);
 }
@@ -139,19 +139,20 @@ INSTANTIATE_TEST_SUITE_P(Schedules, AsyncResume,
 TEST(AsyncResume, RefusesACheckpointWithoutTheVersionsInFlight) {
   TempDir dir;
   const Config config = parse_config(with_pipeline("pipedream"), "test.yaml");
-  Trainer first(config, TrainerOptions{.steps = 4, .checkpoint_dir = dir.path()});
-  const TrainSummary a = first.run();
+  train::Session first(config, train::SessionOptions{.steps = 4, .checkpoint_dir = dir.path()});
+  const train::TrainSummary a = first.run();
   ASSERT_EQ(a.checkpoints.size(), 1u);
-  Checkpoint ck = read_checkpoint(a.checkpoints.front());
-  for (StageCheckpoint& st : ck.stages) {
-    std::erase_if(st.weights, [&ck](const CheckpointWeights& w) { return w.version < ck.step; });
+  train::Checkpoint ck = train::read_checkpoint(a.checkpoints.front());
+  for (train::StageCheckpoint& st : ck.stages) {
+    std::erase_if(st.weights,
+                  [&ck](const train::CheckpointWeights& w) { return w.version < ck.step; });
   }
   TempDir stripped;
-  const fs::path written = write_checkpoint(stripped.path(), ck);
+  const fs::path written = train::write_checkpoint(stripped.path(), ck);
   try {
-    Trainer second(config, TrainerOptions{.resume = written});
+    train::Session second(config, train::SessionOptions{.resume = written});
     FAIL() << "a checkpoint without the versions in flight was accepted";
-  } catch (const CheckpointError& e) {
+  } catch (const train::CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("stage 0 holds no weight version 3"), std::string::npos)
         << e.what();
   }
@@ -159,28 +160,30 @@ TEST(AsyncResume, RefusesACheckpointWithoutTheVersionsInFlight) {
 
 TEST(Resume, RefusesAnotherModelOrPlan) {
   TempDir dir;
-  Trainer first(parse_config(with_pipeline("1f1b"), "test.yaml"),
-                TrainerOptions{.steps = 2, .checkpoint_dir = dir.path()});
+  train::Session first(parse_config(with_pipeline("1f1b"), "test.yaml"),
+                       train::SessionOptions{.steps = 2, .checkpoint_dir = dir.path()});
   first.run();
   std::string other_model = with_pipeline("1f1b");
   other_model.replace(other_model.find("d_model: 16"), 11, "d_model: 32");
-  EXPECT_THROW(
-      Trainer(parse_config(other_model, "test.yaml"), TrainerOptions{.resume = dir.path()}),
-      CheckpointError);
+  EXPECT_THROW(train::Session(parse_config(other_model, "test.yaml"),
+                              train::SessionOptions{.resume = dir.path()}),
+               train::CheckpointError);
   const std::string other_plan = std::string(kGpt) +
                                  "pipeline:\n  schedule: 1f1b\n  stages:\n"
                                  "    - {layers: \"0-0\"}\n    - {layers: \"1-5\"}\n";
-  EXPECT_THROW(Trainer(parse_config(other_plan, "test.yaml"), TrainerOptions{.resume = dir.path()}),
-               CheckpointError);
+  EXPECT_THROW(train::Session(parse_config(other_plan, "test.yaml"),
+                              train::SessionOptions{.resume = dir.path()}),
+               train::CheckpointError);
   // Nothing left to train.
-  EXPECT_THROW(Trainer(parse_config(with_pipeline("1f1b"), "test.yaml"),
-                       TrainerOptions{.steps = 2, .resume = dir.path()}),
-               CheckpointError);
+  EXPECT_THROW(train::Session(parse_config(with_pipeline("1f1b"), "test.yaml"),
+                              train::SessionOptions{.steps = 2, .resume = dir.path()}),
+               train::CheckpointError);
   // Another seed would train other minibatches.
   std::string other_seed = with_pipeline("1f1b");
   other_seed.replace(other_seed.find("seed: 3"), 7, "seed: 4");
-  EXPECT_THROW(Trainer(parse_config(other_seed, "test.yaml"), TrainerOptions{.resume = dir.path()}),
-               CheckpointError);
+  EXPECT_THROW(train::Session(parse_config(other_seed, "test.yaml"),
+                              train::SessionOptions{.resume = dir.path()}),
+               train::CheckpointError);
 }
 
 // Pruning follows the run's lineage: run A checkpoints steps 10, 20, 30; run B resumes from
@@ -191,22 +194,24 @@ TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
   TempDir dir;
   const fs::path ckpt = dir.path() / "ckpt";
   const Config a_config = parse_config(with_pipeline("1f1b"), "test.yaml");
-  Trainer a(a_config,
-            TrainerOptions{
-                .steps = 30, .checkpoint_dir = ckpt, .checkpoint_every = 10, .checkpoint_keep = 3});
+  train::Session a(
+      a_config,
+      train::SessionOptions{
+          .steps = 30, .checkpoint_dir = ckpt, .checkpoint_every = 10, .checkpoint_keep = 3});
   a.run();
-  const CheckpointRef a20 = checkpoint_ref(ckpt / "step-00000020");
-  const CheckpointRef a30 = checkpoint_ref(ckpt / "step-00000030");
+  const train::CheckpointRef a20 = train::checkpoint_ref(ckpt / "step-00000020");
+  const train::CheckpointRef a30 = train::checkpoint_ref(ckpt / "step-00000030");
 
   std::string b_yaml = with_pipeline("1f1b");
   b_yaml.replace(b_yaml.find("lr: 1.0e-2"), 10, "lr: 2.0e-2");
-  Trainer b(parse_config(b_yaml, "test.yaml"), TrainerOptions{.steps = 40,
-                                                              .checkpoint_dir = ckpt,
-                                                              .checkpoint_every = 10,
-                                                              .checkpoint_keep = 2,
-                                                              .resume = ckpt / "step-00000010"});
+  train::Session b(parse_config(b_yaml, "test.yaml"),
+                   train::SessionOptions{.steps = 40,
+                                         .checkpoint_dir = ckpt,
+                                         .checkpoint_every = 10,
+                                         .checkpoint_keep = 2,
+                                         .resume = ckpt / "step-00000010"});
   std::vector<std::string> while_at_25;
-  const TrainSummary s = b.run([&](const StepRecord& r) {
+  const train::TrainSummary s = b.run([&](const train::StepRecord& r) {
     if (r.step != 25) return;
     for (const auto& entry : fs::directory_iterator(ckpt)) {
       if (entry.is_directory()) while_at_25.push_back(entry.path().filename().string());
@@ -222,11 +227,11 @@ TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
   }
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(kept, (std::vector<std::string>{"step-00000030", "step-00000040"}));
-  EXPECT_EQ(*latest_checkpoint(ckpt), ckpt / "step-00000040");
+  EXPECT_EQ(*train::latest_checkpoint(ckpt), ckpt / "step-00000040");
   // Both are B's: 40's parent is B's 30, whose parent is B's 20, which is not A's.
-  const Checkpoint b40 = read_checkpoint(ckpt);
-  const Checkpoint b30 = read_checkpoint(ckpt / "step-00000030");
-  EXPECT_EQ(b40.parent, checkpoint_ref(ckpt / "step-00000030"));
+  const train::Checkpoint b40 = train::read_checkpoint(ckpt);
+  const train::Checkpoint b30 = train::read_checkpoint(ckpt / "step-00000030");
+  EXPECT_EQ(b40.parent, train::checkpoint_ref(ckpt / "step-00000030"));
   EXPECT_NE(b30.origin, a30);
   ASSERT_TRUE(b30.parent.has_value());
   EXPECT_EQ(b30.parent->name, "step-00000020");
@@ -238,10 +243,10 @@ TEST(Divergence, StopsTheRunEarly) {
   std::string yaml = with_pipeline("pipedream");
   yaml.replace(yaml.find("steps: 8"), 8, "steps: 3000");
   yaml.replace(yaml.find("lr: 1.0e-2"), 10, "lr: 1.0e+30");
-  Trainer trainer(parse_config(yaml, "test.yaml"));
+  train::Session trainer(parse_config(yaml, "test.yaml"));
   int64_t last = 0;
   try {
-    trainer.run([&last](const StepRecord& r) { last = r.step; });
+    trainer.run([&last](const train::StepRecord& r) { last = r.step; });
     FAIL() << "a loss of inf or nan trained on";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("diverged at step"), std::string::npos) << e.what();
@@ -269,17 +274,18 @@ TEST(TrainCommandInterrupt, CtrlCStopsTheRunAndCheckpoints) {
     std::raise(SIGINT);
   });
   std::ostringstream out;
-  const TrainSummary s = run_train_command(TrainCommand{.config = config,
-                                                        .metrics_json = metrics,
-                                                        .checkpoint_dir = dir.path() / "ckpt",
-                                                        .quiet = true},
-                                           out);
+  const train::TrainSummary s =
+      run_train_command(TrainCommand{.config = config,
+                                     .metrics_json = metrics,
+                                     .checkpoint_dir = dir.path() / "ckpt",
+                                     .quiet = true},
+                        out);
   interrupter.join();
   EXPECT_TRUE(s.stopped);
   EXPECT_GE(s.steps, 3);
   EXPECT_LT(s.steps, 1000000);
   ASSERT_EQ(s.checkpoints.size(), 1u);
-  EXPECT_EQ(read_checkpoint(dir.path() / "ckpt").step, s.steps);
+  EXPECT_EQ(train::read_checkpoint(dir.path() / "ckpt").step, s.steps);
   EXPECT_NE(out.str().find("resume with --resume"), std::string::npos) << out.str();
 }
 
@@ -372,11 +378,11 @@ TEST(HostileCheckpoint, AdamMomentsThatDoNotFitAreRefusedNamingTheFileAndTensor)
   const CliResult first = tandem_cli("train " + config.string() + " --steps 2 --quiet" +
                                      " --checkpoint " + written.string());
   ASSERT_EQ(first.code, 0) << first.output;
-  const Checkpoint ck = read_checkpoint(written);
+  const train::Checkpoint ck = train::read_checkpoint(written);
   // The first weight of stage 0 with more than one element: moments of it are forged.
   std::string param;
   Shape shape;
-  for (const CheckpointWeights& w : ck.stages[0].weights) {
+  for (const train::CheckpointWeights& w : ck.stages[0].weights) {
     for (std::int64_t i = 0; i < w.params.size() && param.empty(); ++i) {
       if (w.params[i].numel() > 1) {
         param = w.params.name(i);
@@ -424,7 +430,7 @@ TEST(HostileCheckpoint, AdamMomentsThatDoNotFitAreRefusedNamingTheFileAndTensor)
     const fs::path forged = dir.path() / "forged";
     fs::remove_all(forged);
     fs::copy(written, forged, fs::copy_options::recursive);
-    const fs::path step_dir = *latest_checkpoint(forged);
+    const fs::path step_dir = *train::latest_checkpoint(forged);
     forge_stage(step_dir, 0, [&](models::ParamSet& t) { c.edit(t, param, shape); });
     const CliResult r =
         tandem_cli("train " + config.string() + " --quiet --resume " + forged.string());

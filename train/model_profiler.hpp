@@ -16,10 +16,10 @@
 #include <cstdint>
 #include <functional>
 
-#include "apps/config.hpp"
 #include "planner/profile.hpp"
+#include "train/job_spec.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct ProfileOptions {
   int64_t minibatch = 0;    // samples; 0: the config's train.minibatch
@@ -31,9 +31,9 @@ struct ProfileOptions {
 // Called after each layer with its 0-based index, the layer count and its entry.
 using ProfileProgress = std::function<void(int, int, const planner::LayerProfile&)>;
 
-// Throws ConfigError when the data does not fit the model or holds fewer samples than the
+// Throws JobError when the data does not fit the model or holds fewer samples than the
 // minibatch, std::invalid_argument for bad options.
-planner::Profile profile_model(const Config& config, const ProfileOptions& options,
+planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options,
                                const ProfileProgress& progress = {});
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -19,14 +19,14 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/stage_actor.hpp"
-#include "apps/checkpoint.hpp"
-#include "apps/config.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
 #include "models/param_set.hpp"
 #include "schedules/plan.hpp"
+#include "train/checkpoint.hpp"
+#include "train/job_spec.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 class ProcessGroup;
 class ProcessPlacement;
@@ -83,12 +83,12 @@ struct TrainSummary {
   bool stopped = false;                            // ended early by request_stop()
 };
 
-struct TrainerOptions {
+struct SessionOptions {
   std::optional<int64_t> steps;  // overrides train.steps
-  // Write a Chrome trace of the run here (apps/pipeline_trace.hpp); with checkpoints, of the
+  // Write a Chrome trace of the run here (train/pipeline_trace.hpp); with checkpoints, of the
   // first segment (until the first checkpoint).
   std::optional<std::filesystem::path> trace;
-  // Write checkpoints into this directory (apps/checkpoint.hpp): every checkpoint_every steps
+  // Write checkpoints into this directory (train/checkpoint.hpp): every checkpoint_every steps
   // (rounded up to the schedule's stop boundary; 0: only at the end) and at the end.
   std::optional<std::filesystem::path> checkpoint_dir;
   int64_t checkpoint_every = 0;
@@ -105,23 +105,23 @@ struct TrainerOptions {
 
 // The config's training (and, with train.eval, held-out) data, checked against the model: the
 // same per-sample size and dtype, no class beyond its outputs, at least one minibatch. Throws
-// ConfigError naming the data or train.eval section.
+// JobError naming the data or train.eval section.
 struct TrainData {
   std::shared_ptr<const models::data::Dataset> train, eval;
 };
-TrainData load_train_data(const Config& config, const models::Model& model);
+TrainData load_train_data(const JobSpec& job, const models::Model& model);
 
-class Trainer {
+class Session {
  public:
-  // Builds the model, the data and the plan; throws ConfigError when the data does not fit the
+  // Builds the model, the data and the plan; throws JobError when the data does not fit the
   // model or a stage sits on a device without data (sim), CheckpointError when the checkpoint to
   // resume from is unreadable or of another model or plan.
-  explicit Trainer(Config config, TrainerOptions options = {});
-  ~Trainer();
+  explicit Session(JobSpec job, SessionOptions options = {});
+  ~Session();
 
   // Trains to train.steps (or the override); calls on_record (on a pipeline thread, in step
   // order) every train.log_every steps, at every evaluation and after the last step. Once per
-  // Trainer. Throws actors::PipelineError, or std::runtime_error when the loss is not finite
+  // Session. Throws actors::PipelineError, or std::runtime_error when the loss is not finite
   // (the run stops at once, naming the step).
   TrainSummary run(const std::function<void(const StepRecord&)>& on_record = {});
 
@@ -134,7 +134,7 @@ class Trainer {
   // the held-out data (first train.eval.samples samples).
   EvalResult evaluate() const;
 
-  const Config& config() const { return config_; }
+  const JobSpec& job() const { return job_; }
   const models::Model& model() const { return model_; }
   const schedules::Plan& plan() const { return plan_; }
   // The whole model's weights: initial (or resumed) before run(), trained after.
@@ -147,8 +147,8 @@ class Trainer {
 
  private:
   struct Stop;
-  Config config_;
-  TrainerOptions options_;
+  JobSpec job_;
+  SessionOptions options_;
   models::Model model_;
   TrainData data_;
   schedules::Plan plan_;
@@ -178,11 +178,4 @@ EvalResult evaluate_params(const models::Model& model, const models::ParamSet& p
 // final_fraction * lr, which it would reach one step after the last.
 double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t steps);
 
-// The plan a config trains with: its pipeline section, or one stage of every layer on the CPU.
-// Throws ConfigError.
-schedules::Plan training_plan(const Config& config, int num_layers, int64_t steps);
-
-// True when the config asks for more than one device: several stages or replicas.
-bool is_pipeline(const Config& config);
-
-}  // namespace tandem::apps
+}  // namespace tandem::train

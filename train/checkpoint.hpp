@@ -27,7 +27,7 @@
 #include "models/param_set.hpp"
 #include "schedules/plan.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // Names the file and what is wrong with it: "run/step-00000100/stage-1.safetensors: checksum
 // mismatch (sha256 ab12..., the manifest says 9f3c...): the file is corrupted".
@@ -153,4 +153,4 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // The format version written, and the only one read.
 inline constexpr int kCheckpointFormatVersion = 1;
 
-}  // namespace tandem::apps
+}  // namespace tandem::train
