@@ -14,6 +14,7 @@
 #include "actors/dataset_source.hpp"
 #include "actors/pipeline.hpp"
 #include "apps/checkpoint.hpp"
+#include "apps/job_trace.hpp"
 #include "apps/pipeline_trace.hpp"
 #include "apps/process_group.hpp"
 #include "apps/process_placement.hpp"
@@ -664,14 +665,7 @@ TrainSummary Trainer::run(const std::function<void(const StepRecord&)>& on_recor
             ran_minibatches(group->take(key + std::to_string(group->rank())), end - begin);
       }
     }
-    if (tracing) {
-      std::filesystem::path path = *options_.trace;
-      if (group != nullptr && group->rank() > 0) {
-        path.replace_filename(path.stem().string() + ".rank" + std::to_string(group->rank()) +
-                              path.extension().string());
-      }
-      trace.write(path);
-    }
+    if (tracing) write_job_trace(trace, *options_.trace, group);
     if (const auto b = progress.diverged_at()) {
       throw std::runtime_error("training diverged at step " + std::to_string(*b + 1) +
                                " (the loss is not finite); the run stopped there; try a smaller "
