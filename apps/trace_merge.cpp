@@ -279,6 +279,8 @@ class Merger {
   void add_slice(std::size_t k, std::int64_t tid, const json& e, Span span,
                  const std::string& field);
   void flow(const Span& from, const Span& to, const std::string& name);
+  json metadata(const json& tracks) const;
+  json meta(json tracks, const std::string& clock) const;
   int pid(std::size_t k) const { return ranks_[k].process.rank + 1; }
 
   std::vector<Rank>& ranks_;
@@ -435,49 +437,40 @@ void Merger::add_flows_between_ranks() {
   }
 }
 
-json Merger::result(const std::string& clock) {
-  std::stable_sort(events_.begin(), events_.end(), [](const json& a, const json& b) {
-    return a["ts"].get<double>() < b["ts"].get<double>();
-  });
-  // A track none of the ranks ran anything on is drawn in the lowest rank's process.
-  std::size_t lowest = 0;
-  for (std::size_t k = 0; k < ranks_.size(); ++k) {
-    if (ranks_[k].process.rank < ranks_[lowest].process.rank) lowest = k;
-  }
+// The processes' names and order, then each track's name and order in its owner's process.
+json Merger::metadata(const json& tracks) const {
   json out = json::array();
   const std::string kind(schedules::to_string(layout_.params.kind));
   for (std::size_t k = 0; k < ranks_.size(); ++k) {
     const TraceProcess& p = ranks_[k].process;
+    const std::string name =
+        "tandem pipeline: " + kind + ", rank " + std::to_string(p.rank) + " (" + p.host + ")";
     out.push_back({{"name", "process_name"},
                    {"ph", "M"},
                    {"pid", pid(k)},
                    {"tid", 0},
-                   {"args",
-                    {{"name", "tandem pipeline: " + kind + ", rank " + std::to_string(p.rank) +
-                                  " (" + p.host + ")"}}}});
+                   {"args", {{"name", name}}}});
     out.push_back({{"name", "process_sort_index"},
                    {"ph", "M"},
                    {"pid", pid(k)},
                    {"tid", 0},
                    {"args", {{"sort_index", p.rank}}}});
   }
-  json tracks = json::array();
-  json meta = ranks_.front().input->trace["tandem"];
-  for (json t : meta["tracks"]) {
-    Track& track = layout_.tracks.at(t["tid"].get<std::int64_t>());
-    if (track.owner < 0) track.owner = static_cast<int>(lowest);
-    const auto k = static_cast<std::size_t>(track.owner);
-    t["rank"] = ranks_[k].process.rank;
-    tracks.push_back(std::move(t));
-    const auto it = names_.find({k, tracks.back()["tid"].get<std::int64_t>()});
+  for (const json& t : tracks) {
+    const auto tid = t["tid"].get<std::int64_t>();
+    const auto k = static_cast<std::size_t>(layout_.tracks.at(tid).owner);
+    const auto it = names_.find({k, tid});
     if (it == names_.end()) continue;
     for (json m : it->second) {
       m["pid"] = pid(k);
       out.push_back(std::move(m));
     }
   }
-  for (json& e : events_) out.push_back(std::move(e));
+  return out;
+}
 
+// The plan's metadata once, each track with the rank it ran in, and the job.
+json Merger::meta(json tracks, const std::string& clock) const {
   std::int64_t minibatches = std::numeric_limits<std::int64_t>::max();
   json job_ranks = json::array();
   std::size_t first = 0;
@@ -488,6 +481,7 @@ json Merger::result(const std::string& clock) {
     job_ranks.push_back(
         {{"rank", r.process.rank}, {"host", r.process.host}, {"shift_ns", r.shift_ns}});
   }
+  json meta = ranks_.front().input->trace["tandem"];
   meta.erase("process");
   meta["schedule"]["minibatches"] = minibatches;
   meta["tracks"] = std::move(tracks);
@@ -496,7 +490,27 @@ json Merger::result(const std::string& clock) {
                  {"world_size", ranks_.front().process.world_size},
                  {"clock", clock},
                  {"ranks", std::move(job_ranks)}};
-  return {{"traceEvents", std::move(out)}, {"displayTimeUnit", "ns"}, {"tandem", std::move(meta)}};
+  return meta;
+}
+
+json Merger::result(const std::string& clock) {
+  std::stable_sort(events_.begin(), events_.end(), [](const json& a, const json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  // A track none of the ranks ran anything on is drawn in the lowest rank's process (ranks_
+  // is in rank order).
+  json tracks = json::array();
+  for (json t : ranks_.front().input->trace["tandem"]["tracks"]) {
+    Track& track = layout_.tracks.at(t["tid"].get<std::int64_t>());
+    if (track.owner < 0) track.owner = 0;
+    t["rank"] = ranks_[static_cast<std::size_t>(track.owner)].process.rank;
+    tracks.push_back(std::move(t));
+  }
+  json events = metadata(tracks);
+  for (json& e : events_) events.push_back(std::move(e));
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ns"},
+          {"tandem", meta(std::move(tracks), clock)}};
 }
 
 }  // namespace
