@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <system_error>
 
 #include "apps/pipeline_trace.hpp"
 #include "apps/trace_file.hpp"
