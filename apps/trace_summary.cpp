@@ -4,18 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <system_error>
 
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/simulator.hpp"
 #include "schedules/text_form.hpp"
 #include "train/pipeline_trace.hpp"
+#include "train/trace_file.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -91,6 +90,29 @@ std::optional<double> steady_step(const std::vector<std::vector<double>>& step_e
   return sum / n;
 }
 
+// A rank's own trace holds only the stages that ran in it: its figures would not be the job's.
+// A merged trace says which ranks it holds and on which clock.
+template <class Fail>
+void read_job(const nlohmann::json& meta, TraceSummary& out, const Fail& fail) {
+  if (meta.contains("process")) {
+    const nlohmann::json& p = meta["process"];
+    const auto field = [&p](const char* key) {
+      return p.is_object() && p.contains(key) ? p[key].dump() : std::string("?");
+    };
+    fail("the trace of rank " + field("rank") + " of a " + field("world_size") +
+         "-process job, which holds only that rank's stages; merge every rank's trace with "
+         "`tandem trace merge OUT RANK_TRACES...` and summarize OUT");
+  }
+  if (!meta.contains("job")) return;
+  const nlohmann::json& job = meta["job"];
+  try {
+    out.processes = job.at("world_size").get<int>();
+    out.clock = job.at("clock").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("tandem.job: ") + e.what());
+  }
+}
+
 std::string ms(double seconds) {
   return fmt::format("{:.3f}", seconds * 1e3);
 }
@@ -112,6 +134,7 @@ TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& sou
   const nlohmann::json& meta = trace["tandem"];
   TraceSummary out;
   out.source = source;
+  read_job(meta, out, fail);
   std::optional<schedules::ActionList> list;
   try {
     if (!meta.contains("schedule")) fail("tandem.schedule is missing");
@@ -344,24 +367,7 @@ TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& sou
 }
 
 TraceSummary summarize_trace_file(const std::filesystem::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    throw std::runtime_error(name + ": no such file");
-  }
-  if (!std::filesystem::is_regular_file(status)) {
-    throw std::runtime_error(name + ": not a regular file");
-  }
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(name + ": cannot open for reading");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw std::runtime_error(name + ": not valid JSON: " + e.what());
-  }
-  return summarize_trace(j, name);
+  return summarize_trace(train::read_trace_file(path), path.string());
 }
 
 std::string format_trace_summary(const TraceSummary& s) {
@@ -377,6 +383,10 @@ std::string format_trace_summary(const TraceSummary& s) {
       s.source, schedules::to_string(p.kind), p.stages, replicas,
       p.chunks > 1 ? fmt::format(", {} chunks", p.chunks) : "", p.slices, p.slices == 1 ? "" : "s",
       p.samples(), p.minibatches);
+  if (s.processes > 1) {
+    out += fmt::format("a job of {} processes, their traces merged on one clock ({})\n",
+                       s.processes, s.clock);
+  }
   out += fmt::format(
       "span {:.3f} s from the first action to the last; loader {} loads ({} ms busy), "
       "coordinator {} loss reports ({} ms busy)\n\n",

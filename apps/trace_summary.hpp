@@ -35,6 +35,9 @@ struct VstageDurations {
 
 struct TraceSummary {
   std::string source;
+  // A job's merged trace (train/trace_merge.hpp): its processes and the clock that aligned them.
+  int processes = 1;
+  std::string clock;
   schedules::ScheduleParams schedule;  // minibatches: the run's
   std::vector<ReplicaUse> replicas;
   double span_s = 0;  // the first action's start to the last one's end
@@ -64,10 +67,12 @@ struct TraceSummary {
   double ideal_step_s = 0;
 };
 
-// Throws std::runtime_error naming `source` and what is missing or malformed.
+// Throws std::runtime_error naming `source` and what is missing or malformed; refuses one rank's
+// trace of a multi-process job (it holds only that rank's stages), which merge_traces makes one
+// trace of the job.
 TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& source);
 // Reads and summarizes a file; throws std::runtime_error naming the path (missing, not a file,
-// not JSON, not a tandem pipeline trace).
+// too large, not JSON, not a tandem pipeline trace, one rank's trace of a job).
 TraceSummary summarize_trace_file(const std::filesystem::path& path);
 
 std::string format_trace_summary(const TraceSummary& summary);

@@ -27,7 +27,35 @@ std::uint32_t stage_track(int device) {
   return static_cast<std::uint32_t>(device) + 2;
 }
 
-const char* port_name(schedules::Port port) {
+// This boot's identity: processes that share it share steady_clock (CLOCK_MONOTONIC counts
+// from the boot), so their traces align on it exactly. Empty when unreadable or malformed.
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!in || !std::getline(in, id) || id.empty() || id.size() > 64) return {};
+  const bool plain = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-';
+  });
+  return plain ? id : std::string();
+}
+
+// Where the trace's zero lies on the clocks a merge can align several processes' traces by:
+// steady_clock (exact between processes of one boot) and system_clock (shared across hosts as
+// far as their clocks are synchronized).
+nlohmann::json clock_of(Clock::time_point origin) {
+  const Clock::time_point steady_now = Clock::now();
+  const auto system_now = std::chrono::system_clock::now();
+  const auto since = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  };
+  return {{"steady_ns", since(origin.time_since_epoch())},
+          {"system_ns", since(system_now.time_since_epoch()) - since(steady_now - origin)},
+          {"boot_id", boot_id()}};
+}
+
+}  // namespace
+
+const char* trace_port_name(schedules::Port port) {
   switch (port) {
     case schedules::Port::input:
       return "input";
@@ -40,6 +68,8 @@ const char* port_name(schedules::Port port) {
   }
   return "tensor";
 }
+
+namespace {
 
 // What becomes one trace event, sorted by time before it is recorded.
 struct Pending {
@@ -150,6 +180,7 @@ nlohmann::json PipelineTrace::to_json() const {
   Clock::time_point origin = Clock::time_point::max();
   for (const Action& a : spans) origin = std::min(origin, a.start);
   for (const actors::PipelineEvent& e : events_) origin = std::min(origin, e.start);
+  if (origin == Clock::time_point::max()) origin = Clock::now();
   const auto ns = [origin](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - origin).count();
   };
@@ -219,7 +250,7 @@ nlohmann::json PipelineTrace::to_json() const {
         if (it == loads.end()) continue;
         const actors::PipelineEvent& l = events_[it->second];
         flow(kLoaderTrack, l.start, l.finish, stage_track(a.device), a.start, a.end,
-             port_name(r.port));
+             trace_port_name(r.port));
         continue;
       }
       const int vs = r.chunk * params.stages + params.stage_of(r.device);
@@ -228,7 +259,7 @@ nlohmann::json PipelineTrace::to_json() const {
       if (it == producers.end()) continue;  // a run that stopped before its producer ran
       const Action& p = spans[it->second];
       flow(stage_track(p.device), p.start, p.end, stage_track(a.device), a.start, a.end,
-           port_name(r.port));
+           trace_port_name(r.port));
     }
   }
   for (const actors::PipelineEvent& e : events_) {
@@ -293,11 +324,9 @@ nlohmann::json PipelineTrace::to_json() const {
     for (const schedules::Placement& pl : st.replicas) devices.push_back(pl.device);
     stages.push_back({{"layers", {st.layers.begin, st.layers.end}}, {"devices", devices}});
   }
-  nlohmann::json meta = {{"format", "tandem pipeline trace"},
-                         {"version", 1},
-                         {"schedule", schedule_to_json(params)},
-                         {"stages", std::move(stages)},
-                         {"tracks", std::move(tracks)}};
+  nlohmann::json meta = {{"format", "tandem pipeline trace"},    {"version", 1},
+                         {"schedule", schedule_to_json(params)}, {"stages", std::move(stages)},
+                         {"tracks", std::move(tracks)},          {"clock", clock_of(origin)}};
   if (order_) meta["order"] = schedules::format_actions(*order_);
   nlohmann::json j = rec.to_json();
   j["tandem"] = std::move(meta);

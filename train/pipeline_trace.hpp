@@ -5,7 +5,9 @@
 // coordinator track (one slice per loss report), and flow arrows from every action that sends a
 // tensor to the action that receives it. The pairs come from schedules::Routing after the run,
 // so the actors only report what ran and when. Beside "traceEvents" the file holds a "tandem"
-// object with the plan, so `tandem trace summarize` can simulate the same schedule.
+// object with the plan, so `tandem trace summarize` can simulate the same schedule, and where
+// the trace's zero lies on steady_clock and system_clock, so `tandem trace merge` can put the
+// traces of a job's processes on one clock (train/trace_merge.hpp).
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "actors/stage_event.hpp"
 #include "schedules/action_list.hpp"
 #include "schedules/plan.hpp"
+#include "schedules/routing.hpp"
 
 namespace tandem::train {
 
@@ -63,5 +66,8 @@ schedules::ScheduleParams schedule_from_json(const nlohmann::json& json);
 // for STEP and SYNC ("STEP3"), so that every name parses back as a token.
 std::string trace_action_name(const schedules::ScheduleParams& params,
                               const schedules::Action& action);
+
+// A flow arrow's name: what the tensor it draws is ("activation", "gradient", ...).
+const char* trace_port_name(schedules::Port port);
 
 }  // namespace tandem::train

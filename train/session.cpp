@@ -24,6 +24,7 @@
 #include "train/checkpoint.hpp"
 #include "train/job_error.hpp"
 #include "train/job_plan.hpp"
+#include "train/job_trace.hpp"
 #include "train/pipeline_trace.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
@@ -635,14 +636,7 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
             ran_minibatches(group->take(key + std::to_string(group->rank())), end - begin);
       }
     }
-    if (tracing) {
-      std::filesystem::path path = *options_.trace;
-      if (group != nullptr && group->rank() > 0) {
-        path.replace_filename(path.stem().string() + ".rank" + std::to_string(group->rank()) +
-                              path.extension().string());
-      }
-      trace.write(path);
-    }
+    if (tracing) write_job_trace(trace, *options_.trace, group);
     if (const auto b = progress.diverged_at()) {
       throw std::runtime_error("training diverged at step " + std::to_string(*b + 1) +
                                " (the loss is not finite); the run stopped there; try a smaller "

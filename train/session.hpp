@@ -86,7 +86,8 @@ struct TrainSummary {
 struct SessionOptions {
   std::optional<int64_t> steps;  // overrides train.steps
   // Write a Chrome trace of the run here (train/pipeline_trace.hpp); with checkpoints, of the
-  // first segment (until the first checkpoint).
+  // first segment (until the first checkpoint). In a multi-process job rank 0 writes one trace
+  // of every rank's stages (train/job_trace.hpp).
   std::optional<std::filesystem::path> trace;
   // Write checkpoints into this directory (train/checkpoint.hpp): every checkpoint_every steps
   // (rounded up to the schedule's stop boundary; 0: only at the end) and at the end.
