@@ -12,7 +12,8 @@
 //    the stage it runs on, the device of ctx.k(). It computes through ctx.k() (tandem/
 //    kernels.hpp) and allocates what it returns or keeps through ctx.k().empty / zeros; written
 //    that way it runs on every device. Tensor::data<T>() works on cpu tensors only: on another
-//    device it throws, and the run fails with an error that names the layer.
+//    device it throws, and the run fails with an error that names the layer. raw_data() is the
+//    address on the tensor's own device: never dereference it on the host for a device tensor.
 //  - An exception from any member ends the run; Tandem reports it prefixed with the layer's
 //    index and describe().
 #include <cstddef>
