@@ -1,3 +1,5 @@
+#include "api/builtin_layer.hpp"
+#include "api/device_kernels.hpp"
 #include "models/layers/activation.hpp"
 #include "models/layers/dropout.hpp"
 #include "models/layers/layer_norm.hpp"
@@ -7,38 +9,30 @@
 namespace tandem::layers {
 namespace {
 
-models::cpu::Activation to_cpu(Activation act) {
-  switch (act) {
-    case Activation::relu:
-      return models::cpu::Activation::relu;
-    case Activation::gelu:
-      return models::cpu::Activation::gelu;
-    case Activation::none:
-      break;
-  }
-  return models::cpu::Activation::none;
+LayerPtr builtin(std::shared_ptr<const models::Layer> layer) {
+  return std::make_shared<const api::BuiltinLayer>(std::move(layer));
 }
 
 }  // namespace
 
 LayerPtr linear(std::int64_t in, std::int64_t out, Activation act, bool bias) {
-  return std::make_shared<const models::Linear>(in, out, to_cpu(act), bias);
+  return builtin(std::make_shared<const models::Linear>(in, out, api::to_models(act), bias));
 }
 
 LayerPtr relu() {
-  return std::make_shared<const models::ReLU>();
+  return builtin(std::make_shared<const models::ReLU>());
 }
 
 LayerPtr gelu() {
-  return std::make_shared<const models::GELU>();
+  return builtin(std::make_shared<const models::GELU>());
 }
 
 LayerPtr layer_norm(std::int64_t features) {
-  return std::make_shared<const models::LayerNorm>(features);
+  return builtin(std::make_shared<const models::LayerNorm>(features));
 }
 
 LayerPtr dropout(float p, std::uint64_t salt) {
-  return std::make_shared<const models::Dropout>(p, salt);
+  return builtin(std::make_shared<const models::Dropout>(p, salt));
 }
 
 }  // namespace tandem::layers

@@ -4,13 +4,37 @@
 #include <string>
 #include <utility>
 
+#include "api/builtin_layer.hpp"
+#include "api/custom_layer.hpp"
 #include "models/model_spec.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem {
+namespace {
+
+// The models' layer behind a public one: a built-in's own, or an adapter of the application's.
+std::shared_ptr<const models::Layer> to_models(const LayerPtr& layer, int index) {
+  if (const auto* builtin = dynamic_cast<const api::BuiltinLayer*>(layer.get())) {
+    return builtin->impl();
+  }
+  return std::make_shared<const api::CustomLayer>(layer, index);
+}
+
+// The public layer of a model's layer i: the application's object for a custom one; a
+// BuiltinLayer sharing ownership of the model for the others.
+LayerPtr to_public(const std::shared_ptr<const models::Model>& model, int i) {
+  const models::Layer& layer = model->layer(i);
+  if (const auto* custom = dynamic_cast<const api::CustomLayer*>(&layer)) return custom->layer();
+  return std::make_shared<const api::BuiltinLayer>(
+      std::shared_ptr<const models::Layer>(model, &layer));
+}
+
+}  // namespace
 
 Model::Model(std::shared_ptr<const models::Model> impl, std::string title)
-    : impl_(std::move(impl)), title_(std::move(title)) {}
+    : impl_(std::move(impl)), title_(std::move(title)) {
+  for (int i = 0; i < impl_->num_layers(); ++i) layers_.push_back(to_public(impl_, i));
+}
 
 Model Model::mlp(std::vector<std::int64_t> widths) {
   auto impl = std::make_shared<const models::Model>(
@@ -56,7 +80,11 @@ Model Model::classifier(std::int64_t in_features, std::vector<LayerPtr> layers) 
   // The zoo's mlp shape conventions (inputs [batch, widths[0]], targets [batch]) are a
   // classifier's; the spec only carries them, the layers are the caller's.
   models::ModelSpec spec = models::mlp_spec({in_features, shape[1]});
-  auto impl = std::make_shared<const models::Model>(std::move(spec), std::move(layers));
+  std::vector<std::shared_ptr<const models::Layer>> impl_layers;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    impl_layers.push_back(to_models(layers[i], static_cast<int>(i)));
+  }
+  auto impl = std::make_shared<const models::Model>(std::move(spec), std::move(impl_layers));
   return Model(std::move(impl), "classifier(in_features=" + std::to_string(in_features) +
                                     ", classes=" + std::to_string(shape[1]) + ")");
 }
@@ -66,7 +94,11 @@ int Model::num_layers() const {
 }
 
 const Layer& Model::layer(int i) const {
-  return impl_->layer(i);
+  if (i < 0 || i >= num_layers()) {
+    throw std::out_of_range("Model::layer(" + std::to_string(i) + "): the model has " +
+                            std::to_string(num_layers()) + " layers");
+  }
+  return *layers_[static_cast<std::size_t>(i)];
 }
 
 std::string Model::describe() const {

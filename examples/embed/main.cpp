@@ -1,7 +1,7 @@
-// Embeds Tandem in an application: a model with a layer of our own, a two-stage 1F1B pipeline
-// written in code, generated data, metrics through a callback, and a watcher thread that stops
-// the run once the loss has halved. Exits 0 only when that happened.
-#include <algorithm>
+// Embeds Tandem in an application: a model with a layer of our own (written once, through
+// Tandem's kernel interface, for every device), a two-stage 1F1B pipeline written in code,
+// generated data, metrics through a callback, and a watcher thread that stops the run once the
+// loss has halved. Exits 0 only when that happened.
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -26,9 +26,10 @@ constexpr std::int64_t kMaxMinibatches = 2000;  // the planned length; the watch
 constexpr std::size_t kWindow = 20;             // minibatches the loss is averaged over
 
 // The custom layer: a residual block y = x + relu(x W^T + b) over the last dimension ([batch,
-// d] -> [batch, d]), with plain loops (a real one would call a BLAS). It keeps x and the
-// block's activation h = relu(.) for backward (both one row per sample: SavedLayout::rows, the
-// default, so the pipeline may slice them).
+// d] -> [batch, d]). It computes through the kernels of its context (tandem/kernels.hpp), so
+// the same code runs on a cpu stage and on a cuda one. It keeps x and the block's activation
+// h = relu(.) for backward (both one row per sample: SavedLayout::rows, the default, so the
+// pipeline may slice them).
 class ResidualBlock final : public tandem::Layer {
  public:
   explicit ResidualBlock(std::int64_t d) : d_(d) {}
@@ -49,74 +50,38 @@ class ResidualBlock final : public tandem::Layer {
 
   tandem::ForwardResult forward(const tandem::LayerContext& ctx, tandem::ParamView params,
                                 const tandem::Tensor& x) const override {
-    const std::int64_t rows = x.dim(0);
-    tandem::Tensor h = tandem::Tensor::empty({rows, d_});
-    tandem::Tensor y = tandem::Tensor::empty({rows, d_});
-    const float* w = params[0].data<float>();
-    const float* b = params[1].data<float>();
-    const float* xs = x.data<float>();
-    float* hs = h.data<float>();
-    float* ys = y.data<float>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t o = 0; o < d_; ++o) {
-        float z = b[o];
-        for (std::int64_t i = 0; i < d_; ++i) z += xs[r * d_ + i] * w[o * d_ + i];
-        hs[r * d_ + o] = std::max(z, 0.0f);
-        ys[r * d_ + o] = xs[r * d_ + o] + hs[r * d_ + o];
-      }
-    }
+    const tandem::Kernels& k = ctx.k();
+    tandem::Tensor h = k.empty(x.shape());
+    k.gemm(/*trans_a=*/false, /*trans_b=*/true, 1.0f, x, params[0], 0.0f, h);  // x W^T
+    k.bias_activation(h, params[1], tandem::Activation::relu, nullptr);
+    tandem::Tensor y = k.empty(x.shape());
+    k.add(x, h, y);
     tandem::ForwardResult out{y, {}};
     if (ctx.keep_saved) out.saved = {x, h};
     return out;
   }
 
   // dx = dy + dz W, with dz = dy where h > 0.
-  tandem::Tensor backward_input(const tandem::LayerContext&, tandem::ParamView params,
+  tandem::Tensor backward_input(const tandem::LayerContext& ctx, tandem::ParamView params,
                                 tandem::Saved& saved, const tandem::Tensor& dy) const override {
-    const std::int64_t rows = dy.dim(0);
-    const float* w = params[0].data<float>();
-    const float* h = saved.at(1).data<float>();
-    const float* g = dy.data<float>();
-    tandem::Tensor dx = dy.clone();
-    float* dxs = dx.data<float>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t o = 0; o < d_; ++o) {
-        if (h[r * d_ + o] <= 0) continue;
-        const float dz = g[r * d_ + o];
-        for (std::int64_t i = 0; i < d_; ++i) dxs[r * d_ + i] += dz * w[o * d_ + i];
-      }
-    }
+    const tandem::Kernels& k = ctx.k();
+    tandem::Tensor dz = k.empty(dy.shape());
+    k.activation_backward(tandem::Activation::relu, dy, saved.at(1), dz);
+    tandem::Tensor dx = k.empty(dy.shape());
+    k.copy(dy, dx);
+    k.gemm(false, false, 1.0f, dz, params[0], 1.0f, dx);  // + dz W
     return dx;
   }
 
-  // dW = dz^T x, db = sum over rows of dz; written as grads = alpha * g + beta * grads.
-  void backward_weight_into(const tandem::LayerContext&, const tandem::Saved& saved,
+  // dW = dz^T x, db = sum over rows of dz; written as grads = alpha * g + beta * grads, which
+  // the kernels' alpha and beta do directly.
+  void backward_weight_into(const tandem::LayerContext& ctx, const tandem::Saved& saved,
                             const tandem::Tensor& dy, const tandem::GradSink& sink) const override {
-    const std::int64_t rows = dy.dim(0);
-    const float* x = saved.at(0).data<float>();
-    const float* h = saved.at(1).data<float>();
-    const float* g = dy.data<float>();
-    std::vector<float> dw(static_cast<std::size_t>(d_ * d_), 0.0f);
-    std::vector<float> db(static_cast<std::size_t>(d_), 0.0f);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t o = 0; o < d_; ++o) {
-        if (h[r * d_ + o] <= 0) continue;
-        const float dz = g[r * d_ + o];
-        db[static_cast<std::size_t>(o)] += dz;
-        for (std::int64_t i = 0; i < d_; ++i) {
-          dw[static_cast<std::size_t>(o * d_ + i)] += dz * x[r * d_ + i];
-        }
-      }
-    }
-    const auto write = [&](tandem::Tensor& dst, const std::vector<float>& src) {
-      float* p = dst.data<float>();
-      for (std::size_t k = 0; k < src.size(); ++k) {
-        // beta == 0 writes fresh values: the old contents may be uninitialised.
-        p[k] = sink.alpha * src[k] + (sink.beta == 0.0f ? 0.0f : sink.beta * p[k]);
-      }
-    };
-    write(sink.grads[0], dw);
-    write(sink.grads[1], db);
+    const tandem::Kernels& k = ctx.k();
+    tandem::Tensor dz = k.empty(dy.shape());
+    k.bias_activation_backward(tandem::Activation::relu, dy, saved.at(1), dz, &sink.grads[1],
+                               sink.alpha, sink.beta);
+    k.gemm(true, false, sink.alpha, dz, saved.at(0), sink.beta, sink.grads[0]);
   }
 
  private:
@@ -166,7 +131,9 @@ double mean(const std::deque<double>& v) {
 
 }  // namespace
 
-int main() {
+// Usage: embed_example [device], the device of both stages ("cpu", the default, or "cuda:0").
+int main(int argc, char** argv) {
+  const std::string device = argc > 1 ? argv[1] : "cpu";
   std::printf("tandem %s\n", std::string(tandem::version()).c_str());
 
   // Five layers, two of them ours; stage 0 takes layers [0, 2), stage 1 [2, 5).
@@ -178,7 +145,7 @@ int main() {
   std::printf("%s", model.describe().c_str());
 
   tandem::Plan plan;
-  plan.stages = {{0, 2, {"cpu"}}, {2, 5, {"cpu"}}};
+  plan.stages = {{0, 2, {device}}, {2, 5, {device}}};
   plan.schedule = tandem::Schedule::one_f_one_b;
   plan.minibatch = kMinibatch;
   plan.slices = 4;

@@ -1,8 +1,8 @@
 #pragma once
-// Tandem's embedding API: the one header an application includes, and the only interface
-// Tandem promises to keep (within a minor version; see docs/embedding.md). Everything else the
-// installed package holds (the headers under include/tandem/internal/ that this one includes
-// for the Layer and Tensor types) may change in any release.
+// Tandem's embedding API: the header an application includes, and with the public headers it
+// includes (tandem/device.hpp, dtype.hpp, tensor.hpp, kernels.hpp, layer.hpp, all in this
+// folder) the only interface Tandem promises to keep (within a minor version; see
+// docs/embedding.md). None of them includes anything of Tandem's internals.
 //
 // A run: build a Model (a zoo model, or a classifier from layers of your own), describe the
 // pipeline as a Plan (stages of layers, devices per replica, schedule), give it data through a
@@ -15,8 +15,11 @@
 #include <string_view>
 #include <vector>
 
-#include "models/layer.hpp"
-#include "runtime/tensor.hpp"
+#include "device.hpp"
+#include "dtype.hpp"
+#include "kernels.hpp"
+#include "layer.hpp"
+#include "tensor.hpp"
 
 namespace tandem {
 
@@ -28,29 +31,13 @@ class Model;
 std::string_view version();
 
 // ---------------------------------------------------------------------------------------------
-// Layers. A custom layer derives from tandem::Layer and implements kind, describe,
-// output_shape, forward and backward_input (and param_specs plus backward_weight_into when it
-// has parameters). Layers hold no weights: parameters come in with every call, in the order of
-// param_specs(). A layer must be immutable and safe to call from several threads at once.
-// The full contract of each member is documented on the class itself.
-
-using Layer = models::Layer;
-using LayerPtr = std::shared_ptr<const Layer>;
-using LayerContext = models::Context;
-using LayerCost = models::LayerCost;
-using ForwardResult = models::ForwardResult;
-using Saved = models::Saved;
-using SavedLayout = models::SavedLayout;
-using GradSink = models::GradSink;
-using ParamSpec = models::ParamSpec;
-using ParamInit = models::Init;
-using ParamView = models::ParamView;
-// Tensor, Shape, DType and Device are tandem::Tensor, tandem::Shape, ... already.
+// Layers: a custom layer derives from tandem::Layer (tandem/layer.hpp, which states the
+// contract) and computes through the kernels its context carries (tandem/kernels.hpp).
 
 // Built-in layers, for models that mix them with custom ones.
 namespace layers {
 
-enum class Activation { none, relu, gelu };
+using Activation = tandem::Activation;
 
 // y = act(x W^T + b) over the last dimension ([..., in] -> [..., out]).
 LayerPtr linear(std::int64_t in, std::int64_t out, Activation act = Activation::none,
@@ -93,6 +80,8 @@ class Model {
   static Model classifier(std::int64_t in_features, std::vector<LayerPtr> layers);
 
   int num_layers() const;
+  // Layer i: the application's own object for a custom layer; for a built-in one a Layer that
+  // runs it (through Tandem's kernels only: a LayerContext with kernels of its own is refused).
   const Layer& layer(int i) const;  // throws std::out_of_range
   std::string describe() const;     // one line per layer
   std::int64_t parameters() const;  // number of trainable values
@@ -104,7 +93,8 @@ class Model {
   friend class Session;
   Model(std::shared_ptr<const models::Model> impl, std::string title);
   std::shared_ptr<const models::Model> impl_;
-  std::string title_;  // describe()'s first line
+  std::vector<LayerPtr> layers_;  // impl_'s layers as public ones (layer(i))
+  std::string title_;             // describe()'s first line
 };
 
 // ---------------------------------------------------------------------------------------------
