@@ -27,8 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::as_bytes(std::span<const char>(piece.data(), piece.size()));
   }
   try {
-    tandem::apps::read_checkpoint_bytes(manifest, files, "fuzz", /*verify_checksums=*/false);
-  } catch (const tandem::apps::CheckpointError&) {
+    tandem::train::read_checkpoint_bytes(manifest, files, "fuzz", /*verify_checksums=*/false);
+  } catch (const tandem::train::CheckpointError&) {
   }
   return 0;
 }
