@@ -70,7 +70,7 @@ double per_action_us(double measured_ms, double predicted_ms, std::int64_t actio
 }
 
 // Every replica on sim, or none (cpu, cuda): the two ways a bench runs.
-bool on_sim(const ts::Plan& plan, const Config& config) {
+bool on_sim(const ts::Plan& plan, const train::Config& config) {
   bool sim = false, data = false;
   for (const auto& st : plan.stages) {
     for (const auto& r : st.replicas) {
@@ -78,7 +78,7 @@ bool on_sim(const ts::Plan& plan, const Config& config) {
     }
   }
   if (sim && data) {
-    throw ConfigError(config.pipeline ? config.where.pipeline : config.where.train,
+    throw train::ConfigError(config.pipeline ? config.where.pipeline : config.where.train,
                       "pipeline.stages",
                       "tandem bench runs stages all on sim (timed, no data) or all on devices "
                       "with data, not both");
@@ -86,7 +86,7 @@ bool on_sim(const ts::Plan& plan, const Config& config) {
   return sim;
 }
 
-BenchReport bench_sim(const Config& config, const BenchOptions& options) {
+BenchReport bench_sim(const train::Config& config, const BenchOptions& options) {
   const models::Model model = models::Model::build(config.model);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   const ts::Plan plan =
@@ -220,7 +220,7 @@ BenchReport bench_sim(const Config& config, const BenchOptions& options) {
   return out;
 }
 
-BenchReport bench_trained(Config config, const BenchOptions& options) {
+BenchReport bench_trained(train::Config config, const BenchOptions& options) {
   // Evaluation would run beside training and take its cores: the bench times training alone.
   config.train.eval.reset();
   TempFile temp;
@@ -338,7 +338,7 @@ actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const ts::Pla
 
 namespace {
 
-BenchReport run_bench_checked(const Config& config, const BenchOptions& options) {
+BenchReport run_bench_checked(const train::Config& config, const BenchOptions& options) {
   const models::Model model = models::Model::build(config.model);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   bool sim = false;
@@ -348,7 +348,7 @@ BenchReport run_bench_checked(const Config& config, const BenchOptions& options)
           train::pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps),
           config);
     } catch (const ts::ScheduleError& e) {
-      throw ConfigError(config.where.pipeline, "pipeline", e.what());
+      throw train::ConfigError(config.where.pipeline, "pipeline", e.what());
     }
   }
   if (!sim && options.group != nullptr) {
@@ -373,8 +373,8 @@ BenchReport run_bench_checked(const Config& config, const BenchOptions& options)
 
 }  // namespace
 
-BenchReport run_bench(const Config& config, const BenchOptions& options) {
-  return at_config(config, [&] { return run_bench_checked(config, options); });
+BenchReport run_bench(const train::Config& config, const BenchOptions& options) {
+  return train::at_config(config, [&] { return run_bench_checked(config, options); });
 }
 
 std::string format_bench(const BenchReport& r) {

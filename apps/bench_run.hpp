@@ -18,7 +18,7 @@
 
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "models/model.hpp"
 #include "models/sim_costs.hpp"
 #include "planner/profile.hpp"
@@ -112,10 +112,10 @@ struct BenchReport {
   double unhidden_s = 0;  // mean over replicas
 };
 
-// Loads nothing: `config` is loaded and checked. Throws ConfigError (stages on both sim and
+// Loads nothing: `config` is loaded and checked. Throws train::ConfigError (stages on both sim and
 // data devices, or a config train::Session refuses), std::runtime_error (an unreadable profile, or
 // one whose layers are not the model's), actors::PipelineError.
-BenchReport run_bench(const Config& config, const BenchOptions& options);
+BenchReport run_bench(const train::Config& config, const BenchOptions& options);
 
 // A table for people; the JSON object (what --json prints and the BENCH_JSON line carries).
 std::string format_bench(const BenchReport& report);

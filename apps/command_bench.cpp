@@ -53,7 +53,7 @@ void add_bench_command(CLI::App& app) {
       check_output("bench: --trace", args->trace, {args->config, args->profile});
       options.trace = args->trace;
     }
-    const Config config = load_config(args->config);
+    const train::Config config = train::load_config(args->config);
     // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
     const std::unique_ptr<train::ProcessGroup> group =
         train::join_launched_job(train::process_group_options(config.cluster));

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/profile.hpp"
@@ -30,16 +30,16 @@ struct ProfileArgs {
 
 void run_profile(const ProfileArgs& args) {
   check_output("profile: -o", args.output, {args.config});
-  const Config config = load_config(args.config);
+  const train::Config config = train::load_config(args.config);
   if (args.options.minibatch > 0) {  // the config was checked with its own minibatch
-    const Machine machine = Machine::here();
+    const train::Machine machine = train::Machine::here();
     const double bytes =
-        4 * activation_count(models::Model::build(config.model), args.options.minibatch);
+        4 * train::activation_count(models::Model::build(config.model), args.options.minibatch);
     if (bytes > machine.memory_bytes) {
       throw UsageError(fmt::format(
           "profile: --minibatch {}: one minibatch's activations alone need {}, more than this "
           "machine's {} of memory",
-          args.options.minibatch, human_bytes(bytes), human_bytes(machine.memory_bytes)));
+          args.options.minibatch, train::human_bytes(bytes), train::human_bytes(machine.memory_bytes)));
     }
   }
   const auto progress = [&](int i, int n, const planner::LayerProfile& layer) {
@@ -48,7 +48,7 @@ void run_profile(const ProfileArgs& args) {
                              i + 1, n, layer.name, layer.forward_ms, layer.backward_ms);
   };
   const planner::Profile profile =
-      at_config(config, [&] { return train::profile_model(config, args.options, progress); });
+      train::at_config(config, [&] { return train::profile_model(config, args.options, progress); });
   double forward = 0, backward = 0, parameters = 0;
   for (const planner::LayerProfile& layer : profile.layers) {
     forward += layer.forward_ms;

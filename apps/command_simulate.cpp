@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config_limits.hpp"
+#include "train/config_limits.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "schedules/report.hpp"
@@ -253,16 +253,16 @@ ts::ActionList build_list(const SimulateOptions& o, const CLI::App& cmd) {
   // Refuse what cannot fit before building it (`-p 100000 -m 100000`: 2e10 actions).
   const double actions = estimated_actions(schedule.params());
   const double bytes = actions * kBytesPerAction;
-  const Machine machine = Machine::here();
+  const train::Machine machine = train::Machine::here();
   if (bytes > machine.memory_bytes) {
     throw UsageError("simulate: about " + std::to_string(static_cast<std::int64_t>(actions)) +
-                     " actions would need about " + human_bytes(bytes) + ", more than this " +
-                     "machine's " + human_bytes(machine.memory_bytes) +
+                     " actions would need about " + train::human_bytes(bytes) + ", more than this " +
+                     "machine's " + train::human_bytes(machine.memory_bytes) +
                      " of memory; use fewer stages (-p), slices (-m) or minibatches (-n)");
   }
   if (actions > kLargeRun) {
     std::cerr << "simulate: building " << static_cast<std::int64_t>(actions) << " actions ("
-              << human_bytes(bytes) << ")...\n";
+              << train::human_bytes(bytes) << ")...\n";
   }
   return schedule.materialize();
 }

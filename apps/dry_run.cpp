@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "apps/config_limits.hpp"
+#include "train/config_limits.hpp"
 #include "models/model.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -17,7 +17,7 @@ namespace {
 namespace ts = tandem::schedules;
 
 // The pipeline a run without a pipeline section is: one stage on one cpu.
-train::PipelineLayout effective_pipeline(const Config& config) {
+train::PipelineLayout effective_pipeline(const train::Config& config) {
   if (config.pipeline) return *config.pipeline;
   train::PipelineLayout p;
   p.schedule = "1f1b";
@@ -79,7 +79,7 @@ std::string devices_text(const train::StageSpec& st) {
 
 }  // namespace
 
-DryRunPrediction predict(const Config& config) {
+DryRunPrediction predict(const train::Config& config) {
   const models::Model model = models::Model::build(config.model);
   const train::PipelineLayout pipeline = effective_pipeline(config);
   const ts::ScheduleKind kind = ts::parse_schedule_kind(pipeline.schedule);
@@ -127,7 +127,7 @@ DryRunPrediction predict(const Config& config) {
   return out;
 }
 
-void dry_run(const Config& config, std::ostream& out) {
+void dry_run(const train::Config& config, std::ostream& out) {
   const models::Model model = models::Model::build(config.model);
   const train::PipelineLayout pipeline = effective_pipeline(config);
   const DryRunPrediction p = predict(config);
@@ -155,7 +155,7 @@ void dry_run(const Config& config, std::ostream& out) {
     const double memory = device < p.memory_bytes.size() ? p.memory_bytes[device] : 0.0;
     out << fmt::format("{:<6} {:<10} {:<9} {:<16} {:>12.4g} {:>14}\n", s,
                        layers_text(st, model.num_layers()), st.replicas, devices_text(st), busy,
-                       human_bytes(memory));
+                       train::human_bytes(memory));
     device += static_cast<size_t>(st.replicas);
   }
   out << fmt::format(

@@ -4,7 +4,7 @@
 // time per minibatch and each stage's memory, and nothing runs.
 #include <ostream>
 
-#include "apps/config.hpp"
+#include "train/config.hpp"
 
 namespace tandem::apps {
 
@@ -21,9 +21,9 @@ struct DryRunPrediction {
 };
 
 // The prediction for `config`'s pipeline (a config without one: one stage on cpu).
-DryRunPrediction predict(const Config& config);
+DryRunPrediction predict(const train::Config& config);
 
 // Prints the plan and the prediction to `out`.
-void dry_run(const Config& config, std::ostream& out);
+void dry_run(const train::Config& config, std::ostream& out);
 
 }  // namespace tandem::apps

@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/default_config.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "train/cluster_options.hpp"
@@ -173,8 +173,8 @@ void check_trace_path(const std::filesystem::path& path,
 }  // namespace
 
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
-  Config config = command.config ? load_config(*command.config)
-                                 : parse_config(std::string(default_config()), kDefaultConfigName);
+  train::Config config = command.config ? train::load_config(*command.config)
+                                 : train::parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
   std::unique_ptr<train::ProcessGroup> group =
@@ -200,7 +200,7 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   options.resume = command.resume;
   options.group = group.get();
   std::optional<train::Session> session;
-  at_config(config, [&] { session.emplace(config, options); });
+  train::at_config(config, [&] { session.emplace(config, options); });
   train::Session& trainer = *session;
   if (group != nullptr && !command.quiet) {
     out << "job: " << transport::read_launch_env(transport::process_env()).describe()

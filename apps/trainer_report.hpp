@@ -42,7 +42,7 @@ struct TrainCommand {
 // `tandem train`: loads the config, trains through the pipeline runtime (one stage when the
 // config has no pipeline section), prints progress (unless quiet), the summary and the
 // per-stage table to `out`, writes the metrics file and checkpoints; Ctrl-C stops at the next
-// stop boundary. Throws ConfigError /
+// stop boundary. Throws train::ConfigError /
 // DataFileError / actors::PipelineError / std::runtime_error.
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out);
 

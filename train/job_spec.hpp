@@ -1,7 +1,7 @@
 #pragma once
 // What a training job is, as plain values: the model, its data, how it trains, how the
 // pipeline cuts and schedules it, and how the processes of a multi-process job talk. The CLI
-// reads it from YAML (apps/config.hpp, which keeps where each key stood for its errors); the
+// reads it from YAML (train/config.hpp, which keeps where each key stood for its errors); the
 // embedding API fills it in code. train/job_plan.hpp turns it into a schedules::Plan.
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
 // What a config may ask of the machine: sizes checked before anything is built, devices that
 // exist, data paths that are files. Each case is refused with file:line and the key.
-#include "apps/config_limits.hpp"
+#include "train/config_limits.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,40 +10,40 @@
 #include <fstream>
 #include <string>
 
-#include "apps/config.hpp"
+#include "train/config.hpp"
 
 namespace tandem::apps {
 namespace {
 
 // A small machine: 1 GiB, two GPUs, so the answers do not depend on where the test runs.
-Machine small_machine() {
-  return Machine{.memory_bytes = 1024.0 * 1024 * 1024, .cuda_devices = 2, .cuda_built = true};
+train::Machine small_machine() {
+  return train::Machine{.memory_bytes = 1024.0 * 1024 * 1024, .cuda_devices = 2, .cuda_built = true};
 }
 
 // Whether `text` loads on `machine`; prints the error when it does not.
-bool loads(const std::string& text, const Machine& machine = small_machine()) {
+bool loads(const std::string& text, const train::Machine& machine = small_machine()) {
   try {
-    parse_config(text, "test.yaml", machine);
+    train::parse_config(text, "test.yaml", machine);
     return true;
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     ADD_FAILURE() << e.what();
     return false;
   }
 }
 
-// The error `text` gets on `machine` (a ConfigError saying "no error" when it loads).
-ConfigError error_of(const std::string& text, const Machine& machine = small_machine()) {
+// The error `text` gets on `machine` (a train::ConfigError saying "no error" when it loads).
+train::ConfigError error_of(const std::string& text, const train::Machine& machine = small_machine()) {
   try {
-    parse_config(text, "test.yaml", machine);
-  } catch (const ConfigError& e) {
+    train::parse_config(text, "test.yaml", machine);
+  } catch (const train::ConfigError& e) {
     return e;
   }
-  return ConfigError(ConfigLocation{}, "", "no error");
+  return train::ConfigError(train::ConfigLocation{}, "", "no error");
 }
 
 void expect_error(const std::string& text, int line, std::initializer_list<std::string> words,
-                  const Machine& machine = small_machine()) {
-  const ConfigError e = error_of(text, machine);
+                  const train::Machine& machine = small_machine()) {
+  const train::ConfigError e = error_of(text, machine);
   const std::string msg = e.what();
   EXPECT_EQ(e.where().line, line) << msg;
   EXPECT_NE(msg.find("test.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
@@ -66,7 +66,7 @@ TEST(ConfigLimits, HugeModelsAreRefusedBeforeTheyAreBuilt) {
   expect_error(gpt("100000000"), 1, {"model.layers", "parameters", "more than this machine's"});
   // On this very machine too: whatever its memory, 1e8 blocks of 64 wide do not fit in it
   // as a number of seconds to build.
-  expect_error(gpt("100000000"), 1, {"model.layers"}, Machine::here());
+  expect_error(gpt("100000000"), 1, {"model.layers"}, train::Machine::here());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   expect_error(gpt("4").replace(gpt("4").find("vocab: 64"), 9, "vocab: 100000000"), 1,
                {"model.vocab", "parameters"});
@@ -123,13 +123,13 @@ TEST(ConfigLimits, ActivationsAndDataAgainstMemory) {
 TEST(ConfigLimits, SimStagesHoldNoWeights) {
   std::string text =
       gpt("40000", "pipeline:\n  stages:\n    - {layers: \"0-40002\", device: sim}\n");
-  const Machine machine = small_machine();
+  const train::Machine machine = small_machine();
   // 40000 blocks of 64 wide: 2 G parameters, 16 GiB as weights and gradients: too much for the
   // model's own check on 1 GiB...
   expect_error(text, 1, {"model.layers"}, machine);
-  EXPECT_TRUE(loads(text, Machine{.memory_bytes = 20.0 * 1024 * 1024 * 1024}));
+  EXPECT_TRUE(loads(text, train::Machine{.memory_bytes = 20.0 * 1024 * 1024 * 1024}));
   // ...but on a machine with room for the model's layers, the sim stages' weights cost nothing.
-  Machine roomy = machine;
+  train::Machine roomy = machine;
   roomy.memory_bytes = 20.0 * 1024 * 1024 * 1024;
   std::string cpu = text;
   cpu.replace(cpu.find("device: sim"), 11, "device: cpu");
@@ -142,7 +142,7 @@ TEST(ConfigLimits, DevicesThatDoNotExist) {
       "    - {layers: \"3-4\", device: cuda:2}\n";
   expect_error(gpt("2", stages), 7,
                {"pipeline.stages[1].device", "'cuda:2' does not exist", "2 CUDA devices"});
-  Machine no_cuda = small_machine();
+  train::Machine no_cuda = small_machine();
   no_cuda.cuda_built = false;
   no_cuda.cuda_devices = 0;
   expect_error(gpt("2", stages), 7, {"pipeline.stages[1].device", "no CUDA backend"}, no_cuda);
@@ -185,9 +185,9 @@ TEST(ConfigLimits, DataPathsMustBeFiles) {
 TEST(ConfigLimits, ConfigPathsMustBeFiles) {
   for (const char* path : {"/dev/zero", "/tmp"}) {
     try {
-      load_config(path, small_machine());
+      train::load_config(path, small_machine());
       ADD_FAILURE() << path;
-    } catch (const ConfigError& e) {
+    } catch (const train::ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   }

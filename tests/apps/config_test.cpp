@@ -1,4 +1,4 @@
-#include "apps/config.hpp"
+#include "train/config.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,12 +25,12 @@ train:
   eval: {every: 25, samples: 256}
 )";
 
-// Parses `text` expecting a ConfigError whose message holds "test.yaml:<line>:" and every word.
+// Parses `text` expecting a train::ConfigError whose message holds "test.yaml:<line>:" and every word.
 void expect_error(const std::string& text, int line, std::initializer_list<std::string> words) {
   try {
-    parse_config(text, "test.yaml");
+    train::parse_config(text, "test.yaml");
     ADD_FAILURE() << "no error for:\n" << text;
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("test.yaml:" + std::to_string(line) + ":"), std::string::npos)
         << "expected line " << line << " in: " << msg;
@@ -47,7 +47,7 @@ std::string replace(std::string text, const std::string& from, const std::string
 }
 
 TEST(ConfigTest, ParsesEverySection) {
-  const Config c = parse_config(kValid, "test.yaml");
+  const train::Config c = train::parse_config(kValid, "test.yaml");
   EXPECT_EQ(c.model.name, "mlp");
   EXPECT_EQ(c.model.widths, (std::vector<int64_t>{16, 64, 4}));
   const auto& d = std::get<models::data::TeacherData>(c.data);
@@ -75,7 +75,7 @@ TEST(ConfigTest, ParsesEverySection) {
 }
 
 TEST(ConfigTest, ParsesGptSgdAndSingleStagePipeline) {
-  const Config c = parse_config(
+  const train::Config c = train::parse_config(
       R"(model: {name: gpt, layers: 2, d_model: 32, heads: 4, seq_len: 16, vocab: 32, dropout: 0.1}
 data: {kind: markov-text, vocab: 12, order: 2, sharpness: 3}
 train:
@@ -122,7 +122,7 @@ TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
                                         schedules::StagePlan{{1, 2}, {schedules::Placement{}}}},
                                        params);
   const std::string text = std::string(kValid) + planner::pipeline_yaml(planned);
-  const Config c = parse_config(text, "test.yaml");
+  const train::Config c = train::parse_config(text, "test.yaml");
   ASSERT_TRUE(c.pipeline.has_value());
   EXPECT_EQ(c.pipeline->schedule, "umpipe");
   EXPECT_TRUE(c.pipeline->slices.empty());
@@ -144,7 +144,7 @@ TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
   // (UMPIPE runs no replicated stages; GPipe does.)
   planned.plan.stages[1].replicas.push_back(schedules::Placement{});
   planned.plan = schedules::Plan::make(planned.plan.stages, params);
-  const Config g = parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
+  const train::Config g = train::parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
   EXPECT_EQ(g.pipeline->slices, (std::vector<int64_t>{4}));
   EXPECT_EQ(g.pipeline->stages[1].replicas, 2);
   EXPECT_TRUE(g.pipeline->compositions.empty());
@@ -154,7 +154,7 @@ TEST(ConfigTest, BadUmpipeSliceSizesNameFileLineAndKey) {
   const std::string head = std::string(kValid) + "pipeline:\n  schedule: umpipe\n  slices:\n";
   const std::string stages = "  stages:\n    - {layers: \"0\"}\n    - {layers: \"1\"}\n";
   const std::string good0 = "    - {forward: [16, 16], backward: [32]}\n";
-  EXPECT_NO_THROW(parse_config(head + good0 + good0 + stages, "test.yaml"));
+  EXPECT_NO_THROW(train::parse_config(head + good0 + good0 + stages, "test.yaml"));
   expect_error(head + good0 + "    - {forward: [16, 8], backward: [32]}\n" + stages, 14,
                {"pipeline.slices[1].forward", "sum to 24", "train.minibatch 32"});
   expect_error(head + good0 + "    - {forward: [32, 0], backward: [32]}\n" + stages, 14,
@@ -206,7 +206,7 @@ train: {minibatch: 2, steps: 1, optimizer: {kind: sgd, lr: 0.1, nesterov: maybe,
 // contexts mixes so slowly that its power iteration ran for hours. The config is now checked
 // without building it (the chain is built, with a bounded iteration, only when training).
 TEST(ConfigTest, MarkovTextIsCheckedWithoutBuildingItsChain) {
-  const Config c = parse_config(
+  const train::Config c = train::parse_config(
       R"(model: {name: gpt, layers: 1, d_model: 16, heads: 2, seq_len: 8, vocab: 16}
 data: {kind: markov-text, vocab: 4, order: 9, sharpness: 50}
 train: {minibatch: 2, steps: 1, optimizer: {kind: sgd, lr: 0.1}}
@@ -276,7 +276,7 @@ std::string pipeline(const std::string& keys, const std::string& stages) {
 const char* kTwoStages = "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n";
 
 TEST(ConfigTest, PipelineKeysBecomeAPlan) {
-  const Config c = parse_config(
+  const train::Config c = train::parse_config(
       pipeline("  schedule: interleaved\n  slices: 4\n  chunks: 2\n", kTwoStages), "test.yaml");
   EXPECT_EQ(c.pipeline->chunks, 2);
   const schedules::Plan plan = train::pipeline_plan(*c.pipeline, 32, 4, 10);
@@ -288,18 +288,18 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   ASSERT_EQ(plan.stages.size(), 2u);
   EXPECT_EQ(plan.stages[1].layers, (schedules::LayerRange{2, 4}));
   // Interleaved defaults to two chunks per device.
-  EXPECT_EQ(parse_config(pipeline("  schedule: interleaved\n  slices: 2\n", kTwoStages), "t")
+  EXPECT_EQ(train::parse_config(pipeline("  schedule: interleaved\n  slices: 2\n", kTwoStages), "t")
                 .pipeline->chunks,
             2);
 
-  const Config g = parse_config(
+  const train::Config g = train::parse_config(
       pipeline("  schedule: gpipe\n  slices: 4\n  rematerialize: true\n",
                "    - {layers: \"0-2\", replicas: 2, device: cpu}\n    - {layers: \"3\"}\n"),
       "test.yaml");
   const schedules::Plan gp = train::pipeline_plan(*g.pipeline, 32, 4, 10);
   EXPECT_TRUE(gp.schedule.rematerialize);
   EXPECT_EQ(g.pipeline->precision, models::MatmulPrecision::f32);  // the default
-  EXPECT_EQ(parse_config(pipeline("  schedule: 1f1b\n  precision: tf32\n", kTwoStages), "t")
+  EXPECT_EQ(train::parse_config(pipeline("  schedule: 1f1b\n  precision: tf32\n", kTwoStages), "t")
                 .pipeline->precision,
             models::MatmulPrecision::tf32);
   EXPECT_EQ(gp.schedule.replicas, (std::vector<int>{2, 1}));
@@ -308,8 +308,8 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   EXPECT_EQ(gp.stages[1].layers, (schedules::LayerRange{3, 4}));
 
   // UMPIPE with a count per stage: equal slices of each stage's own.
-  const Config u =
-      parse_config(pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
+  const train::Config u =
+      train::parse_config(pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
   const schedules::Plan up = train::pipeline_plan(*u.pipeline, 32, 4, 10);
   EXPECT_EQ(up.schedule.forward_slices,
             (std::vector<std::vector<int64_t>>{{8, 8, 8, 8}, {16, 16}}));
@@ -318,9 +318,9 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
 
 TEST(ConfigTest, ClusterCollectivesAreAutoGlooOrNccl) {
   const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
-  EXPECT_EQ(parse_config(base, "t").cluster.collectives, "auto");
-  EXPECT_EQ(parse_config(base + "cluster: {collectives: nccl}\n", "t").cluster.collectives, "nccl");
-  EXPECT_EQ(parse_config(base + "cluster: {collectives: gloo}\n", "t").cluster.collectives, "gloo");
+  EXPECT_EQ(train::parse_config(base, "t").cluster.collectives, "auto");
+  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: nccl}\n", "t").cluster.collectives, "nccl");
+  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: gloo}\n", "t").cluster.collectives, "gloo");
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
   expect_error(base + "cluster: {collectives: mpi}\n", line,
                {"cluster.collectives", "unknown collectives 'mpi'", "auto, gloo, nccl"});
@@ -328,9 +328,9 @@ TEST(ConfigTest, ClusterCollectivesAreAutoGlooOrNccl) {
 
 TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
   const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
-  EXPECT_EQ(parse_config(base, "t").cluster.tcp_lanes, 2);
-  EXPECT_EQ(parse_config(base + "cluster: {tcp_lanes: 1}\n", "t").cluster.tcp_lanes, 1);
-  EXPECT_EQ(parse_config(base + "cluster: {tcp_lanes: 8}\n", "t").cluster.tcp_lanes, 8);
+  EXPECT_EQ(train::parse_config(base, "t").cluster.tcp_lanes, 2);
+  EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 1}\n", "t").cluster.tcp_lanes, 1);
+  EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 8}\n", "t").cluster.tcp_lanes, 8);
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
   expect_error(base + "cluster: {tcp_lanes: 0}\n", line, {"cluster.tcp_lanes", "must be >= 1"});
   expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be <= 8"});
@@ -338,8 +338,8 @@ TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
 
 TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
   const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
-  EXPECT_EQ(parse_config(base, "t").cluster.stall_timeout_s, 300);
-  EXPECT_EQ(parse_config(base + "cluster: {stall_timeout: 2.5}\n", "t").cluster.stall_timeout_s,
+  EXPECT_EQ(train::parse_config(base, "t").cluster.stall_timeout_s, 300);
+  EXPECT_EQ(train::parse_config(base + "cluster: {stall_timeout: 2.5}\n", "t").cluster.stall_timeout_s,
             2.5);
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
   expect_error(base + "cluster: {stall_timeout: 0}\n", line,
@@ -354,7 +354,7 @@ TEST(ConfigTest, AnUnknownScheduleListsThePipelineSchedules) {
 }
 
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
-  EXPECT_NO_THROW(parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
+  EXPECT_NO_THROW(train::parse_config(pipeline("  schedule: 1f1b\n", kTwoStages), "test.yaml"));
   expect_error(pipeline("  schedule: 1f1b\n  chunk: 2\n", kTwoStages), 6,
                {"pipeline.chunk", "unknown key"});
   expect_error(pipeline("", "    - {layers: \"0-1\"}\n    - {layers: \"1-3\"}\n"), 7,
@@ -405,9 +405,9 @@ TEST(ConfigTest, SyntaxErrorsDuplicatesAndFiles) {
   const auto path = std::filesystem::temp_directory_path() / "tandem-config-test-missing.yaml";
   std::filesystem::remove(path);
   try {
-    load_config(path);
+    train::load_config(path);
     ADD_FAILURE() << "no error for a missing file";
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
   }
   {
@@ -415,9 +415,9 @@ TEST(ConfigTest, SyntaxErrorsDuplicatesAndFiles) {
     out << replace(kValid, "seed: 7", "sead: 7");
   }
   try {
-    load_config(path);
+    train::load_config(path);
     ADD_FAILURE() << "no error for sead";
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(path.string() + ":7:3: train.sead"), std::string::npos)
         << e.what();
   }
@@ -428,7 +428,7 @@ TEST(ConfigTest, ShippedConfigsLoad) {
   for (const char* name : {"mlp-teacher.yaml", "gpt-markov.yaml", "vgg-small.yaml", "default.yaml",
                            "gpt-pipeline-1f1b.yaml", "mlp-pipeline-pipedream.yaml"}) {
     const auto path = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / name;
-    EXPECT_NO_THROW(load_config(path)) << path;
+    EXPECT_NO_THROW(train::load_config(path)) << path;
   }
 }
 
@@ -441,7 +441,7 @@ namespace {
 // Every config the repository ships (benchmarks' and examples' included) loads and plans; the
 // GPU benchmarks' configs as on a machine with one GPU (the device machine's).
 TEST(ConfigTest, EveryShippedConfigLoads) {
-  Machine machine = Machine::here();
+  train::Machine machine = train::Machine::here();
   machine.cuda_built = true;
   machine.cuda_devices = std::max(machine.cuda_devices, 1);
   int loaded = 0;
@@ -451,7 +451,7 @@ TEST(ConfigTest, EveryShippedConfigLoads) {
       continue;  // examples/ holds cluster files, not configs
     }
     SCOPED_TRACE(e.path().string());
-    const Config c = load_config(e.path(), machine);
+    const train::Config c = train::load_config(e.path(), machine);
     EXPECT_GE(c.train.steps, 1);
     ++loaded;
   }

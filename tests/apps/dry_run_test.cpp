@@ -11,7 +11,7 @@
 #include <string>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -30,7 +30,7 @@ std::string config(const std::string& schedule, const std::string& extra = "") {
 }
 
 TEST(DryRun, PrintsThePlanAndThePrediction) {
-  const Config c = parse_config(config("1f1b", "  slices: 8\n"), "dry.yaml");
+  const train::Config c = train::parse_config(config("1f1b", "  slices: 8\n"), "dry.yaml");
   std::ostringstream out;
   dry_run(c, out);
   const std::string text = out.str();
@@ -45,13 +45,13 @@ TEST(DryRun, PrintsThePlanAndThePrediction) {
   // A pipeline of 4 stages with 8 slices idles while it fills and drains.
   EXPECT_GT(p.bubble, 0);
   // More slices shorten the fill and drain: the simulator sees it.
-  const DryRunPrediction more = predict(parse_config(config("1f1b", "  slices: 16\n"), "d"));
+  const DryRunPrediction more = predict(train::parse_config(config("1f1b", "  slices: 16\n"), "d"));
   EXPECT_LT(more.bubble, p.bubble);
 }
 
 TEST(DryRun, EverySchedulePredicts) {
   for (const char* schedule : {"gpipe", "1f1b", "pipedream", "pipedream-vsync", "zb-h1"}) {
-    const DryRunPrediction p = predict(parse_config(config(schedule), "d"));
+    const DryRunPrediction p = predict(train::parse_config(config(schedule), "d"));
     EXPECT_GT(p.step_ms, 0) << schedule;
   }
 }

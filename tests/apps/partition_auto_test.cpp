@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "apps/config.hpp"
-#include "apps/config_error.hpp"
+#include "train/config.hpp"
+#include "train/config_error.hpp"
 #include "train/session.hpp"
 
 namespace tandem::apps {
@@ -22,7 +22,7 @@ fs::path source_path(const std::string& relative) {
 }
 
 TEST(PartitionAuto, ShippedConfigPlansEveryLayerAndTrains) {
-  const Config c = load_config(source_path("configs/gpt-pipeline-auto.yaml"));
+  const train::Config c = train::load_config(source_path("configs/gpt-pipeline-auto.yaml"));
   ASSERT_TRUE(c.pipeline.has_value());
   ASSERT_FALSE(c.pipeline->stages.empty());
   int64_t next = 0, workers = 0;
@@ -64,9 +64,9 @@ class TempConfig {
 void expect_error(const std::string& pipeline, const std::string& where, const std::string& what) {
   TempConfig c(pipeline);
   try {
-    (void)load_config(c.path());
+    (void)train::load_config(c.path());
     ADD_FAILURE() << "accepted:\n" << pipeline;
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find(where), std::string::npos) << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << msg;
@@ -78,7 +78,7 @@ TEST(PartitionAuto, RefusesWhatItCannotPlan) {
   TempConfig ok(
       "  schedule: 1f1b\n  partition: auto\n  profile: profile.json\n"
       "  cluster: cluster.yaml\n");
-  EXPECT_NO_THROW((void)load_config(ok.path()));
+  EXPECT_NO_THROW((void)train::load_config(ok.path()));
   expect_error("  partition: auto\n  cluster: cluster.yaml\n", "run.yaml:5:", "needs profile");
   expect_error("  partition: manual\n  profile: profile.json\n  cluster: cluster.yaml\n",
                "pipeline.partition", "expected auto");
@@ -96,9 +96,9 @@ TEST(PartitionAuto, RefusesWhatItCannotPlan) {
            R"({"name": "a", "forward_ms": 1, "backward_ms": 2, "activation_bytes": 4,)"
            R"( "backward_weight_ms": 1, "parameter_bytes": 4, "memory_bytes": 4}]})";
     try {
-      (void)load_config(other.path());
+      (void)train::load_config(other.path());
       ADD_FAILURE() << "a one-layer profile planned a 7-layer model";
-    } catch (const ConfigError& e) {
+    } catch (const train::ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("profiles 1 layers"), std::string::npos) << e.what();
     }
   }

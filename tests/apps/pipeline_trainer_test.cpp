@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/default_config.hpp"
 #include "apps/trainer_report.hpp"
 #include "temp_dir.hpp"
@@ -55,7 +55,7 @@ void expect_every_replica(const schedules::Plan& plan, const train::TrainSummary
 
 TEST(DefaultConfigTest, EmbeddedTextIsTheShippedFile) {
   EXPECT_EQ(std::string(default_config()), read_file(source_path("configs/default.yaml")));
-  const Config c = parse_config(std::string(default_config()), kDefaultConfigName);
+  const train::Config c = train::parse_config(std::string(default_config()), kDefaultConfigName);
   ASSERT_TRUE(train::is_pipeline(c));
   EXPECT_EQ(c.pipeline->schedule, "pipedream");
   EXPECT_EQ(c.pipeline->stages.size(), 4u);
@@ -66,7 +66,7 @@ TEST(SessionTest, ShippedPipelineConfigsRun) {
   for (const char* name : {"configs/default.yaml", "configs/gpt-pipeline-1f1b.yaml",
                            "configs/mlp-pipeline-pipedream.yaml"}) {
     SCOPED_TRACE(name);
-    const Config config = load_config(source_path(name));
+    const train::Config config = train::load_config(source_path(name));
     ASSERT_TRUE(train::is_pipeline(config));
     train::Session trainer(config, train::SessionOptions{.steps = 3});
     std::vector<train::StepRecord> records;
@@ -102,8 +102,8 @@ train:
 // A flush schedule runs the single-device trainer's steps: same initial weights, minibatches
 // and learning rates, so the same losses up to rounding (slices sum in another order).
 TEST(SessionTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
-  const Config single = parse_config(kMlp, "test.yaml");
-  const Config piped = parse_config(std::string(kMlp) +
+  const train::Config single = train::parse_config(kMlp, "test.yaml");
+  const train::Config piped = train::parse_config(std::string(kMlp) +
                                         "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
                                         "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n",
                                     "test.yaml");
@@ -119,8 +119,8 @@ TEST(SessionTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
 }
 
 TEST(SessionTest, RecordsEveryLogWindowInOrder) {
-  const Config c =
-      parse_config(std::string(kMlp) +
+  const train::Config c =
+      train::parse_config(std::string(kMlp) +
                        "pipeline:\n  schedule: pipedream\n  stages:\n"
                        "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n",
                    "test.yaml");
@@ -147,14 +147,14 @@ TEST(SessionTest, RecordsEveryLogWindowInOrder) {
 }
 
 TEST(SessionTest, SimStagesAreAConfigError) {
-  const Config c = parse_config(std::string(kMlp) +
+  const train::Config c = train::parse_config(std::string(kMlp) +
                                     "pipeline:\n  stages:\n    - {layers: \"0-1\"}\n"
                                     "    - {layers: \"2-3\", device: sim}\n",
                                 "test.yaml");
   try {
-    at_config(c, [&] { train::Session session(c); });
+    train::at_config(c, [&] { train::Session session(c); });
     ADD_FAILURE() << "no error for a sim stage";
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("test.yaml:13:"), std::string::npos) << msg;
     EXPECT_NE(msg.find("pipeline.stages[1].device"), std::string::npos) << msg;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
@@ -88,8 +88,8 @@ TEST_F(PlanCommand, PipeDreamWritesAPipelineTheConfigLoaderReads) {
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       read(output_);
   // The cluster's eight GPUs: checked against a machine that has them.
-  const Config parsed = parse_config(
-      config, "planned.yaml", Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
+  const train::Config parsed = train::parse_config(
+      config, "planned.yaml", train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
   ASSERT_TRUE(parsed.pipeline.has_value());
   EXPECT_EQ(parsed.pipeline->schedule, "pipedream");
   ASSERT_FALSE(parsed.pipeline->stages.empty());
@@ -110,7 +110,7 @@ TEST_F(PlanCommand, OneFOneBChoosesSlices) {
       "data: {kind: markov-text, samples: 64}\n"
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       read(output_);
-  const Config parsed = parse_config(config, "planned.yaml");
+  const train::Config parsed = train::parse_config(config, "planned.yaml");
   ASSERT_TRUE(parsed.pipeline.has_value());
   EXPECT_EQ(parsed.pipeline->schedule, "1f1b");
   EXPECT_EQ(parsed.pipeline->stages.size(), 4u);
@@ -149,8 +149,8 @@ TEST_F(PlanCommand, WrittenPipelineGivesBackThePlanWithEveryReplicasDevice) {
       "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
       planner::pipeline_yaml(planned);
   // Checked against a machine with the cluster's eight GPUs.
-  const Config parsed = parse_config(
-      config, "planned.yaml", Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
+  const train::Config parsed = train::parse_config(
+      config, "planned.yaml", train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
   const schedules::Plan back = train::pipeline_plan(*parsed.pipeline, 32, 16, 1);
   ASSERT_EQ(back.stages.size(), planned.plan.stages.size());
   int replicas = 0;

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
-#include "apps/config_error.hpp"
+#include "train/config.hpp"
+#include "train/config_error.hpp"
 #include "models/model.hpp"
 #include "planner/profile.hpp"
 
@@ -67,7 +67,7 @@ TEST_F(ProfileCommand, OneEntryPerLayerThatPlanReads) {
   EXPECT_NE(printed.find("wrote"), std::string::npos) << printed;
 
   const planner::Profile profile = planner::load_profile(profile_);
-  const Config config = parse_config(kConfig, "mlp.yaml");
+  const train::Config config = train::parse_config(kConfig, "mlp.yaml");
   const models::Model model = models::Model::build(config.model);
   const std::vector<Shape> outputs = model.activation_shapes(16);
   EXPECT_EQ(profile.minibatch, 16);
@@ -109,7 +109,7 @@ TEST_F(ProfileCommand, MinibatchOptionScalesTheSizes) {
   run({"profile", config_.string(), "-o", profile_.string(), "--repeats", "1", "--warmup", "0",
        "--minibatch", "4", "--no-fixed-parts", "--quiet"});
   const planner::Profile profile = planner::load_profile(profile_);
-  const models::Model model = models::Model::build(parse_config(kConfig, "mlp.yaml").model);
+  const models::Model model = models::Model::build(train::parse_config(kConfig, "mlp.yaml").model);
   EXPECT_EQ(profile.minibatch, 4);
   ASSERT_EQ(profile.layers.size(), static_cast<std::size_t>(model.num_layers()));
   EXPECT_EQ(profile.layers.back().activation_bytes, float_bytes(model.activation_shapes(4).back()));
@@ -124,13 +124,13 @@ TEST_F(ProfileCommand, ErrorsNameTheProblem) {
   try {
     run({"profile", config_.string(), "-o", profile_.string(), "--minibatch", "128", "--quiet"});
     FAIL() << "no error";
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     EXPECT_EQ(e.key(), "data");
     EXPECT_NE(std::string(e.what()).find("fewer samples"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(profile_));
   EXPECT_THROW(run({"profile", (dir_ / "missing.yaml").string(), "-o", profile_.string()}),
-               ConfigError);
+               train::ConfigError);
   EXPECT_THROW(run({"profile", config_.string(), "-o", profile_.string(), "--repeats", "0"}),
                CLI::ValidationError);
 }

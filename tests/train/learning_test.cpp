@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
 #include "train/session.hpp"
 
@@ -13,7 +13,7 @@ namespace {
 
 train::TrainSummary train_shipped(const char* name) {
   const auto path = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / name;
-  train::Session trainer(load_config(path));
+  train::Session trainer(train::load_config(path));
   train::TrainSummary s = trainer.run();
   std::printf("%s", format_summary(s).c_str());
   return s;

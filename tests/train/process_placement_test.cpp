@@ -4,16 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include "apps/config.hpp"
-#include "apps/config_error.hpp"
+#include "train/config.hpp"
+#include "train/config_error.hpp"
 #include "train/job_plan.hpp"
 #include "train/session.hpp"
 
 namespace tandem::apps {
 namespace {
 
-Config config_with(const std::string& stages, const std::string& extra = "") {
-  return parse_config(
+train::Config config_with(const std::string& stages, const std::string& extra = "") {
+  return train::parse_config(
       "model: {name: mlp, widths: [8, 16, 16, 16, 4]}\n"
       "data: {kind: teacher, samples: 256, seed: 1}\n"
       "train: {minibatch: 8, steps: 4, optimizer: {kind: sgd, lr: 0.1}}\n"
@@ -22,7 +22,7 @@ Config config_with(const std::string& stages, const std::string& extra = "") {
       "c.yaml");
 }
 
-schedules::Plan plan_of(const Config& c) {
+schedules::Plan plan_of(const train::Config& c) {
   return train::pipeline_plan(*c.pipeline, c.train.minibatch, 4, c.train.steps);
 }
 
@@ -30,7 +30,7 @@ const std::string kFour =
     "    - {layers: \"0\"}\n    - {layers: \"1\"}\n    - {layers: \"2\"}\n    - {layers: \"3\"}\n";
 
 TEST(ProcessPlacement, DefaultCutsTheReplicasIntoContiguousRuns) {
-  const Config c = config_with(kFour);
+  const train::Config c = config_with(kFour);
   const train::ProcessPlacement two(c, plan_of(c), 2);
   EXPECT_EQ(two.rank_of(0), 0);
   EXPECT_EQ(two.rank_of(1), 0);
@@ -50,7 +50,7 @@ TEST(ProcessPlacement, DefaultCutsTheReplicasIntoContiguousRuns) {
 }
 
 TEST(ProcessPlacement, RanksFromTheConfig) {
-  const Config c = config_with(
+  const train::Config c = config_with(
       "    - {layers: \"0-1\", replicas: 2, ranks: [1, 0]}\n    - {layers: \"2-3\", rank: 1}\n");
   ASSERT_EQ(c.pipeline->stages[0].ranks, (std::vector<int64_t>{1, 0}));
   ASSERT_EQ(c.pipeline->stages[1].ranks, (std::vector<int64_t>{1}));
@@ -67,7 +67,7 @@ void expect_error(const std::function<void()>& f, const std::string& what) {
   try {
     f();
     ADD_FAILURE() << "expected an error containing: " << what;
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
   }
 }
@@ -94,21 +94,21 @@ TEST(ProcessPlacement, Errors) {
   expect_error([] { config_with(kFour, "cluster: {transport: carrier-pigeon}\n"); },
                "cluster.transport: unknown transport 'carrier-pigeon' (expected auto, tcp, ucx)");
   {
-    const Config c =
+    const train::Config c =
         config_with("    - {layers: \"0-1\", rank: 0}\n    - {layers: \"2-3\", rank: 3}\n");
-    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
+    expect_error([&] { train::at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
                  "c.yaml:8:7: pipeline.stages[1].ranks: replica 0 is placed on rank 3, but the job "
                  "has 2 processes (ranks 0-1)");
   }
   {
-    const Config c =
+    const train::Config c =
         config_with("    - {layers: \"0-1\", rank: 0}\n    - {layers: \"2-3\", rank: 0}\n");
-    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
+    expect_error([&] { train::at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 2); }); },
                  "rank 1 of the 2 processes runs no stage replica");
   }
   {
-    const Config c = config_with("    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n");
-    expect_error([&] { at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 3); }); },
+    const train::Config c = config_with("    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n");
+    expect_error([&] { train::at_config(c, [&] { train::ProcessPlacement(c, plan_of(c), 3); }); },
                  "the plan has 2 stage replicas for 3 processes");
   }
   EXPECT_EQ(config_with(kFour, "cluster: {transport: tcp}\n").cluster.transport, "tcp");

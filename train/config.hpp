@@ -35,12 +35,12 @@
 #include <utility>
 #include <vector>
 
-#include "apps/config_error.hpp"
-#include "apps/config_limits.hpp"
+#include "train/config_error.hpp"
+#include "train/config_limits.hpp"
 #include "train/job_error.hpp"
 #include "train/job_spec.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // Where each part of a config stands in its file, for the errors of checks made after loading.
 struct ConfigLocations {
@@ -48,33 +48,33 @@ struct ConfigLocations {
   ConfigLocation model, data, train, pipeline, cluster;
   std::vector<ConfigLocation> stages;  // pipeline.stages[i] (or `partition`, for each)
 
-  // Where a key of a train::JobError stands: "pipeline.stages[2].device" at stage 2's entry,
+  // Where a key of a JobError stands: "pipeline.stages[2].device" at stage 2's entry,
   // "data.seed" at the data section, ...; a section the file lacks at the file.
   ConfigLocation of(std::string_view key) const;
 };
 
-// A job read from YAML: its meaning (train::JobSpec) and where each part came from.
-struct Config : train::JobSpec {
+// A job read from YAML: its meaning (JobSpec) and where each part came from.
+struct Config : JobSpec {
   std::string file;
   ConfigLocations where;
 };
 
 // A job's error reported at the config line of the key it names.
-ConfigError config_error(const Config& config, const train::JobError& e);
+ConfigError config_error(const Config& config, const JobError& e);
 
-// Runs `f`, reporting a train::JobError it throws as config_error does.
+// Runs `f`, reporting a JobError it throws as config_error does.
 template <class F>
 decltype(auto) at_config(const Config& config, F&& f) {
   try {
     return std::forward<F>(f)();
-  } catch (const train::JobError& e) {
+  } catch (const JobError& e) {
     throw config_error(config, e);
   }
 }
 
 // Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
 // wrong types and invalid values, devices the machine lacks, and runs larger than its memory
-// (apps/config_limits.hpp), all before anything is allocated. Paths that are directories or
+// (train/config_limits.hpp), all before anything is allocated. Paths that are directories or
 // devices (the config's, the data's) are refused.
 Config load_config(const std::filesystem::path& path);
 // The same from text; `file` names it in errors.
@@ -83,4 +83,4 @@ Config parse_config(const std::string& text, const std::string& file);
 Config load_config(const std::filesystem::path& path, const Machine& machine);
 Config parse_config(const std::string& text, const std::string& file, const Machine& machine);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

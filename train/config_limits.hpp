@@ -12,7 +12,7 @@
 #include "models/model.hpp"
 #include "models/model_spec.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 // The machine a config is checked against.
 struct Machine {
@@ -40,4 +40,4 @@ double activation_count(const models::Model& model, std::int64_t batch);
 // "1.50 GiB".
 std::string human_bytes(double bytes);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

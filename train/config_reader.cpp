@@ -1,11 +1,11 @@
-#include "apps/config_reader.hpp"
+#include "train/config_reader.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 std::string describe_node(const YAML::Node& n) {
@@ -234,4 +234,4 @@ template std::optional<std::vector<double>> ConfigMap::find<std::vector<double>>
 template std::optional<std::vector<std::string>> ConfigMap::find<std::vector<std::string>>(
     std::string_view);
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

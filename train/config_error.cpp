@@ -1,6 +1,6 @@
-#include "apps/config_error.hpp"
+#include "train/config_error.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 std::string ConfigLocation::str() const {
   if (line <= 0) return file;
@@ -18,4 +18,4 @@ ConfigError::ConfigError(ConfigLocation where, std::string key, const std::strin
       where_(std::move(where)),
       key_(std::move(key)) {}
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

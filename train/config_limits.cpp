@@ -1,4 +1,4 @@
-#include "apps/config_limits.hpp"
+#include "train/config_limits.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 #include "runtime/device.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 Machine Machine::here() {
   Machine m;
@@ -66,4 +66,4 @@ std::string human_bytes(double bytes) {
   return text;
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace tandem::apps {
+namespace tandem::train {
 
 struct ConfigLocation {
   std::string file;
@@ -26,4 +26,4 @@ class ConfigError : public std::runtime_error {
   std::string key_;
 };
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "apps/config_error.hpp"
+#include "train/config_error.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 
 class ConfigMap {
  public:
@@ -73,4 +73,4 @@ class ConfigMap {
   std::vector<std::string> known_;
 };
 
-}  // namespace tandem::apps
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "apps/config.hpp"
+#include "train/config.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,8 +11,8 @@
 #include <span>
 #include <sstream>
 
-#include "apps/config_limits.hpp"
-#include "apps/config_reader.hpp"
+#include "train/config_limits.hpp"
+#include "train/config_reader.hpp"
 #include "models/model.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
@@ -23,7 +23,7 @@
 #include "train/job_plan.hpp"
 #include "transport/wire_message.hpp"
 
-namespace tandem::apps {
+namespace tandem::train {
 namespace {
 
 namespace data = models::data;
@@ -380,8 +380,8 @@ int64_t generated_samples(const data::DataSpec& spec) {
   return 0;
 }
 
-train::TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
-  train::TrainSpec t;
+TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
+  TrainSpec t;
   t.minibatch = positive(m, "minibatch");
   const int64_t samples = generated_samples(data_spec);
   if (samples > 0 && t.minibatch > samples) {
@@ -391,7 +391,7 @@ train::TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
   t.steps = positive(m, "steps");
   t.optimizer = read_optimizer(m.map("optimizer"));
   if (auto ls = m.find_map("lr_schedule")) {
-    train::LrSchedule& l = t.lr_schedule;
+    LrSchedule& l = t.lr_schedule;
     l.kind = ls->get<std::string>("kind");
     if (l.kind != "constant" && l.kind != "cosine" && l.kind != "linear") {
       ls->fail("kind", "unknown schedule '" + l.kind + "' (expected constant, cosine or linear)");
@@ -404,7 +404,7 @@ train::TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
   t.seed = static_cast<uint64_t>(non_negative(m, "seed", 0));
   t.log_every = positive(m, "log_every", t.log_every);
   if (auto e = m.find_map("eval")) {
-    train::EvalSpec ev;
+    EvalSpec ev;
     ev.every = non_negative(*e, "every", ev.every);
     ev.samples = dimension(*e, "samples", ev.samples);
     e->finish();
@@ -438,7 +438,7 @@ std::pair<int64_t, int64_t> parse_layers(ConfigMap& m, const std::string& text) 
 }
 
 // One stage's {forward: [...], backward: [...]} slice sizes (umpipe).
-train::SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
+SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
   const auto sizes = [&](std::string_view key) {
     const auto v = m.get<std::vector<int64_t>>(key);
     int64_t sum = 0;
@@ -452,7 +452,7 @@ train::SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
     }
     return v;
   };
-  train::SliceComposition c{sizes("forward"), sizes("backward")};
+  SliceComposition c{sizes("forward"), sizes("backward")};
   m.finish();
   return c;
 }
@@ -478,14 +478,14 @@ void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
 }
 
 // The stages a config lists, each checked against the model and the machine.
-void read_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLocation>& where,
+void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
                  int num_layers, const Machine& machine) {
   const YAML::Node& stages = m.node("stages");
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
   int64_t next = 0;  // the first layer the next stage must start at
   for (size_t i = 0; i < stages.size(); ++i) {
     ConfigMap s(stages[i], m.file(), m.key_path("stages") + "[" + std::to_string(i) + "]");
-    train::StageSpec st;
+    StageSpec st;
     where.push_back(s.where());
     if (auto layers = s.find<std::string>("layers")) {
       std::tie(st.first_layer, st.last_layer) = parse_layers(s, *layers);
@@ -570,7 +570,7 @@ void read_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLocat
 // `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
 // takes them, slices) from a profile of the model and a cluster file, both named relative to
 // the config; the result is checked like stages written by hand.
-void planned_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLocation>& where,
+void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
                     int64_t minibatch, int num_layers, const Machine& machine) {
   if (m.get<std::string>("partition") != "auto") {
     m.fail("partition", "expected auto (or give stages instead)");
@@ -614,7 +614,7 @@ void planned_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLo
   const schedules::Plan& plan = planned.plan;
   std::vector<std::string> hosts;
   for (const schedules::StagePlan& sp : plan.stages) {
-    train::StageSpec st;
+    StageSpec st;
     where.push_back(m.where("partition"));
     st.first_layer = sp.layers.begin;
     st.last_layer = sp.layers.end - 1;
@@ -652,9 +652,9 @@ void planned_stages(ConfigMap& m, train::PipelineLayout& p, std::vector<ConfigLo
   }
 }
 
-train::PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
+PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
                                     const Machine& machine, ConfigLocations& where) {
-  train::PipelineLayout p;
+  PipelineLayout p;
   where.pipeline = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
   const std::vector<std::string_view> schedules = schedules::pipeline_schedule_names();
@@ -738,7 +738,7 @@ train::PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t step
   // Whatever the schedule itself refuses (2BW with fewer slices than stages, replicas under a
   // schedule without data parallelism, ...), at the section it comes from.
   try {
-    const schedules::Plan plan = train::pipeline_plan(p, minibatch, num_layers, steps);
+    const schedules::Plan plan = pipeline_plan(p, minibatch, num_layers, steps);
     (void)schedules::Schedule(plan.schedule);
   } catch (const schedules::ScheduleError& e) {
     m.fail_here(std::string("cannot run this pipeline: ") + e.what());
@@ -792,7 +792,7 @@ void check_memory(const Config& c, const models::Model& model, double parameters
   if (c.pipeline) {
     weight_copies = 0;
     const double per_layer = 1.0 / model.num_layers();  // stages' share, by layer count
-    for (const train::StageSpec& st : c.pipeline->stages) {
+    for (const StageSpec& st : c.pipeline->stages) {
       double holding = 0;  // replicas on a device with data
       if (st.devices.empty()) {
         holding = st.device.has_data() ? static_cast<double>(st.replicas) : 0.0;
@@ -936,8 +936,8 @@ ConfigLocation ConfigLocations::of(std::string_view key) const {
   return at->line > 0 ? *at : file;
 }
 
-ConfigError config_error(const Config& config, const train::JobError& e) {
+ConfigError config_error(const Config& config, const JobError& e) {
   return ConfigError(config.where.of(e.key()), e.key(), e.detail());
 }
 
-}  // namespace tandem::apps
+}  // namespace tandem::train
