@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "actors/pipeline.hpp"
+#include "api/config_run.hpp"
 #include "api/plan_conversion.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
@@ -63,17 +65,24 @@ actors::DataSource checked_data(DataFn fn, const models::Model& model, std::int6
 }  // namespace
 
 struct Session::Impl {
-  Model model;
+  std::optional<Model> model;  // a session built in code
   std::int64_t planned = 0;
   Clock::time_point start;
   std::unique_ptr<actors::Pipeline> pipeline;
   bool ran = false;
+  std::unique_ptr<api::ConfigRun> config_run;  // a session configured from a file
 };
 
+Session::Session(const std::string& config_file, ConfigRunOptions options)
+    : impl_(std::make_unique<Impl>(Impl{std::nullopt, 0, {}, {}, false, {}})) {
+  impl_->config_run = std::make_unique<api::ConfigRun>(config_file, std::move(options));
+}
+
 Session::Session(Model model, TrainOptions options)
-    : impl_(std::make_unique<Impl>(Impl{std::move(model), options.minibatches, {}, {}, false})) {
+    : impl_(
+          std::make_unique<Impl>(Impl{std::move(model), options.minibatches, {}, {}, false, {}})) {
   if (!options.data) throw std::invalid_argument("TrainOptions.data: no DataFn");
-  const models::Model& m = *impl_->model.impl_;
+  const models::Model& m = *impl_->model->impl_;
   actors::PipelineSpec spec;
   spec.model = &m;
   spec.plan = api::internal_plan(options.plan, options.minibatches);
@@ -114,6 +123,7 @@ Session::Session(Model model, TrainOptions options)
 Session::~Session() = default;
 
 TrainResult Session::run() {
+  if (impl_->config_run) return impl_->config_run->run();
   if (impl_->ran) throw std::logic_error("Session::run called twice");
   impl_->ran = true;
   impl_->start = Clock::now();
@@ -141,10 +151,12 @@ TrainResult Session::run() {
 }
 
 void Session::stop() {
+  if (impl_->config_run) return impl_->config_run->stop();
   impl_->pipeline->request_stop();
 }
 
 std::vector<NamedTensor> Session::weights() const {
+  if (impl_->config_run) return impl_->config_run->weights();
   if (!impl_->ran) throw std::logic_error("Session::weights: run() has not run");
   const models::ParamSet params = impl_->pipeline->params();
   std::vector<NamedTensor> out;

@@ -195,17 +195,79 @@ struct StageReport {
   std::int64_t peak_activations = 0;  // forward slices kept for backward at once
 };
 
+// Held-out results (a run configured from a file with train.eval).
+struct EvalReport {
+  double loss = 0;      // mean over the predictions
+  double accuracy = 0;  // share of correct predictions
+  std::int64_t samples = 0;
+};
+
 struct TrainResult {
   std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop()
   bool stopped = false;          // stop() ended the run before its planned length
   std::vector<double> losses;    // mean loss of every minibatch that ran, in order
   double seconds = 0;
   std::vector<StageReport> stages;  // by stage, then replica
+  // A run resumed from a checkpoint starts at its step: losses[i] is minibatch
+  // first_minibatch + i.
+  std::int64_t first_minibatch = 0;
+  // The checkpoint directories written, in order (CheckpointOptions).
+  std::vector<std::string> checkpoints;
+  // A multi-process job (a config run under a launcher): this process's rank and the job's
+  // size. Rank 0's result covers the whole job (every stage, the held-out results); the other
+  // ranks' cover the stages they ran.
+  int rank = 0;
+  int processes = 1;
+  bool has_eval = false;  // eval holds the held-out results after the last step
+  EvalReport eval;
+  // A fingerprint of the trained weights, the one `tandem train` prints ("parameters
+  // fingerprint"): equal fingerprints, bit-identical weights (a config run).
+  std::uint64_t weights_fingerprint = 0;
 };
 
 struct NamedTensor {
   std::string name;  // "<layer index>.<parameter>", e.g. "3.weight"
   Tensor value;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Runs configured from a YAML file (docs/config.md), the ones `tandem train CONFIG` runs: the
+// same steps, the same files, the same losses and weights bit for bit.
+
+// Checkpoints into `dir`: every `every` steps (rounded up to the schedule's next stop boundary;
+// 0: only at the end) and at the end, keeping the newest `keep` of the run's lineage. The files
+// are `tandem train --checkpoint`'s: either front end resumes what the other wrote.
+struct CheckpointOptions {
+  std::string dir;  // empty: no checkpoints
+  std::int64_t every = 0;
+  int keep = 2;
+};
+
+// One log point (every train.log_every steps, at each evaluation and after the last step):
+// the means over the steps since the previous one.
+struct Progress {
+  std::int64_t step = 0;   // steps done
+  std::int64_t steps = 0;  // of the run
+  double loss = 0;
+  bool has_accuracy = false;  // classification
+  double accuracy = 0;
+  double samples_per_s = 0;
+  double elapsed_s = 0;
+  double lr = 0;
+  bool has_eval = false;  // the held-out data was evaluated at this step
+  EvalReport eval;
+};
+
+struct ConfigRunOptions {
+  std::int64_t steps = 0;  // 0: the config's train.steps
+  CheckpointOptions checkpoints;
+  std::string resume;  // a checkpoint directory to continue from; empty: a fresh run
+  // A Chrome trace of the run (of its first segment when checkpointing); a multi-process job's
+  // rank 0 writes one trace of every rank's stages. Empty: none.
+  std::string trace;
+  // Called on one of Tandem's threads, in step order, on rank 0 only. Keep it short; it may
+  // call Session::stop().
+  std::function<void(const Progress&)> on_progress;
 };
 
 // One training run. Not copyable or movable: stop() may be called on it from other threads.
@@ -215,6 +277,12 @@ class Session {
   // wrong: stages that overlap, leave gaps or run past the model; an unknown device; a schedule
   // that cannot run the plan; a missing DataFn; an unknown optimizer.
   Session(Model model, TrainOptions options);
+  // The job the YAML config `config_file` describes. Under a launcher's variables (tandem
+  // launch, torchrun, mpirun, srun: docs/multi-process.md) this process joins the job as its
+  // rank and runs the stages placed there; rank 0 runs the loader, reports and checkpoints.
+  // Throws std::invalid_argument naming "file:line:column: key" for a config problem, or the
+  // checkpoint for one that cannot resume this config; std::runtime_error for a failed join.
+  explicit Session(const std::string& config_file, ConfigRunOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -231,7 +299,8 @@ class Session {
   // runs none. Idempotent; no effect after the run. Must not race with the destructor.
   void stop();
 
-  // After run(): the trained weights of the whole model (replica 0 of each stage).
+  // After run(): the trained weights of the whole model (replica 0 of each stage; in a
+  // multi-process job, on rank 0).
   std::vector<NamedTensor> weights() const;
 
  private:

@@ -1,0 +1,256 @@
+// tandem::Session from a YAML config: the CLI's job through the embedding API. The same
+// losses and weights as `tandem train` bit for bit, checkpoints that either front end resumes,
+// and a job of two processes started the way a launcher starts them.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tandem/tandem.hpp>
+#include <vector>
+
+#include "../train/temp_dir.hpp"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+using apps::testing::TempDir;
+
+const std::string kModel =
+    "model: {name: mlp, widths: [8, 32, 32, 32, 4]}\n"
+    "data: {kind: teacher, samples: 2048, seed: 1, hidden: 8}\n"
+    "train:\n  minibatch: 32\n  steps: 8\n  optimizer: {kind: adamw, lr: 2.0e-3}\n"
+    "  lr_schedule: {kind: cosine, warmup_steps: 2}\n  seed: 4\n  log_every: 1\n"
+    "  eval: {samples: 256}\n";
+// A flush schedule, and PipeDream with a replicated stage (2-1-1).
+const std::string kFlush = kModel +
+                           "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
+                           "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n";
+const std::string kPipeDream = kModel +
+                               "pipeline:\n  schedule: pipedream\n  stages:\n"
+                               "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2\"}\n"
+                               "    - {layers: \"3\"}\n";
+
+struct RunFigures {
+  std::vector<double> losses;  // from first
+  std::int64_t first = 0;
+  std::string fingerprint;  // 16 hex digits
+  bool has_eval = false;
+  double eval = 0;
+};
+
+std::string hex(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+RunFigures api_run(const fs::path& config, ConfigRunOptions options = {}) {
+  Session session(config.string(), std::move(options));
+  const TrainResult r = session.run();
+  EXPECT_EQ(r.minibatches, static_cast<std::int64_t>(r.losses.size()));
+  EXPECT_FALSE(session.weights().empty());
+  return {r.losses, r.first_minibatch, hex(r.weights_fingerprint), r.has_eval, r.eval.loss};
+}
+
+std::string run_command(const std::string& command, int* code = nullptr) {
+  std::string out;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  const int status = ::pclose(p);
+  if (code != nullptr) *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// `tandem train CONFIG ARGS`: its per-step losses (log_every 1: each record is one step) from
+// the metrics file, and the fingerprint it prints.
+RunFigures cli_run(const fs::path& config, const fs::path& metrics, const std::string& args = "") {
+  int code = 0;
+  const std::string out =
+      run_command(std::string(TANDEM_CLI) + " train " + config.string() +
+                      " --quiet --metrics-json " + metrics.string() + " " + args,
+                  &code);
+  EXPECT_EQ(code, 0) << out;
+  RunFigures r;
+  const auto at = out.find("parameters fingerprint ");
+  if (at != std::string::npos) r.fingerprint = out.substr(at + 23, 16);
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto l = line.find("\"loss\":");
+    if (l != std::string::npos) r.losses.push_back(std::stod(line.substr(l + 7)));
+  }
+  return r;
+}
+
+// Losses as the summaries keep them (f32 per step).
+std::vector<float> as_f32(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+class ConfigSession : public ::testing::TestWithParam<const std::string*> {};
+
+TEST_P(ConfigSession, TrainsAsTheCliBitForBit) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", *GetParam());
+  const RunFigures api = api_run(config);
+  const RunFigures cli = cli_run(config, dir.path() / "m.jsonl");
+  ASSERT_EQ(api.losses.size(), 8u);
+  EXPECT_EQ(as_f32(api.losses), as_f32(cli.losses));
+  EXPECT_EQ(api.fingerprint, cli.fingerprint);
+  EXPECT_TRUE(api.has_eval);
+}
+
+// The run of 8 steps checkpoints at step 4 (and 8); a session resumed from the step-4 checkpoint
+// trains the last 4 exactly as the whole run did.
+TEST_P(ConfigSession, ACheckpointThenAResumeIsTheWholeRun) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", *GetParam());
+  const RunFigures whole = api_run(config);
+  ConfigRunOptions first;
+  first.checkpoints = {(dir.path() / "ck").string(), 4, 2};
+  Session a(config.string(), first);
+  const TrainResult ra = a.run();
+  ASSERT_EQ(ra.checkpoints.size(), 2u);
+  EXPECT_EQ(ra.losses, whole.losses);  // checkpointing changes nothing
+  ConfigRunOptions rest;
+  rest.resume = ra.checkpoints.front();
+  const RunFigures b = api_run(config, rest);
+  EXPECT_EQ(b.first, 4);
+  EXPECT_EQ(b.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()));
+  EXPECT_EQ(b.fingerprint, whole.fingerprint);
+}
+
+// A checkpoint at step 4 written by one front end, resumed by the other: the whole run's weights.
+TEST_P(ConfigSession, CheckpointsMoveBetweenTheApiAndTheCli) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", *GetParam());
+  const RunFigures whole = api_run(config);
+  // The API writes, the CLI resumes.
+  ConfigRunOptions first;
+  first.checkpoints = {(dir.path() / "api").string(), 4, 2};
+  const TrainResult ra = Session(config.string(), first).run();
+  ASSERT_EQ(ra.checkpoints.size(), 2u);
+  const RunFigures cli =
+      cli_run(config, dir.path() / "m1.jsonl", "--resume " + ra.checkpoints.front());
+  EXPECT_EQ(cli.fingerprint, whole.fingerprint);
+  EXPECT_EQ(as_f32(cli.losses),
+            as_f32(std::vector<double>(whole.losses.begin() + 4, whole.losses.end())));
+  // The CLI writes, the API resumes.
+  const fs::path cli_dir = dir.path() / "cli";
+  (void)cli_run(config, dir.path() / "m2.jsonl",
+                "--checkpoint " + cli_dir.string() + " --checkpoint-every 4");
+  std::vector<fs::path> steps;
+  for (const auto& e : fs::directory_iterator(cli_dir)) {
+    if (e.is_directory()) steps.push_back(e.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  ASSERT_EQ(steps.size(), 2u);
+  ConfigRunOptions rest;
+  rest.resume = steps.front().string();
+  const RunFigures api = api_run(config, rest);
+  EXPECT_EQ(api.first, 4);
+  EXPECT_EQ(api.fingerprint, whole.fingerprint);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, ConfigSession, ::testing::Values(&kFlush, &kPipeDream),
+                         [](const auto& p) {
+                           return p.param == &kFlush ? std::string("flush_1f1b")
+                                                     : std::string("pipedream_2_1_1");
+                         });
+
+TEST(ConfigSessionErrors, AConfigProblemNamesItsLineAndKey) {
+  TempDir dir;
+  const fs::path config = dir.write("bad.yaml", kModel +
+                                                    "pipeline:\n  schedule: warp\n"
+                                                    "  stages:\n    - {layers: \"0-3\"}\n");
+  try {
+    Session session(config.string());
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad.yaml:12:"), std::string::npos) << what;
+    EXPECT_NE(what.find("pipeline.schedule"), std::string::npos) << what;
+  }
+  ConfigRunOptions o;
+  o.resume = (dir.path() / "nowhere").string();
+  const fs::path good = dir.write("good.yaml", kFlush);
+  EXPECT_THROW(Session(good.string(), o), std::invalid_argument);
+}
+
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// config_runner's lines into a RunFigures.
+RunFigures parse_runner(const std::string& out) {
+  RunFigures r;
+  std::istringstream in(out);
+  for (std::string word; in >> word;) {
+    if (word == "loss") {
+      std::int64_t b = 0;
+      std::string v;
+      in >> b >> v;
+      r.losses.push_back(std::strtod(v.c_str(), nullptr));
+    } else if (word == "eval") {
+      std::string v;
+      in >> v;
+      r.has_eval = true;
+      r.eval = std::strtod(v.c_str(), nullptr);
+    } else if (word == "fingerprint") {
+      in >> r.fingerprint;
+    }
+  }
+  return r;
+}
+
+// Two processes of an application that embeds Tandem, started with a launcher's variables:
+// rank 0 reports the job, which trains exactly as one process does.
+TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", kPipeDream);
+  const RunFigures alone = api_run(config);
+  const std::string env =
+      "TANDEM_WORLD_SIZE=2 TANDEM_MASTER=127.0.0.1:" + std::to_string(free_port()) +
+      " TANDEM_JOB_TOKEN=api-test-token ";
+  const fs::path out0 = dir.path() / "rank0.out", out1 = dir.path() / "rank1.out";
+  const std::string runner = std::string(TANDEM_CONFIG_RUNNER) + " " + config.string();
+  int code = 0;
+  const std::string shell =
+      run_command("timeout 120 sh -c '" + env + "TANDEM_RANK=1 " + runner + " > " + out1.string() +
+                      " 2>&1 & " + env + "TANDEM_RANK=0 " + runner + " > " + out0.string() +
+                      " 2>&1; r0=$?; wait $!; r1=$?; exit $((r0 + r1))'",
+                  &code);
+  std::ifstream f0(out0), f1(out1);
+  const std::string o0((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
+  const std::string o1((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(code, 0) << shell << "\nrank 0:\n" << o0 << "\nrank 1:\n" << o1;
+  EXPECT_NE(o0.find("rank 0 of 2"), std::string::npos) << o0;
+  EXPECT_NE(o1.find("rank 1 of 2"), std::string::npos) << o1;
+  const RunFigures job = parse_runner(o0);
+  EXPECT_EQ(as_f32(job.losses), as_f32(alone.losses));
+  EXPECT_EQ(job.fingerprint, alone.fingerprint);
+  ASSERT_TRUE(job.has_eval);
+  EXPECT_EQ(job.eval, alone.eval);
+}
+
+}  // namespace
+}  // namespace tandem
