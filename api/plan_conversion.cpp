@@ -4,8 +4,33 @@
 #include <string>
 
 #include "runtime/device.hpp"
+#include "train/job_plan.hpp"
 
 namespace tandem::api {
+
+namespace {
+
+// A replica's device, named by its place in the plan when it is unknown or absent.
+Device checked_device(const std::string& d, std::size_t stage, std::size_t replica) {
+  const std::string where =
+      "plan.stages[" + std::to_string(stage) + "].devices[" + std::to_string(replica) + "]: ";
+  Device device;
+  try {
+    device = Device::parse(d);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + e.what());
+  }
+  // Caught here, before any weights are allocated, rather than by the first allocation.
+  if (device.is_cuda() && device.index() >= cuda_device_count()) {
+    throw std::invalid_argument(where + d + " does not exist: " +
+                                (cuda_backend_built()
+                                     ? std::to_string(cuda_device_count()) + " GPU(s) visible"
+                                     : std::string("this build has no CUDA backend")));
+  }
+  return device;
+}
+
+}  // namespace
 
 schedules::ScheduleKind schedule_kind(Schedule schedule) {
   using K = schedules::ScheduleKind;
@@ -33,8 +58,33 @@ schedules::ScheduleKind schedule_kind(Schedule schedule) {
                               std::to_string(static_cast<int>(schedule)));
 }
 
-schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches) {
+train::PipelineLayout pipeline_layout(const Plan& plan) {
   if (plan.stages.empty()) throw std::invalid_argument("plan.stages: no stages");
+  train::PipelineLayout layout;
+  layout.schedule = std::string(schedules::to_string(schedule_kind(plan.schedule)));
+  layout.slices = {plan.slices};
+  layout.chunks = plan.chunks;
+  layout.rematerialize = plan.rematerialize;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage& st = plan.stages[s];
+    if (st.devices.empty()) {
+      throw std::invalid_argument("plan.stages[" + std::to_string(s) +
+                                  "].devices: a stage needs at least one replica");
+    }
+    train::StageSpec spec;
+    spec.first_layer = st.begin;
+    spec.last_layer = st.end - 1;
+    spec.replicas = static_cast<std::int64_t>(st.devices.size());
+    for (std::size_t r = 0; r < st.devices.size(); ++r) {
+      spec.devices.push_back(checked_device(st.devices[r], s, r));
+    }
+    spec.device = spec.devices.front();
+    layout.stages.push_back(std::move(spec));
+  }
+  return layout;
+}
+
+schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches, int num_layers) {
   if (plan.minibatch < 1) {
     throw std::invalid_argument("plan.minibatch: must be >= 1, got " +
                                 std::to_string(plan.minibatch));
@@ -42,45 +92,7 @@ schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches) {
   if (minibatches < 1) {
     throw std::invalid_argument("minibatches: must be >= 1, got " + std::to_string(minibatches));
   }
-  std::vector<schedules::StagePlan> stages;
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const Stage& st = plan.stages[s];
-    if (st.devices.empty()) {
-      throw std::invalid_argument("plan.stages[" + std::to_string(s) +
-                                  "].devices: a stage needs at least one replica");
-    }
-    schedules::StagePlan sp;
-    sp.layers = {st.begin, st.end};
-    sp.replicas.clear();
-    for (std::size_t r = 0; r < st.devices.size(); ++r) {
-      const std::string& d = st.devices[r];
-      const std::string where =
-          "plan.stages[" + std::to_string(s) + "].devices[" + std::to_string(r) + "]: ";
-      Device device;
-      try {
-        device = Device::parse(d);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(where + e.what());
-      }
-      // Caught here, before any weights are allocated, rather than by the first allocation.
-      if (device.is_cuda() && device.index() >= cuda_device_count()) {
-        throw std::invalid_argument(where + d + " does not exist: " +
-                                    (cuda_backend_built()
-                                         ? std::to_string(cuda_device_count()) + " GPU(s) visible"
-                                         : std::string("this build has no CUDA backend")));
-      }
-      sp.replicas.push_back(schedules::Placement{"", d});
-    }
-    stages.push_back(std::move(sp));
-  }
-  schedules::ScheduleParams params;
-  params.kind = schedule_kind(plan.schedule);
-  params.slices = plan.slices;
-  params.minibatch_size = plan.minibatch;
-  params.chunks = plan.chunks;
-  params.rematerialize = plan.rematerialize;
-  params.minibatches = minibatches;
-  return schedules::Plan::make(std::move(stages), std::move(params));
+  return train::pipeline_plan(pipeline_layout(plan), plan.minibatch, num_layers, minibatches);
 }
 
 }  // namespace tandem::api

@@ -85,7 +85,11 @@ Session::Session(Model model, TrainOptions options)
   const models::Model& m = *impl_->model->impl_;
   actors::PipelineSpec spec;
   spec.model = &m;
-  spec.plan = api::internal_plan(options.plan, options.minibatches);
+  try {
+    spec.plan = api::internal_plan(options.plan, options.minibatches, m.num_layers());
+  } catch (const schedules::ScheduleError& e) {
+    throw std::invalid_argument(e.what());  // names the plan's stage or field already
+  }
   spec.optimizer = internal_optimizer(options.optimizer);
   try {
     (void)models::make_optimizer(spec.optimizer);
