@@ -18,14 +18,13 @@
 #include "apps/trainer_report.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/layer_op_times.hpp"
-#include "runtime/scheduler.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "train/job_plan.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
+#include "train/segment.hpp"
 #include "train/session.hpp"
-#include "train/stage_state.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -78,10 +77,10 @@ bool on_sim(const ts::Plan& plan, const train::Config& config) {
     }
   }
   if (sim && data) {
-    throw train::ConfigError(config.pipeline ? config.where.pipeline : config.where.train,
-                      "pipeline.stages",
-                      "tandem bench runs stages all on sim (timed, no data) or all on devices "
-                      "with data, not both");
+    throw train::ConfigError(
+        config.pipeline ? config.where.pipeline : config.where.train, "pipeline.stages",
+        "tandem bench runs stages all on sim (timed, no data) or all on devices "
+        "with data, not both");
   }
   return sim;
 }
@@ -140,41 +139,17 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
   std::unique_ptr<train::ProcessPlacement> placement;
   if (group != nullptr) {
     placement = std::make_unique<train::ProcessPlacement>(config, plan, group->world_size());
-    group->prepare(spec, *placement, 0);
   }
-  actors::PipelineResult result;
-  {
-    actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
-    try {
-      if (group != nullptr) group->connect(pipeline, 0);
-      result = pipeline.run();
-    } catch (...) {
-      if (group != nullptr) group->release();
-      throw;
-    }
-    if (group != nullptr) {
-      group->release();
-      // Rank 0 reports every replica: the others hand it their statistics.
-      if (group->rank() > 0) {
-        train::StageStateBundle mine;
-        mine.stats = result.stages;
-        group->put("bench/stats/" + std::to_string(group->rank()),
-                   train::encode_stage_states(mine));
-      } else {
-        for (int k = 1; k < group->world_size(); ++k) {
-          const train::StageStateBundle theirs =
-              train::decode_stage_states(group->take("bench/stats/" + std::to_string(k)));
-          result.stages.insert(result.stages.end(), theirs.stats.begin(), theirs.stats.end());
-        }
-        std::sort(result.stages.begin(), result.stages.end(),
-                  [](const auto& a, const auto& b) { return a.device < b.device; });
-      }
-      // Nobody closes its data plane while another may still read from it.
-      group->barrier("bench/done");
-      out.processes = group->world_size();
-      out.rank = group->rank();
-      if (group->rank() > 0) return out;
-    }
+  // Rank 0 reports every replica: the others hand it their statistics.
+  const actors::PipelineResult result =
+      train::run_segment(
+          std::move(spec),
+          {.group = group, .placement = placement.get(), .segment = 0, .gather_state = false})
+          .pipeline;
+  if (group != nullptr) {
+    out.processes = group->world_size();
+    out.rank = group->rank();
+    if (group->rank() > 0) return out;
   }
 
   out.mode = "sim";

@@ -7,7 +7,7 @@
 // are reported; with train.eval the held-out data is evaluated every eval.every steps on the
 // weights the stages published at that step. Checkpoints every N steps and at the end; a run
 // resumes from one.
-#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
 #include "actors/stage_actor.hpp"
 #include "models/data/dataset.hpp"
@@ -24,64 +25,19 @@
 #include "models/param_set.hpp"
 #include "schedules/plan.hpp"
 #include "train/checkpoint.hpp"
+#include "train/evaluation.hpp"
 #include "train/job_spec.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/step_record.hpp"
+#include "train/train_data.hpp"
 
 namespace tandem::train {
 
+class EvalSnapshots;
 class ProcessGroup;
 class ProcessPlacement;
-
-struct EvalResult {
-  double loss = 0;      // mean over predictions
-  double accuracy = 0;  // share of correct predictions
-  int64_t samples = 0;
-  int64_t predictions = 0;  // samples, or tokens for language models
-};
-
-struct StepRecord {
-  int64_t step = 0;                // steps done (1-based)
-  int64_t steps = 0;               // steps of the run
-  double loss = 0;                 // mean training loss over the steps since the previous record
-  std::optional<double> accuracy;  // training accuracy over the same steps (classification)
-  double samples_per_s = 0;        // over the same steps
-  double elapsed_s = 0;
-  double eta_s = 0;
-  double lr = 0;
-  // This process's resident memory when the record was made (absent where the system does not
-  // say): what shows a leak over a long run.
-  std::optional<double> resident_mib;
-  std::optional<EvalResult> eval;  // when the held-out data was evaluated at this step
-  // Per stage replica, stage by stage: the seconds its actions ran within this record's window
-  // (busy / window_s is its utilization; the rest is bubble and waiting for messages).
-  struct StageBusy {
-    int stage = 0, replica = 0;
-    double busy_s = 0;
-  };
-  std::vector<StageBusy> stages;
-  double window_s = 0;
-};
-
-struct TrainSummary {
-  int64_t steps = 0;          // steps done (fewer than asked when stopped)
-  int64_t first_step = 0;     // a resumed run: the checkpoint's step
-  std::vector<float> losses;  // every step's training loss (from first_step on)
-  double final_loss = 0;      // mean over the last log window
-  std::optional<double> final_accuracy;
-  std::optional<EvalResult> eval;  // after the last step (with train.eval)
-  // Markov text: the generator's entropy rate and the best loss reachable on its windows.
-  std::optional<double> entropy_rate;
-  std::optional<double> optimal_loss;
-  double seconds = 0;
-  double samples_per_s = 0;
-  uint64_t params_fingerprint = 0;
-  std::string model;
-  std::string train_data;
-  // One per stage replica, stage by stage: over all segments of the run.
-  std::vector<actors::StageStats> stages;
-  double pipeline_seconds = 0;  // the pipeline's wall time (busy + idle of a replica)
-  std::vector<std::filesystem::path> checkpoints;  // written, in order
-  bool stopped = false;                            // ended early by request_stop()
-};
+class Progress;
+struct StageState;
 
 struct SessionOptions {
   std::optional<int64_t> steps;  // overrides train.steps
@@ -99,18 +55,11 @@ struct SessionOptions {
   // A multi-process job (not owned; outlives the trainer): this process runs the stage
   // replicas the config places on its rank and rank 0 the loader and coordinator. Rank 0
   // reports, evaluates and writes checkpoints for the whole model (the others hand it their
-  // stages after each segment); the others' summaries cover their own stages. Periodic
-  // evaluation (train.eval.every) runs only in a single process. Null: everything here.
+  // stages after each segment, train/segment.hpp); the others' summaries cover their own
+  // stages. Periodic evaluation (train.eval.every) runs only in a single process. Null:
+  // everything here.
   ProcessGroup* group = nullptr;
 };
-
-// The config's training (and, with train.eval, held-out) data, checked against the model: the
-// same per-sample size and dtype, no class beyond its outputs, at least one minibatch. Throws
-// JobError naming the data or train.eval section.
-struct TrainData {
-  std::shared_ptr<const models::data::Dataset> train, eval;
-};
-TrainData load_train_data(const JobSpec& job, const models::Model& model);
 
 class Session {
  public:
@@ -148,6 +97,22 @@ class Session {
 
  private:
   struct Stop;
+  // The steps of periodic evaluation (train.eval.every) after the first.
+  std::vector<int64_t> eval_steps() const;
+  // Where the segment starting at step `at` ends: the next checkpoint or the run's end.
+  int64_t segment_end(int64_t at) const;
+  actors::PipelineSpec segment_spec(int64_t at, int64_t end, const actors::DataSource& data,
+                                    Progress& progress, EvalSnapshots* snapshots) const;
+  // Throws when a loss was not finite.
+  static void check_diverged(const Progress& progress);
+  // The next segment starts from what this one ended with.
+  void keep_state(std::vector<StageState> states);
+  void add_segment(TrainSummary& s, const actors::PipelineResult& result, bool first) const;
+  void write_checkpoint_at(int64_t at, const std::vector<StageState>& states, TrainSummary& s);
+  // After the last segment: the final evaluation and record, and the run's totals.
+  void finish(TrainSummary& s, Progress& progress, int64_t at,
+              std::chrono::steady_clock::time_point start) const;
+
   JobSpec job_;
   SessionOptions options_;
   models::Model model_;
@@ -167,16 +132,5 @@ class Session {
   std::unique_ptr<ProcessPlacement> placement_;  // with a group
   bool ran_ = false;
 };
-
-// The held-out loss and accuracy of `params` on the first `samples` samples of `eval`, in
-// chunks of `minibatch`, on `device`.
-EvalResult evaluate_params(const models::Model& model, const models::ParamSet& params,
-                           const models::data::Dataset& eval, int64_t samples, int64_t minibatch,
-                           Device device);
-
-// The learning rate of step `step` (0-based) of a run of `steps` steps: warm-up steps ramp
-// linearly up to lr; the decay runs from lr at the first step after warm-up towards
-// final_fraction * lr, which it would reach one step after the last.
-double scheduled_lr(const LrSchedule& schedule, double lr, int64_t step, int64_t steps);
 
 }  // namespace tandem::train

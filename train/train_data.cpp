@@ -1,0 +1,58 @@
+#include "train/train_data.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "train/job_error.hpp"
+
+namespace tandem::train {
+namespace {
+
+namespace data = models::data;
+
+int64_t model_outputs(const models::ModelSpec& s) {
+  if (s.name == "mlp") return s.widths.back();
+  if (s.name == "gpt") return s.vocab;
+  return s.classes;
+}
+
+}  // namespace
+
+TrainData load_train_data(const JobSpec& job, const models::Model& model) {
+  const TrainSpec& t = job.train;
+  data::Datasets sets;
+  try {
+    sets = data::make_datasets(job.data, t.eval ? t.eval->samples : 0);
+  } catch (const std::invalid_argument& e) {
+    throw JobError("data", e.what());
+  }
+  const auto& train = sets.train;
+  if (t.eval && !sets.eval) {
+    throw JobError("train.eval", "data '" + data::data_kind_name(job.data) +
+                                     "' names no eval files to evaluate on");
+  }
+
+  // The data must fit the model: same per-sample size and dtype, no class beyond its outputs.
+  const Shape model_sample = model.input_shape(1);
+  const int64_t model_numel = shape_numel(model_sample);
+  if (shape_numel(train->input_shape()) != model_numel ||
+      train->input_dtype() != model.input_dtype()) {
+    throw JobError("data", train->describe() + " gives samples " + shape_str(train->input_shape()) +
+                               " " + std::string(dtype_name(train->input_dtype())) +
+                               ", the model takes " + shape_str(model_sample) + " " +
+                               std::string(dtype_name(model.input_dtype())));
+  }
+  if (train->classes() > model_outputs(job.model)) {
+    throw JobError("data", train->describe() + " has " + std::to_string(train->classes()) +
+                               " classes, the model only " +
+                               std::to_string(model_outputs(job.model)) + " outputs");
+  }
+  if (train->size() < t.minibatch) {
+    throw JobError("data", train->describe() + " holds fewer samples than one minibatch of " +
+                               std::to_string(t.minibatch));
+  }
+
+  return TrainData{sets.train, t.eval ? sets.eval : nullptr};
+}
+
+}  // namespace tandem::train
