@@ -11,8 +11,6 @@
 #include <span>
 #include <sstream>
 
-#include "train/config_limits.hpp"
-#include "train/config_reader.hpp"
 #include "models/model.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
@@ -20,6 +18,8 @@
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/config_limits.hpp"
+#include "train/config_reader.hpp"
 #include "train/job_plan.hpp"
 #include "transport/wire_message.hpp"
 
@@ -653,7 +653,7 @@ void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>
 }
 
 PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
-                                    const Machine& machine, ConfigLocations& where) {
+                             const Machine& machine, ConfigLocations& where) {
   PipelineLayout p;
   where.pipeline = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);

@@ -100,10 +100,10 @@ void check_every_weight(const std::filesystem::path& path, const models::ParamSe
 }  // namespace
 
 ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& job,
-                              const models::Model& model, const schedules::Plan& plan,
-                              int64_t steps) {
+                              const models::Model& model, const std::string& model_name,
+                              const schedules::Plan& plan, int64_t steps) {
   CheckpointExpectations expect;
-  expect.model = job.model.describe();
+  expect.model = model_name;
   expect.plan = plan;
   expect.optimizer = job.train.optimizer.kind;
   const Checkpoint ck = read_checkpoint(path, expect);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "actors/pipeline.hpp"
@@ -30,8 +31,9 @@ struct ResumeState {
 // optimizer or seed, at or past the run's last step, not at a stop boundary of the schedule,
 // or missing a weight, a tensor of the right size or a weight version the minibatches in
 // flight at its step replay.
+// `model_name` is what the checkpoint must record as the model.
 ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& job,
-                              const models::Model& model, const schedules::Plan& plan,
-                              int64_t steps);
+                              const models::Model& model, const std::string& model_name,
+                              const schedules::Plan& plan, int64_t steps);
 
 }  // namespace tandem::train

@@ -93,7 +93,7 @@ SegmentResult run_segment(actors::PipelineSpec spec, const SegmentOptions& optio
   }
   const schedules::ScheduleParams sp = spec.plan.schedule;
   if (options.group != nullptr) options.group->prepare(spec, *options.placement, options.segment);
-  actors::Pipeline pipeline(std::move(spec), make_work_sharing({}));
+  actors::Pipeline pipeline(std::move(spec), make_work_sharing({.workers = options.threads}));
   SegmentResult out;
   out.pipeline = run_connected(pipeline, options);
   if (options.group != nullptr) {

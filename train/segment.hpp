@@ -35,6 +35,8 @@ struct SegmentOptions {
   // Called with the pipeline once it exists and with null once it ran (or failed), on the
   // calling thread: how a caller reaches the pipeline to stop it.
   std::function<void(actors::Pipeline*)> on_running;
+  // Worker threads running this process's stages; 0: one per hardware thread.
+  std::size_t threads = 0;
 };
 
 struct SegmentResult {

@@ -72,10 +72,11 @@ struct Session::Stop {
   }
 };
 
-Session::Session(JobSpec job, SessionOptions options)
+Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
     : job_(std::move(job)),
       options_(std::move(options)),
-      model_(models::Model::build(job_.model)),
+      inputs_(std::move(inputs)),
+      model_(inputs_.model ? *inputs_.model : models::Model::build(job_.model)),
       steps_(options_.steps.value_or(job_.train.steps)),
       stop_(std::make_unique<Stop>()) {
   if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
@@ -84,7 +85,11 @@ Session::Session(JobSpec job, SessionOptions options)
   if (options_.group != nullptr) {
     placement_ = std::make_unique<ProcessPlacement>(job_, plan_, options_.group->world_size());
   }
-  data_ = load_train_data(job_, model_);
+  if (inputs_.data) {
+    data_.eval = job_.train.eval ? inputs_.eval : nullptr;
+  } else {
+    data_ = load_train_data(job_, model_);
+  }
   try {
     (void)models::make_optimizer(job_.train.optimizer);
   } catch (const std::invalid_argument& e) {
@@ -94,7 +99,8 @@ Session::Session(JobSpec job, SessionOptions options)
     params_ = model_.init_params(job_.train.seed);
     return;
   }
-  ResumeState resumed = read_resume_state(*options_.resume, job_, model_, plan_, steps_);
+  ResumeState resumed =
+      read_resume_state(*options_.resume, job_, model_, model_name(), plan_, steps_);
   first_step_ = resumed.first_step;
   params_ = std::move(resumed.params);
   optimizer_states_ = std::move(resumed.optimizer_states);
@@ -103,6 +109,10 @@ Session::Session(JobSpec job, SessionOptions options)
 }
 
 Session::~Session() = default;
+
+std::string Session::model_name() const {
+  return inputs_.model_name.empty() ? job_.model.describe() : inputs_.model_name;
+}
 
 void Session::request_stop() {
   stop_->request();
@@ -119,9 +129,10 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
   ran_ = true;
   const schedules::ScheduleParams& sp = plan_.schedule;
   const std::vector<int64_t> evals = eval_steps();
-  Progress progress(first_step_, steps_, job_.train,
-                    data_.train->task() == data::Task::classification, evals, on_record,
-                    [this] { stop_->request(); });
+  Progress progress(
+      first_step_, steps_, job_.train,
+      data_.train ? data_.train->task() == data::Task::classification : inputs_.classification,
+      evals, on_record, [this] { stop_->request(); });
   std::vector<std::pair<int, int>> layout;
   for (int d = 0; d < sp.total_replicas(); ++d)
     layout.emplace_back(sp.stage_of(d), sp.replica_of(d));
@@ -130,8 +141,10 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
 
   TrainSummary s;
   s.stages.resize(layout.size());
-  const auto data_source =
-      actors::dataset_source(data_.train, model_, job_.train.minibatch, job_.train.seed);
+  const actors::DataSource data_source =
+      inputs_.data
+          ? inputs_.data
+          : actors::dataset_source(data_.train, model_, job_.train.minibatch, job_.train.seed);
   const Clock::time_point start = Clock::now();
   int64_t at = first_step_;
   // Checkpoints cut the run into segments, each a pipeline that starts from the weights,
@@ -149,11 +162,12 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
     PipelineTrace trace;
     const bool tracing = options_.trace && segment == 0;
     if (tracing) trace.attach(spec);
-    SegmentResult r = run_segment(std::move(spec),
-                                  {.group = options_.group,
-                                   .placement = placement_.get(),
-                                   .segment = segment,
-                                   .on_running = [this](actors::Pipeline* p) { stop_->set(p); }});
+    SegmentResult r =
+        run_segment(std::move(spec), {.group = options_.group,
+                                      .placement = placement_.get(),
+                                      .segment = segment,
+                                      .on_running = [this](actors::Pipeline* p) { stop_->set(p); },
+                                      .threads = options_.threads});
     if (tracing) write_job_trace(trace, *options_.trace, options_.group);
     check_diverged(progress);
     add_segment(s, r.pipeline, segment == 0);
@@ -205,8 +219,11 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   spec.lr_at = [schedule = t.lr_schedule, lr = t.optimizer.lr, steps = steps_](int64_t round) {
     return scheduled_lr(schedule, lr, round, steps);
   };
-  spec.on_minibatch = [&progress](int64_t b, double loss, int64_t correct, int64_t rows) {
+  if (inputs_.lr_at) spec.lr_at = inputs_.lr_at;
+  spec.on_minibatch = [&progress, also = inputs_.on_minibatch](int64_t b, double loss,
+                                                               int64_t correct, int64_t rows) {
     progress.add(b, loss, correct, rows);
+    if (also) also(b, loss, correct, rows);
   };
   spec.observer = [&progress, snapshots](const actors::StageEvent& e) {
     progress.add_busy(e.device, e.end - e.start);
@@ -247,7 +264,7 @@ void Session::write_checkpoint_at(int64_t at, const std::vector<StageState>& sta
                                   TrainSummary& s) {
   Checkpoint ck;
   ck.step = at;
-  ck.model = job_.model.describe();
+  ck.model = model_name();
   ck.plan = plan_;
   ck.optimizer = job_.train.optimizer.kind;
   ck.seed = job_.train.seed;
@@ -272,8 +289,8 @@ void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
   progress.finish(eval);
   s.first_step = first_step_;
   s.steps = at;
-  s.model = job_.model.describe();
-  s.train_data = data_.train->describe();
+  s.model = model_name();
+  s.train_data = data_.train ? data_.train->describe() : "the application's";
   if (const auto& last = progress.last()) {
     s.final_loss = last->loss;
     s.final_accuracy = last->accuracy;

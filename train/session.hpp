@@ -26,6 +26,7 @@
 #include "schedules/plan.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluation.hpp"
+#include "train/job_inputs.hpp"
 #include "train/job_spec.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/step_record.hpp"
@@ -59,6 +60,8 @@ struct SessionOptions {
   // stages. Periodic evaluation (train.eval.every) runs only in a single process. Null:
   // everything here.
   ProcessGroup* group = nullptr;
+  // Worker threads running this process's stages; 0: one per hardware thread.
+  std::size_t threads = 0;
 };
 
 class Session {
@@ -66,7 +69,7 @@ class Session {
   // Builds the model, the data and the plan; throws JobError when the data does not fit the
   // model or a stage sits on a device without data (sim), CheckpointError when the checkpoint to
   // resume from is unreadable or of another model or plan.
-  explicit Session(JobSpec job, SessionOptions options = {});
+  explicit Session(JobSpec job, SessionOptions options = {}, JobInputs inputs = {});
   ~Session();
 
   // Trains to train.steps (or the override); calls on_record (on a pipeline thread, in step
@@ -89,6 +92,7 @@ class Session {
   const schedules::Plan& plan() const { return plan_; }
   // The whole model's weights: initial (or resumed) before run(), trained after.
   const models::ParamSet& params() const { return params_; }
+  // A config's job: its training data (a job built in code brings a DataSource instead).
   const models::data::Dataset& train_data() const { return *data_.train; }
   const models::data::Dataset* eval_data() const { return data_.eval.get(); }
   int64_t steps() const { return steps_; }
@@ -113,8 +117,12 @@ class Session {
   void finish(TrainSummary& s, Progress& progress, int64_t at,
               std::chrono::steady_clock::time_point start) const;
 
+  // What checkpoints record as the model.
+  std::string model_name() const;
+
   JobSpec job_;
   SessionOptions options_;
+  JobInputs inputs_;
   models::Model model_;
   TrainData data_;
   schedules::Plan plan_;

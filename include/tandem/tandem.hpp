@@ -118,7 +118,7 @@ std::string_view to_string(Schedule schedule);
 struct Stage {
   int begin = 0;  // layers [begin, end) of the model
   int end = 0;
-  // One device per replica: "cpu", "cuda:N" (a CUDA build), or "sim" (timing only, no data).
+  // One device per replica: "cpu" or "cuda:N" (a CUDA build).
   std::vector<std::string> devices{"cpu"};
 };
 
@@ -170,69 +170,15 @@ struct Metrics {
   double elapsed_s = 0;      // since run() started
 };
 
-struct TrainOptions {
-  Plan plan;
-  std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
-  Optimizer optimizer;
-  // The learning rate of update round k (one round per minibatch); empty: optimizer.lr.
-  std::function<double(std::int64_t round)> lr_at;
-  std::uint64_t seed = 0;  // initial weights and dropout masks
-  DataFn data;
-  // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
-  // asynchronous schedules not necessarily in minibatch order. Keep it short; it may call
-  // Session::stop().
-  std::function<void(const Metrics&)> on_metrics;
-  std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
-};
-
-struct StageReport {
-  int stage = 0;
-  int replica = 0;
-  std::string device;
-  std::int64_t actions = 0;           // forwards, backwards, updates, ... it ran
-  double busy_s = 0;                  // time its device computed
-  std::int64_t peak_versions = 0;     // weight versions kept at once
-  std::int64_t peak_activations = 0;  // forward slices kept for backward at once
-};
-
-// Held-out results (a run configured from a file with train.eval).
+// Held-out results: the mean loss and accuracy over the held-out samples.
 struct EvalReport {
   double loss = 0;      // mean over the predictions
   double accuracy = 0;  // share of correct predictions
   std::int64_t samples = 0;
 };
 
-struct TrainResult {
-  std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop()
-  bool stopped = false;          // stop() ended the run before its planned length
-  std::vector<double> losses;    // mean loss of every minibatch that ran, in order
-  double seconds = 0;
-  std::vector<StageReport> stages;  // by stage, then replica
-  // A run resumed from a checkpoint starts at its step: losses[i] is minibatch
-  // first_minibatch + i.
-  std::int64_t first_minibatch = 0;
-  // The checkpoint directories written, in order (CheckpointOptions).
-  std::vector<std::string> checkpoints;
-  // A multi-process job (a config run under a launcher): this process's rank and the job's
-  // size. Rank 0's result covers the whole job (every stage, the held-out results); the other
-  // ranks' cover the stages they ran.
-  int rank = 0;
-  int processes = 1;
-  bool has_eval = false;  // eval holds the held-out results after the last step
-  EvalReport eval;
-  // A fingerprint of the trained weights, the one `tandem train` prints ("parameters
-  // fingerprint"): equal fingerprints, bit-identical weights (a config run).
-  std::uint64_t weights_fingerprint = 0;
-};
-
-struct NamedTensor {
-  std::string name;  // "<layer index>.<parameter>", e.g. "3.weight"
-  Tensor value;
-};
-
 // ---------------------------------------------------------------------------------------------
-// Runs configured from a YAML file (docs/config.md), the ones `tandem train CONFIG` runs: the
-// same steps, the same files, the same losses and weights bit for bit.
+// What every run may do besides training: checkpoints, held-out evaluation, progress.
 
 // Checkpoints into `dir`: every `every` steps (rounded up to the schedule's next stop boundary;
 // 0: only at the end) and at the end, keeping the newest `keep` of the run's lineage. The files
@@ -258,6 +204,8 @@ struct Progress {
   EvalReport eval;
 };
 
+// Runs configured from a YAML file (docs/config.md), the ones `tandem train CONFIG` runs: the
+// same steps, the same files, the same losses and weights bit for bit.
 struct ConfigRunOptions {
   std::int64_t steps = 0;  // 0: the config's train.steps
   CheckpointOptions checkpoints;
@@ -270,12 +218,81 @@ struct ConfigRunOptions {
   std::function<void(const Progress&)> on_progress;
 };
 
+struct TrainOptions {
+  Plan plan;
+  std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
+  Optimizer optimizer;
+  // The learning rate of update round k (one round per minibatch); empty: optimizer.lr.
+  std::function<double(std::int64_t round)> lr_at;
+  std::uint64_t seed = 0;  // initial weights and dropout masks
+  DataFn data;
+  // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
+  // asynchronous schedules not necessarily in minibatch order. Keep it short; it may call
+  // Session::stop().
+  std::function<void(const Metrics&)> on_metrics;
+  std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
+  // As ConfigRunOptions: checkpoints (the model is recorded by its describe(), which a resume
+  // must match), a checkpoint directory to continue from, a Chrome trace.
+  CheckpointOptions checkpoints;
+  std::string resume;
+  std::string trace;
+  // Held-out evaluation: `eval_data` gives minibatch k of the held-out set (k below
+  // `eval_minibatches`, in the training data's layout), evaluated every `eval_every`
+  // minibatches (0: after the last only) on the weights of that step, and after the last.
+  DataFn eval_data;
+  std::int64_t eval_minibatches = 0;
+  std::int64_t eval_every = 0;
+  // Every `log_every` minibatches (and at each evaluation and the end), in minibatch order.
+  std::function<void(const Progress&)> on_progress;
+  std::int64_t log_every = 10;
+};
+
+struct StageReport {
+  int stage = 0;
+  int replica = 0;
+  std::string device;
+  std::int64_t actions = 0;           // forwards, backwards, updates, ... it ran
+  double busy_s = 0;                  // time its device computed
+  std::int64_t peak_versions = 0;     // weight versions kept at once
+  std::int64_t peak_activations = 0;  // forward slices kept for backward at once
+};
+
+struct TrainResult {
+  std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop()
+  bool stopped = false;          // stop() ended the run before its planned length
+  std::vector<double> losses;    // mean loss of every minibatch that ran, in order
+  double seconds = 0;
+  std::vector<StageReport> stages;  // by stage, then replica
+  // A run resumed from a checkpoint starts at its step: losses[i] is minibatch
+  // first_minibatch + i.
+  std::int64_t first_minibatch = 0;
+  // The checkpoint directories written, in order (CheckpointOptions).
+  std::vector<std::string> checkpoints;
+  // A multi-process job (a run under a launcher's variables): this process's rank and the
+  // job's size. Rank 0's result covers the whole job (every stage, the held-out results); the other
+  // ranks' cover the stages they ran.
+  int rank = 0;
+  int processes = 1;
+  bool has_eval = false;  // eval holds the held-out results after the last step (rank 0)
+  EvalReport eval;
+  // A fingerprint of the trained weights, the one `tandem train` prints ("parameters
+  // fingerprint"): equal fingerprints, bit-identical weights.
+  std::uint64_t weights_fingerprint = 0;
+};
+
+struct NamedTensor {
+  std::string name;  // "<layer index>.<parameter>", e.g. "3.weight"
+  Tensor value;
+};
+
 // One training run. Not copyable or movable: stop() may be called on it from other threads.
 class Session {
  public:
   // Checks everything before anything runs and throws std::invalid_argument naming what is
   // wrong: stages that overlap, leave gaps or run past the model; an unknown device; a schedule
-  // that cannot run the plan; a missing DataFn; an unknown optimizer.
+  // that cannot run the plan; a missing DataFn; an unknown optimizer; a checkpoint that cannot
+  // resume this run. Under a launcher's variables (as for a config's job below) this process
+  // joins the job as its rank: rank 0 runs the DataFn and reports, the others run their stages.
   Session(Model model, TrainOptions options);
   // The job the YAML config `config_file` describes. Under a launcher's variables (tandem
   // launch, torchrun, mpirun, srun: docs/multi-process.md) this process joins the job as its

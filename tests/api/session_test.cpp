@@ -1,11 +1,13 @@
 // The embedding API as an application uses it: a model with a custom layer, a plan written in
 // code, data and metrics through callbacks, and stopping from other threads.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -335,6 +337,91 @@ TEST(EmbeddingApi, SplitEvenlyGivesTheRemainderToTheFirstStages) {
                std::invalid_argument);
   EXPECT_EQ(tandem::to_string(tandem::Schedule::one_f_one_b), "1f1b");
   EXPECT_FALSE(tandem::version().empty());
+}
+
+// A session built in code checkpoints and resumes as a config's job does: 8 minibatches with a
+// checkpoint every 4, then a new session resumed from the step-4 checkpoint trains the last 4
+// exactly (losses and weights), for a flush schedule and for PipeDream with a replicated stage.
+TEST(EmbeddingApi, ACheckpointThenAResumeIsTheWholeRun) {
+  Fixture f;
+  tandem::Plan pipedream;
+  pipedream.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
+  pipedream.schedule = tandem::Schedule::pipedream;
+  pipedream.minibatch = kMinibatch;
+  for (const tandem::Plan& plan :
+       {tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4),
+        pipedream}) {
+    SCOPED_TRACE(std::string(tandem::to_string(plan.schedule)));
+    const std::string dir = ::testing::TempDir() + "tandem-api-ck-" +
+                            std::string(tandem::to_string(plan.schedule)) + "-" +
+                            std::to_string(::getpid());
+    tandem::TrainResult whole = tandem::Session(f.model, options_for(plan, 8)).run();
+    tandem::TrainOptions first = options_for(plan, 8);
+    first.checkpoints = {dir, 4, 2};
+    const tandem::TrainResult a = tandem::Session(f.model, std::move(first)).run();
+    ASSERT_EQ(a.checkpoints.size(), 2u);
+    EXPECT_EQ(a.losses, whole.losses);
+    EXPECT_EQ(a.weights_fingerprint, whole.weights_fingerprint);
+    tandem::TrainOptions rest = options_for(plan, 8);
+    rest.resume = a.checkpoints.front();
+    const tandem::TrainResult b = tandem::Session(f.model, std::move(rest)).run();
+    EXPECT_EQ(b.first_minibatch, 4);
+    EXPECT_EQ(b.losses, std::vector<double>(whole.losses.begin() + 4, whole.losses.end()));
+    EXPECT_EQ(b.weights_fingerprint, whole.weights_fingerprint);
+    // Another model's checkpoint does not resume this one.
+    tandem::TrainOptions other = options_for(plan, 8);
+    other.resume = a.checkpoints.front();
+    EXPECT_THROW(tandem::Session(tandem::Model::mlp({kFeatures, 16, 16, 16, 16, kClasses}),
+                                 std::move(other)),
+                 std::invalid_argument);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// Held-out evaluation of the application's data every 4 minibatches and after the last, on the
+// weights of that step: the step-4 figures are those of a run that ends at step 4.
+TEST(EmbeddingApi, EvaluatesHeldOutDataEveryNMinibatches) {
+  Fixture f;
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  const auto held_out = [](std::int64_t k) { return make_batch(1000 + k); };
+  tandem::TrainOptions o = options_for(plan, 8);
+  o.eval_data = held_out;
+  o.eval_minibatches = 3;
+  o.eval_every = 4;
+  std::vector<tandem::Progress> records;
+  o.on_progress = [&](const tandem::Progress& p) { records.push_back(p); };
+  const tandem::TrainResult r = tandem::Session(f.model, std::move(o)).run();
+  ASSERT_TRUE(r.has_eval);
+  EXPECT_EQ(r.eval.samples, 3 * kMinibatch);
+  std::vector<tandem::Progress> evaluated;
+  for (const tandem::Progress& p : records) {
+    if (p.has_eval) evaluated.push_back(p);
+  }
+  ASSERT_EQ(evaluated.size(), 2u);
+  EXPECT_EQ(evaluated[0].step, 4);
+  EXPECT_EQ(evaluated[1].step, 8);
+  EXPECT_EQ(evaluated[1].eval.loss, r.eval.loss);
+  tandem::TrainOptions four = options_for(plan, 4);
+  four.eval_data = held_out;
+  four.eval_minibatches = 3;
+  const tandem::TrainResult at4 = tandem::Session(f.model, std::move(four)).run();
+  ASSERT_TRUE(at4.has_eval);
+  EXPECT_EQ(evaluated[0].eval.loss, at4.eval.loss);
+  EXPECT_EQ(evaluated[0].eval.accuracy, at4.eval.accuracy);
+  // A held-out batch of the wrong shape is named.
+  tandem::TrainOptions bad = options_for(plan, 4);
+  bad.eval_data = [](std::int64_t) {
+    return tandem::Batch{tandem::Tensor::zeros({kMinibatch, kFeatures + 1}),
+                         tandem::Tensor::zeros({kMinibatch}, tandem::DType::i32)};
+  };
+  bad.eval_minibatches = 1;
+  try {
+    tandem::Session(f.model, std::move(bad)).run();
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("eval_data(0)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+#pragma once
+// The application's DataFn as the pipeline's data: each batch checked against the model (a
+// wrong shape is named with its minibatch here rather than deep inside a stage's kernel), and
+// a held-out set of whole minibatches as a dataset the evaluation reads.
+#include <cstdint>
+#include <memory>
+
+#include "actors/minibatch_data.hpp"
+#include "models/data/dataset.hpp"
+#include "models/model.hpp"
+#include "tandem/tandem.hpp"
+
+namespace tandem::api {
+
+// Minibatch b of `fn`, checked: defined CPU tensors of the model's input shape and dtype and i32
+// targets of its target shape. Throws std::invalid_argument naming "DataFn(b)" (or `name`).
+Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model,
+                    std::int64_t minibatch, const char* name = "DataFn");
+
+actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch);
+
+// `minibatches` minibatches of `fn` as a dataset of minibatch * minibatches samples, read in
+// whole minibatches (what train::evaluate_params asks for when its chunk is the minibatch).
+std::shared_ptr<const models::data::Dataset> held_out_dataset(DataFn fn, const models::Model& model,
+                                                              std::int64_t minibatch,
+                                                              std::int64_t minibatches);
+
+}  // namespace tandem::api

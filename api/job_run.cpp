@@ -1,0 +1,265 @@
+#include "api/job_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include "api/data_fn.hpp"
+#include "api/plan_conversion.hpp"
+#include "models/optimizer.hpp"
+#include "schedules/schedule_error.hpp"
+#include "train/checkpoint.hpp"
+#include "train/cluster_options.hpp"
+#include "train/config.hpp"
+#include "train/process_group.hpp"
+#include "train/session.hpp"
+
+namespace tandem::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The options both kinds of job share.
+struct RunFiles {
+  std::int64_t steps = 0;
+  CheckpointOptions checkpoints;
+  std::string resume, trace;
+};
+
+train::SessionOptions session_options(const RunFiles& o, const char* owner) {
+  const std::string field = owner;
+  train::SessionOptions so;
+  if (o.steps < 0) {
+    throw std::invalid_argument(field + ".steps: must be >= 0, got " + std::to_string(o.steps));
+  }
+  if (o.steps > 0) so.steps = o.steps;
+  if (!o.trace.empty()) so.trace = o.trace;
+  if (!o.checkpoints.dir.empty()) {
+    if (o.checkpoints.every < 0 || o.checkpoints.keep < 1) {
+      throw std::invalid_argument(field + ".checkpoints: every must be >= 0 and keep >= 1");
+    }
+    so.checkpoint_dir = o.checkpoints.dir;
+    so.checkpoint_every = o.checkpoints.every;
+    so.checkpoint_keep = o.checkpoints.keep;
+  }
+  if (!o.resume.empty()) so.resume = o.resume;
+  return so;
+}
+
+EvalReport eval_report(const train::EvalResult& e) {
+  return {e.loss, e.accuracy, e.samples};
+}
+
+Progress progress_of(const train::StepRecord& r) {
+  Progress p;
+  p.step = r.step;
+  p.steps = r.steps;
+  p.loss = r.loss;
+  p.has_accuracy = r.accuracy.has_value();
+  p.accuracy = r.accuracy.value_or(0);
+  p.samples_per_s = r.samples_per_s;
+  p.elapsed_s = r.elapsed_s;
+  p.lr = r.lr;
+  p.has_eval = r.eval.has_value();
+  if (r.eval) p.eval = eval_report(*r.eval);
+  return p;
+}
+
+std::vector<StageReport> stage_reports(const std::vector<actors::StageStats>& stats) {
+  std::vector<StageReport> out;
+  for (const actors::StageStats& st : stats) {
+    if (st.actions == 0 && st.device_name.empty()) continue;  // another rank's, not gathered
+    out.push_back({st.stage, st.replica, st.device_name, st.actions, st.busy_s,
+                   static_cast<std::int64_t>(st.peak_versions),
+                   static_cast<std::int64_t>(st.peak_activations)});
+  }
+  std::sort(out.begin(), out.end(), [](const StageReport& a, const StageReport& b) {
+    return std::tie(a.stage, a.replica) < std::tie(b.stage, b.replica);
+  });
+  return out;
+}
+
+models::OptimizerSpec internal_optimizer(const Optimizer& o) {
+  models::OptimizerSpec spec;
+  spec.kind = o.kind;
+  spec.lr = o.lr;
+  spec.momentum = o.momentum;
+  spec.weight_decay = o.weight_decay;
+  spec.nesterov = o.nesterov;
+  spec.beta1 = o.beta1;
+  spec.beta2 = o.beta2;
+  spec.eps = o.eps;
+  try {
+    (void)models::make_optimizer(spec);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("TrainOptions.optimizer: ") + e.what());
+  }
+  return spec;
+}
+
+// A job of the application's model and plan, checked field by field before anything runs.
+train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
+  try {
+    (void)internal_plan(o.plan, o.minibatches, model.num_layers());
+  } catch (const schedules::ScheduleError& e) {
+    throw std::invalid_argument(e.what());  // names the plan's stage or field already
+  }
+  train::JobSpec job;
+  job.train.minibatch = o.plan.minibatch;
+  job.train.steps = o.minibatches;
+  job.train.optimizer = internal_optimizer(o.optimizer);
+  job.train.seed = o.seed;
+  if (o.log_every < 1) {
+    throw std::invalid_argument("TrainOptions.log_every: must be >= 1, got " +
+                                std::to_string(o.log_every));
+  }
+  job.train.log_every = o.log_every;
+  if (o.eval_data) {
+    if (o.eval_minibatches < 1 || o.eval_every < 0) {
+      throw std::invalid_argument(
+          "TrainOptions.eval_minibatches must be >= 1 and eval_every >= 0 with eval_data");
+    }
+    job.train.eval = train::EvalSpec{o.eval_every, o.eval_minibatches * o.plan.minibatch};
+  }
+  job.pipeline = pipeline_layout(o.plan);
+  return job;
+}
+
+}  // namespace
+
+struct JobRun::State {
+  std::function<void(const Progress&)> on_progress;
+  std::function<void(const Metrics&)> on_metrics;
+  std::unique_ptr<train::ProcessGroup> group;
+  std::optional<train::Session> session;
+  std::mutex mu;
+  std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
+  Clock::time_point start;
+  bool ran = false;
+
+  // On a pipeline thread, as each minibatch's loss completes.
+  void on_minibatch(std::int64_t b, double loss, std::int64_t correct, std::int64_t rows) {
+    {
+      std::lock_guard lock(mu);
+      losses[b] = loss;
+    }
+    if (on_metrics) {
+      on_metrics(
+          {b, loss, correct, rows, std::chrono::duration<double>(Clock::now() - start).count()});
+    }
+  }
+};
+
+JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
+    : state_(std::make_unique<State>()) {
+  state_->on_progress = std::move(options.on_progress);
+  train::Config config;
+  try {
+    config = train::load_config(config_file);
+  } catch (const train::ConfigError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  train::SessionOptions so = session_options(
+      {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
+  // The job's other ranks wait for this one from here on: joined before the session is built,
+  // as `tandem train` does.
+  state_->group = train::join_launched_job(train::process_group_options(config.cluster));
+  so.group = state_->group.get();
+  train::JobInputs inputs;
+  inputs.on_minibatch = [s = state_.get()](std::int64_t b, double loss, std::int64_t correct,
+                                           std::int64_t rows) {
+    s->on_minibatch(b, loss, correct, rows);
+  };
+  try {
+    train::at_config(config, [&] { state_->session.emplace(config, so, std::move(inputs)); });
+  } catch (const train::ConfigError& e) {
+    throw std::invalid_argument(e.what());
+  } catch (const train::CheckpointError& e) {
+    throw std::invalid_argument(std::string("ConfigRunOptions.resume: ") + e.what());
+  }
+}
+
+JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainOptions options)
+    : state_(std::make_unique<State>()) {
+  if (!options.data) throw std::invalid_argument("TrainOptions.data: no DataFn");
+  state_->on_progress = std::move(options.on_progress);
+  state_->on_metrics = std::move(options.on_metrics);
+  const train::JobSpec job = code_job(model, options);
+  train::SessionOptions so =
+      session_options({0, options.checkpoints, options.resume, options.trace}, "TrainOptions");
+  so.threads = options.threads;
+  train::JobInputs inputs;
+  inputs.model = model;
+  inputs.model_name = model_name;
+  inputs.data = data_source(std::move(options.data), model, options.plan.minibatch);
+  if (options.eval_data) {
+    inputs.eval = held_out_dataset(std::move(options.eval_data), model, options.plan.minibatch,
+                                   options.eval_minibatches);
+  }
+  inputs.lr_at = std::move(options.lr_at);
+  inputs.on_minibatch = [s = state_.get()](std::int64_t b, double loss, std::int64_t correct,
+                                           std::int64_t rows) {
+    s->on_minibatch(b, loss, correct, rows);
+  };
+  state_->group = train::join_launched_job(train::process_group_options(job.cluster));
+  so.group = state_->group.get();
+  try {
+    state_->session.emplace(job, so, std::move(inputs));
+  } catch (const train::CheckpointError& e) {
+    throw std::invalid_argument(std::string("TrainOptions.resume: ") + e.what());
+  }
+}
+
+JobRun::~JobRun() = default;
+
+TrainResult JobRun::run() {
+  if (state_->ran) throw std::logic_error("Session::run called twice");
+  state_->ran = true;
+  train::ProcessGroup* group = state_->group.get();
+  const bool reporter = group == nullptr || group->rank() == 0;
+  std::function<void(const train::StepRecord&)> on_record;
+  if (reporter && state_->on_progress) {
+    on_record = [cb = state_->on_progress](const train::StepRecord& r) { cb(progress_of(r)); };
+  }
+  state_->start = Clock::now();
+  const train::TrainSummary s = state_->session->run(on_record);
+  if (group != nullptr) group->shutdown();
+  TrainResult out;
+  out.first_minibatch = s.first_step;
+  out.minibatches = s.steps - s.first_step;
+  out.stopped = s.stopped;
+  {
+    std::lock_guard lock(state_->mu);
+    for (const auto& [b, loss] : state_->losses) {
+      if (b >= s.first_step && b < s.steps) out.losses.push_back(loss);
+    }
+  }
+  out.seconds = s.seconds;
+  out.stages = stage_reports(s.stages);
+  for (const auto& c : s.checkpoints) out.checkpoints.push_back(c.string());
+  out.rank = group != nullptr ? group->rank() : 0;
+  out.processes = group != nullptr ? group->world_size() : 1;
+  out.has_eval = s.eval.has_value();
+  if (s.eval) out.eval = eval_report(*s.eval);
+  out.weights_fingerprint = s.params_fingerprint;
+  return out;
+}
+
+void JobRun::stop() {
+  state_->session->request_stop();
+}
+
+std::vector<NamedTensor> JobRun::weights() const {
+  if (!state_->ran) throw std::logic_error("Session::weights: run() has not run");
+  const models::ParamSet& params = state_->session->params();
+  std::vector<NamedTensor> out;
+  for (std::int64_t i = 0; i < params.size(); ++i) out.push_back({params.name(i), params[i]});
+  return out;
+}
+
+}  // namespace tandem::api
