@@ -16,7 +16,9 @@ struct Session::Impl {
 Session::Session(Model model, TrainOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->model = std::make_unique<Model>(std::move(model));
   const Model& m = *impl_->model;
-  impl_->run = std::make_unique<api::JobRun>(*m.impl_, m.describe(), std::move(options));
+  // Checkpoints name the model by its first line (a zoo model's spec, as a config's job names
+  // it), so a code-built job and a config's job of the same model resume each other's.
+  impl_->run = std::make_unique<api::JobRun>(*m.impl_, m.title_, std::move(options));
 }
 
 Session::Session(const std::string& config_file, ConfigRunOptions options)

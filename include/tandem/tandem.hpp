@@ -218,6 +218,18 @@ struct ConfigRunOptions {
   std::function<void(const Progress&)> on_progress;
 };
 
+// The data a YAML config describes, for a session built in code: minibatch b of the training
+// set exactly as `tandem train` feeds it (train.minibatch samples, drawn by train.seed), and the
+// held-out set (train.eval.samples) in whole minibatches. Throws std::invalid_argument naming
+// "file:line:column: key" for a config problem.
+struct ConfigData {
+  std::int64_t minibatch = 0;
+  DataFn data;
+  DataFn eval;  // empty without train.eval
+  std::int64_t eval_minibatches = 0;
+};
+ConfigData config_data(const std::string& config_file);
+
 struct TrainOptions {
   Plan plan;
   std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
@@ -231,8 +243,8 @@ struct TrainOptions {
   // Session::stop().
   std::function<void(const Metrics&)> on_metrics;
   std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
-  // As ConfigRunOptions: checkpoints (the model is recorded by its describe(), which a resume
-  // must match), a checkpoint directory to continue from, a Chrome trace.
+  // As ConfigRunOptions: checkpoints (the model is recorded by describe()'s first line, which
+  // a resume must match: a zoo model's is a config's), a checkpoint to continue from, a trace.
   CheckpointOptions checkpoints;
   std::string resume;
   std::string trace;

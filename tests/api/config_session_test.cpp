@@ -163,6 +163,45 @@ TEST_P(ConfigSession, CheckpointsMoveBetweenTheApiAndTheCli) {
   EXPECT_EQ(api.fingerprint, whole.fingerprint);
 }
 
+// The same job built in code: the zoo's MLP, the plan written out, the config's own data
+// (config_data) and the same optimizer and seed train the config's losses, weights and
+// held-out figures bit for bit.
+TEST_P(ConfigSession, TheSameJobBuiltInCodeTrainsAsTheConfig) {
+  TempDir dir;
+  std::string text = *GetParam();
+  const std::string cosine = "  lr_schedule: {kind: cosine, warmup_steps: 2}\n";
+  text.erase(text.find(cosine), cosine.size());  // the code's learning rate is constant
+  const fs::path config = dir.write("c.yaml", text);
+  Session from_config(config.string());
+  const TrainResult a = from_config.run();
+
+  const ConfigData cd = config_data(config.string());
+  TrainOptions o;
+  if (GetParam() == &kFlush) {
+    o.plan.stages = {{0, 2, {"cpu"}}, {2, 4, {"cpu"}}};
+    o.plan.schedule = Schedule::one_f_one_b;
+    o.plan.slices = 4;
+  } else {
+    o.plan.stages = {{0, 2, {"cpu", "cpu"}}, {2, 3, {"cpu"}}, {3, 4, {"cpu"}}};
+    o.plan.schedule = Schedule::pipedream;
+  }
+  o.plan.minibatch = cd.minibatch;
+  o.minibatches = 8;
+  o.optimizer.kind = "adamw";
+  o.optimizer.lr = 2.0e-3;
+  o.seed = 4;
+  o.data = cd.data;
+  o.eval_data = cd.eval;
+  o.eval_minibatches = cd.eval_minibatches;
+  Session in_code(Model::mlp({8, 32, 32, 32, 4}), o);
+  const TrainResult b = in_code.run();
+  EXPECT_EQ(b.losses, a.losses);
+  EXPECT_EQ(b.weights_fingerprint, a.weights_fingerprint);
+  ASSERT_TRUE(a.has_eval && b.has_eval);
+  EXPECT_EQ(b.eval.loss, a.eval.loss);
+  EXPECT_EQ(b.eval.accuracy, a.eval.accuracy);
+}
+
 INSTANTIATE_TEST_SUITE_P(Schedules, ConfigSession, ::testing::Values(&kFlush, &kPipeDream),
                          [](const auto& p) {
                            return p.param == &kFlush ? std::string("flush_1f1b")
