@@ -38,6 +38,15 @@ actors::StageStats merged(const actors::StageStats& a, const actors::StageStats&
   return out;
 }
 
+// The steps of `steps` that a segment from step `at` to `end` completes.
+std::vector<int64_t> steps_within(const std::vector<int64_t>& steps, int64_t at, int64_t end) {
+  std::vector<int64_t> out;
+  for (int64_t s : steps) {
+    if (s > at && s <= end) out.push_back(s);
+  }
+  return out;
+}
+
 // Replaces the weights `from` holds in `into` (adding those it lacks), keeping the order.
 void overwrite(models::ParamSet& into, const models::ParamSet& from) {
   for (int64_t i = 0; i < from.size(); ++i) {
@@ -154,9 +163,10 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
   for (int segment = 0; at < steps_; ++segment) {
     const int64_t end = segment_end(at);
     std::unique_ptr<EvalSnapshots> snapshots;
-    if (!evals.empty()) {
-      snapshots =
-          std::make_unique<EvalSnapshots>(model_, *data_.eval, job_.train, sp, at, evals, progress);
+    if (const std::vector<int64_t> here = steps_within(evals, at, end); !here.empty()) {
+      snapshots = std::make_unique<EvalSnapshots>(
+          model_, *data_.eval, job_.train, sp, at, here, progress,
+          EvalJob{.group = options_.group, .placement = placement_.get(), .segment = segment});
     }
     actors::PipelineSpec spec = segment_spec(at, end, data_source, progress, snapshots.get());
     PipelineTrace trace;
@@ -168,6 +178,7 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
                                       .segment = segment,
                                       .on_running = [this](actors::Pipeline* p) { stop_->set(p); },
                                       .threads = options_.threads});
+    if (snapshots) snapshots->finish();
     if (tracing) write_job_trace(trace, *options_.trace, options_.group);
     check_diverged(progress);
     add_segment(s, r.pipeline, segment == 0);
@@ -187,7 +198,7 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
 std::vector<int64_t> Session::eval_steps() const {
   std::vector<int64_t> out;
   const TrainSpec& t = job_.train;
-  if (!data_.eval || t.eval->every <= 0 || options_.group != nullptr) return out;
+  if (!data_.eval || t.eval->every <= 0) return out;
   for (int64_t e = (first_step_ / t.eval->every + 1) * t.eval->every; e < steps_;
        e += t.eval->every) {
     out.push_back(e);

@@ -56,9 +56,9 @@ struct SessionOptions {
   // A multi-process job (not owned; outlives the trainer): this process runs the stage
   // replicas the config places on its rank and rank 0 the loader and coordinator. Rank 0
   // reports, evaluates and writes checkpoints for the whole model (the others hand it their
-  // stages after each segment, train/segment.hpp); the others' summaries cover their own
-  // stages. Periodic evaluation (train.eval.every) runs only in a single process. Null:
-  // everything here.
+  // stages after each segment, train/segment.hpp, and at each train.eval.every step,
+  // train/eval_exchange.hpp); the others' summaries cover their own stages. Null: everything
+  // here.
   ProcessGroup* group = nullptr;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
@@ -72,10 +72,10 @@ class Session {
   explicit Session(JobSpec job, SessionOptions options = {}, JobInputs inputs = {});
   ~Session();
 
-  // Trains to train.steps (or the override); calls on_record (on a pipeline thread, in step
-  // order) every train.log_every steps, at every evaluation and after the last step. Once per
-  // Session. Throws actors::PipelineError, or std::runtime_error when the loss is not finite
-  // (the run stops at once, naming the step).
+  // Trains to train.steps (or the override); calls on_record (on a pipeline thread or, at
+  // rank 0 of a job, the evaluations' thread; in step order) every train.log_every steps, at
+  // every evaluation and after the last step. Once per Session. Throws actors::PipelineError, or
+  // std::runtime_error when the loss is not finite (the run stops at once, naming the step).
   TrainSummary run(const std::function<void(const StepRecord&)>& on_record = {});
 
   // From any thread (a signal handler's watcher, an embedding service): the run ends at the
