@@ -3,6 +3,7 @@
 // launcher's variables are set. Prints what the test compares:
 //   rank R of N
 //   loss <minibatch> <loss, %a>        one per minibatch that ran
+//   eval_at <step> <loss, %a>          each evaluation during the run (train.eval.every)
 //   eval <loss, %a>                    with train.eval
 //   fingerprint <16 hex digits>
 //   usage: config_runner CONFIG [--steps N] [--checkpoint-dir DIR] [--resume DIR]
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  options.on_progress = [](const tandem::Progress& p) {
+    if (p.has_eval) std::printf("eval_at %" PRId64 " %a\n", p.step, p.eval.loss);
+  };
   try {
     tandem::Session session(argv[1], options);
     const tandem::TrainResult r = session.run();

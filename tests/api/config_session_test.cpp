@@ -46,6 +46,7 @@ struct RunFigures {
   std::string fingerprint;  // 16 hex digits
   bool has_eval = false;
   double eval = 0;
+  std::map<std::int64_t, double> evals;  // held-out loss by step, during the run
 };
 
 std::string hex(std::uint64_t v) {
@@ -249,6 +250,11 @@ RunFigures parse_runner(const std::string& out) {
       std::string v;
       in >> b >> v;
       r.losses.push_back(std::strtod(v.c_str(), nullptr));
+    } else if (word == "eval_at") {
+      std::int64_t step = 0;
+      std::string v;
+      in >> step >> v;
+      r.evals[step] = std::strtod(v.c_str(), nullptr);
     } else if (word == "eval") {
       std::string v;
       in >> v;
@@ -262,11 +268,27 @@ RunFigures parse_runner(const std::string& out) {
 }
 
 // Two processes of an application that embeds Tandem, started with a launcher's variables:
-// rank 0 reports the job, which trains exactly as one process does.
+// rank 0 reports the job, which trains exactly as one process does, held-out evaluations every
+// 3 steps included.
 TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
   TempDir dir;
-  const fs::path config = dir.write("c.yaml", kPipeDream);
-  const RunFigures alone = api_run(config);
+  std::string text = kPipeDream;
+  text.replace(text.find("eval: {samples: 256}"), 20, "eval: {samples: 256, every: 3}");
+  const fs::path config = dir.write("c.yaml", text);
+  RunFigures alone;
+  {
+    ConfigRunOptions o;
+    o.on_progress = [&](const Progress& p) {
+      if (p.has_eval) alone.evals[p.step] = p.eval.loss;
+    };
+    Session session(config.string(), o);
+    const TrainResult r = session.run();
+    alone.losses = r.losses;
+    alone.fingerprint = hex(r.weights_fingerprint);
+    alone.has_eval = r.has_eval;
+    alone.eval = r.eval.loss;
+  }
+  ASSERT_EQ(alone.evals.size(), 3u);  // steps 3, 6 and the last (8)
   const std::string env =
       "TANDEM_WORLD_SIZE=2 TANDEM_MASTER=127.0.0.1:" + std::to_string(free_port()) +
       " TANDEM_JOB_TOKEN=api-test-token ";
@@ -289,6 +311,7 @@ TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
   EXPECT_EQ(job.fingerprint, alone.fingerprint);
   ASSERT_TRUE(job.has_eval);
   EXPECT_EQ(job.eval, alone.eval);
+  EXPECT_EQ(job.evals, alone.evals);
 }
 
 }  // namespace
