@@ -18,12 +18,12 @@
 
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
-#include "train/config.hpp"
 #include "models/model.hpp"
 #include "models/sim_costs.hpp"
 #include "planner/profile.hpp"
 #include "schedules/plan.hpp"
 #include "schedules/simulator.hpp"
+#include "train/config.hpp"
 
 namespace tandem::train {
 class ProcessGroup;
