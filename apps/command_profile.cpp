@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "apps/commands.hpp"
-#include "train/config.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/profile.hpp"
+#include "train/config.hpp"
 #include "train/model_profiler.hpp"
 
 namespace tandem::apps {
@@ -39,7 +39,8 @@ void run_profile(const ProfileArgs& args) {
       throw UsageError(fmt::format(
           "profile: --minibatch {}: one minibatch's activations alone need {}, more than this "
           "machine's {} of memory",
-          args.options.minibatch, train::human_bytes(bytes), train::human_bytes(machine.memory_bytes)));
+          args.options.minibatch, train::human_bytes(bytes),
+          train::human_bytes(machine.memory_bytes)));
     }
   }
   const auto progress = [&](int i, int n, const planner::LayerProfile& layer) {
@@ -47,8 +48,8 @@ void run_profile(const ProfileArgs& args) {
     std::cerr << fmt::format("profile: layer {}/{} {}: forward {:.4f} ms, backward {:.4f} ms\n",
                              i + 1, n, layer.name, layer.forward_ms, layer.backward_ms);
   };
-  const planner::Profile profile =
-      train::at_config(config, [&] { return train::profile_model(config, args.options, progress); });
+  const planner::Profile profile = train::at_config(
+      config, [&] { return train::profile_model(config, args.options, progress); });
   double forward = 0, backward = 0, parameters = 0;
   for (const planner::LayerProfile& layer : profile.layers) {
     forward += layer.forward_ms;

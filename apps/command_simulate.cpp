@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "train/config_limits.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "schedules/report.hpp"
@@ -25,6 +24,7 @@
 #include "schedules/text_form.hpp"
 #include "schedules/timeline_svg.hpp"
 #include "schedules/validator.hpp"
+#include "train/config_limits.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -256,8 +256,8 @@ ts::ActionList build_list(const SimulateOptions& o, const CLI::App& cmd) {
   const train::Machine machine = train::Machine::here();
   if (bytes > machine.memory_bytes) {
     throw UsageError("simulate: about " + std::to_string(static_cast<std::int64_t>(actions)) +
-                     " actions would need about " + train::human_bytes(bytes) + ", more than this " +
-                     "machine's " + train::human_bytes(machine.memory_bytes) +
+                     " actions would need about " + train::human_bytes(bytes) +
+                     ", more than this " + "machine's " + train::human_bytes(machine.memory_bytes) +
                      " of memory; use fewer stages (-p), slices (-m) or minibatches (-n)");
   }
   if (actions > kLargeRun) {

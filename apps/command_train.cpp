@@ -47,8 +47,9 @@ void add_train_command(CLI::App& app) {
                 "memory per stage, and exit without training");
   sub->callback([args, sub] {
     if (args->dry_run) {
-      dry_run(args->config.empty() ? train::parse_config(std::string(default_config()), kDefaultConfigName)
-                                   : train::load_config(args->config),
+      dry_run(args->config.empty()
+                  ? train::parse_config(std::string(default_config()), kDefaultConfigName)
+                  : train::load_config(args->config),
               std::cout);
       return;
     }

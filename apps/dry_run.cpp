@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "train/config_limits.hpp"
 #include "models/model.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/simulator.hpp"
+#include "train/config_limits.hpp"
 #include "train/job_plan.hpp"
 
 namespace tandem::apps {

@@ -16,10 +16,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "train/config.hpp"
 #include "apps/default_config.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "train/cluster_options.hpp"
+#include "train/config.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
 #include "transport/launch_env.hpp"
@@ -173,8 +173,9 @@ void check_trace_path(const std::filesystem::path& path,
 }  // namespace
 
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
-  train::Config config = command.config ? train::load_config(*command.config)
-                                 : train::parse_config(std::string(default_config()), kDefaultConfigName);
+  train::Config config =
+      command.config ? train::load_config(*command.config)
+                     : train::parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
   std::unique_ptr<train::ProcessGroup> group =

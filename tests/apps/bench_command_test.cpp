@@ -16,9 +16,9 @@
 #include <string>
 
 #include "apps/bench_run.hpp"
-#include "train/config.hpp"
 #include "models/model.hpp"
 #include "planner/profile.hpp"
+#include "train/config.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -97,7 +97,8 @@ TEST(BenchCommand, TrainsACpuConfigAndPredictsFromItsOwnDurations) {
 TEST(BenchCommand, KeepsTheTraceWhenAsked) {
   const fs::path trace =
       fs::temp_directory_path() / ("bench-test-" + std::to_string(::getpid()) + ".json");
-  const train::Config c = train::parse_config(with_pipeline("1f1b", "cpu", "  slices: 2\n"), "bench.yaml");
+  const train::Config c =
+      train::parse_config(with_pipeline("1f1b", "cpu", "  slices: 2\n"), "bench.yaml");
   const BenchReport r = run_bench(c, BenchOptions{.steps = 3, .trace = trace});
   expect_well_formed(r, 3, 3);
   EXPECT_TRUE(fs::exists(trace));
@@ -135,7 +136,8 @@ TEST(BenchCommand, TimesASimConfigWithDurationsFromAProfile) {
   const fs::path path =
       fs::temp_directory_path() / ("bench-profile-" + std::to_string(::getpid()) + ".json");
   planner::save_profile(uneven_profile(4), path);
-  const train::Config c = train::parse_config(with_pipeline("1f1b", "sim", "  slices: 4\n"), "bench.yaml");
+  const train::Config c =
+      train::parse_config(with_pipeline("1f1b", "sim", "  slices: 4\n"), "bench.yaml");
   const BenchReport r = run_bench(c, BenchOptions{.steps = 2, .profile = path});
   fs::remove(path);
   expect_well_formed(r, 3, 2);
@@ -156,7 +158,8 @@ TEST(BenchCommand, RefusesAProfileOfAnotherModel) {
   const fs::path path =
       fs::temp_directory_path() / ("bench-profile5-" + std::to_string(::getpid()) + ".json");
   planner::save_profile(uneven_profile(5), path);
-  const train::Config c = train::parse_config(with_pipeline("gpipe", "sim", "  slices: 2\n"), "bench.yaml");
+  const train::Config c =
+      train::parse_config(with_pipeline("gpipe", "sim", "  slices: 2\n"), "bench.yaml");
   try {
     (void)run_bench(c, BenchOptions{.steps = 1, .profile = path});
     ADD_FAILURE() << "a 5-layer profile was taken for a 4-layer model";
@@ -167,11 +170,12 @@ TEST(BenchCommand, RefusesAProfileOfAnotherModel) {
 }
 
 TEST(BenchCommand, RefusesStagesOnSimAndOnCpuTogether) {
-  const train::Config c = train::parse_config(std::string(kMlp) +
-                                    "pipeline:\n  schedule: gpipe\n  slices: 2\n  stages:\n"
-                                    "    - {layers: \"0-1\", device: sim}\n"
-                                    "    - {layers: \"2-3\", device: cpu}\n",
-                                "bench.yaml");
+  const train::Config c =
+      train::parse_config(std::string(kMlp) +
+                              "pipeline:\n  schedule: gpipe\n  slices: 2\n  stages:\n"
+                              "    - {layers: \"0-1\", device: sim}\n"
+                              "    - {layers: \"2-3\", device: cpu}\n",
+                          "bench.yaml");
   EXPECT_THROW((void)run_bench(c, BenchOptions{.steps = 1}), train::ConfigError);
 }
 

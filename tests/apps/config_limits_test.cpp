@@ -17,7 +17,8 @@ namespace {
 
 // A small machine: 1 GiB, two GPUs, so the answers do not depend on where the test runs.
 train::Machine small_machine() {
-  return train::Machine{.memory_bytes = 1024.0 * 1024 * 1024, .cuda_devices = 2, .cuda_built = true};
+  return train::Machine{
+      .memory_bytes = 1024.0 * 1024 * 1024, .cuda_devices = 2, .cuda_built = true};
 }
 
 // Whether `text` loads on `machine`; prints the error when it does not.
@@ -32,7 +33,8 @@ bool loads(const std::string& text, const train::Machine& machine = small_machin
 }
 
 // The error `text` gets on `machine` (a train::ConfigError saying "no error" when it loads).
-train::ConfigError error_of(const std::string& text, const train::Machine& machine = small_machine()) {
+train::ConfigError error_of(const std::string& text,
+                            const train::Machine& machine = small_machine()) {
   try {
     train::parse_config(text, "test.yaml", machine);
   } catch (const train::ConfigError& e) {

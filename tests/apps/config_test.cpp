@@ -25,7 +25,8 @@ train:
   eval: {every: 25, samples: 256}
 )";
 
-// Parses `text` expecting a train::ConfigError whose message holds "test.yaml:<line>:" and every word.
+// Parses `text` expecting a train::ConfigError whose message holds "test.yaml:<line>:" and every
+// word.
 void expect_error(const std::string& text, int line, std::initializer_list<std::string> words) {
   try {
     train::parse_config(text, "test.yaml");
@@ -144,7 +145,8 @@ TEST(ConfigTest, LoadsThePipelineSectionTandemPlanWrites) {
   // (UMPIPE runs no replicated stages; GPipe does.)
   planned.plan.stages[1].replicas.push_back(schedules::Placement{});
   planned.plan = schedules::Plan::make(planned.plan.stages, params);
-  const train::Config g = train::parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
+  const train::Config g =
+      train::parse_config(std::string(kValid) + planner::pipeline_yaml(planned), "test.yaml");
   EXPECT_EQ(g.pipeline->slices, (std::vector<int64_t>{4}));
   EXPECT_EQ(g.pipeline->stages[1].replicas, 2);
   EXPECT_TRUE(g.pipeline->compositions.empty());
@@ -308,8 +310,8 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
   EXPECT_EQ(gp.stages[1].layers, (schedules::LayerRange{3, 4}));
 
   // UMPIPE with a count per stage: equal slices of each stage's own.
-  const train::Config u =
-      train::parse_config(pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
+  const train::Config u = train::parse_config(
+      pipeline("  schedule: umpipe\n  slices: [4, 2]\n", kTwoStages), "test.yaml");
   const schedules::Plan up = train::pipeline_plan(*u.pipeline, 32, 4, 10);
   EXPECT_EQ(up.schedule.forward_slices,
             (std::vector<std::vector<int64_t>>{{8, 8, 8, 8}, {16, 16}}));
@@ -319,8 +321,10 @@ TEST(ConfigTest, PipelineKeysBecomeAPlan) {
 TEST(ConfigTest, ClusterCollectivesAreAutoGlooOrNccl) {
   const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
   EXPECT_EQ(train::parse_config(base, "t").cluster.collectives, "auto");
-  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: nccl}\n", "t").cluster.collectives, "nccl");
-  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: gloo}\n", "t").cluster.collectives, "gloo");
+  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: nccl}\n", "t").cluster.collectives,
+            "nccl");
+  EXPECT_EQ(train::parse_config(base + "cluster: {collectives: gloo}\n", "t").cluster.collectives,
+            "gloo");
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
   expect_error(base + "cluster: {collectives: mpi}\n", line,
                {"cluster.collectives", "unknown collectives 'mpi'", "auto, gloo, nccl"});
@@ -339,8 +343,9 @@ TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
 TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
   const std::string base = pipeline("  schedule: 1f1b\n", kTwoStages);
   EXPECT_EQ(train::parse_config(base, "t").cluster.stall_timeout_s, 300);
-  EXPECT_EQ(train::parse_config(base + "cluster: {stall_timeout: 2.5}\n", "t").cluster.stall_timeout_s,
-            2.5);
+  EXPECT_EQ(
+      train::parse_config(base + "cluster: {stall_timeout: 2.5}\n", "t").cluster.stall_timeout_s,
+      2.5);
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
   expect_error(base + "cluster: {stall_timeout: 0}\n", line,
                {"cluster.stall_timeout", "must be in [0.5"});

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "train/config.hpp"
 #include "apps/default_config.hpp"
 #include "apps/trainer_report.hpp"
 #include "temp_dir.hpp"
+#include "train/config.hpp"
 #include "train/job_plan.hpp"
 #include "train/session.hpp"
 
@@ -103,10 +103,11 @@ train:
 // and learning rates, so the same losses up to rounding (slices sum in another order).
 TEST(SessionTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
   const train::Config single = train::parse_config(kMlp, "test.yaml");
-  const train::Config piped = train::parse_config(std::string(kMlp) +
-                                        "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
-                                        "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n",
-                                    "test.yaml");
+  const train::Config piped =
+      train::parse_config(std::string(kMlp) +
+                              "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
+                              "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n",
+                          "test.yaml");
   train::Session reference(single);
   const std::vector<float> expected = reference.run().losses;
   ASSERT_EQ(reference.plan().stages.size(), 1u);  // no pipeline section: one stage
@@ -121,9 +122,9 @@ TEST(SessionTest, FlushScheduleFollowsTheSingleDeviceTrainer) {
 TEST(SessionTest, RecordsEveryLogWindowInOrder) {
   const train::Config c =
       train::parse_config(std::string(kMlp) +
-                       "pipeline:\n  schedule: pipedream\n  stages:\n"
-                       "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n",
-                   "test.yaml");
+                              "pipeline:\n  schedule: pipedream\n  stages:\n"
+                              "    - {layers: \"0-1\", replicas: 2}\n    - {layers: \"2-3\"}\n",
+                          "test.yaml");
   train::Session trainer(c, train::SessionOptions{.steps = 9});
   std::vector<train::StepRecord> records;
   const train::TrainSummary s =
@@ -148,9 +149,9 @@ TEST(SessionTest, RecordsEveryLogWindowInOrder) {
 
 TEST(SessionTest, SimStagesAreAConfigError) {
   const train::Config c = train::parse_config(std::string(kMlp) +
-                                    "pipeline:\n  stages:\n    - {layers: \"0-1\"}\n"
-                                    "    - {layers: \"2-3\", device: sim}\n",
-                                "test.yaml");
+                                                  "pipeline:\n  stages:\n    - {layers: \"0-1\"}\n"
+                                                  "    - {layers: \"2-3\", device: sim}\n",
+                                              "test.yaml");
   try {
     train::at_config(c, [&] { train::Session session(c); });
     ADD_FAILURE() << "no error for a sim stage";

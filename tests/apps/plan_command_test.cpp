@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "train/config.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
 #include "planner/profile.hpp"
+#include "train/config.hpp"
 #include "train/job_plan.hpp"
 
 namespace tandem::apps {
@@ -89,7 +89,8 @@ TEST_F(PlanCommand, PipeDreamWritesAPipelineTheConfigLoaderReads) {
       read(output_);
   // The cluster's eight GPUs: checked against a machine that has them.
   const train::Config parsed = train::parse_config(
-      config, "planned.yaml", train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
+      config, "planned.yaml",
+      train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
   ASSERT_TRUE(parsed.pipeline.has_value());
   EXPECT_EQ(parsed.pipeline->schedule, "pipedream");
   ASSERT_FALSE(parsed.pipeline->stages.empty());
@@ -150,7 +151,8 @@ TEST_F(PlanCommand, WrittenPipelineGivesBackThePlanWithEveryReplicasDevice) {
       planner::pipeline_yaml(planned);
   // Checked against a machine with the cluster's eight GPUs.
   const train::Config parsed = train::parse_config(
-      config, "planned.yaml", train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
+      config, "planned.yaml",
+      train::Machine{.memory_bytes = 1e12, .cuda_devices = 8, .cuda_built = true});
   const schedules::Plan back = train::pipeline_plan(*parsed.pipeline, 32, 16, 1);
   ASSERT_EQ(back.stages.size(), planned.plan.stages.size());
   int replicas = 0;

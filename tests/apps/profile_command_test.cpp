@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "train/config.hpp"
-#include "train/config_error.hpp"
 #include "models/model.hpp"
 #include "planner/profile.hpp"
+#include "train/config.hpp"
+#include "train/config_error.hpp"
 
 namespace tandem::apps {
 namespace {

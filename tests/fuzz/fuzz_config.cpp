@@ -1,6 +1,6 @@
 // libFuzzer target for the config reader (train/config.hpp) on text: any bytes either load or
-// raise train::ConfigError (which `tandem` prints with file:line); anything else (a crash, a sanitizer
-// report, another exception type, an allocation the size checks should have refused) is a
+// raise train::ConfigError (which `tandem` prints with file:line); anything else (a crash, a
+// sanitizer report, another exception type, an allocation the size checks should have refused) is a
 // finding. Checked against a fixed small machine so the outcome does not depend on the host.
 #include <cstddef>
 #include <cstdint>

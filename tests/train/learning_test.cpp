@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
+#include "train/config.hpp"
 #include "train/session.hpp"
 
 namespace tandem::apps {

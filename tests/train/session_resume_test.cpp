@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
 #include "models/safetensors.hpp"
 #include "runtime/sha256.hpp"
 #include "temp_dir.hpp"
 #include "train/checkpoint.hpp"
+#include "train/config.hpp"
 #include "train/session.hpp"
 
 namespace tandem::apps {
@@ -66,7 +66,8 @@ class FlushResume : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FlushResume, StopCheckpointResumeEqualsOneRun) {
   TempDir dir;
-  const train::Config config = train::parse_config(with_pipeline(GetParam(), "  slices: 2\n"), "test.yaml");
+  const train::Config config =
+      train::parse_config(with_pipeline(GetParam(), "  slices: 2\n"), "test.yaml");
   train::Session whole(config);
   const train::TrainSummary all = whole.run();
   ASSERT_EQ(all.losses.size(), 8u);

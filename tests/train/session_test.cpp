@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "apps/commands.hpp"
-#include "train/config.hpp"
 #include "apps/trainer_report.hpp"
 #include "temp_dir.hpp"
+#include "train/config.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -100,9 +100,10 @@ TEST(SessionTest, LearningRateSchedules) {
 
   // The trainer applies it: the logged lr is the schedule's at the logged step.
   train::Session trainer(
-      train::parse_config(replace(kMlp, "  seed: 5\n",
-                           "  seed: 5\n  lr_schedule: {kind: linear, final_fraction: 0.5}\n"),
-                   "test.yaml"),
+      train::parse_config(
+          replace(kMlp, "  seed: 5\n",
+                  "  seed: 5\n  lr_schedule: {kind: linear, final_fraction: 0.5}\n"),
+          "test.yaml"),
       train::SessionOptions{.steps = 11});
   std::vector<train::StepRecord> records;
   trainer.run([&](const train::StepRecord& r) { records.push_back(r); });
