@@ -20,28 +20,13 @@
 #include <vector>
 
 #include "apps/local_launcher.hpp"
+#include "run_command.hpp"
 #include "temp_dir.hpp"
 
 namespace tandem::apps {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  Result r;
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 const std::string kTandem = TANDEM_CLI;
 
@@ -71,9 +56,9 @@ TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
   testing::TempDir dir;
   for (const auto& [name, pipeline] :
        {std::pair{"1f1b", k1F1B}, std::pair{"pipedream", kPipeDream}}) {
-    const Result one =
-        run(kTandem + " train " +
-            dir.write(std::string(name) + ".yaml", mlp_config(pipeline, 24)).string() + " --quiet");
+    const testing::CommandResult one = testing::run_command(
+        kTandem + " train " +
+        dir.write(std::string(name) + ".yaml", mlp_config(pipeline, 24)).string() + " --quiet");
     ASSERT_EQ(one.code, 0) << one.output;
     // Over both data planes (the config's cluster.transport), on 2 and 4 processes.
     for (const std::string transport : {"tcp", "ucx"}) {
@@ -81,8 +66,8 @@ TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
           dir.write(std::string(name) + "-" + transport + ".yaml",
                     mlp_config(pipeline, 24) + "cluster: {transport: " + transport + "}\n");
       for (int n : {2, 4}) {
-        const Result job =
-            run(kTandem + " launch -n " + std::to_string(n) + " " + config.string() + " --quiet");
+        const testing::CommandResult job = testing::run_command(
+            kTandem + " launch -n " + std::to_string(n) + " " + config.string() + " --quiet");
         ASSERT_EQ(job.code, 0) << job.output;
         EXPECT_EQ(fingerprint(job.output), fingerprint(one.output))
             << name << " over " << transport << ", " << n << " processes:\n"
@@ -104,11 +89,12 @@ TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
   std::string local = placed;
   local.replace(local.find(", ranks: [0, 1]"), 15, "");
   local.replace(local.find(", rank: 1"), 9, "");
-  const Result one =
-      run(kTandem + " train " + dir.write("one.yaml", mlp_config(local, 12)).string() + " --quiet");
+  const testing::CommandResult one = testing::run_command(
+      kTandem + " train " + dir.write("one.yaml", mlp_config(local, 12)).string() + " --quiet");
   ASSERT_EQ(one.code, 0) << one.output;
-  const Result job = run(kTandem + " launch -n 2 " +
-                         dir.write("two.yaml", mlp_config(placed, 12)).string() + " --quiet");
+  const testing::CommandResult job =
+      testing::run_command(kTandem + " launch -n 2 " +
+                           dir.write("two.yaml", mlp_config(placed, 12)).string() + " --quiet");
   ASSERT_EQ(job.code, 0) << job.output;
   EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
 }
@@ -118,8 +104,8 @@ TEST(Launch, APlacementBeyondTheJobIsAnErrorAtItsKey) {
   const std::string placed =
       "pipeline:\n  schedule: 1f1b\n  stages:\n    - {layers: \"0-1\", rank: 0}\n"
       "    - {layers: \"2-3\", rank: 2}\n";
-  const Result job = run(kTandem + " launch -n 2 " +
-                         dir.write("c.yaml", mlp_config(placed, 4)).string() + " --quiet");
+  const testing::CommandResult job = testing::run_command(
+      kTandem + " launch -n 2 " + dir.write("c.yaml", mlp_config(placed, 4)).string() + " --quiet");
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("is placed on rank 2, but the job has 2 processes"), std::string::npos)
       << job.output;
@@ -146,10 +132,10 @@ TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
   const auto config = dir.write("c.yaml", mlp_config(k1F1B, 2000));
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-kill";
   const auto ck = dir.path() / "ck";
-  Result job;
+  testing::CommandResult job;
   std::thread launcher([&] {
-    job = run(mark + " " + kTandem + " launch -n 3 " + config.string() + " --checkpoint " +
-              ck.string() + " --checkpoint-every 100");
+    job = testing::run_command(mark + " " + kTandem + " launch -n 3 " + config.string() +
+                               " --checkpoint " + ck.string() + " --checkpoint-every 100");
   });
   // Kill rank 1 once the first checkpoint is written (the job is well under way).
   pid_t victim = -1;
@@ -183,10 +169,11 @@ TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
     EXPECT_NE(line.find("lost"), std::string::npos) << line;
   }
 
-  const Result resumed =
-      run(kTandem + " launch -n 3 " + config.string() + " --resume " + ck.string() + " --quiet");
+  const testing::CommandResult resumed = testing::run_command(
+      kTandem + " launch -n 3 " + config.string() + " --resume " + ck.string() + " --quiet");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
-  const Result whole = run(kTandem + " train " + config.string() + " --quiet");
+  const testing::CommandResult whole =
+      testing::run_command(kTandem + " train " + config.string() + " --quiet");
   ASSERT_EQ(whole.code, 0) << whole.output;
   EXPECT_EQ(fingerprint(resumed.output), fingerprint(whole.output)) << resumed.output;
 }
@@ -211,10 +198,10 @@ TEST(Launch, RankZerosMemoryStaysFlatOverCheckpoints) {
   // a machine without CUDA's libraries): a fixed threshold and two arenas leave only what is
   // still held, which is what the test is about (a store keeping every hand-over grows by
   // 0.8 MiB a checkpoint here).
-  const Result job =
-      run("MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=2 " + kTandem + " launch -n 3 " +
-          dir.write("c.yaml", config).string() + " --checkpoint " + (dir.path() / "ck").string() +
-          " --checkpoint-every 1 --quiet --metrics-json " + metrics.string());
+  const testing::CommandResult job = testing::run_command(
+      "MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=2 " + kTandem + " launch -n 3 " +
+      dir.write("c.yaml", config).string() + " --checkpoint " + (dir.path() / "ck").string() +
+      " --checkpoint-every 1 --quiet --metrics-json " + metrics.string());
   ASSERT_EQ(job.code, 0) << job.output;
   std::map<int, double> resident;  // step -> MiB
   std::ifstream in(metrics);
@@ -233,8 +220,8 @@ TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
   const std::string sim =
       "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
       "    - {layers: \"0-1\", device: sim}\n    - {layers: \"2-3\", device: sim}\n";
-  const Result job =
-      run(kTandem + " launch -n 2 bench " + dir.write("b.yaml", mlp_config(sim, 6)).string());
+  const testing::CommandResult job = testing::run_command(
+      kTandem + " launch -n 2 bench " + dir.write("b.yaml", mlp_config(sim, 6)).string());
   ASSERT_EQ(job.code, 0) << job.output;
   // Rank 0 reports both replicas, each from the process that ran it.
   EXPECT_NE(job.output.find("[rank 0] stage 0 replica 0 (sim)"), std::string::npos) << job.output;
@@ -243,8 +230,8 @@ TEST(Launch, BenchRunsASimPlanAcrossProcesses) {
       << job.output;
   EXPECT_NE(job.output.find("[rank 1] rank 1: done"), std::string::npos) << job.output;
   // Stages that compute are refused across processes, with the reason.
-  const Result cpu =
-      run(kTandem + " launch -n 2 bench " + dir.write("c.yaml", mlp_config(k1F1B, 4)).string());
+  const testing::CommandResult cpu = testing::run_command(
+      kTandem + " launch -n 2 bench " + dir.write("c.yaml", mlp_config(k1F1B, 4)).string());
   EXPECT_NE(cpu.code, 0);
   EXPECT_NE(cpu.output.find("across processes, tandem bench runs plans on sim stages"),
             std::string::npos)
@@ -278,8 +265,9 @@ TEST(Launch, ARankWithAStuckKernelEndsTheJobNamingItsStage) {
       dir.write("c.yaml", mlp_config(kSimThreeStages, 4) + "cluster: {stall_timeout: 2}\n");
   const auto profile = dir.write("p.json", sim_profile(1e7));
   const auto start = std::chrono::steady_clock::now();
-  const Result job = run("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
-                         " --profile " + profile.string());
+  const testing::CommandResult job =
+      testing::run_command("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
+                           " --profile " + profile.string());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("the job ended %.2f s after it started (stall timeout 2 s)\n", seconds);
@@ -305,8 +293,9 @@ TEST(Launch, ASlowButProgressingRankIsNeverReported) {
   const auto config =
       dir.write("c.yaml", mlp_config(kSimThreeStages, 4) + "cluster: {stall_timeout: 1}\n");
   const auto profile = dir.write("p.json", sim_profile(400));
-  const Result job = run("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
-                         " --profile " + profile.string());
+  const testing::CommandResult job =
+      testing::run_command("timeout 60 " + kTandem + " launch -n 3 bench " + config.string() +
+                           " --profile " + profile.string());
   EXPECT_EQ(job.code, 0) << job.output;
   EXPECT_EQ(job.output.find("stalled"), std::string::npos) << job.output;
 }
@@ -367,8 +356,9 @@ TEST(Launch, AGivenTokenIsTheJobsAndNoTokenFileReachesTheRanks) {
 TEST(Launch, TheLauncherRefusesABadTokenFileBeforeStartingRanks) {
   testing::TempDir dir;
   const auto config = dir.write("c.yaml", mlp_config(k1F1B, 4));
-  const Result job = run("env -u TANDEM_JOB_TOKEN TANDEM_JOB_TOKEN_FILE=/dev/zero " + kTandem +
-                         " launch -n 2 " + config.string() + " --quiet");
+  const testing::CommandResult job =
+      testing::run_command("env -u TANDEM_JOB_TOKEN TANDEM_JOB_TOKEN_FILE=/dev/zero " + kTandem +
+                           " launch -n 2 " + config.string() + " --quiet");
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("TANDEM_JOB_TOKEN_FILE='/dev/zero': not a regular file"),
             std::string::npos)
@@ -384,7 +374,8 @@ TEST(Launch, ARankThatMaySpanHostsWithoutATokenRefusesToStart) {
   const std::string vars =
       "env -u TANDEM_JOB_TOKEN -u TANDEM_JOB_TOKEN_FILE -u TANDEM_ALLOW_NO_TOKEN RANK=1 "
       "WORLD_SIZE=2 MASTER_ADDR=node0 MASTER_PORT=29500 ";
-  const Result rank = run(vars + kTandem + " train " + config.string() + " --quiet");
+  const testing::CommandResult rank =
+      testing::run_command(vars + kTandem + " train " + config.string() + " --quiet");
   EXPECT_EQ(rank.code, 1) << rank.output;
   for (const char* part : {"master 'node0'", "no job token", "TANDEM_JOB_TOKEN=$(openssl rand",
                            "TANDEM_JOB_TOKEN_FILE", "TANDEM_ALLOW_NO_TOKEN=1"}) {
@@ -427,9 +418,10 @@ TEST(Launch, ARankEndedAfterTheGraceIsReportedAsTheLaunchersDoing) {
 }
 
 TEST(Launch, UsageErrors) {
-  EXPECT_EQ(run(kTandem + " launch -n 2").code, 2);
-  EXPECT_EQ(run(kTandem + " launch -n 0 x.yaml").code, 2);
-  const Result missing = run(kTandem + " launch -n 2 /nonexistent/c.yaml");
+  EXPECT_EQ(testing::run_command(kTandem + " launch -n 2").code, 2);
+  EXPECT_EQ(testing::run_command(kTandem + " launch -n 0 x.yaml").code, 2);
+  const testing::CommandResult missing =
+      testing::run_command(kTandem + " launch -n 2 /nonexistent/c.yaml");
   EXPECT_EQ(missing.code, 1) << missing.output;
   EXPECT_NE(missing.output.find("[rank 1] tandem: error:"), std::string::npos) << missing.output;
 }

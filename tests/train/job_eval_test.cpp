@@ -15,26 +15,11 @@
 #include <string>
 #include <utility>
 
+#include "run_command.hpp"
 #include "temp_dir.hpp"
 
 namespace tandem::apps {
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  Result r;
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 const std::string kTandem = TANDEM_CLI;
 
@@ -79,15 +64,15 @@ std::pair<Evals, Evals> one_and_two(const testing::TempDir& dir, const std::stri
                                     const std::string& extra = "") {
   const auto one_metrics = dir.path() / (name + "-one.jsonl");
   const auto job_metrics = dir.path() / (name + "-job.jsonl");
-  const Result one =
-      run(kTandem + " train " +
-          dir.write(name + "-one.yaml", config(one_pipeline, steps, every)).string() +
-          " --quiet --metrics-json " + one_metrics.string() + extra);
+  const testing::CommandResult one = testing::run_command(
+      kTandem + " train " +
+      dir.write(name + "-one.yaml", config(one_pipeline, steps, every)).string() +
+      " --quiet --metrics-json " + one_metrics.string() + extra);
   EXPECT_EQ(one.code, 0) << one.output;
-  const Result job =
-      run(kTandem + " launch -n 2 " +
-          dir.write(name + "-job.yaml", config(job_pipeline, steps, every)).string() +
-          " --quiet --metrics-json " + job_metrics.string() + extra);
+  const testing::CommandResult job = testing::run_command(
+      kTandem + " launch -n 2 " +
+      dir.write(name + "-job.yaml", config(job_pipeline, steps, every)).string() +
+      " --quiet --metrics-json " + job_metrics.string() + extra);
   EXPECT_EQ(job.code, 0) << job.output;
   return {read_evals(one_metrics), read_evals(job_metrics)};
 }

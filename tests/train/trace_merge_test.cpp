@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/trace_summary.hpp"
+#include "run_command.hpp"
 #include "temp_dir.hpp"
 #include "tests/actors/pipeline_harness.hpp"
 #include "train/job_trace.hpp"
@@ -253,22 +254,6 @@ TEST(TraceMerge, AJobIsNamedByADigestOfItsNonce) {
   EXPECT_EQ(train::trace_job_id(a).size(), 32u);
 }
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  Result r;
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 const std::string kTandem = TANDEM_CLI;
 
 TEST(TraceMergeCommand, MergesFilesAndNamesTheFileItRefuses) {
@@ -279,40 +264,45 @@ TEST(TraceMergeCommand, MergesFilesAndNamesTheFileItRefuses) {
   const fs::path out = dir.path() / "job.json";
   train::write_trace_file(r0, a);
   train::write_trace_file(r1, b);
-  Result r = run(kTandem + " trace merge " + out.string() + " " + a.string() + " " + b.string());
+  testing::CommandResult r = testing::run_command(kTandem + " trace merge " + out.string() + " " +
+                                                  a.string() + " " + b.string());
   ASSERT_EQ(r.code, 0) << r.output;
   expect_same_summary(summarize_trace(single, "single"), summarize_trace_file(out));
-  r = run(kTandem + " trace summarize " + out.string());
+  r = testing::run_command(kTandem + " trace summarize " + out.string());
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("a job of 2 processes"), std::string::npos) << r.output;
   // One rank's trace is not the job's: summarize says how to get the job's.
-  r = run(kTandem + " trace summarize " + a.string());
+  r = testing::run_command(kTandem + " trace summarize " + a.string());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find(a.string() + ": the trace of rank 0 of a 2-process job"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("tandem trace merge"), std::string::npos) << r.output;
 
-  r = run(kTandem + " trace merge " + out.string() + " " + a.string() + " " + a.string());
+  r = testing::run_command(kTandem + " trace merge " + out.string() + " " + a.string() + " " +
+                           a.string());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find(a.string() + ": tandem.process.rank: rank 0 is given twice"),
             std::string::npos)
       << r.output;
   const fs::path bad = dir.write("bad.json", "{\"traceEvents\": [");
-  r = run(kTandem + " trace merge " + out.string() + " " + a.string() + " " + bad.string());
+  r = testing::run_command(kTandem + " trace merge " + out.string() + " " + a.string() + " " +
+                           bad.string());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find(bad.string() + ": not valid JSON"), std::string::npos) << r.output;
   // Past the bound, the size alone refuses it (a sparse file: nothing is written).
   const fs::path huge = dir.path() / "huge.json";
   std::ofstream(huge).close();
   fs::resize_file(huge, train::kMaxTraceBytes + 1);
-  r = run(kTandem + " trace merge " + out.string() + " " + a.string() + " " + huge.string());
+  r = testing::run_command(kTandem + " trace merge " + out.string() + " " + a.string() + " " +
+                           huge.string());
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(
       r.output.find(huge.string() + ": " + std::to_string(train::kMaxTraceBytes + 1) + " bytes"),
       std::string::npos)
       << r.output;
-  r = run(kTandem + " trace merge " + a.string() + " " + a.string() + " " + b.string());
+  r = testing::run_command(kTandem + " trace merge " + a.string() + " " + a.string() + " " +
+                           b.string());
   EXPECT_EQ(r.code, 2) << r.output;
 }
 
@@ -335,9 +325,11 @@ TEST(TraceMergeCommand, ATwoProcessJobWritesOneTraceOfTheJob) {
   testing::TempDir dir;
   const fs::path config = dir.write("c.yaml", kJobConfig);
   const fs::path one = dir.path() / "one.json", job = dir.path() / "job.json";
-  Result r = run(kTandem + " train " + config.string() + " --quiet --trace " + one.string());
+  testing::CommandResult r = testing::run_command(kTandem + " train " + config.string() +
+                                                  " --quiet --trace " + one.string());
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(kTandem + " launch -n 2 " + config.string() + " --quiet --trace " + job.string());
+  r = testing::run_command(kTandem + " launch -n 2 " + config.string() + " --quiet --trace " +
+                           job.string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(fs::exists(dir.path() / "job.rank1.json"));
   const TraceSummary alone = summarize_trace_file(one);
