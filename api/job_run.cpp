@@ -142,6 +142,13 @@ struct JobRun::State {
   Clock::time_point start;
   bool ran = false;
 
+  // What train::JobInputs::on_minibatch calls: on_minibatch below (the state outlives the run).
+  std::function<void(std::int64_t, double, std::int64_t, std::int64_t)> reporter() {
+    return [this](std::int64_t b, double loss, std::int64_t correct, std::int64_t rows) {
+      on_minibatch(b, loss, correct, rows);
+    };
+  }
+
   // On a pipeline thread, as each minibatch's loss completes.
   void on_minibatch(std::int64_t b, double loss, std::int64_t correct, std::int64_t rows) {
     {
@@ -171,10 +178,7 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
   state_->group = train::join_launched_job(train::process_group_options(config.cluster));
   so.group = state_->group.get();
   train::JobInputs inputs;
-  inputs.on_minibatch = [s = state_.get()](std::int64_t b, double loss, std::int64_t correct,
-                                           std::int64_t rows) {
-    s->on_minibatch(b, loss, correct, rows);
-  };
+  inputs.on_minibatch = state_->reporter();
   try {
     train::at_config(config, [&] { state_->session.emplace(config, so, std::move(inputs)); });
   } catch (const train::ConfigError& e) {
@@ -202,10 +206,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
                                    options.eval_minibatches);
   }
   inputs.lr_at = std::move(options.lr_at);
-  inputs.on_minibatch = [s = state_.get()](std::int64_t b, double loss, std::int64_t correct,
-                                           std::int64_t rows) {
-    s->on_minibatch(b, loss, correct, rows);
-  };
+  inputs.on_minibatch = state_->reporter();
   state_->group = train::join_launched_job(train::process_group_options(job.cluster));
   so.group = state_->group.get();
   try {
