@@ -319,8 +319,9 @@ const std::string kJobConfig =
 // `tandem launch -n 2 ... --trace FILE`: FILE is the job's one trace, every stage with every
 // action and every message of the same plan run in one process, each rank owning its tracks.
 // How close its summary's figures come to the one process's is a measurement of two real runs
-// on a shared machine, not a property of the trace: docs/benchmarks.md records it ("One trace
-// per job"); the merge's own exactness is the split-and-merge tests' above.
+// on a shared machine, not a property of the trace: scripts/bench-trace-job measures it and
+// docs/benchmarks.md records it ("One trace per job"); the merge's own exactness is the
+// split-and-merge tests' above.
 TEST(TraceMergeCommand, ATwoProcessJobWritesOneTraceOfTheJob) {
   testing::TempDir dir;
   const fs::path config = dir.write("c.yaml", kJobConfig);
