@@ -128,22 +128,32 @@ void ParamSet::merge(const ParamSet& other) {
 }
 
 std::uint64_t ParamSet::fingerprint() const {
-  std::uint64_t h = 0x5bd1e995ull;
-  for (std::int64_t i = 0; i < size(); ++i) {
-    const Tensor& t = (*this)[i];
-    h = counter_hash(h, std::hash<std::string>{}(name(i)));
-    if (!t.device().has_data()) continue;
-    const Tensor host = t.to(Device::cpu());
-    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
-    const std::size_t n = host.nbytes();
-    std::size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, bytes + k, 8);
-      h = counter_hash(h, word);
-    }
-    for (; k < n; ++k) h = counter_hash(h, bytes[k]);
+  std::vector<std::uint64_t> parts;
+  parts.reserve(static_cast<std::size_t>(size()));
+  for (std::int64_t i = 0; i < size(); ++i)
+    parts.push_back(tensor_fingerprint(name(i), (*this)[i]));
+  return combine_fingerprints(parts);
+}
+
+std::uint64_t ParamSet::tensor_fingerprint(const std::string& name, const Tensor& t) {
+  std::uint64_t h = counter_hash(0x5bd1e995ull, std::hash<std::string>{}(name));
+  if (!t.device().has_data()) return h;
+  const Tensor host = t.to(Device::cpu());
+  const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+  const std::size_t n = host.nbytes();
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes + k, 8);
+    h = counter_hash(h, word);
   }
+  for (; k < n; ++k) h = counter_hash(h, bytes[k]);
+  return h;
+}
+
+std::uint64_t ParamSet::combine_fingerprints(std::span<const std::uint64_t> parts) {
+  std::uint64_t h = 0x5bd1e995ull;
+  for (std::uint64_t p : parts) h = counter_hash(h, p);
   return h;
 }
 

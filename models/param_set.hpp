@@ -75,7 +75,11 @@ class ParamSet {
   void merge(const ParamSet& other);
 
   // Checksum of all values (bit pattern based): cheap determinism checks in tests and logs.
+  // combine_fingerprints of each entry's tensor_fingerprint, in order, so processes holding
+  // parts of a model can fingerprint the whole without moving its weights.
   std::uint64_t fingerprint() const;
+  static std::uint64_t tensor_fingerprint(const std::string& name, const Tensor& tensor);
+  static std::uint64_t combine_fingerprints(std::span<const std::uint64_t> parts);
 
  private:
   std::vector<std::string> names_;

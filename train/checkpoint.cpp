@@ -437,6 +437,75 @@ std::pair<models::ParamSet, json> stage_contents(const StageCheckpoint& stage) {
           json{{"weights", weights}, {"optimizer", optimizers}, {"extras", stage.extras}}};
 }
 
+// A stage's manifest entry: its file, size, digest, what it holds and who wrote it.
+json manifest_entry(const StageFileRecord& r) {
+  json entry = r.contents;
+  entry["file"] = r.file;
+  entry["bytes"] = r.bytes;
+  entry["sha256"] = r.sha256;
+  entry["rank"] = r.rank;
+  entry["host"] = r.host;
+  return entry;
+}
+
+// A stage file's lists as another rank reported them: {"weights": [{replica, version, tensors}],
+// "optimizer": [{replica, steps, tensors}], "extras": {}}, every number a non-negative integer.
+template <typename Fail>
+void check_contents_lists(const json& contents, const Fail& fail) {
+  const auto count = [&fail](const json& item, const char* key) {
+    const json* v = item.contains(key) ? &item[key] : nullptr;
+    if (v == nullptr || !v->is_number_integer() || v->get<std::int64_t>() < 0) {
+      fail(std::string("'") + key + "' is not a non-negative integer");
+    }
+  };
+  for (const char* list : {"weights", "optimizer"}) {
+    if (!contents.at(list).is_array()) fail(std::string("'") + list + "' is not a list");
+    for (const json& item : contents.at(list)) {
+      if (!item.is_object()) fail(std::string("an entry of '") + list + "' is not an object");
+      count(item, "replica");
+      count(item, list == std::string("weights") ? "version" : "steps");
+      count(item, "tensors");
+    }
+  }
+  if (!contents.at("extras").is_object()) fail("'extras' is not an object");
+}
+
+// The stage files of a checkpoint about to be committed: one per stage of `plan`, in order,
+// each listing replicas the plan has, no version or optimizer twice.
+void check_files(const std::vector<StageFileRecord>& files, const schedules::Plan& plan) {
+  const auto fail = [](const std::string& what) {
+    throw CheckpointError("commit_checkpoint: " + what);
+  };
+  if (files.size() != plan.stages.size()) {
+    fail(std::to_string(files.size()) + " stage files for a plan of " +
+         std::to_string(plan.stages.size()) + " stages");
+  }
+  for (std::size_t s = 0; s < files.size(); ++s) {
+    if (files[s].stage != static_cast<int>(s)) {
+      fail("stage " + std::to_string(s) + " has no file (stage " + std::to_string(files[s].stage) +
+           " came instead, or twice)");
+    }
+    const auto replicas = static_cast<std::int64_t>(plan.stages[s].replicas.size());
+    std::set<std::pair<std::int64_t, std::int64_t>> versions;
+    std::set<std::int64_t> optimizers;
+    const std::string stage = "stage " + std::to_string(s) + " (" + files[s].file + ", rank " +
+                              std::to_string(files[s].rank) + ")";
+    for (const json& w : files[s].contents["weights"]) {
+      const auto r = w["replica"].get<std::int64_t>(), v = w["version"].get<std::int64_t>();
+      if (r >= replicas)
+        fail(stage + ": replica " + std::to_string(r) + " of " + std::to_string(replicas));
+      if (!versions.emplace(r, v).second) fail(stage + ": version " + std::to_string(v) + " twice");
+    }
+    for (const json& o : files[s].contents["optimizer"]) {
+      const auto r = o["replica"].get<std::int64_t>();
+      if (r >= replicas)
+        fail(stage + ": replica " + std::to_string(r) + " of " + std::to_string(replicas));
+      if (!optimizers.insert(r).second)
+        fail(stage + ": two optimizers of replica " + std::to_string(r));
+    }
+  }
+}
+
 // What `latest` holds, or nullopt when there is none or it cannot be read (a writer never
 // trusts it beyond not overwriting what it names).
 std::optional<CheckpointRef> latest_or_none(const fs::path& dir) {
@@ -814,52 +883,87 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
 fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
                           const CheckpointWriteOptions& options) {
   check_writable(checkpoint);
+  const CheckpointSlot slot = open_checkpoint(dir, checkpoint.step, checkpoint.parent, options);
+  std::vector<StageFileRecord> files;
+  try {
+    for (std::size_t s = 0; s < checkpoint.stages.size(); ++s) {
+      files.push_back(write_stage_file(slot.step_dir(), static_cast<int>(s), checkpoint.step,
+                                       checkpoint.stages[s]));
+    }
+  } catch (...) {
+    abandon_checkpoint(slot);
+    throw;
+  }
+  return commit_checkpoint(slot, checkpoint, std::move(files), options);
+}
+
+CheckpointSlot open_checkpoint(const fs::path& dir, std::int64_t step,
+                               const std::optional<CheckpointRef>& parent,
+                               const CheckpointWriteOptions& options) {
+  if (step < 0)
+    throw CheckpointError("write_checkpoint: step " + std::to_string(step) + " is negative");
   std::error_code ec;
   const bool existed = fs::exists(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) throw FileError("cannot create directory '" + dir.string() + "': " + ec.message());
   if (!existed) {
-    const fs::path parent = dir.parent_path();
-    fsync_directory(parent.empty() ? fs::path(".") : parent);
+    const fs::path up = dir.parent_path();
+    fsync_directory(up.empty() ? fs::path(".") : up);
   }
+  CheckpointSlot slot;
+  slot.dir = dir;
   const std::optional<CheckpointRef> latest = latest_or_none(dir);
-  const std::optional<CheckpointRef> parent = checkpoint.parent ? checkpoint.parent : latest;
+  slot.parent = parent ? parent : latest;
   // The kept part of the lineage, and at least the parent, whose name the new one must not take.
-  const std::vector<std::string> ancestors =
-      lineage(dir, parent, static_cast<std::size_t>(std::max(options.keep - 1, 1)));
-  const std::string name = choose_step_dir(dir, checkpoint.step, latest, ancestors);
-  const fs::path step_dir = dir / name;
+  slot.ancestors =
+      lineage(dir, slot.parent, static_cast<std::size_t>(std::max(options.keep - 1, 1)));
+  slot.name = choose_step_dir(dir, step, latest, slot.ancestors);
+  fs::create_directory(slot.step_dir(), ec);
+  if (ec) {
+    throw FileError("cannot create directory '" + slot.step_dir().string() + "': " + ec.message());
+  }
+  fsync_directory(dir);
+  return slot;
+}
+
+StageFileRecord write_stage_file(const fs::path& step_dir, int stage, std::int64_t step,
+                                 const StageCheckpoint& contents) {
+  std::error_code ec;
+  fs::create_directories(step_dir, ec);
+  if (ec) throw FileError("cannot create directory '" + step_dir.string() + "': " + ec.message());
+  auto [tensors, entry] = stage_contents(contents);
+  StageFileRecord record;
+  record.stage = stage;
+  record.file = stage_file_name(static_cast<std::size_t>(stage));
+  AtomicFile file(step_dir / record.file);
+  Sha256 hash;
   try {
-    fs::create_directory(step_dir, ec);
-    if (ec) throw FileError("cannot create directory '" + step_dir.string() + "': " + ec.message());
-    fsync_directory(dir);
+    record.bytes = models::write_safetensors(tensors,
+                                             {{"format", "tandem-checkpoint-stage"},
+                                              {"stage", std::to_string(stage)},
+                                              {"step", std::to_string(step)}},
+                                             [&](std::span<const std::byte> chunk) {
+                                               hash.update(chunk);
+                                               file.write(chunk);
+                                             });
+  } catch (const models::SafetensorsError& e) {
+    throw CheckpointError(file.target().string() + ": " + e.what());
+  }
+  file.commit();
+  record.sha256 = hash.hex_digest();
+  record.contents = std::move(entry);
+  return record;
+}
 
+fs::path commit_checkpoint(const CheckpointSlot& slot, const Checkpoint& checkpoint,
+                           std::vector<StageFileRecord> files,
+                           const CheckpointWriteOptions& options) {
+  try {
+    std::sort(files.begin(), files.end(),
+              [](const StageFileRecord& a, const StageFileRecord& b) { return a.stage < b.stage; });
+    check_files(files, checkpoint.plan);
     json stages = json::array();
-    for (std::size_t s = 0; s < checkpoint.stages.size(); ++s) {
-      auto [tensors, entry] = stage_contents(checkpoint.stages[s]);
-      const std::string file_name = stage_file_name(s);
-      AtomicFile file(step_dir / file_name);
-      Sha256 hash;
-      std::uint64_t bytes = 0;
-      try {
-        bytes = models::write_safetensors(tensors,
-                                          {{"format", "tandem-checkpoint-stage"},
-                                           {"stage", std::to_string(s)},
-                                           {"step", std::to_string(checkpoint.step)}},
-                                          [&](std::span<const std::byte> chunk) {
-                                            hash.update(chunk);
-                                            file.write(chunk);
-                                          });
-      } catch (const models::SafetensorsError& e) {
-        throw CheckpointError(file.target().string() + ": " + e.what());
-      }
-      file.commit();
-      entry["file"] = file_name;
-      entry["bytes"] = bytes;
-      entry["sha256"] = hash.hex_digest();
-      stages.push_back(std::move(entry));
-    }
-
+    for (const StageFileRecord& f : files) stages.push_back(manifest_entry(f));
     const json manifest = {{"format", kFormat},
                            {"format_version", kCheckpointFormatVersion},
                            {"step", checkpoint.step},
@@ -871,17 +975,78 @@ fs::path write_checkpoint(const fs::path& dir, const Checkpoint& checkpoint,
                            {"data_position", checkpoint.data_position},
                            {"stages", stages},
                            {"extras", checkpoint.extras},
-                           {"parent", parent_to_json(parent)}};
+                           {"parent", parent_to_json(slot.parent)}};
     const std::string text = manifest.dump(2) + "\n";
-    write_file_atomically(step_dir / kManifest, text);
-    const json pointer = {{"checkpoint", name}, {"manifest_sha256", hex_of(text)}};
-    write_file_atomically(dir / kLatest, pointer.dump() + "\n");
+    write_file_atomically(slot.step_dir() / kManifest, text);
+    const json pointer = {{"checkpoint", slot.name}, {"manifest_sha256", hex_of(text)}};
+    write_file_atomically(slot.dir / kLatest, pointer.dump() + "\n");
   } catch (...) {
-    fs::remove_all(step_dir, ec);
+    abandon_checkpoint(slot);
     throw;
   }
-  prune(dir, name, options.keep, ancestors);
-  return step_dir;
+  prune(slot.dir, slot.name, options.keep, slot.ancestors);
+  return slot.step_dir();
+}
+
+bool is_step_dir_name(std::string_view name) {
+  return parse_step_dir_name(name).has_value();
+}
+
+void abandon_checkpoint(const CheckpointSlot& slot) noexcept {
+  std::error_code ec;
+  fs::remove_all(slot.step_dir(), ec);
+}
+
+std::vector<std::string> kept_checkpoints(const CheckpointSlot& slot,
+                                          const CheckpointWriteOptions& options) {
+  if (options.keep <= 0) return slot.ancestors;
+  const std::size_t n = std::min(slot.ancestors.size(), static_cast<std::size_t>(options.keep - 1));
+  return {slot.ancestors.begin(), slot.ancestors.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+void prune_local_checkpoints(const fs::path& dir, const std::vector<std::string>& names) noexcept {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ignored;
+    if (!parse_step_dir_name(name) || !entry.is_directory(ignored)) continue;
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      fs::remove_all(entry.path(), ignored);
+    }
+  }
+}
+
+json stage_file_record_to_json(const StageFileRecord& r) {
+  json j = manifest_entry(r);
+  j["stage"] = r.stage;
+  return j;
+}
+
+StageFileRecord stage_file_record_from_json(const json& j, int stages, const std::string& from) {
+  const auto fail = [&from](const std::string& what) -> void {
+    throw CheckpointError(from + ": a malformed report of a stage file: " + what);
+  };
+  if (!j.is_object()) fail("not a JSON object");
+  StageFileRecord r;
+  try {
+    r.stage = j.at("stage").get<int>();
+    r.file = j.at("file").get<std::string>();
+    r.bytes = j.at("bytes").get<std::uint64_t>();
+    r.sha256 = j.at("sha256").get<std::string>();
+    r.rank = j.at("rank").get<int>();
+    r.host = j.at("host").get<std::string>();
+    r.contents = {
+        {"weights", j.at("weights")}, {"optimizer", j.at("optimizer")}, {"extras", j.at("extras")}};
+  } catch (const json::exception& e) {
+    fail(e.what());
+  }
+  if (r.stage < 0 || r.stage >= stages)
+    fail("stage " + std::to_string(r.stage) + " of " + std::to_string(stages));
+  if (r.file != stage_file_name(static_cast<std::size_t>(r.stage))) fail("file '" + r.file + "'");
+  if (!is_sha256_hex(r.sha256)) fail("sha256 '" + r.sha256 + "'");
+  if (r.host.size() > 255) fail("a host name of " + std::to_string(r.host.size()) + " bytes");
+  check_contents_lists(r.contents, fail);
+  return r;
 }
 
 std::optional<fs::path> latest_checkpoint(const fs::path& dir) {

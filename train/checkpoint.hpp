@@ -106,6 +106,72 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& dir,
                                        const Checkpoint& checkpoint,
                                        const CheckpointWriteOptions& options = {});
 
+// ---- Writing in phases: how a multi-process job writes one checkpoint from every rank ----
+// write_checkpoint above is open_checkpoint, write_stage_file for each stage and
+// commit_checkpoint. In a job (train/job_checkpoint.hpp) rank 0 opens and commits, and each
+// rank writes the stages it runs into the opened directory and reports what it wrote; until
+// the commit writes the manifest and `latest`, the previous checkpoint is the one read.
+
+// A step directory opened for a checkpoint, not yet committed.
+struct CheckpointSlot {
+  std::filesystem::path dir;            // the checkpoint directory
+  std::string name;                     // "step-00000100" (or "step-00000100.1", ...)
+  std::optional<CheckpointRef> parent;  // the checkpoint the new one continues
+  std::vector<std::string> ancestors;   // the parent's lineage, newest first (kept by pruning)
+  std::filesystem::path step_dir() const { return dir / name; }
+};
+
+// Where one stage's file went and what it holds, as the manifest records it.
+struct StageFileRecord {
+  int stage = 0;
+  std::string file;  // "stage-<s>.safetensors", in the step directory
+  std::uint64_t bytes = 0;
+  std::string sha256;
+  nlohmann::json contents;  // {"weights": [...], "optimizer": [...], "extras": {...}}
+  int rank = 0;             // the rank that wrote it
+  std::string host;         // that rank's host name (node-local checkpoint directories)
+};
+
+// Creates DIR (when missing) and the step directory of a checkpoint of `step` continuing
+// `parent` (nullopt: the one `latest` names), chosen as write_checkpoint describes.
+CheckpointSlot open_checkpoint(const std::filesystem::path& dir, std::int64_t step,
+                               const std::optional<CheckpointRef>& parent,
+                               const CheckpointWriteOptions& options = {});
+
+// Writes stage `stage`'s file atomically into `step_dir` (created when missing: on node-local
+// disks only the committing rank's exists). Throws CheckpointError or FileError.
+StageFileRecord write_stage_file(const std::filesystem::path& step_dir, int stage,
+                                 std::int64_t step, const StageCheckpoint& contents);
+
+// Writes the manifest of `checkpoint` (its stages' contents are ignored: `files`, one per plan
+// stage, say where each stage is) and then `latest`, and prunes; returns the step directory.
+// Throws CheckpointError when `files` do not cover the plan's stages once each.
+std::filesystem::path commit_checkpoint(const CheckpointSlot& slot, const Checkpoint& checkpoint,
+                                        std::vector<StageFileRecord> files,
+                                        const CheckpointWriteOptions& options = {});
+
+// "step-00000100", "step-00000100.1": a name open_checkpoint gives.
+bool is_step_dir_name(std::string_view name);
+
+// Removes an opened checkpoint that will not be committed (a writer failed).
+void abandon_checkpoint(const CheckpointSlot& slot) noexcept;
+
+// The checkpoints pruning keeps besides `slot`'s own (its nearest keep - 1 ancestors).
+std::vector<std::string> kept_checkpoints(const CheckpointSlot& slot,
+                                          const CheckpointWriteOptions& options);
+
+// On a rank whose checkpoint directory is its own disk (node-local): removes every step
+// directory but `names`. Best effort.
+void prune_local_checkpoints(const std::filesystem::path& dir,
+                             const std::vector<std::string>& names) noexcept;
+
+// A StageFileRecord as bytes travel between ranks, and back: the JSON is checked field by
+// field (a stage in [0, stages), its file name, the digest, the contents' lists), naming
+// `from` in errors.
+nlohmann::json stage_file_record_to_json(const StageFileRecord& record);
+StageFileRecord stage_file_record_from_json(const nlohmann::json& j, int stages,
+                                            const std::string& from);
+
 // What the run that resumes is: a checkpoint that differs is refused. Devices and hosts may
 // differ (a run can move), and so may the schedule's minibatch count (a resumed run may train
 // longer); stage layer ranges, replica counts, schedule kind, slices, minibatch size, chunks

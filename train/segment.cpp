@@ -50,36 +50,35 @@ void share_ran_count(ProcessGroup& group, int segment, int64_t length, int64_t& 
   }
 }
 
-// The state of each stage whose replica 0 runs in this process.
+// The state of each stage some replica of which runs in this process (replicas agree at a
+// segment's end: any one stands for the stage).
 std::vector<StageState> own_states(actors::Pipeline& pipeline, const schedules::ScheduleParams& sp,
                                    const SegmentOptions& o) {
   std::vector<StageState> out;
   for (int st = 0; st < sp.stages; ++st) {
-    if (o.group != nullptr && o.placement->rank_of(sp.device_of(st, 0)) != o.group->rank()) {
-      continue;
-    }
     const int r = pipeline.hosted_replica(st, 0);
+    if (o.group != nullptr && !pipeline.hosts_stage(st, r)) continue;
     out.push_back({st, pipeline.stage(st, r).latest_params(), pipeline.optimizer_state(st),
                    pipeline.older_versions(st)});
   }
   return out;
 }
 
-// Rank 0 receives every other rank's stages and replica statistics.
-void gather_at_rank_0(ProcessGroup& group, int segment, SegmentResult& out) {
+// Rank 0 learns every other rank's replica statistics (how the job reports); the stages' state
+// stays where it is: each rank checkpoints and continues its own.
+void gather_stats_at_rank_0(ProcessGroup& group, int segment, SegmentResult& out) {
   if (group.rank() > 0) {
-    StageStateBundle mine{std::move(out.states), out.pipeline.stages};
-    group.put(key("state", segment, group.rank()), encode_stage_states(mine));
-    out.states = std::move(mine.stages);
+    group.put(key("state", segment, group.rank()),
+              encode_stage_states(StageStateBundle{{}, out.pipeline.stages}));
     return;
   }
   for (int k = 1; k < group.world_size(); ++k) {
     StageStateBundle theirs = decode_stage_states(group.take(key("state", segment, k)));
-    for (StageState& st : theirs.stages) out.states.push_back(std::move(st));
+    if (!theirs.stages.empty()) {
+      throw std::runtime_error(group.describe(k) + " sent stage state with its statistics");
+    }
     out.pipeline.stages.insert(out.pipeline.stages.end(), theirs.stats.begin(), theirs.stats.end());
   }
-  std::sort(out.states.begin(), out.states.end(),
-            [](const StageState& a, const StageState& b) { return a.stage < b.stage; });
   std::sort(out.pipeline.stages.begin(), out.pipeline.stages.end(),
             [](const auto& a, const auto& b) { return a.device < b.device; });
 }
@@ -101,7 +100,7 @@ SegmentResult run_segment(actors::PipelineSpec spec, const SegmentOptions& optio
   }
   if (options.gather_state) out.states = own_states(pipeline, sp, options);
   if (options.group != nullptr) {
-    gather_at_rank_0(*options.group, options.segment, out);
+    gather_stats_at_rank_0(*options.group, options.segment, out);
     // Nobody closes its data plane while another may still read from it.
     options.group->end_segment(options.segment);
   }

@@ -6,8 +6,8 @@
 //   prepare, construct the Pipeline, connect, run, release (also when the run fails);
 //   rank 0, where the loader runs, tells the others how many minibatches the segment ran
 //     ("segment/N/ran/K": a stop may have cut it short);
-//   each rank > 0 hands rank 0 its stages' state and its replicas' statistics
-//     ("segment/N/state/K", train/stage_state.hpp);
+//   each rank > 0 hands rank 0 its replicas' statistics ("segment/N/state/K",
+//     train/stage_state.hpp); the stages' weights and optimizer states stay on their ranks;
 //   every rank waits for the others before its data plane closes (ProcessGroup::end_segment).
 #include <cstddef>
 #include <cstdint>
@@ -43,9 +43,8 @@ struct SegmentResult {
   // The pipeline's result, with the job's minibatch count on every rank; its stage statistics
   // are every replica's at rank 0 (by device), this rank's elsewhere.
   actors::PipelineResult pipeline;
-  // By stage, each stage's state after the segment (from its replica 0): every stage at rank 0
-  // and in one process, the stages whose replica 0 runs here elsewhere. Empty without
-  // gather_state.
+  // By stage, the state after the segment of each stage some replica of which runs here (every
+  // stage in one process). Empty without gather_state.
   std::vector<StageState> states;
 };
 

@@ -9,9 +9,11 @@
 #include "models/data/markov_text.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "train/eval_snapshots.hpp"
+#include "train/job_checkpoint.hpp"
 #include "train/job_error.hpp"
 #include "train/job_plan.hpp"
 #include "train/job_trace.hpp"
+#include "train/job_weights.hpp"
 #include "train/pipeline_trace.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
@@ -105,19 +107,23 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
     throw JobError("train.optimizer", e.what());
   }
   if (!options_.resume) {
-    params_ = model_.init_params(job_.train.seed);
+    params_ = initial_params();
     return;
   }
   ResumeState resumed =
       read_resume_state(*options_.resume, job_, model_, model_name(), plan_, steps_);
   first_step_ = resumed.first_step;
-  params_ = std::move(resumed.params);
+  params_ = hosted_subset(resumed.params);
   optimizer_states_ = std::move(resumed.optimizer_states);
   older_versions_ = std::move(resumed.older_versions);
   parent_checkpoint_ = resumed.parent;
 }
 
 Session::~Session() = default;
+
+int64_t Session::parameters() const {
+  return model_.init_params(0, Device::sim()).numel();
+}
 
 std::string Session::model_name() const {
   return inputs_.model_name.empty() ? job_.model.describe() : inputs_.model_name;
@@ -183,8 +189,7 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
     check_diverged(progress);
     add_segment(s, r.pipeline, segment == 0);
     at += r.pipeline.minibatches;
-    const bool reporter = options_.group == nullptr || options_.group->rank() == 0;
-    if (options_.checkpoint_dir && reporter) write_checkpoint_at(at, r.states, s);
+    if (options_.checkpoint_dir) write_checkpoint_at(segment, at, r.states, s);
     keep_state(std::move(r.states));
     if (at < end || stop_->was_requested()) {
       s.stopped = true;
@@ -271,7 +276,7 @@ void Session::add_segment(TrainSummary& s, const actors::PipelineResult& result,
   s.pipeline_seconds += result.seconds;
 }
 
-void Session::write_checkpoint_at(int64_t at, const std::vector<StageState>& states,
+void Session::write_checkpoint_at(int segment, int64_t at, const std::vector<StageState>& states,
                                   TrainSummary& s) {
   Checkpoint ck;
   ck.step = at;
@@ -280,23 +285,109 @@ void Session::write_checkpoint_at(int64_t at, const std::vector<StageState>& sta
   ck.optimizer = job_.train.optimizer.kind;
   ck.seed = job_.train.seed;
   ck.data_position = at;
+  ck.parent = parent_checkpoint_;
+  std::vector<OwnStageFile> own;
   for (const StageState& st : states) {
+    if (!writes_stage(st.stage)) continue;
     StageCheckpoint sc;
     for (const auto& [v, params] : st.older) sc.weights.push_back({0, v, params});
     sc.weights.push_back({0, st.optimizer.steps, st.latest});
     sc.optimizers.push_back({0, st.optimizer.steps, st.optimizer.state});
-    ck.stages.push_back(std::move(sc));
+    own.push_back({st.stage, std::move(sc)});
   }
-  ck.parent = parent_checkpoint_;
-  s.checkpoints.push_back(write_checkpoint(
-      *options_.checkpoint_dir, ck, CheckpointWriteOptions{.keep = options_.checkpoint_keep}));
-  parent_checkpoint_ = checkpoint_ref(s.checkpoints.back());
+  s.checkpoints.push_back(
+      write_job_checkpoint(options_.group, segment, *options_.checkpoint_dir, ck, own,
+                           CheckpointWriteOptions{.keep = options_.checkpoint_keep}));
+  if (options_.group == nullptr || options_.group->rank() == 0) {
+    parent_checkpoint_ = checkpoint_ref(s.checkpoints.back());
+  }
+}
+
+bool Session::hosts_stage(int stage) const {
+  if (options_.group == nullptr) return true;
+  const schedules::ScheduleParams& sp = plan_.schedule;
+  for (int r = 0; r < sp.replicas_of(stage); ++r) {
+    if (placement_->rank_of(sp.device_of(stage, r)) == options_.group->rank()) return true;
+  }
+  return false;
+}
+
+bool Session::writes_stage(int stage) const {
+  return options_.group == nullptr ||
+         placement_->rank_of(plan_.schedule.device_of(stage, 0)) == options_.group->rank();
+}
+
+std::vector<schedules::LayerRange> Session::hosted_layers() const {
+  const std::vector<schedules::LayerRange> vlayers =
+      schedules::virtual_stage_layers(plan_, model_.num_layers());
+  std::vector<schedules::LayerRange> ranges;
+  for (int v = 0; v < static_cast<int>(vlayers.size()); ++v) {
+    if (hosts_stage(v % plan_.schedule.stages)) ranges.push_back(vlayers[static_cast<size_t>(v)]);
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.begin < b.begin; });
+  return ranges;
+}
+
+models::ParamSet Session::initial_params() const {
+  models::ParamSet out;
+  for (const schedules::LayerRange& r : hosted_layers()) {
+    out.merge(model_.init_params(job_.train.seed, r.begin, r.end));
+  }
+  return out;
+}
+
+models::ParamSet Session::hosted_subset(const models::ParamSet& params) const {
+  models::ParamSet out;
+  for (const schedules::LayerRange& r : hosted_layers()) {
+    for (int l = r.begin; l < r.end; ++l) {
+      for (const models::ParamSpec& ps : model_.layer(l).param_specs()) {
+        const std::string name = model_.param_name(l, ps.name);
+        out.add(name, params.at(name));
+      }
+    }
+  }
+  return out;
+}
+
+models::ParamSet Session::own_weights() const {
+  const std::vector<schedules::LayerRange> vlayers =
+      schedules::virtual_stage_layers(plan_, model_.num_layers());
+  const int stages = plan_.schedule.stages;
+  models::ParamSet out;
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    int stage = 0;
+    for (int v = 0; v < static_cast<int>(vlayers.size()); ++v) {
+      if (l >= vlayers[static_cast<size_t>(v)].begin && l < vlayers[static_cast<size_t>(v)].end) {
+        stage = v % stages;
+      }
+    }
+    if (!writes_stage(stage)) continue;
+    for (const models::ParamSpec& ps : model_.layer(l).param_specs()) {
+      const std::string name = model_.param_name(l, ps.name);
+      out.add(name, params_.at(name));
+    }
+  }
+  return out;
 }
 
 void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
                      std::chrono::steady_clock::time_point start) const {
   std::optional<EvalResult> eval;
-  if (data_.eval && (options_.group == nullptr || options_.group->rank() == 0)) eval = evaluate();
+  if (options_.group == nullptr) {
+    if (data_.eval) eval = evaluate();
+    s.params_fingerprint = params_.fingerprint();
+  } else {
+    // Rank 0 holds only its own stages: the others send their tensors' fingerprints, and their
+    // weights only when rank 0 evaluates the whole model.
+    const bool evaluates = data_.eval != nullptr;
+    const JobWeights w = finish_job_weights(*options_.group, model_, own_weights(), evaluates);
+    s.params_fingerprint = w.fingerprint;
+    if (w.whole) {
+      eval = evaluate_params(model_, *w.whole, *data_.eval, job_.train.eval->samples,
+                             job_.train.minibatch, Device::cpu());
+    }
+  }
   progress.finish(eval);
   s.first_step = first_step_;
   s.steps = at;
@@ -316,7 +407,6 @@ void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
       s.pipeline_seconds > 0
           ? static_cast<double>((at - first_step_) * job_.train.minibatch) / s.pipeline_seconds
           : 0;
-  s.params_fingerprint = params_.fingerprint();
 }
 
 }  // namespace tandem::train

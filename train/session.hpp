@@ -54,11 +54,12 @@ struct SessionOptions {
   // Continue the run a checkpoint (a directory written by checkpoint_dir) stopped at.
   std::optional<std::filesystem::path> resume;
   // A multi-process job (not owned; outlives the trainer): this process runs the stage
-  // replicas the config places on its rank and rank 0 the loader and coordinator. Rank 0
-  // reports, evaluates and writes checkpoints for the whole model (the others hand it their
-  // stages after each segment, train/segment.hpp, and at each train.eval.every step,
-  // train/eval_exchange.hpp); the others' summaries cover their own stages. Null: everything
-  // here.
+  // replicas the config places on its rank, holds only their weights and optimizer state, and
+  // writes their checkpoint files (train/job_checkpoint.hpp); rank 0 runs the loader and
+  // coordinator, commits checkpoints, reports and evaluates (the others send it their weights
+  // at each train.eval.every step, train/eval_exchange.hpp, and at the end for the final
+  // evaluation, train/job_weights.hpp); the others' summaries cover their own stages. Null:
+  // everything here.
   ProcessGroup* group = nullptr;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
@@ -90,14 +91,16 @@ class Session {
   const JobSpec& job() const { return job_; }
   const models::Model& model() const { return model_; }
   const schedules::Plan& plan() const { return plan_; }
-  // The whole model's weights: initial (or resumed) before run(), trained after.
+  // The weights of the layers this process runs (in one process the whole model's): initial (or
+  // resumed) before run(), trained after.
   const models::ParamSet& params() const { return params_; }
   // A config's job: its training data (a job built in code brings a DataSource instead).
   const models::data::Dataset& train_data() const { return *data_.train; }
   const models::data::Dataset* eval_data() const { return data_.eval.get(); }
   int64_t steps() const { return steps_; }
   int64_t first_step() const { return first_step_; }
-  int64_t parameters() const { return params_.numel(); }
+  // The whole model's parameter count (a process of a job holds only its stages' weights).
+  int64_t parameters() const;
 
  private:
   struct Stop;
@@ -112,7 +115,20 @@ class Session {
   // The next segment starts from what this one ended with.
   void keep_state(std::vector<StageState> states);
   void add_segment(TrainSummary& s, const actors::PipelineResult& result, bool first) const;
-  void write_checkpoint_at(int64_t at, const std::vector<StageState>& states, TrainSummary& s);
+  // Every rank writes the stages whose replica 0 it runs (train/job_checkpoint.hpp).
+  void write_checkpoint_at(int segment, int64_t at, const std::vector<StageState>& states,
+                           TrainSummary& s);
+  // Some replica of `stage` runs in this process (every stage without a group).
+  bool hosts_stage(int stage) const;
+  // This process writes `stage`'s checkpoint files and reports its weights: it runs replica 0.
+  bool writes_stage(int stage) const;
+  // The layers of the stages this process hosts, ascending.
+  std::vector<schedules::LayerRange> hosted_layers() const;
+  // The initial weights of those layers, and the entries of `params` for them.
+  models::ParamSet initial_params() const;
+  models::ParamSet hosted_subset(const models::ParamSet& params) const;
+  // The current weights of the stages this process writes, in model order.
+  models::ParamSet own_weights() const;
   // After the last segment: the final evaluation and record, and the run's totals.
   void finish(TrainSummary& s, Progress& progress, int64_t at,
               std::chrono::steady_clock::time_point start) const;

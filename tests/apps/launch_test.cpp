@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/local_launcher.hpp"
+#include "rank_process.hpp"
 #include "run_command.hpp"
 #include "temp_dir.hpp"
 
@@ -112,21 +113,6 @@ TEST(Launch, APlacementBeyondTheJobIsAnErrorAtItsKey) {
   EXPECT_NE(job.output.find("launch: 2 of 2 ranks failed"), std::string::npos) << job.output;
 }
 
-// The pid of the `tandem train` rank `rank` whose environment holds `mark`.
-pid_t find_rank(const std::string& mark, int rank) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "environ", std::ios::binary);
-    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (env.find(mark) != std::string::npos &&
-        env.find(std::string("TANDEM_RANK=") + std::to_string(rank) + '\0') != std::string::npos) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return -1;
-}
-
 TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
   testing::TempDir dir;
   const auto config = dir.write("c.yaml", mlp_config(k1F1B, 2000));
@@ -144,7 +130,7 @@ TEST(Launch, AKilledRankEndsTheJobAndAResumeFinishesIt) {
     if (std::filesystem::exists(ck / "latest")) {
       // Into the next segment: the kill lands mid-run, not between segments.
       std::this_thread::sleep_for(100ms);
-      victim = find_rank(mark, 1);
+      victim = testing::find_rank(mark, 1);
       if (victim > 0) break;
     }
     std::this_thread::sleep_for(20ms);
