@@ -12,6 +12,7 @@
 #include "train/job_error.hpp"
 #include "train/job_plan.hpp"
 #include "train/job_trace.hpp"
+#include "train/model_file.hpp"
 #include "train/pipeline_trace.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
@@ -105,7 +106,8 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
     throw JobError("train.optimizer", e.what());
   }
   if (!options_.resume) {
-    params_ = model_.init_params(job_.train.seed);
+    params_ = job_.train.init_from ? initial_weights(*job_.train.init_from, model_, model_name())
+                                   : model_.init_params(job_.train.seed);
     return;
   }
   ResumeState resumed =
