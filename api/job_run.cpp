@@ -16,6 +16,7 @@
 #include "train/checkpoint.hpp"
 #include "train/cluster_options.hpp"
 #include "train/config.hpp"
+#include "train/job_error.hpp"
 #include "train/process_group.hpp"
 #include "train/session.hpp"
 
@@ -114,6 +115,7 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
   job.train.steps = o.minibatches;
   job.train.optimizer = internal_optimizer(o.optimizer);
   job.train.seed = o.seed;
+  if (!o.init_from.empty()) job.train.init_from = o.init_from;
   if (o.log_every < 1) {
     throw std::invalid_argument("TrainOptions.log_every: must be >= 1, got " +
                                 std::to_string(o.log_every));
@@ -213,6 +215,9 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
     state_->session.emplace(job, so, std::move(inputs));
   } catch (const train::CheckpointError& e) {
     throw std::invalid_argument(std::string("TrainOptions.resume: ") + e.what());
+  } catch (const train::JobError& e) {
+    if (e.key() != "train.init_from") throw;
+    throw std::invalid_argument("TrainOptions.init_from: " + e.detail());
   }
 }
 

@@ -35,6 +35,10 @@ void add_trace_command(CLI::App& app);
 // prediction (apps/bench_run.hpp).
 void add_bench_command(CLI::App& app);
 
+// `tandem checkpoint inspect DIR` and `tandem checkpoint export DIR -o FILE`: a checkpoint's
+// contents, and its newest weights as one whole-model file (train/model_file.hpp).
+void add_checkpoint_command(CLI::App& app);
+
 // `tandem launch`: N local processes as the ranks of one job (apps/local_launcher.hpp).
 void add_launch_command(CLI::App& app);
 

@@ -410,6 +410,7 @@ TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
     e->finish();
     t.eval = ev;
   }
+  if (m.has("init_from")) t.init_from = file(m, "init_from");
   m.finish();
   return t;
 }

@@ -20,7 +20,8 @@
 //             optimizer* {kind* sgd | adamw, lr*, weight_decay, sgd: momentum, nesterov;
 //                         adamw: betas [b1, b2], eps},
 //             lr_schedule {kind* constant | cosine | linear, warmup_steps, final_fraction},
-//             eval {every (0: at the end), samples (1024)}
+//             eval {every (0: at the end), samples (1024)},
+//             init_from (a whole-model file, train/model_file.hpp)
 //   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
 //               {forward*: [sizes], backward*: [sizes]}), chunks (interleaved, 2),
 //               rematerialize (gpipe, false), precision (f32 | tf32 | bf16: cuda replicas'

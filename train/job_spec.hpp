@@ -4,6 +4,7 @@
 // reads it from YAML (train/config.hpp, which keeps where each key stood for its errors); the
 // embedding API fills it in code. train/job_plan.hpp turns it into a schedules::Plan.
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct TrainSpec {
   uint64_t seed = 0;  // parameter init, minibatch order, dropout
   int64_t log_every = 10;
   std::optional<EvalSpec> eval;
+  // Start from the weights of a whole-model file (train/model_file.hpp) instead of initialising
+  // them from `seed`; a resume from a checkpoint takes precedence.
+  std::optional<std::filesystem::path> init_from;
 };
 
 struct StageSpec {

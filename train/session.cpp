@@ -14,6 +14,7 @@
 #include "train/job_plan.hpp"
 #include "train/job_trace.hpp"
 #include "train/job_weights.hpp"
+#include "train/model_file.hpp"
 #include "train/pipeline_trace.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
@@ -331,8 +332,10 @@ std::vector<schedules::LayerRange> Session::hosted_layers() const {
 
 models::ParamSet Session::initial_params() const {
   models::ParamSet out;
+  // train.init_from's file or the seed; a resume (the constructor's other path) wins over both.
   for (const schedules::LayerRange& r : hosted_layers()) {
-    out.merge(model_.init_params(job_.train.seed, r.begin, r.end));
+    out.merge(job_.train.init_from ? initial_weights(*job_.train.init_from, model_, model_name(), r)
+                                   : model_.init_params(job_.train.seed, r.begin, r.end));
   }
   return out;
 }

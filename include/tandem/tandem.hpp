@@ -248,6 +248,9 @@ struct TrainOptions {
   CheckpointOptions checkpoints;
   std::string resume;
   std::string trace;
+  // A whole-model file (`tandem checkpoint export`) of this model to start from instead of
+  // initialising from `seed`; empty: none. A `resume` takes precedence.
+  std::string init_from;
   // Held-out evaluation: `eval_data` gives minibatch k of the held-out set (k below
   // `eval_minibatches`, in the training data's layout), evaluated every `eval_every`
   // minibatches (0: after the last only) on the weights of that step, and after the last.

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -376,6 +378,52 @@ TEST(EmbeddingApi, ACheckpointThenAResumeIsTheWholeRun) {
                  std::invalid_argument);
     std::filesystem::remove_all(dir);
   }
+}
+
+// A session built in code starts from a whole-model file (`tandem checkpoint export` of its
+// own checkpoint) under another plan; a file of another model is refused at
+// TrainOptions.init_from.
+TEST(EmbeddingApi, InitFromStartsFromAnExportedModelFile) {
+  Fixture f;
+  const std::string dir =
+      ::testing::TempDir() + "tandem-api-init-from-" + std::to_string(::getpid());
+  const tandem::Plan two =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  tandem::TrainOptions first = options_for(two, 4);
+  first.checkpoints = {dir + "/ck", 0, 2};
+  const tandem::TrainResult a = tandem::Session(f.model, std::move(first)).run();
+  ASSERT_EQ(a.checkpoints.size(), 1u);
+  const std::string file = dir + "/model.safetensors";
+  ASSERT_EQ(std::system((std::string(TANDEM_CLI) + " checkpoint export " + dir + "/ck -o " + file +
+                         " >/dev/null")
+                            .c_str()),
+            0);
+
+  const tandem::Plan three =
+      tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::gpipe, kMinibatch, 4);
+  const tandem::TrainResult fresh = tandem::Session(f.model, options_for(three, 2)).run();
+  tandem::TrainOptions from_file = options_for(three, 2);
+  from_file.init_from = file;
+  const tandem::TrainResult b = tandem::Session(f.model, std::move(from_file)).run();
+  tandem::TrainOptions on_two = options_for(two, 2);
+  on_two.init_from = file;
+  const tandem::TrainResult c = tandem::Session(f.model, std::move(on_two)).run();
+  // Minibatch 0's loss is that of the exported weights under either plan, not the fresh start's.
+  ASSERT_EQ(b.losses.size(), 2u);
+  ASSERT_EQ(c.losses.size(), 2u);
+  EXPECT_NEAR(b.losses.front(), c.losses.front(), 1e-6 * std::abs(c.losses.front()));
+  EXPECT_NE(b.losses.front(), fresh.losses.front());
+
+  tandem::TrainOptions other = options_for(three, 2);
+  other.init_from = file;
+  try {
+    tandem::Session(tandem::Model::mlp({kFeatures, 16, 16, 16, 16, kClasses}), std::move(other));
+    ADD_FAILURE() << "another model's file was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("TrainOptions.init_from: " + file), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Held-out evaluation of the application's data every 4 minibatches and after the last, on the

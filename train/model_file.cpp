@@ -1,0 +1,160 @@
+#include "train/model_file.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <numeric>
+#include <string_view>
+#include <vector>
+
+#include "models/safetensors.hpp"
+#include "train/job_error.hpp"
+
+namespace tandem::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void refuse(const fs::path& path, const std::string& what) {
+  throw ModelFileError(path.string() + ": " + what);
+}
+
+std::string metadata_value(const models::SafetensorsMetadata& metadata, const std::string& key) {
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? std::string() : it->second;
+}
+
+// The file says what it is and which model it holds before its tensors are compared: another
+// model's file would otherwise be reported as its first differing tensor.
+void check_metadata(const fs::path& path, const models::SafetensorsMetadata& metadata,
+                    const std::string& model_name) {
+  const std::string format = metadata_value(metadata, "format");
+  if (format != kModelFileFormat) {
+    std::string what = "not a Tandem model file (__metadata__ format is '" + format +
+                       "', expected '" + kModelFileFormat + "')";
+    if (format == "tandem-checkpoint-stage") {
+      what +=
+          ": it is one stage of a checkpoint; `tandem checkpoint export DIR -o FILE` writes "
+          "the whole model";
+    }
+    refuse(path, what);
+  }
+  const std::string version = metadata_value(metadata, "format_version");
+  if (version != kModelFileFormatVersion) {
+    refuse(path,
+           "format_version '" + version + "', this Tandem reads '" + kModelFileFormatVersion + "'");
+  }
+  const std::string model = metadata_value(metadata, "model");
+  if (model != model_name) {
+    refuse(path, "holds the weights of model '" + model + "', but this run's model is '" +
+                     model_name + "'");
+  }
+}
+
+// Every tensor is a parameter of the model with its shape and dtype, and every parameter is
+// there.
+void check_tensors(const fs::path& path, const models::ParamSet& tensors,
+                   const models::ParamSet& expected) {
+  for (std::int64_t i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors.name(i);
+    if (!expected.contains(name)) {
+      refuse(path, "tensor '" + name + "' is no parameter of the model");
+    }
+    const Tensor& want = expected.at(name);
+    const Tensor& got = tensors[i];
+    if (got.shape() != want.shape() || got.dtype() != want.dtype()) {
+      refuse(path, "tensor '" + name + "': " + std::string(dtype_name(got.dtype())) +
+                       shape_str(got.shape()) + ", but the model's parameter is " +
+                       std::string(dtype_name(want.dtype())) + shape_str(want.shape()));
+    }
+  }
+  for (const std::string& name : expected.names()) {
+    if (!tensors.contains(name)) refuse(path, "tensor '" + name + "' is missing");
+  }
+}
+
+// The layer a global parameter name ("12.weight") belongs to; names without one sort last.
+std::int64_t layer_of(std::string_view name) {
+  std::int64_t layer = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), layer);
+  if (ec != std::errc() || end == name.data() + name.size() || *end != '.') {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  return layer;
+}
+
+// An interleaved stage holds several chunks of layers, so stage order is not layer order.
+models::ParamSet in_layer_order(const models::ParamSet& params) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(params.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return layer_of(params.name(a)) < layer_of(params.name(b));
+  });
+  models::ParamSet out;
+  for (std::int64_t i : order) out.add(params.name(i), params[i]);
+  return out;
+}
+
+}  // namespace
+
+void write_model_file(const fs::path& path, const models::ParamSet& params,
+                      const ModelFileInfo& info) {
+  const models::SafetensorsMetadata metadata = {
+      {"format", kModelFileFormat},    {"format_version", kModelFileFormatVersion},
+      {"model", info.model},           {"step", std::to_string(info.step)},
+      {"checkpoint", info.checkpoint},
+  };
+  models::write_safetensors(path, params, metadata);
+}
+
+models::ParamSet read_model_file(const fs::path& path, const models::Model& model,
+                                 const std::string& model_name, schedules::LayerRange layers) {
+  if (layers.begin < 0 || layers.begin >= layers.end || layers.end > model.num_layers()) {
+    throw std::invalid_argument("read_model_file: layers [" + std::to_string(layers.begin) + ", " +
+                                std::to_string(layers.end) + ") of a model of " +
+                                std::to_string(model.num_layers()) + " layers");
+  }
+  models::SafetensorsContent content;
+  try {
+    content = models::read_safetensors(path);
+  } catch (const models::SafetensorsError& e) {
+    throw ModelFileError(e.what());  // names the path already
+  }
+  check_metadata(path, content.metadata, model_name);
+  check_tensors(path, content.tensors, model.init_params(0, Device::sim()));
+  models::ParamSet out;
+  const models::ParamSet wanted = model.init_params(0, layers.begin, layers.end, Device::sim());
+  for (const std::string& name : wanted.names()) out.add(name, content.tensors.at(name));
+  return out;
+}
+
+models::ParamSet read_model_file(const fs::path& path, const models::Model& model,
+                                 const std::string& model_name) {
+  return read_model_file(path, model, model_name, {0, model.num_layers()});
+}
+
+models::ParamSet newest_weights(const Checkpoint& checkpoint) {
+  models::ParamSet stages;
+  for (const StageCheckpoint& stage : checkpoint.stages) {
+    const CheckpointWeights* newest = nullptr;
+    for (const CheckpointWeights& w : stage.weights) {
+      if (w.replica == 0 && (newest == nullptr || w.version > newest->version)) newest = &w;
+    }
+    if (newest == nullptr) {
+      throw CheckpointError(stage.file.string() + ": the stage holds no weights of replica 0");
+    }
+    stages.merge(newest->params);
+  }
+  return in_layer_order(stages);
+}
+
+models::ParamSet initial_weights(const fs::path& path, const models::Model& model,
+                                 const std::string& model_name, schedules::LayerRange layers) {
+  try {
+    return read_model_file(path, model, model_name, layers);
+  } catch (const ModelFileError& e) {
+    throw JobError("train.init_from", e.what());
+  }
+}
+
+}  // namespace tandem::train
