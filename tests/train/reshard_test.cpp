@@ -138,6 +138,26 @@ TEST(Reshard, FlushScheduleResumesExactlyUnderAnotherPlan) {
   expect_close(resumed.params(), whole.params(), 1e-6);
 }
 
+// An interleaved stage's file holds its chunks (2 stages x 2 chunks of 6 layers,
+// schedules::virtual_stage_layers: stage 0 holds layers 0 and 3, stage 1 layers 1-2 and 4-5);
+// laid out as 3 contiguous stages they resume exactly.
+TEST(Reshard, InterleavedChunksResumeExactlyAsContiguousStages) {
+  TempDir dir;
+  Session whole(config(mlp(kSgd, "")));
+  whole.run();
+  const std::string interleaved =
+      mlp(kSgd, stages("interleaved", {"layers: \"0-2\"", "layers: \"3-5\""}, "  slices: 2\n"));
+  checkpoint_at(interleaved, 20, dir.path());
+  const std::string three =
+      mlp(kSgd, stages("1f1b", {"layers: \"0-1\"", "layers: \"2-3\"", "layers: \"4-5\""}));
+  EXPECT_EQ(resume_state(three, dir.path()).reshard_note,
+            "resharded from 2-stage interleaved [0,3|1-2,4-5] to 3-stage 1f1b [0-1|2-3|4-5]: "
+            "weights and optimizer state laid out anew, exact");
+  Session resumed(config(three), SessionOptions{.resume = dir.path()});
+  EXPECT_EQ(resumed.run().steps, 40);
+  expect_close(resumed.params(), whole.params(), 1e-6);
+}
+
 // 3-stage PipeDream at step 30 keeps versions 28-30 on stage 0, 29-30 on stage 1 and 30 on
 // stage 2 (stage s stashes p - 1 - s). The 2-stage plan's stage 0 replays minibatch 30 at v29
 // and trains v30, its stage 1 needs only v30: every layer's old stage holds those, and all
