@@ -321,55 +321,6 @@ schedules::Plan plan_from_json(const Fields& f, const json& manifest) {
   return plan;
 }
 
-std::string range_str(const schedules::LayerRange& r) {
-  return "[" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
-}
-
-// The first difference that makes the saved state meaningless for the running plan.
-std::optional<std::string> plan_difference(const schedules::Plan& saved,
-                                           const schedules::Plan& now) {
-  auto differs = [](const std::string& what, const auto& a, const auto& b) {
-    return what + " is " + a + " in the checkpoint, " + b + " in this run";
-  };
-  if (saved.stages.size() != now.stages.size()) {
-    return differs("the stage count", std::to_string(saved.stages.size()),
-                   std::to_string(now.stages.size()));
-  }
-  for (std::size_t s = 0; s < saved.stages.size(); ++s) {
-    const std::string stage = "stage " + std::to_string(s);
-    if (saved.stages[s].layers != now.stages[s].layers) {
-      return differs(stage + "'s layer range", range_str(saved.stages[s].layers),
-                     range_str(now.stages[s].layers));
-    }
-    if (saved.stages[s].replicas.size() != now.stages[s].replicas.size()) {
-      return differs(stage + "'s replica count", std::to_string(saved.stages[s].replicas.size()),
-                     std::to_string(now.stages[s].replicas.size()));
-    }
-  }
-  const schedules::ScheduleParams& a = saved.schedule;
-  const schedules::ScheduleParams& b = now.schedule;
-  if (a.kind != b.kind) {
-    return differs("the schedule", std::string(schedules::to_string(a.kind)),
-                   std::string(schedules::to_string(b.kind)));
-  }
-  if (a.slices != b.slices) {
-    return differs("slices", std::to_string(a.slices), std::to_string(b.slices));
-  }
-  if (a.minibatch_size != b.minibatch_size) {
-    return differs("the minibatch size", std::to_string(a.minibatch_size),
-                   std::to_string(b.minibatch_size));
-  }
-  if (a.chunks != b.chunks) {
-    return differs("chunks", std::to_string(a.chunks), std::to_string(b.chunks));
-  }
-  if (a.forward_slices != b.forward_slices || a.backward_slices != b.backward_slices) {
-    return differs("the slice compositions",
-                   json(a.forward_slices).dump() + "/" + json(a.backward_slices).dump(),
-                   json(b.forward_slices).dump() + "/" + json(b.backward_slices).dump());
-  }
-  return std::nullopt;
-}
-
 // ---- writing ----
 
 void check_writable(const Checkpoint& c) {
@@ -697,10 +648,7 @@ void check_size(const fs::path& file, std::uint64_t size, std::uint64_t expected
   }
 }
 
-// A stage file's bytes, once its size is checked against the manifest's (so nothing larger
-// than the manifest claims and the file holds is ever allocated).
-using StageSource =
-    std::function<std::vector<std::byte>(const fs::path& file, std::uint64_t expected)>;
+using StageSource = std::function<std::vector<std::byte>(const fs::path&, std::uint64_t)>;
 
 StageSource files_on_disk() {
   return [](const fs::path& file, std::uint64_t expected) {
@@ -709,21 +657,57 @@ StageSource files_on_disk() {
   };
 }
 
-StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json& entry,
-                           std::size_t s, const StageSource& source, bool verify_checksums) {
+// Stage `s`'s manifest entry, every field checked before its file is opened. Fields it does
+// not know (a writer's "rank" or "host") are left alone.
+CheckpointStageEntry stage_entry(const fs::path& step_dir, const Fields& f, const json& entry,
+                                 std::size_t s, std::int64_t step) {
   const std::string at = "stages[" + std::to_string(s) + "]";
+  CheckpointStageEntry out;
   const std::string file_name = f.string(entry, at, "file");
   if (!is_plain_name(file_name)) {
     f.fail("field '" + at + ".file' names '" + file_name + "', not a file in " + step_dir.string());
   }
-  const fs::path file = step_dir / file_name;
-  const std::uint64_t expected = f.uint64(entry, at, "bytes");
-  const std::string sha = f.string(entry, at, "sha256");
-  const std::vector<std::byte> bytes = source(file, expected);
-  if (verify_checksums) {
+  out.file = step_dir / file_name;
+  out.bytes = f.uint64(entry, at, "bytes");
+  out.sha256 = f.string(entry, at, "sha256");
+  const json& weight_list = f.array(entry, at, "weights");
+  for (std::size_t i = 0; i < weight_list.size(); ++i) {
+    const std::string wat = at + ".weights[" + std::to_string(i) + "]";
+    out.weights.push_back({f.int32(weight_list[i], wat, "replica"),
+                           f.int64(weight_list[i], wat, "version"),
+                           f.int64(weight_list[i], wat, "tensors")});
+  }
+  const json& optimizer_list = f.array(entry, at, "optimizer");
+  for (std::size_t i = 0; i < optimizer_list.size(); ++i) {
+    const std::string oat = at + ".optimizer[" + std::to_string(i) + "]";
+    CheckpointStageEntry::OptimizerListing o{f.int32(optimizer_list[i], oat, "replica"),
+                                             f.int64(optimizer_list[i], oat, "steps"),
+                                             f.int64(optimizer_list[i], oat, "tensors")};
+    // Each update takes at least one minibatch; an optimizer counts on from its steps.
+    if (o.steps > step) {
+      f.fail("field '" + at + ".optimizer' gives replica " + std::to_string(o.replica) + " " +
+             std::to_string(o.steps) + " optimizer steps, more than the " + std::to_string(step) +
+             " steps done");
+    }
+    out.optimizers.push_back(o);
+  }
+  out.extras = f.member(entry, at, "extras");
+  return out;
+}
+
+// The stage file's tensors, grouped: weights by (replica, version), optimizer state by replica.
+struct StageTensors {
+  std::map<std::pair<int, std::int64_t>, models::ParamSet> weights;
+  std::map<int, models::ParamSet> optimizers;
+};
+
+StageTensors stage_tensors(const CheckpointManifest& m, const CheckpointStageEntry& entry) {
+  const fs::path& file = entry.file;
+  const std::vector<std::byte> bytes = m.source(file, entry.bytes);
+  if (m.verify_checksums) {
     const std::string actual = sha256_hex(bytes);
-    if (actual != sha) {
-      refuse(file, "checksum mismatch (sha256 " + actual + ", the manifest says " + sha +
+    if (actual != entry.sha256) {
+      refuse(file, "checksum mismatch (sha256 " + actual + ", the manifest says " + entry.sha256 +
                        "): the file is corrupted");
     }
   }
@@ -733,9 +717,7 @@ StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json
   } catch (const models::SafetensorsError& e) {
     throw CheckpointError(e.what());
   }
-
-  std::map<std::pair<int, std::int64_t>, models::ParamSet> weights;
-  std::map<int, models::ParamSet> optimizers;
+  StageTensors out;
   for (std::int64_t i = 0; i < content.tensors.size(); ++i) {
     const std::string& name = content.tensors.name(i);
     const auto key = parse_tensor_name(name);
@@ -744,71 +726,51 @@ StageCheckpoint read_stage(const fs::path& step_dir, const Fields& f, const json
                        "optimizer/r<replica>/<name>");
     }
     models::ParamSet& set =
-        key->weights ? weights[{key->replica, key->version}] : optimizers[key->replica];
+        key->weights ? out.weights[{key->replica, key->version}] : out.optimizers[key->replica];
     set.add(key->name, content.tensors[i]);
   }
-
-  StageCheckpoint stage;
-  const json& weight_list = f.array(entry, at, "weights");
-  for (std::size_t i = 0; i < weight_list.size(); ++i) {
-    const std::string wat = at + ".weights[" + std::to_string(i) + "]";
-    CheckpointWeights w;
-    w.replica = f.int32(weight_list[i], wat, "replica");
-    w.version = f.int64(weight_list[i], wat, "version");
-    const std::int64_t count = f.int64(weight_list[i], wat, "tensors");
-    const auto it = weights.find({w.replica, w.version});
-    const std::string which =
-        "weights of replica " + std::to_string(w.replica) + " version " + std::to_string(w.version);
-    if (it == weights.end() && count > 0)
-      refuse(file, "holds no " + which + " (the manifest lists them)");
-    if (it != weights.end()) {
-      if (it->second.size() != count) {
-        refuse(file, "holds " + std::to_string(it->second.size()) + " tensors of " + which +
-                         ", the manifest says " + std::to_string(count));
-      }
-      w.params = std::move(it->second);
-      weights.erase(it);
-    }
-    stage.weights.push_back(std::move(w));
-  }
-  if (!weights.empty()) {
-    const auto& [key, unused] = *weights.begin();
-    refuse(file, "holds weights of replica " + std::to_string(key.first) + " version " +
-                     std::to_string(key.second) + " that the manifest does not list");
-  }
-  const json& optimizer_list = f.array(entry, at, "optimizer");
-  for (std::size_t i = 0; i < optimizer_list.size(); ++i) {
-    const std::string oat = at + ".optimizer[" + std::to_string(i) + "]";
-    CheckpointOptimizer o;
-    o.replica = f.int32(optimizer_list[i], oat, "replica");
-    o.steps = f.int64(optimizer_list[i], oat, "steps");
-    const std::int64_t count = f.int64(optimizer_list[i], oat, "tensors");
-    const auto it = optimizers.find(o.replica);
-    const std::string which = "optimizer state of replica " + std::to_string(o.replica);
-    if (it == optimizers.end() && count > 0)
-      refuse(file, "holds no " + which + " (the manifest lists it)");
-    if (it != optimizers.end()) {
-      if (it->second.size() != count) {
-        refuse(file, "holds " + std::to_string(it->second.size()) + " tensors of " + which +
-                         ", the manifest says " + std::to_string(count));
-      }
-      o.state = std::move(it->second);
-      optimizers.erase(it);
-    }
-    stage.optimizers.push_back(std::move(o));
-  }
-  if (!optimizers.empty()) {
-    refuse(file, "holds optimizer state of replica " + std::to_string(optimizers.begin()->first) +
-                     " that the manifest does not list");
-  }
-  stage.extras = f.member(entry, at, "extras");
-  stage.file = file;
-  return stage;
+  return out;
 }
 
-Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file,
-                            const fs::path& step_dir, const CheckpointExpectations& expect,
-                            const StageSource& source, bool verify_checksums) {
+// The set `found` holds for `key`, checked against the manifest's tensor count (empty when the
+// manifest lists none); taken out of `found`, so what remains the manifest does not list.
+template <typename Key>
+models::ParamSet take_listed(std::map<Key, models::ParamSet>& found, const Key& key,
+                             std::int64_t count, const fs::path& file, const std::string& which,
+                             const std::string& listed) {
+  const auto it = found.find(key);
+  if (it == found.end()) {
+    if (count > 0) refuse(file, "holds no " + which + " (the manifest lists " + listed + ")");
+    return {};
+  }
+  if (it->second.size() != count) {
+    refuse(file, "holds " + std::to_string(it->second.size()) + " tensors of " + which +
+                     ", the manifest says " + std::to_string(count));
+  }
+  models::ParamSet out = std::move(it->second);
+  found.erase(it);
+  return out;
+}
+
+void check_replicas(const CheckpointManifest& m, std::size_t s, const StageCheckpoint& stage) {
+  const int replicas = static_cast<int>(m.checkpoint.plan.stages[s].replicas.size());
+  for (const CheckpointWeights& w : stage.weights) {
+    if (w.replica >= replicas) {
+      refuse(m.manifest_file, "stage " + std::to_string(s) + " holds weights of replica " +
+                                  std::to_string(w.replica) + " of " + std::to_string(replicas));
+    }
+  }
+  for (const CheckpointOptimizer& o : stage.optimizers) {
+    if (o.replica >= replicas) {
+      refuse(m.manifest_file, "stage " + std::to_string(s) + " holds optimizer state of replica " +
+                                  std::to_string(o.replica) + " of " + std::to_string(replicas));
+    }
+  }
+}
+
+// The manifest's fields, checked, and its stage entries; no stage file is opened.
+CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifest_file,
+                                  const fs::path& step_dir, const CheckpointExpectations& expect) {
   const json manifest = parse_json(text, manifest_file);
   const Fields f(manifest_file);
   if (!manifest.is_object() || f.string(manifest, "", "format") != kFormat) {
@@ -822,7 +784,9 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
                               std::to_string(kCheckpointFormatVersion) + ")");
   }
 
-  Checkpoint c;
+  CheckpointManifest m;
+  m.manifest_file = manifest_file;
+  Checkpoint& c = m.checkpoint;
   c.step = f.int64(manifest, "", "step");
   c.model = f.string(manifest, "", "model");
   c.optimizer = f.string(manifest, "", "optimizer");
@@ -837,11 +801,6 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
     refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
                               *expect.model + "'");
   }
-  if (expect.plan) {
-    if (const auto difference = plan_difference(c.plan, *expect.plan)) {
-      refuse(manifest_file, "checkpoint of another plan: " + *difference);
-    }
-  }
   if (expect.optimizer && *expect.optimizer != c.optimizer) {
     refuse(manifest_file, "checkpoint of another optimizer: '" + c.optimizer +
                               "', this run uses '" + *expect.optimizer + "'");
@@ -853,27 +812,15 @@ Checkpoint parse_checkpoint(std::string_view text, const fs::path& manifest_file
                               std::to_string(c.plan.stages.size()) + " stages");
   }
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    c.stages.push_back(read_stage(step_dir, f, stages[s], s, source, verify_checksums));
-    const int replicas = static_cast<int>(c.plan.stages[s].replicas.size());
-    for (const CheckpointWeights& w : c.stages[s].weights) {
-      if (w.replica >= replicas) {
-        refuse(manifest_file, "stage " + std::to_string(s) + " holds weights of replica " +
-                                  std::to_string(w.replica) + " of " + std::to_string(replicas));
-      }
-    }
-    for (const CheckpointOptimizer& o : c.stages[s].optimizers) {
-      // Each update takes at least one minibatch; an optimizer counts on from its steps.
-      if (o.steps > c.step) {
-        refuse(manifest_file, "field 'stages[" + std::to_string(s) + "].optimizer' gives replica " +
-                                  std::to_string(o.replica) + " " + std::to_string(o.steps) +
-                                  " optimizer steps, more than the " + std::to_string(c.step) +
-                                  " steps done");
-      }
-      if (o.replica >= replicas) {
-        refuse(manifest_file, "stage " + std::to_string(s) + " holds optimizer state of replica " +
-                                  std::to_string(o.replica) + " of " + std::to_string(replicas));
-      }
-    }
+    m.stages.push_back(stage_entry(step_dir, f, stages[s], s, c.step));
+  }
+  return m;
+}
+
+Checkpoint read_all_stages(const CheckpointManifest& m) {
+  Checkpoint c = m.checkpoint;
+  for (std::size_t s = 0; s < m.stages.size(); ++s) {
+    c.stages.push_back(read_checkpoint_stage(m, s));
   }
   return c;
 }
@@ -1055,7 +1002,8 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return dir / read_latest(dir / kLatest).name;
 }
 
-Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& expect) {
+CheckpointManifest read_checkpoint_manifest(const fs::path& dir,
+                                            const CheckpointExpectations& expect) {
   std::error_code ec;
   fs::path step_dir;
   std::optional<std::string> manifest_sha;
@@ -1081,9 +1029,51 @@ Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& ex
                               (dir / kLatest).string() + " says " + *manifest_sha +
                               "): the file is corrupted");
   }
-  Checkpoint c = parse_checkpoint(text, manifest_file, step_dir, expect, files_on_disk(), true);
-  c.origin = {directory_name(step_dir), hex_of(text)};
-  return c;
+  CheckpointManifest m = parse_manifest(text, manifest_file, step_dir, expect);
+  m.checkpoint.origin = {directory_name(step_dir), hex_of(text)};
+  m.source = files_on_disk();
+  return m;
+}
+
+StageCheckpoint read_checkpoint_stage(const CheckpointManifest& m, std::size_t s) {
+  if (s >= m.stages.size()) {
+    refuse(m.manifest_file, "has no stage " + std::to_string(s) + " (it lists " +
+                                std::to_string(m.stages.size()) + ")");
+  }
+  const CheckpointStageEntry& entry = m.stages[s];
+  StageTensors found = stage_tensors(m, entry);
+  StageCheckpoint stage;
+  for (const CheckpointStageEntry::WeightsListing& listed : entry.weights) {
+    const std::string which = "weights of replica " + std::to_string(listed.replica) + " version " +
+                              std::to_string(listed.version);
+    stage.weights.push_back({listed.replica, listed.version,
+                             take_listed(found.weights, std::pair{listed.replica, listed.version},
+                                         listed.tensors, entry.file, which, "them")});
+  }
+  if (!found.weights.empty()) {
+    const auto& [key, unused] = *found.weights.begin();
+    refuse(entry.file, "holds weights of replica " + std::to_string(key.first) + " version " +
+                           std::to_string(key.second) + " that the manifest does not list");
+  }
+  for (const CheckpointStageEntry::OptimizerListing& listed : entry.optimizers) {
+    const std::string which = "optimizer state of replica " + std::to_string(listed.replica);
+    stage.optimizers.push_back(
+        {listed.replica, listed.steps,
+         take_listed(found.optimizers, listed.replica, listed.tensors, entry.file, which, "it")});
+  }
+  if (!found.optimizers.empty()) {
+    refuse(entry.file, "holds optimizer state of replica " +
+                           std::to_string(found.optimizers.begin()->first) +
+                           " that the manifest does not list");
+  }
+  stage.extras = entry.extras;
+  stage.file = entry.file;
+  check_replicas(m, s, stage);
+  return stage;
+}
+
+Checkpoint read_checkpoint(const fs::path& dir, const CheckpointExpectations& expect) {
+  return read_all_stages(read_checkpoint_manifest(dir, expect));
 }
 
 CheckpointRef checkpoint_ref(const fs::path& step_dir) {
@@ -1126,16 +1116,16 @@ void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& p
 Checkpoint read_checkpoint_bytes(std::string_view manifest,
                                  const std::map<std::string, std::span<const std::byte>>& files,
                                  const fs::path& name_for_errors, bool verify_checksums) {
-  const StageSource source = [&](const fs::path& file, std::uint64_t expected) {
+  CheckpointManifest m = parse_manifest(manifest, name_for_errors / kManifest, name_for_errors, {});
+  m.source = [&files](const fs::path& file, std::uint64_t expected) {
     const auto it = files.find(file.filename().string());
     if (it == files.end()) refuse(file, "missing (the manifest lists it)");
     check_size(file, it->second.size(), expected);
     return std::vector<std::byte>(it->second.begin(), it->second.end());
   };
-  Checkpoint c = parse_checkpoint(manifest, name_for_errors / kManifest, name_for_errors, {},
-                                  source, verify_checksums);
-  c.origin = {name_for_errors.filename().string(), hex_of(manifest)};
-  return c;
+  m.verify_checksums = verify_checksums;
+  m.checkpoint.origin = {name_for_errors.filename().string(), hex_of(manifest)};
+  return read_all_stages(m);
 }
 
 }  // namespace tandem::train

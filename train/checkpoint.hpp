@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -172,21 +173,65 @@ nlohmann::json stage_file_record_to_json(const StageFileRecord& record);
 StageFileRecord stage_file_record_from_json(const nlohmann::json& j, int stages,
                                             const std::string& from);
 
-// What the run that resumes is: a checkpoint that differs is refused. Devices and hosts may
-// differ (a run can move), and so may the schedule's minibatch count (a resumed run may train
-// longer); stage layer ranges, replica counts, schedule kind, slices, minibatch size, chunks
-// and slice compositions may not.
+// What the run that resumes is: a checkpoint of another model or optimizer is refused, naming
+// both. The plan may differ (cut, replicas, schedule, slices, chunks, minibatch size, process
+// count): a resume lays the stages out anew (train/resume_state.hpp).
 struct CheckpointExpectations {
-  std::optional<std::string> model;  // ModelSpec::describe()
-  std::optional<schedules::Plan> plan;
+  std::optional<std::string> model;      // ModelSpec::describe()
   std::optional<std::string> optimizer;  // OptimizerSpec::kind
 };
 
-// Reads the checkpoint `latest` names in `dir`, or `dir` itself when it is a step directory
-// (holds manifest.json). Tensors come back on the CPU. Throws CheckpointError naming the file
-// and the problem: no checkpoint, unknown format version, malformed manifest, truncated or
-// corrupted (checksum) stage file, a stage file whose tensors disagree with the manifest, or a
-// mismatch with `expect`.
+// What a manifest lists of one stage file, checked before the file is opened: the versions
+// and optimizer step counts are there to decide how a resume lays the stages out without
+// reading a stage file.
+struct CheckpointStageEntry {
+  struct WeightsListing {
+    int replica = 0;
+    std::int64_t version = 0;
+    std::int64_t tensors = 0;
+  };
+  struct OptimizerListing {
+    int replica = 0;
+    std::int64_t steps = 0;
+    std::int64_t tensors = 0;
+  };
+  std::filesystem::path file;  // in the step directory
+  std::uint64_t bytes = 0;
+  std::string sha256;
+  std::vector<WeightsListing> weights;
+  std::vector<OptimizerListing> optimizers;
+  nlohmann::json extras = nlohmann::json::object();
+};
+
+// A checkpoint's manifest, read and checked as read_checkpoint checks it, whose stage files are
+// read one at a time (read_checkpoint_stage): a process that resumes some stages reads only the
+// files that hold them. Optional per-stage fields the reader does not know (a stage's "rank" or
+// "host") are ignored.
+struct CheckpointManifest {
+  Checkpoint checkpoint;                     // everything but the stages' contents (`stages` empty)
+  std::vector<CheckpointStageEntry> stages;  // one per plan stage
+  std::filesystem::path manifest_file;       // for errors
+  // A stage file's bytes, once its size is checked against `bytes` (so nothing larger than the
+  // manifest claims is allocated). Reads the step directory, or the bytes read_checkpoint_bytes
+  // was given (valid during that call only).
+  std::function<std::vector<std::byte>(const std::filesystem::path& file, std::uint64_t bytes)>
+      source;
+  bool verify_checksums = true;
+};
+
+// Reads and checks the manifest of the checkpoint `latest` names in `dir`, or of `dir` itself
+// when it is a step directory (holds manifest.json), without opening a stage file. Throws
+// CheckpointError naming the file and the problem: no checkpoint, unknown format version,
+// malformed manifest, or a mismatch with `expect`.
+CheckpointManifest read_checkpoint_manifest(const std::filesystem::path& dir,
+                                            const CheckpointExpectations& expect = {});
+
+// Reads stage `stage` of `manifest`: its file's size and SHA-256 against the manifest, the
+// safetensors layout, and its tensors against the manifest's lists. Tensors come back on the
+// CPU. Throws CheckpointError naming the file (truncated, corrupted, missing, ...).
+StageCheckpoint read_checkpoint_stage(const CheckpointManifest& manifest, std::size_t stage);
+
+// read_checkpoint_manifest, then read_checkpoint_stage for every stage.
 Checkpoint read_checkpoint(const std::filesystem::path& dir,
                            const CheckpointExpectations& expect = {});
 

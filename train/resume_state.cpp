@@ -1,74 +1,95 @@
 #include "train/resume_state.hpp"
 
+#include <set>
 #include <string>
 
 #include "models/optimizer.hpp"
 #include "schedules/pipeline_rules.hpp"
+#include "schedules/schedule_kind.hpp"
 #include "schedules/weight_versions.hpp"
+#include "train/reshard.hpp"
 
 namespace tandem::train {
 namespace {
 
-// The checkpoint belongs to this run: its seed, a step left to train, a stop boundary.
+// The checkpoint belongs to this run: its seed (the data order and dropout follow it), a step
+// left to train, a stop boundary of this run's schedule.
 void check_position(const std::filesystem::path& path, const Checkpoint& ck, const JobSpec& job,
                     const schedules::Plan& plan, int64_t steps) {
   if (ck.seed != job.train.seed) {
     throw CheckpointError(path.string() + ": written by a run with train.seed " +
                           std::to_string(ck.seed) + ", this config has " +
-                          std::to_string(job.train.seed));
+                          std::to_string(job.train.seed) +
+                          " (the seed orders the data: another would train other minibatches)");
   }
   if (ck.step >= steps) {
     throw CheckpointError(path.string() + ": the checkpoint is at step " + std::to_string(ck.step) +
                           " of a run of " + std::to_string(steps) +
                           " steps: nothing left to train (give more with --steps)");
   }
-  if (schedules::stop_boundary(plan.schedule, ck.step) != ck.step) {
-    throw CheckpointError(path.string() + ": step " + std::to_string(ck.step) +
-                          " is not a stop boundary of this schedule");
+  const int64_t boundary = schedules::stop_boundary(plan.schedule, ck.step);
+  if (boundary != ck.step) {
+    throw CheckpointError(path.string() + ": step " + std::to_string(ck.step) + " (written by a " +
+                          std::string(schedules::to_string(ck.plan.schedule.kind)) + " run of " +
+                          std::to_string(ck.plan.stages.size()) +
+                          " stages) is not a stop boundary of this run's " +
+                          std::string(schedules::to_string(plan.schedule.kind)) + " schedule of " +
+                          std::to_string(plan.stages.size()) + " stages (the next is step " +
+                          std::to_string(boundary) + ")");
   }
 }
 
-// Every tensor is checked against the model before it is used: the optimizers' updates run
-// over each parameter's element count, whatever the state's tensors hold.
-void check_tensors(const Checkpoint& ck, const JobSpec& job, const models::Model& model,
-                   const schedules::Plan& plan) {
-  const auto optimizer = models::make_optimizer(job.train.optimizer);
-  for (size_t s = 0; s < ck.stages.size(); ++s) {
-    const schedules::LayerRange& layers = plan.stages[s].layers;
-    check_stage_tensors(ck.stages[s], model.init_params(0, layers.begin, layers.end, Device::sim()),
-                        *optimizer);
+// The checkpoint's stages cover the model's layers (the model's description is the same, so
+// only an edited manifest fails here).
+void check_covers_model(const std::filesystem::path& path, const schedules::Plan& plan,
+                        const models::Model& model) {
+  try {
+    plan.validate(model.num_layers());
+  } catch (const std::exception& e) {
+    throw CheckpointError(path.string() + ": the checkpoint's plan does not fit the model's " +
+                          std::to_string(model.num_layers()) + " layers: " + e.what());
   }
 }
 
-// Replicas agree at a checkpoint (every round complete): replica 0's newest version, the older
-// ones and its optimizer state.
-void take_stage(const std::filesystem::path& path, const StageCheckpoint& st, ResumeState& out) {
-  const CheckpointWeights* newest = nullptr;
-  for (const CheckpointWeights& w : st.weights) {
-    if (w.replica == 0 && (newest == nullptr || w.version > newest->version)) newest = &w;
+// The model's parameters of `layers` (names, shapes, dtypes).
+models::ParamSet model_params(const models::Model& model, const std::vector<int>& layers) {
+  models::ParamSet out;
+  for (const int l : layers) out.merge(model.init_params(0, l, l + 1, Device::sim()));
+  return out;
+}
+
+// The checkpoint's stages that hold the layers of the new stages in `stages`, read, each
+// checked against the model before anything uses it: the optimizers' updates run over each
+// parameter's element count, whatever the state's tensors hold.
+std::map<int, StageCheckpoint> read_old_stages(const CheckpointManifest& manifest,
+                                               const std::set<int>& stages,
+                                               const schedules::Plan& plan,
+                                               const models::Model& model,
+                                               const models::Optimizer& optimizer) {
+  const int num_layers = model.num_layers();
+  const schedules::Plan& old = manifest.checkpoint.plan;
+  const std::vector<int> owners = stage_of_layers(old, num_layers);
+  std::set<int> wanted;
+  for (const int s : stages) {
+    for (const int l : layers_of_stage(plan, num_layers, s)) {
+      wanted.insert(owners[static_cast<std::size_t>(l)]);
+    }
   }
-  if (newest == nullptr) {
-    throw CheckpointError(path.string() + ": a stage holds no weights of replica 0");
+  std::map<int, StageCheckpoint> out;
+  for (const int o : wanted) {
+    StageCheckpoint stage = read_checkpoint_stage(manifest, static_cast<std::size_t>(o));
+    check_stage_tensors(stage, model_params(model, layers_of_stage(old, num_layers, o)), optimizer);
+    out.emplace(o, std::move(stage));
   }
-  out.params.merge(newest->params);
-  std::map<int64_t, models::ParamSet> older;
-  for (const CheckpointWeights& w : st.weights) {
-    if (w.replica == 0 && w.version < newest->version) older.emplace(w.version, w.params);
-  }
-  out.older_versions.push_back(std::move(older));
-  actors::OptimizerState os;
-  for (const CheckpointOptimizer& o : st.optimizers) {
-    if (o.replica == 0) os = {o.state, o.steps};
-  }
-  out.optimizer_states.push_back(std::move(os));
+  return out;
 }
 
 // Asynchronous schedules replay the minibatches in flight at the checkpoint at the versions
-// they had: the checkpoint must hold those.
+// they had: the stages built must hold those.
 void check_in_flight_versions(const std::filesystem::path& path, const ResumeState& state,
-                              const schedules::ScheduleParams& sp) {
+                              const schedules::ScheduleParams& sp, const std::set<int>& stages) {
   const int64_t step = state.first_step;
-  for (int st = 0; st < sp.stages; ++st) {
+  for (const int st : stages) {
     const auto& older = state.older_versions[static_cast<size_t>(st)];
     const int64_t first = schedules::weight_version(sp, st, step);
     const int64_t latest = schedules::update_rounds(sp, st, step);
@@ -84,10 +105,9 @@ void check_in_flight_versions(const std::filesystem::path& path, const ResumeSta
   }
 }
 
-// The checkpoint must hold every weight of the model.
+// The state built holds every weight of the layers it was asked for.
 void check_every_weight(const std::filesystem::path& path, const models::ParamSet& params,
-                        const models::Model& model) {
-  const models::ParamSet expected = model.init_params(0, 0, model.num_layers(), Device::sim());
+                        const models::ParamSet& expected) {
   for (int64_t i = 0; i < expected.size(); ++i) {
     if (!params.contains(expected.name(i)) ||
         params.at(expected.name(i)).shape() != expected[i].shape()) {
@@ -97,24 +117,53 @@ void check_every_weight(const std::filesystem::path& path, const models::ParamSe
   }
 }
 
+std::set<int> stages_needed(const schedules::Plan& plan,
+                            const std::function<bool(int)>& needs_stage) {
+  std::set<int> out;
+  for (int s = 0; s < static_cast<int>(plan.stages.size()); ++s) {
+    if (!needs_stage || needs_stage(s)) out.insert(s);
+  }
+  return out;
+}
+
 }  // namespace
 
 ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& job,
                               const models::Model& model, const std::string& model_name,
-                              const schedules::Plan& plan, int64_t steps) {
-  CheckpointExpectations expect;
-  expect.model = model_name;
-  expect.plan = plan;
-  expect.optimizer = job.train.optimizer.kind;
-  const Checkpoint ck = read_checkpoint(path, expect);
+                              const schedules::Plan& plan, int64_t steps,
+                              const std::function<bool(int stage)>& needs_stage) {
+  const CheckpointManifest manifest =
+      read_checkpoint_manifest(path, {.model = model_name, .optimizer = job.train.optimizer.kind});
+  const Checkpoint& ck = manifest.checkpoint;
   check_position(path, ck, job, plan, steps);
-  check_tensors(ck, job, model, plan);
+  check_covers_model(path, ck.plan, model);
+  const Reshard reshard = plan_reshard(manifest, plan, model.num_layers());
+  const auto optimizer = models::make_optimizer(job.train.optimizer);
+  const std::set<int> stages = stages_needed(plan, needs_stage);
+  const std::map<int, StageCheckpoint> old =
+      read_old_stages(manifest, stages, plan, model, *optimizer);
+
   ResumeState out;
   out.first_step = ck.step;
   out.parent = ck.origin;
-  for (const StageCheckpoint& st : ck.stages) take_stage(path, st, out);
-  check_in_flight_versions(path, out, plan.schedule);
-  check_every_weight(path, out.params, model);
+  out.reshard_note = reshard.note;
+  out.optimizer_states.resize(plan.stages.size());
+  out.older_versions.resize(plan.stages.size());
+  std::set<int> layers;
+  for (const int s : stages) {
+    ResumedStage st = reshard_stage(path, reshard, ck, old, model, *optimizer, plan, s);
+    out.optimizer_states[static_cast<size_t>(s)] = std::move(st.optimizer);
+    out.older_versions[static_cast<size_t>(s)] = std::move(st.older_versions);
+    for (const int l : layers_of_stage(plan, model.num_layers(), s)) layers.insert(l);
+  }
+  // In layer order, whatever the stages' chunks.
+  const std::vector<int> owners = stage_of_layers(ck.plan, model.num_layers());
+  for (const int l : layers) {
+    out.params.merge(newest_layer_weights(old.at(owners[static_cast<size_t>(l)]), model, l));
+  }
+  check_in_flight_versions(path, out, plan.schedule, stages);
+  check_every_weight(path, out.params,
+                     model_params(model, std::vector<int>(layers.begin(), layers.end())));
   return out;
 }
 

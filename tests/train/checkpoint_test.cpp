@@ -474,40 +474,76 @@ TEST_F(CheckpointTest, RefusesLayerRangesAndIndicesOutOfRange) {
   expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
 
-TEST_F(CheckpointTest, RefusesAnotherModelPlanOrOptimizer) {
+// Another model or optimizer is refused naming both; another plan is not (a resume lays the
+// stages out anew, train/reshard.hpp), nor are other devices or a longer run.
+TEST_F(CheckpointTest, RefusesAnotherModelOrOptimizerNamingBoth) {
   train::write_checkpoint(dir_, make_checkpoint(2));
   const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
-  EXPECT_NE(refusal(dir_, manifest, {.model = "mlp(widths=[4, 9, 8, 2])"}).find("another model"),
+  EXPECT_NE(refusal(dir_, manifest, {.model = "mlp(widths=[4, 9, 8, 2])"})
+                .find("checkpoint of another model: 'mlp(widths=[4, 8, 8, 2])', this run trains "
+                      "'mlp(widths=[4, 9, 8, 2])'"),
             std::string::npos);
-  EXPECT_NE(refusal(dir_, manifest, {.optimizer = "sgd"}).find("another optimizer"),
+  EXPECT_NE(refusal(dir_, manifest, {.optimizer = "sgd"})
+                .find("checkpoint of another optimizer: 'adamw', this run uses 'sgd'"),
             std::string::npos);
-
-  schedules::Plan plan = test_plan();
-  plan.stages[1].layers = {2, 5};
-  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage 1's layer range"),
-            std::string::npos);
-  plan = test_plan();
-  plan.stages[0].replicas.pop_back();
-  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage 0's replica count"),
-            std::string::npos);
-  plan = test_plan();
-  plan.stages.pop_back();
-  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("stage count"), std::string::npos);
-  plan = test_plan();
-  plan.schedule.kind = schedules::ScheduleKind::gpipe;
-  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("pipedream in the checkpoint, gpipe"),
-            std::string::npos);
-  plan = test_plan();
-  plan.schedule.minibatch_size = 64;
-  EXPECT_NE(refusal(dir_, manifest, {.plan = plan}).find("minibatch size"), std::string::npos);
-
-  // A run may move to other devices and train longer.
-  plan = test_plan();
-  plan.stages[0].replicas[1].device = "cuda:1";
-  plan.schedule.minibatches = 500;
-  const train::Checkpoint c = train::read_checkpoint(
-      dir_, {.model = "mlp(widths=[4, 8, 8, 2])", .plan = plan, .optimizer = "adamw"});
+  const train::Checkpoint c =
+      train::read_checkpoint(dir_, {.model = "mlp(widths=[4, 8, 8, 2])", .optimizer = "adamw"});
   expect_same(c, make_checkpoint(2));
+}
+
+// The manifest reads on its own; each stage file is read, and checked, when asked for.
+TEST_F(CheckpointTest, ReadsTheManifestAloneAndStagesOnDemand) {
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path stage1 = step_dir / "stage-1.safetensors";
+  fs::remove(step_dir / "stage-0.safetensors");
+  std::string corrupted = slurp(stage1);
+  corrupted[corrupted.size() - 3] ^= 0x10;
+  spit(stage1, corrupted);
+
+  const train::CheckpointManifest m = train::read_checkpoint_manifest(dir_);
+  const train::Checkpoint expected = make_checkpoint(2);
+  EXPECT_EQ(m.checkpoint.step, 2);
+  EXPECT_TRUE(m.checkpoint.stages.empty());
+  EXPECT_EQ(m.checkpoint.plan.stages, expected.plan.stages);
+  ASSERT_EQ(m.stages.size(), 2u);
+  EXPECT_EQ(m.stages[0].file, step_dir / "stage-0.safetensors");
+  ASSERT_EQ(m.stages[0].weights.size(), 3u);
+  EXPECT_EQ(m.stages[0].weights[1].version, 1);
+  EXPECT_EQ(m.stages[0].weights[2].replica, 1);
+  ASSERT_EQ(m.stages[1].optimizers.size(), 1u);
+  EXPECT_EQ(m.stages[1].optimizers[0].steps, 2);
+  EXPECT_EQ(m.checkpoint.origin, train::checkpoint_ref(step_dir));
+
+  auto stage_refusal = [&](std::size_t s) -> std::string {
+    try {
+      train::read_checkpoint_stage(m, s);
+    } catch (const train::CheckpointError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(stage_refusal(0).find((step_dir / "stage-0.safetensors").string() + ": missing"),
+            std::string::npos);
+  EXPECT_NE(stage_refusal(1).find(stage1.string() + ": checksum mismatch"), std::string::npos);
+  EXPECT_NE(stage_refusal(2).find("has no stage 2"), std::string::npos);
+
+  const fs::path other = train::write_checkpoint(dir_ / "other", expected);
+  const train::CheckpointManifest good = train::read_checkpoint_manifest(other);
+  const train::StageCheckpoint stage = train::read_checkpoint_stage(good, 1);
+  ASSERT_EQ(stage.weights.size(), 1u);
+  expect_same_params(stage.weights[0].params, expected.stages[1].weights[0].params);
+  EXPECT_EQ(stage.file, other / "stage-1.safetensors");
+}
+
+// Per-stage fields the reader does not know (where a rank wrote its file) are ignored.
+TEST_F(CheckpointTest, IgnoresUnknownPerStageFields) {
+  const fs::path step_dir = train::write_checkpoint(dir_, make_checkpoint(2));
+  const fs::path manifest_file = step_dir / "manifest.json";
+  json m = json::parse(slurp(manifest_file));
+  m["stages"][0]["rank"] = 1;
+  m["stages"][1]["host"] = "node-2";
+  spit(manifest_file, m.dump(2));
+  expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
 
 TEST_F(CheckpointTest, RefusesToWriteStateThePlanCannotHold) {
