@@ -237,6 +237,7 @@ TrainResult JobRun::run() {
   if (group != nullptr) group->shutdown();
   TrainResult out;
   out.first_minibatch = s.first_step;
+  out.resume_note = state_->session->resume_note();
   out.minibatches = s.steps - s.first_step;
   out.stopped = s.stopped;
   {

@@ -227,6 +227,7 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
     if (trainer.first_step() > 0) {
       out << "resumed at step " << trainer.first_step() << " from " << command.resume->string()
           << "\n";
+      if (!trainer.resume_note().empty()) out << trainer.resume_note() << "\n";
     }
   }
   train::TrainSummary summary;

@@ -579,6 +579,22 @@ std::optional<CheckpointRef> parent_from_json(const Fields& f, const json& manif
   return ref;
 }
 
+// The manifest's "history" (absent in manifests written before it was recorded: none): at most
+// 10,000 lines of at most 4,096 bytes.
+std::vector<std::string> history_from_json(const Fields& f, const json& manifest) {
+  std::vector<std::string> out;
+  if (!manifest.contains("history")) return out;
+  const json& h = f.array(manifest, "", "history");
+  if (h.size() > 10000) f.fail("field 'history' holds " + std::to_string(h.size()) + " lines");
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (!h[i].is_string() || h[i].get<std::string>().size() > 4096) {
+      f.fail("field 'history[" + std::to_string(i) + "]' is not a line of text");
+    }
+    out.push_back(h[i].get<std::string>());
+  }
+  return out;
+}
+
 json parent_to_json(const std::optional<CheckpointRef>& parent) {
   if (!parent) return nullptr;
   return json{{"checkpoint", parent->name}, {"manifest_sha256", parent->manifest_sha256}};
@@ -796,6 +812,7 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   c.data_position = f.int64(manifest, "", "data_position");
   c.extras = f.member(manifest, "", "extras");
   c.parent = parent_from_json(f, manifest);
+  c.history = history_from_json(f, manifest);
 
   if (expect.model && *expect.model != c.model) {
     refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
@@ -922,7 +939,8 @@ fs::path commit_checkpoint(const CheckpointSlot& slot, const Checkpoint& checkpo
                            {"data_position", checkpoint.data_position},
                            {"stages", stages},
                            {"extras", checkpoint.extras},
-                           {"parent", parent_to_json(slot.parent)}};
+                           {"parent", parent_to_json(slot.parent)},
+                           {"history", checkpoint.history}};
     const std::string text = manifest.dump(2) + "\n";
     write_file_atomically(slot.step_dir() / kManifest, text);
     const json pointer = {{"checkpoint", slot.name}, {"manifest_sha256", hex_of(text)}};

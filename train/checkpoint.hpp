@@ -83,6 +83,9 @@ struct Checkpoint {
   // wrote. The chain of parents is the run's lineage, which pruning keeps (see
   // CheckpointWriteOptions::keep). Writing with nullopt: the checkpoint DIR/latest names.
   std::optional<CheckpointRef> parent;
+  // How the run's layout changed on the way to this checkpoint: one line per resume under
+  // another plan ("step 20: resharded from ..."), carried from each checkpoint to the next.
+  std::vector<std::string> history;
   // Set by read_checkpoint: the checkpoint read (what a run resuming from it gives as parent).
   // Not written.
   CheckpointRef origin;

@@ -147,6 +147,9 @@ ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& 
   out.first_step = ck.step;
   out.parent = ck.origin;
   out.reshard_note = reshard.note;
+  out.history = ck.history;
+  if (!reshard.note.empty())
+    out.history.push_back("step " + std::to_string(ck.step) + ": " + reshard.note);
   out.optimizer_states.resize(plan.stages.size());
   out.older_versions.resize(plan.stages.size());
   std::set<int> layers;

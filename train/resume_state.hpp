@@ -30,6 +30,9 @@ struct ResumeState {
   // or "...: versions not mappable (...): fresh start of pipedream from the newest weights");
   // empty when the plan is the checkpoint's own.
   std::string reshard_note;
+  // The checkpoint's history, and the note when there is one: what the run's next checkpoints
+  // carry (Checkpoint::history).
+  std::vector<std::string> history;
 };
 
 // Reads the checkpoint at `path` for a run of `steps` steps of `job` through `plan`, which may

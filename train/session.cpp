@@ -111,13 +111,16 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
     params_ = initial_params();
     return;
   }
-  ResumeState resumed =
-      read_resume_state(*options_.resume, job_, model_, model_name(), plan_, steps_);
+  // Each process reads only the checkpoint files holding the layers of the stages it runs.
+  ResumeState resumed = read_resume_state(*options_.resume, job_, model_, model_name(), plan_,
+                                          steps_, [this](int stage) { return hosts_stage(stage); });
   first_step_ = resumed.first_step;
   params_ = hosted_subset(resumed.params);
   optimizer_states_ = std::move(resumed.optimizer_states);
   older_versions_ = std::move(resumed.older_versions);
   parent_checkpoint_ = resumed.parent;
+  resume_note_ = std::move(resumed.reshard_note);
+  history_ = std::move(resumed.history);
 }
 
 Session::~Session() = default;
@@ -287,6 +290,7 @@ void Session::write_checkpoint_at(int segment, int64_t at, const std::vector<Sta
   ck.seed = job_.train.seed;
   ck.data_position = at;
   ck.parent = parent_checkpoint_;
+  ck.history = history_;
   std::vector<OwnStageFile> own;
   for (const StageState& st : states) {
     if (!writes_stage(st.stage)) continue;

@@ -69,7 +69,8 @@ class Session {
  public:
   // Builds the model, the data and the plan; throws JobError when the data does not fit the
   // model or a stage sits on a device without data (sim), CheckpointError when the checkpoint to
-  // resume from is unreadable or of another model or plan.
+  // resume from is unreadable or of another model or optimizer (another plan is laid out anew:
+  // train/resume_state.hpp).
   explicit Session(JobSpec job, SessionOptions options = {}, JobInputs inputs = {});
   ~Session();
 
@@ -99,6 +100,9 @@ class Session {
   const models::data::Dataset* eval_data() const { return data_.eval.get(); }
   int64_t steps() const { return steps_; }
   int64_t first_step() const { return first_step_; }
+  // How a resume laid the checkpoint out on this plan, when it is another plan (one line,
+  // ResumeState::reshard_note); empty otherwise.
+  const std::string& resume_note() const { return resume_note_; }
   // The whole model's parameter count (a process of a job holds only its stages' weights).
   int64_t parameters() const;
 
@@ -152,6 +156,8 @@ class Session {
   // The next checkpoint's parent: the one resumed from, then the last one written (the run's
   // lineage, which pruning keeps).
   std::optional<CheckpointRef> parent_checkpoint_;
+  std::string resume_note_;
+  std::vector<std::string> history_;  // Checkpoint::history of the checkpoints this run writes
   std::unique_ptr<Stop> stop_;
   std::unique_ptr<ProcessPlacement> placement_;  // with a group
   bool ran_ = false;

@@ -281,6 +281,9 @@ struct TrainResult {
   // A run resumed from a checkpoint starts at its step: losses[i] is minibatch
   // first_minibatch + i.
   std::int64_t first_minibatch = 0;
+  // When the checkpoint resumed was written under another plan: one line saying how it was laid
+  // out on this one (stashed versions mapped, or a fresh start of the schedule); else empty.
+  std::string resume_note;
   // The checkpoint directories written, in order (CheckpointOptions).
   std::vector<std::string> checkpoints;
   // A multi-process job (a run under a launcher's variables): this process's rank and the

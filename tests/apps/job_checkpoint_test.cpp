@@ -92,6 +92,42 @@ TEST(JobCheckpoint, EveryRankWritesItsOwnStagesAndAnyResumeIsExact) {
   EXPECT_EQ(fingerprint(alone.output), fingerprint(whole.output)) << alone.output;
 }
 
+// The same config cut into 2 stages under GPipe.
+std::string two_stage_gpipe(std::string c) {
+  c.replace(c.find("schedule: 1f1b"), 14, "schedule: gpipe");
+  c.erase(c.find("    - {layers: \"0\"}"));
+  return c + "    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n";
+}
+
+// A 4-process 1F1B job's checkpoint resumes as a 2-process 2-stage GPipe job: each rank reads
+// the layers it now runs from the files that hold them, the run says how it was laid out, the
+// next checkpoint's history records it, and the weights are those of the 2-stage plan trained
+// from the start (flush schedules: the same numbers, laid out anew).
+TEST(JobCheckpoint, AJobsCheckpointResumesAsAJobUnderAnotherPlan) {
+  testing::TempDir dir;
+  const fs::path four = dir.write("four.yaml", config(32, 20));
+  const fs::path two = dir.write("two.yaml", two_stage_gpipe(config(32, 20)));
+  const fs::path ck = dir.path() / "ck", ck2 = dir.path() / "ck2";
+  const testing::CommandResult job =
+      testing::run_command(kTandem + " launch -n 4 " + four.string() + " --checkpoint " +
+                           ck.string() + " --checkpoint-every 10 --quiet");
+  ASSERT_EQ(job.code, 0) << job.output;
+  const testing::CommandResult resumed =
+      testing::run_command(kTandem + " launch -n 2 " + two.string() + " --resume " +
+                           (ck / "step-00000010").string() + " --checkpoint " + ck2.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const std::string note = "resharded from 4-stage 1f1b [0|1|2|3] to 2-stage gpipe [0-1|2-3]";
+  EXPECT_NE(resumed.output.find("[rank 0] " + note), std::string::npos) << resumed.output;
+  const json m = manifest_of(ck2 / "step-00000020");
+  ASSERT_EQ(m["history"].size(), 1u) << m.dump();
+  EXPECT_EQ(m["history"][0].get<std::string>().rfind("step 10: " + note, 0), 0u) << m.dump();
+  const testing::CommandResult fresh =
+      testing::run_command(kTandem + " train " + two.string() + " --quiet");
+  ASSERT_EQ(fresh.code, 0) << fresh.output;
+  EXPECT_EQ(fingerprint(resumed.output), fingerprint(fresh.output)) << resumed.output;
+  EXPECT_EQ(fingerprint(resumed.output), fingerprint(job.output)) << resumed.output;
+}
+
 // Rank 0's peak resident memory over a job checkpointing every 5 steps, from its metrics.
 double rank0_peak_mib(testing::TempDir& dir, int width) {
   std::string name = "w";
