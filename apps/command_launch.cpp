@@ -36,6 +36,7 @@ void add_launch_command(CLI::App& app) {
   struct Args {
     int processes = 0;
     double grace_s = 20;
+    bool elastic = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -49,6 +50,9 @@ void add_launch_command(CLI::App& app) {
                   "seconds the other ranks get to exit by themselves after one failed, before "
                   "they are terminated")
       ->check(CLI::Range(0.0, 3600.0));
+  sub->add_flag("--elastic", args->elastic,
+                "the job goes on when a rank other than 0 is lost: the others re-plan onto "
+                "themselves and resume from the last checkpoint (`tandem train --elastic`)");
   // Everything from the first positional on ([train|bench] CONFIG [ARGS...]) is the ranks'
   // command, flags included.
   sub->prefix_command();
@@ -69,6 +73,11 @@ void add_launch_command(CLI::App& app) {
     o.job_token = transport::read_job_token(transport::process_env());
     o.command = {self_executable(), command};
     o.command.insert(o.command.end(), rest.begin(), rest.end());
+    if (args->elastic) {
+      if (command != "train") throw UsageError("launch: --elastic is for training jobs");
+      o.elastic = true;
+      o.command.push_back("--elastic");
+    }
     // Ctrl-C reaches the ranks directly (one process group); a SIGTERM or SIGHUP sent to the
     // launcher alone is passed on, so no rank outlives it.
     struct sigaction sa {};
@@ -78,6 +87,14 @@ void add_launch_command(CLI::App& app) {
     sigaction(SIGHUP, &sa, nullptr);
     signal(SIGINT, SIG_IGN);  // the ranks stop at their next boundary; wait for them
     const LaunchResult result = launch_local(o, std::cout);
+    if (o.elastic && result.ranks.front().status == 0) {
+      // Rank 0 finished the job: the ranks lost on the way were re-planned around.
+      for (const RankExit& r : result.ranks) {
+        if (r.status != 0)
+          std::cout << "launch: " << r.describe() << "; the job went on without it\n";
+      }
+      return;
+    }
     if (!result.ok()) {
       std::string what;
       int failed = 0;

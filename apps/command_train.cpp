@@ -1,6 +1,6 @@
 // `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--trace FILE] [--checkpoint DIR
-// [--checkpoint-every N]] [--resume DIR] [--dry-run] [--quiet]`: trains through the pipeline
-// runtime; without a config, the embedded default pipeline.
+// [--checkpoint-every N]] [--resume DIR] [--elastic] [--dry-run] [--quiet]`: trains through the
+// pipeline runtime; without a config, the embedded default pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -20,6 +20,7 @@ void add_train_command(CLI::App& app) {
     int64_t checkpoint_every = 0;
     bool quiet = false;
     bool dry_run = false;
+    bool elastic = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -41,6 +42,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_option("--resume", args->resume,
                   "continue the run a checkpoint in DIR stopped at (same model and plan)");
+  sub->add_flag("--elastic", args->elastic,
+                "as cluster.elastic: true: a rank of a multi-process job lost, the others re-plan "
+                "onto themselves and resume from the last checkpoint (docs/multi-process.md)");
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
   sub->add_flag("--dry-run", args->dry_run,
                 "validate the config, print the plan and the simulator's predicted step time and "
@@ -65,6 +69,7 @@ void add_train_command(CLI::App& app) {
     command.checkpoint_every = args->checkpoint_every;
     if (sub->count("--resume") > 0) command.resume = args->resume;
     command.quiet = args->quiet;
+    command.elastic = args->elastic;
     run_train_command(command, std::cout);
   });
 }

@@ -214,7 +214,7 @@ LaunchResult launch_local(const LaunchOptions& options, std::ostream& out) {
         k.exited = true;
         g_pids[static_cast<size_t>(r)].store(0);
         k.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (k.status != 0 && !first_failure) {
+        if (k.status != 0 && !first_failure && (!options.elastic || r == 0)) {
           first_failure = Clock::now();
           first_failed = r;
         }

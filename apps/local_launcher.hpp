@@ -23,6 +23,9 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(20)};
   // Extra environment for every rank ("NAME=value").
   std::vector<std::string> env;
+  // An elastic job goes on when a rank other than 0 fails (the others re-plan onto themselves):
+  // only rank 0's failure starts the grace.
+  bool elastic = false;
   // The job's token; empty: a fresh one (32 random bytes, hex), so that no process outside the
   // job joins it even on this host.
   std::string job_token;

@@ -20,6 +20,7 @@
 #include "schedules/schedule_kind.hpp"
 #include "train/cluster_options.hpp"
 #include "train/config.hpp"
+#include "train/elastic_job.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
 #include "transport/launch_env.hpp"
@@ -178,9 +179,10 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
                      : train::parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
-  std::unique_ptr<train::ProcessGroup> group =
+  if (command.elastic) config.cluster.elastic = true;
+  std::unique_ptr<train::ProcessGroup> joined =
       train::join_launched_job(train::process_group_options(config.cluster));
-  const bool reporter = group == nullptr || group->rank() == 0;
+  const bool reporter = joined == nullptr || joined->rank() == 0;
   std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
   const auto on_record = [&](const train::StepRecord& r) {
     if (!command.quiet) out << format_progress(r) << std::endl;
@@ -199,10 +201,13 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   options.checkpoint_dir = command.checkpoint_dir;
   options.checkpoint_every = command.checkpoint_every;
   options.resume = command.resume;
-  options.group = group.get();
-  std::optional<train::Session> session;
-  train::at_config(config, [&] { session.emplace(config, options); });
-  train::Session& trainer = *session;
+  std::optional<train::ElasticJob> job;
+  train::at_config(config, [&] { job.emplace(config, options, std::move(joined)); });
+  train::Session& trainer = job->session();
+  train::ProcessGroup* group = job->group();
+  const auto on_replan = [&](const std::string& line) {
+    if (!command.quiet || reporter) out << line << std::endl;
+  };
   if (group != nullptr && !command.quiet) {
     out << "job: " << transport::read_launch_env(transport::process_env()).describe()
         << "; this process (" << group->host() << ") runs "
@@ -212,11 +217,13 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   }
   if (!reporter) {
     // Rank 0 prints progress and the summary for the whole job.
-    const train::TrainSummary summary = trainer.run();
+    const train::TrainSummary summary = job->run({}, on_replan);
     if (!command.quiet) {
-      out << "rank " << group->rank() << ": done, " << summary.steps << " steps" << std::endl;
+      // A re-planned job renumbered its ranks: this rank's number is the current group's.
+      const int rank = job->group() != nullptr ? job->group()->rank() : 0;
+      out << "rank " << rank << ": done, " << summary.steps << " steps" << std::endl;
     }
-    group->shutdown();
+    job->shutdown();
     return summary;
   }
   if (!command.quiet) {
@@ -234,13 +241,13 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   {
     // Ctrl-C ends the run at the next stop boundary (with its checkpoint when checkpointing);
     // a second Ctrl-C kills the process as usual.
-    InterruptWatch watch([&trainer] { trainer.request_stop(); });
-    summary = trainer.run(on_record);
+    InterruptWatch watch([&job] { job->request_stop(); });
+    summary = job->run(on_record, on_replan);
   }
   check_metrics();
   out << format_summary(summary) << format_stage_table(summary);
   if (summary.stopped) {
-    out << "stopped at step " << summary.steps << " of " << trainer.steps();
+    out << "stopped at step " << summary.steps << " of " << job->session().steps();
     if (!summary.checkpoints.empty()) {
       out << "; resume with --resume " << command.checkpoint_dir->string();
     }
@@ -249,7 +256,7 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   for (const auto& c : summary.checkpoints) {
     if (!command.quiet) out << "checkpoint " << c.string() << "\n";
   }
-  if (group != nullptr) group->shutdown();
+  job->shutdown();
   return summary;
 }
 

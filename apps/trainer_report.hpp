@@ -37,6 +37,7 @@ struct TrainCommand {
   int64_t checkpoint_every = 0;  // steps; 0: a checkpoint at the end only
   std::optional<std::filesystem::path> resume;
   bool quiet = false;
+  bool elastic = false;  // overrides cluster.elastic to true
 };
 
 // `tandem train`: loads the config, trains through the pipeline runtime (one stage when the

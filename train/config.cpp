@@ -59,6 +59,9 @@ std::string fmt_count(double n) {
   return text;
 }
 
+// Each re-plan of an elastic job listens on the next port after the master's.
+constexpr int64_t kMaxReplans = 64;
+
 int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {
   const int64_t v = fallback ? m.get_or<int64_t>(key, *fallback) : m.get<int64_t>(key);
   if (v < 1) m.fail(key, "must be >= 1, got " + std::to_string(v));
@@ -882,6 +885,13 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
     // A week at most: the timeout is a safety net, never a way to switch detection off.
     c.cluster.stall_timeout_s =
         in_range(*cl, "stall_timeout", c.cluster.stall_timeout_s, 0.5, 7 * 86400.0, false);
+    c.cluster.elastic = cl->get_or<bool>("elastic", c.cluster.elastic);
+    const int64_t replans = non_negative(*cl, "max_replans", c.cluster.max_replans);
+    if (replans > kMaxReplans) {
+      cl->fail("max_replans",
+               "must be <= " + std::to_string(kMaxReplans) + ", got " + std::to_string(replans));
+    }
+    c.cluster.max_replans = static_cast<int>(replans);
     cl->finish();
   }
   check_memory(c, model, parameters, machine);

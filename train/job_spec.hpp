@@ -88,6 +88,11 @@ struct ClusterSpec {
   // any before the job ends naming it: a stuck kernel, a deadlock or a frozen disk ends the run
   // instead of hanging it. Large enough for the slowest action of a real model.
   double stall_timeout_s = 300;
+  // When a rank is lost, the survivors re-plan the model onto themselves and resume from the
+  // last checkpoint (train/elastic_job.hpp), at most max_replans times; off, a lost rank ends the
+  // job.
+  bool elastic = false;
+  int max_replans = 2;
 };
 
 struct JobSpec {

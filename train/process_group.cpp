@@ -188,6 +188,9 @@ int ProcessGroup::world_size() const {
 const std::string& ProcessGroup::host() const {
   return impl_->opt.host;
 }
+const ProcessGroupOptions& ProcessGroup::options() const {
+  return impl_->opt;
+}
 transport::Rendezvous& ProcessGroup::rendezvous() {
   return *impl_->rendezvous;
 }

@@ -60,6 +60,8 @@ class ProcessGroup {
   int rank() const;
   int world_size() const;
   const std::string& host() const;
+  // What it was made with (the launch environment and host filled in).
+  const ProcessGroupOptions& options() const;
   // "rank 2 (10.0.0.3)".
   std::string describe(int rank) const;
   transport::Rendezvous& rendezvous();

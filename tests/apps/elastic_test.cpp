@@ -1,0 +1,163 @@
+// Elastic jobs through the executable users run (`tandem launch --elastic`): a rank killed with
+// SIGKILL is re-planned around (the survivors re-form the job, cut the model into one stage per
+// remaining rank and resume from the last checkpoint), and the job ends at its planned step
+// with the weights of a run that lost nothing (GPipe: a flush schedule, so the new cut changes
+// the layout, not the numbers); a loss beyond cluster.max_replans, or of rank 0, ends the job
+// with an error saying why.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "rank_process.hpp"
+#include "run_command.hpp"
+#include "temp_dir.hpp"
+
+namespace tandem::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kTandem = TANDEM_CLI;
+
+// A 6-layer MLP under GPipe with 2 slices: `stages` is the pipeline's stage list.
+std::string config(int steps, const std::string& stages, const std::string& cluster = "") {
+  std::string out =
+      "model: {name: mlp, widths: [8, 64, 64, 64, 64, 64, 4]}\n"
+      "data: {kind: teacher, samples: 4096, seed: 1, hidden: 8}\n"
+      "train:\n  minibatch: 16\n  steps: ";
+  out += std::to_string(steps);
+  out += "\n  optimizer: {kind: adamw, lr: 2.0e-3}\n  seed: 3\n  log_every: 50\n";
+  out += "pipeline:\n  schedule: gpipe\n  slices: 2\n  stages:\n";
+  out += stages;
+  out += cluster;
+  return out;
+}
+
+const std::string kFourStages =
+    "    - {layers: \"0-1\"}\n    - {layers: \"2\"}\n    - {layers: \"3-4\"}\n"
+    "    - {layers: \"5\"}\n";
+
+double final_loss(const std::string& output) {
+  const auto at = output.find("final train loss ");
+  return at == std::string::npos ? NAN : std::stod(output.substr(at + 17));
+}
+
+std::string fingerprint(const std::string& output) {
+  const auto at = output.find("parameters fingerprint ");
+  return at == std::string::npos ? "(none)" : output.substr(at + 23, 16);
+}
+
+// Stages in the manifest `latest` names (0 while there is none).
+size_t latest_stages(const fs::path& ck) {
+  std::ifstream latest(ck / "latest");
+  if (!latest) return 0;
+  try {
+    const auto pointer = nlohmann::json::parse(latest);
+    std::ifstream manifest(ck / pointer.at("checkpoint").get<std::string>() / "manifest.json");
+    return nlohmann::json::parse(manifest).at("stages").size();
+  } catch (const std::exception&) {
+    return 0;  // caught between two writes
+  }
+}
+
+// Kills the launched rank (by its first rank number) once `ready` holds; false on timeout.
+bool kill_when(const std::string& mark, int rank, const std::function<bool()>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ready()) {
+      const pid_t pid = testing::find_rank(mark, rank);
+      if (pid <= 0) return false;
+      ::kill(pid, SIGKILL);
+      return true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(Elastic, ALostRankIsReplannedAroundAndTheJobEndsWithTheWeightsOfOneDevice) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("c.yaml", config(400, kFourStages));
+  const fs::path ck = dir.path() / "ck";
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-elastic";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
+                               " --checkpoint " + ck.string() + " --checkpoint-every 50");
+  });
+  const bool killed = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
+  const auto killed_at = std::chrono::steady_clock::now();
+  launcher.join();
+  ASSERT_TRUE(killed) << job.output;
+  std::printf("the job ended %.2f s after rank 2 was killed\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count());
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_NE(job.output.find("[rank 0] rank 2 lost at step "), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("re-planned 4 -> 3 ranks (stages 0-1 | 2-3 | 4-5); resuming from "
+                            "step "),
+            std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("rank 2 was killed by signal 9; the job went on without it"),
+            std::string::npos)
+      << job.output;
+  EXPECT_EQ(latest_stages(ck), 3u);
+  const testing::CommandResult one = testing::run_command(
+      kTandem + " train " +
+      dir.write("one.yaml", config(400, "    - {layers: \"0-5\"}\n")).string() + " --quiet");
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_NEAR(final_loss(job.output), final_loss(one.output), 1e-5) << job.output;
+  // GPipe's numbers do not depend on the cut: the weights are bit-identical.
+  EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
+}
+
+TEST(Elastic, ALossBeyondMaxReplansEndsTheJobSayingWhy) {
+  testing::TempDir dir;
+  const fs::path c =
+      dir.write("c.yaml", config(4000, kFourStages, "cluster: {elastic: true, max_replans: 1}\n"));
+  const fs::path ck = dir.path() / "ck";
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-replans";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 4 " + c.string() +
+                               " --checkpoint " + ck.string() + " --checkpoint-every 100");
+  });
+  const bool first = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
+  const bool second = first && kill_when(mark, 3, [&] { return latest_stages(ck) == 3; });
+  launcher.join();
+  ASSERT_TRUE(first && second) << job.output;
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("re-planned 4 -> 3 ranks"), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("[rank 0] tandem: error: rank 2 lost"), std::string::npos)
+      << job.output;
+  EXPECT_NE(job.output.find("the job already re-planned 1 times (cluster.max_replans: 1)"),
+            std::string::npos)
+      << job.output;
+}
+
+TEST(Elastic, LosingRankZeroEndsTheJobNamingIt) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("c.yaml", config(4000, kFourStages));
+  const fs::path ck = dir.path() / "ck";
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-master";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
+                               " --checkpoint " + ck.string() + " --checkpoint-every 100");
+  });
+  const bool killed = kill_when(mark, 0, [&] { return latest_stages(ck) == 4; });
+  launcher.join();
+  ASSERT_TRUE(killed) << job.output;
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("rank 0 is the job's master"), std::string::npos) << job.output;
+}
+
+}  // namespace
+}  // namespace tandem::apps

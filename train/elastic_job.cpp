@@ -1,0 +1,185 @@
+#include "train/elastic_job.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "schedules/schedule_kind.hpp"
+#include "train/checkpoint.hpp"
+#include "train/elastic_plan.hpp"
+
+namespace tandem::train {
+namespace {
+
+std::string rank_list(const std::vector<transport::LostRank>& lost) {
+  std::string out;
+  for (const transport::LostRank& l : lost) {
+    if (!out.empty()) out += ", ";
+    out += "rank " + std::to_string(l.rank);
+  }
+  return out;
+}
+
+// "rank 2 lost at step 340" (the step where this rank saw progress).
+std::string lost_line(const std::vector<transport::LostRank>& lost, int64_t step) {
+  return rank_list(lost) + " lost" + (step >= 0 ? " at step " + std::to_string(step) : "");
+}
+
+}  // namespace
+
+ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group)
+    : job_(std::move(job)), options_(std::move(options)), group_(std::move(group)) {
+  if (group_ != nullptr) group_options_ = group_->options();
+  SessionOptions o = options_;
+  o.group = group_.get();
+  session_ = std::make_unique<Session>(job_, o);
+  num_layers_ = session_->model().num_layers();
+}
+
+ElasticJob::~ElasticJob() = default;
+
+TrainSummary ElasticJob::run(const std::function<void(const StepRecord&)>& on_record,
+                             const std::function<void(const std::string&)>& on_replan) {
+  int64_t last_step = -1;  // progress reaches rank 0 alone
+  const auto record = [&](const StepRecord& r) {
+    last_step = std::max(last_step, r.step);
+    if (on_record) on_record(r);
+  };
+  for (;;) {
+    try {
+      return session_->run(record);
+    } catch (const std::exception& e) {
+      if (group_ == nullptr || !job_.cluster.elastic) throw;
+      const std::vector<transport::LostRank> lost = lost_ranks();
+      if (lost.empty()) throw;
+      const std::string who = lost_line(lost, last_step);
+      for (const transport::LostRank& l : lost) {
+        if (l.rank == 0) {
+          throw std::runtime_error(who +
+                                   ": rank 0 is the job's master, without which an elastic "
+                                   "job cannot go on (" +
+                                   std::string(e.what()) + ")");
+        }
+      }
+      if (replans_ >= job_.cluster.max_replans) {
+        throw std::runtime_error(
+            who + ": the job already re-planned " + std::to_string(replans_) +
+            " times (cluster.max_replans: " + std::to_string(job_.cluster.max_replans) +
+            "), so it stops (" + e.what() + ")");
+      }
+      const std::string line = replan(lost, last_step);
+      if (on_replan) on_replan(line);
+    }
+  }
+}
+
+std::vector<transport::LostRank> ElasticJob::lost_ranks() const {
+  // A rank's pipeline may fail on the data plane before rank 0's word of the loss arrives.
+  const auto wait_until =
+      [this](const std::function<bool(const std::vector<transport::LostRank>&)>& done,
+             std::chrono::milliseconds extra) {
+        const auto deadline =
+            std::chrono::steady_clock::now() + group_options_.heartbeat_timeout + extra;
+        for (;;) {
+          std::vector<transport::LostRank> lost = group_->rendezvous().lost();
+          if (done(lost) || std::chrono::steady_clock::now() > deadline) return lost;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      };
+  const auto has_master = [](const std::vector<transport::LostRank>& lost) {
+    return std::any_of(lost.begin(), lost.end(),
+                       [](const transport::LostRank& l) { return l.rank == 0; });
+  };
+  std::vector<transport::LostRank> lost =
+      wait_until([](const auto& l) { return !l.empty(); }, std::chrono::seconds(2));
+  // Rank 0 decides who was lost: the others stay on the failed control plane until rank 0
+  // leaves it, after it has passed on every loss it recorded (in order, on the same
+  // connection), so every survivor ends up with rank 0's list. Leaving earlier would make the
+  // survivors look lost to rank 0.
+  // Losses are listed in the order they happened: rank 0 first is the master itself lost.
+  if (group_->rank() == 0 || lost.empty() || lost.front().rank == 0) return lost;
+  lost = wait_until(has_master, std::chrono::seconds(30));
+  if (!has_master(lost)) {
+    throw std::runtime_error("a rank was lost, and rank 0 did not re-form the job within " +
+                             std::to_string(group_options_.heartbeat_timeout.count() / 1000 + 30) +
+                             " s");
+  }
+  std::erase_if(lost, [](const transport::LostRank& l) { return l.rank == 0; });
+  return lost;
+}
+
+std::string ElasticJob::replan(const std::vector<transport::LostRank>& lost, int64_t at_step) {
+  std::set<int> gone;
+  for (const transport::LostRank& l : lost) gone.insert(l.rank);
+  const int old_world = group_->world_size(), old_rank = group_->rank();
+  std::vector<int> survivors;
+  for (int r = 0; r < old_world; ++r) {
+    if (gone.count(r) == 0) survivors.push_back(r);
+  }
+  const auto me = std::find(survivors.begin(), survivors.end(), old_rank);
+  const int new_rank = static_cast<int>(me - survivors.begin());
+  const int new_world = static_cast<int>(survivors.size());
+  {
+    std::lock_guard lock(mu_);
+    session_.reset();  // it runs over the failed group
+  }
+  group_.reset();  // leaves the failed control plane (the others see it closed, as expected)
+  ++replans_;
+  if (new_world > 1) {
+    ProcessGroupOptions o = group_options_;
+    o.env.rank = new_rank;
+    o.env.world_size = new_world;
+    o.env.master_port = static_cast<std::uint16_t>(group_options_.env.master_port + replans_);
+    group_ = std::make_unique<ProcessGroup>(std::move(o));
+  }
+  const JobSpec next = replan_job(job_, num_layers_, new_world);
+  SessionOptions o = options_;
+  o.group = group_.get();
+  if (options_.checkpoint_dir && latest_checkpoint(*options_.checkpoint_dir)) {
+    o.resume = *options_.checkpoint_dir;
+  }
+  auto session = std::make_unique<Session>(next, o);
+  announce_plan(*session);
+  std::string line = lost_line(lost, at_step) + "; re-planned " + std::to_string(old_world) +
+                     " -> " + std::to_string(new_world) + " ranks (stages " +
+                     describe_cut(session->plan()) + "); resuming from step " +
+                     std::to_string(session->first_step());
+  std::lock_guard lock(mu_);
+  session_ = std::move(session);
+  if (stop_requested_) session_->request_stop();
+  return line;
+}
+
+void ElasticJob::announce_plan(const Session& session) {
+  if (group_ == nullptr) return;
+  const std::string mine = std::string(schedules::to_string(session.plan().schedule.kind)) +
+                           " stages " + describe_cut(session.plan());
+  const std::string key = "elastic/" + std::to_string(replans_) + "/plan/";
+  if (group_->rank() == 0) {
+    for (int k = 1; k < group_->world_size(); ++k) {
+      group_->put(key + std::to_string(k), std::as_bytes(std::span(mine.data(), mine.size())));
+    }
+    return;
+  }
+  const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
+  const std::string theirs(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (theirs != mine) {
+    throw std::runtime_error("after re-plan " + std::to_string(replans_) + " rank 0 runs '" +
+                             theirs.substr(0, 200) + "', this rank computed '" + mine +
+                             "': the ranks disagree on who was lost");
+  }
+}
+
+void ElasticJob::request_stop() {
+  std::lock_guard lock(mu_);
+  stop_requested_ = true;
+  if (session_) session_->request_stop();
+}
+
+void ElasticJob::shutdown() {
+  if (group_ != nullptr) group_->shutdown();
+}
+
+}  // namespace tandem::train

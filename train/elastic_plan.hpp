@@ -1,0 +1,22 @@
+#pragma once
+// The plan an elastic job continues under after losing ranks (train/elastic_job.hpp): the
+// model's layers cut evenly into one stage per surviving rank (at most one per layer), each
+// stage one replica on the device the job's first stage used, with the job's schedule, slices
+// and chunks. Every rank computes it from the same job and world size, and rank 0 announces
+// its own so that a rank computing another one stops instead of training a different job.
+#include <string>
+
+#include "schedules/plan.hpp"
+#include "train/job_spec.hpp"
+
+namespace tandem::train {
+
+// `job` re-planned onto `world_size` processes of a model of `num_layers` layers. Throws
+// JobError ("pipeline") when the schedule cannot run on that many stages (interleaved chunks
+// beyond the layers) or UMPIPE's per-stage slice compositions, which belong to the old cut.
+JobSpec replan_job(const JobSpec& job, int num_layers, int world_size);
+
+// "0-4 | 5-9 | 10-16": each stage's layers, for the progress line.
+std::string describe_cut(const schedules::Plan& plan);
+
+}  // namespace tandem::train
