@@ -16,6 +16,7 @@
 #include "train/checkpoint.hpp"
 #include "train/cluster_options.hpp"
 #include "train/config.hpp"
+#include "train/elastic_job.hpp"
 #include "train/job_error.hpp"
 #include "train/process_group.hpp"
 #include "train/session.hpp"
@@ -137,8 +138,9 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
 struct JobRun::State {
   std::function<void(const Progress&)> on_progress;
   std::function<void(const Metrics&)> on_metrics;
-  std::unique_ptr<train::ProcessGroup> group;
-  std::optional<train::Session> session;
+  // The job: its session, over its process group when a launcher started it, re-formed and
+  // re-planned on a lost rank when the config says cluster.elastic.
+  std::optional<train::ElasticJob> job;
   std::mutex mu;
   std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
   Clock::time_point start;
@@ -177,12 +179,13 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
   // The job's other ranks wait for this one from here on: joined before the session is built,
   // as `tandem train` does.
-  state_->group = train::join_launched_job(train::process_group_options(config.cluster));
-  so.group = state_->group.get();
+  std::unique_ptr<train::ProcessGroup> group =
+      train::join_launched_job(train::process_group_options(config.cluster));
   train::JobInputs inputs;
   inputs.on_minibatch = state_->reporter();
   try {
-    train::at_config(config, [&] { state_->session.emplace(config, so, std::move(inputs)); });
+    train::at_config(config,
+                     [&] { state_->job.emplace(config, so, std::move(group), std::move(inputs)); });
   } catch (const train::ConfigError& e) {
     throw std::invalid_argument(e.what());
   } catch (const train::CheckpointError& e) {
@@ -209,10 +212,10 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   }
   inputs.lr_at = std::move(options.lr_at);
   inputs.on_minibatch = state_->reporter();
-  state_->group = train::join_launched_job(train::process_group_options(job.cluster));
-  so.group = state_->group.get();
+  std::unique_ptr<train::ProcessGroup> group =
+      train::join_launched_job(train::process_group_options(job.cluster));
   try {
-    state_->session.emplace(job, so, std::move(inputs));
+    state_->job.emplace(job, so, std::move(group), std::move(inputs));
   } catch (const train::CheckpointError& e) {
     throw std::invalid_argument(std::string("TrainOptions.resume: ") + e.what());
   } catch (const train::JobError& e) {
@@ -226,18 +229,24 @@ JobRun::~JobRun() = default;
 TrainResult JobRun::run() {
   if (state_->ran) throw std::logic_error("Session::run called twice");
   state_->ran = true;
-  train::ProcessGroup* group = state_->group.get();
-  const bool reporter = group == nullptr || group->rank() == 0;
+  train::ElasticJob& job = *state_->job;
+  const bool reporter = job.group() == nullptr || job.group()->rank() == 0;
   std::function<void(const train::StepRecord&)> on_record;
   if (reporter && state_->on_progress) {
     on_record = [cb = state_->on_progress](const train::StepRecord& r) { cb(progress_of(r)); };
   }
   state_->start = Clock::now();
-  const train::TrainSummary s = state_->session->run(on_record);
-  if (group != nullptr) group->shutdown();
+  // A re-planned job's summary starts at the checkpoint it resumed from; the result covers the
+  // whole run.
+  const std::int64_t first = job.session().first_step();
+  train::TrainSummary s = job.run(on_record);
+  s.first_step = first;
+  // After a re-plan the group is another one (or none, the job shrunk to this process).
+  train::ProcessGroup* group = job.group();
+  job.shutdown();
   TrainResult out;
   out.first_minibatch = s.first_step;
-  out.resume_note = state_->session->resume_note();
+  out.resume_note = job.session().resume_note();
   out.minibatches = s.steps - s.first_step;
   out.stopped = s.stopped;
   {
@@ -258,12 +267,12 @@ TrainResult JobRun::run() {
 }
 
 void JobRun::stop() {
-  state_->session->request_stop();
+  state_->job->request_stop();
 }
 
 std::vector<NamedTensor> JobRun::weights() const {
   if (!state_->ran) throw std::logic_error("Session::weights: run() has not run");
-  const models::ParamSet& params = state_->session->params();
+  const models::ParamSet& params = state_->job->session().params();
   std::vector<NamedTensor> out;
   for (std::int64_t i = 0; i < params.size(); ++i) out.push_back({params.name(i), params[i]});
   return out;

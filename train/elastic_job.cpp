@@ -29,12 +29,16 @@ std::string lost_line(const std::vector<transport::LostRank>& lost, int64_t step
 
 }  // namespace
 
-ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group)
-    : job_(std::move(job)), options_(std::move(options)), group_(std::move(group)) {
+ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group,
+                       JobInputs inputs)
+    : job_(std::move(job)),
+      options_(std::move(options)),
+      inputs_(std::move(inputs)),
+      group_(std::move(group)) {
   if (group_ != nullptr) group_options_ = group_->options();
   SessionOptions o = options_;
   o.group = group_.get();
-  session_ = std::make_unique<Session>(job_, o);
+  session_ = std::make_unique<Session>(job_, o, inputs_);
   num_layers_ = session_->model().num_layers();
 }
 
@@ -140,7 +144,7 @@ std::string ElasticJob::replan(const std::vector<transport::LostRank>& lost, int
   if (options_.checkpoint_dir && latest_checkpoint(*options_.checkpoint_dir)) {
     o.resume = *options_.checkpoint_dir;
   }
-  auto session = std::make_unique<Session>(next, o);
+  auto session = std::make_unique<Session>(next, o, inputs_);
   announce_plan(*session);
   std::string line = lost_line(lost, at_step) + "; re-planned " + std::to_string(old_world) +
                      " -> " + std::to_string(new_world) + " ranks (stages " +

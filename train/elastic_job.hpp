@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "train/job_inputs.hpp"
 #include "train/job_spec.hpp"
 #include "train/process_group.hpp"
 #include "train/session.hpp"
@@ -23,7 +24,10 @@ class ElasticJob {
  public:
   // `group`: the job joined (null: one process, never re-planned); the next generations use its
   // options. Builds the first Session (throws what its constructor throws).
-  ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group);
+  // `inputs`: what a job built in code brings (train/job_inputs.hpp), each generation's Session
+  // gets a copy.
+  ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group,
+             JobInputs inputs = {});
   ~ElasticJob();
 
   // Trains to the end, re-forming and re-planning on lost ranks as the job allows. `on_replan`
@@ -53,6 +57,7 @@ class ElasticJob {
 
   JobSpec job_;
   SessionOptions options_;
+  JobInputs inputs_;
   std::unique_ptr<ProcessGroup> group_;
   ProcessGroupOptions group_options_;
   int num_layers_ = 0;
