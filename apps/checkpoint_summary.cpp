@@ -75,7 +75,8 @@ void print_stage(std::ostream& out, const train::Checkpoint& checkpoint, int s) 
       << layers_text(stage_layers(checkpoint.plan, s)) << ", " << plan.replicas.size()
       << (plan.replicas.size() == 1 ? " replica (" : " replicas (") << devices << ")\n";
   out << "            " << stage.file.filename().string() << ", " << file_bytes(stage.file)
-      << " bytes\n";
+      << " bytes, written by rank " << stage.rank
+      << (stage.host.empty() ? std::string() : " on " + stage.host) << "\n";
   print_weights(out, stage);
   for (const train::CheckpointOptimizer& o : stage.optimizers) {
     out << "            optimizer  replica " << o.replica << ": " << o.steps << " steps; "
@@ -85,8 +86,11 @@ void print_stage(std::ostream& out, const train::Checkpoint& checkpoint, int s) 
 
 nlohmann::json stage_json(const train::Checkpoint& checkpoint, int s) {
   const train::StageCheckpoint& stage = checkpoint.stages[static_cast<size_t>(s)];
-  nlohmann::json j = {
-      {"stage", s}, {"file", stage.file.filename().string()}, {"bytes", file_bytes(stage.file)}};
+  nlohmann::json j = {{"stage", s},
+                      {"file", stage.file.filename().string()},
+                      {"rank", stage.rank},
+                      {"host", stage.host},
+                      {"bytes", file_bytes(stage.file)}};
   j["layers"] = nlohmann::json::array();
   for (const schedules::LayerRange& r : stage_layers(checkpoint.plan, s)) {
     j["layers"].push_back({r.begin, r.end});

@@ -673,8 +673,8 @@ StageSource files_on_disk() {
   };
 }
 
-// Stage `s`'s manifest entry, every field checked before its file is opened. Fields it does
-// not know (a writer's "rank" or "host") are left alone.
+// Stage `s`'s manifest entry, every field checked before its file is opened; "rank" and "host"
+// (who wrote the file) are optional, fields it does not know are left alone.
 CheckpointStageEntry stage_entry(const fs::path& step_dir, const Fields& f, const json& entry,
                                  std::size_t s, std::int64_t step) {
   const std::string at = "stages[" + std::to_string(s) + "]";
@@ -708,6 +708,11 @@ CheckpointStageEntry stage_entry(const fs::path& step_dir, const Fields& f, cons
     out.optimizers.push_back(o);
   }
   out.extras = f.member(entry, at, "extras");
+  if (entry.contains("rank")) out.rank = f.int32(entry, at, "rank");
+  if (entry.contains("host")) {
+    out.host = f.string(entry, at, "host");
+    if (out.host.size() > 255) f.fail("field '" + at + ".host' is longer than a host name");
+  }
   return out;
 }
 
@@ -1086,6 +1091,8 @@ StageCheckpoint read_checkpoint_stage(const CheckpointManifest& m, std::size_t s
   }
   stage.extras = entry.extras;
   stage.file = entry.file;
+  stage.rank = entry.rank;
+  stage.host = entry.host;
   check_replicas(m, s, stage);
   return stage;
 }

@@ -59,6 +59,10 @@ struct StageCheckpoint {
   std::vector<CheckpointOptimizer> optimizers;       // at most one per replica
   nlohmann::json extras = nlohmann::json::object();  // per-stage state the format does not know
   std::filesystem::path file;  // the stage file it was read from (empty when built in memory)
+  // Who wrote that file (the manifest's "rank" and "host"; 0 and empty in one process's and
+  // older checkpoints).
+  int rank = 0;
+  std::string host;
 };
 
 // A checkpoint in its directory: the step directory's name and its manifest's SHA-256 (what
@@ -204,6 +208,8 @@ struct CheckpointStageEntry {
   std::vector<WeightsListing> weights;
   std::vector<OptimizerListing> optimizers;
   nlohmann::json extras = nlohmann::json::object();
+  int rank = 0;      // who wrote the file (absent: 0)
+  std::string host;  // and where (absent or one process: empty)
 };
 
 // A checkpoint's manifest, read and checked as read_checkpoint checks it, whose stage files are

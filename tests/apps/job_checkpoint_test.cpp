@@ -76,6 +76,14 @@ TEST(JobCheckpoint, EveryRankWritesItsOwnStagesAndAnyResumeIsExact) {
     EXPECT_EQ(m["stages"][s]["rank"], s) << m["stages"][s].dump();
     EXPECT_EQ(m["stages"][s]["host"], host_name()) << m["stages"][s].dump();
   }
+  // `tandem checkpoint inspect` says where each stage's file came from.
+  const testing::CommandResult inspect =
+      testing::run_command(kTandem + " checkpoint inspect " + (ck / "step-00000010").string());
+  ASSERT_EQ(inspect.code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("stage-2.safetensors, "), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find(" bytes, written by rank 2 on " + host_name() + "\n"),
+            std::string::npos)
+      << inspect.output;
   const testing::CommandResult whole =
       testing::run_command(kTandem + " train " + c.string() + " --quiet");
   ASSERT_EQ(whole.code, 0) << whole.output;

@@ -189,11 +189,15 @@ TEST(Reshard, PipeDreamToFewerStagesMapsTheStashedVersions) {
   EXPECT_EQ(state.optimizer_states[0].state.size(),
             2 * static_cast<int64_t>(layer_names(state.params, 0, 3).size()));
 
-  Session resumed(config(two), SessionOptions{.resume = dir.path()});
+  const fs::path next = dir.path() / "next";
+  Session resumed(config(two), SessionOptions{.checkpoint_dir = next, .resume = dir.path()});
   const TrainSummary s = resumed.run();
   EXPECT_EQ(s.steps, 40);
   ASSERT_FALSE(s.losses.empty());
   EXPECT_TRUE(std::isfinite(s.losses.back()));
+  // The resumed run's checkpoints say what happened to the stashed versions.
+  EXPECT_EQ(read_checkpoint(next).history,
+            std::vector<std::string>{"step 30: " + state.reshard_note});
 }
 
 // The other way, 2 stages to 3: the new stage 0 replays minibatch 30 at v28, which no old stage
@@ -215,10 +219,13 @@ TEST(Reshard, PipeDreamToMoreStagesIsAFreshStartSaidInOneLine) {
   }
   EXPECT_EQ(state.optimizer_states[2].steps, 30);
 
-  Session resumed(config(three), SessionOptions{.resume = dir.path()});
+  const fs::path next = dir.path() / "next";
+  Session resumed(config(three), SessionOptions{.checkpoint_dir = next, .resume = dir.path()});
   const TrainSummary s = resumed.run();
   EXPECT_EQ(s.steps, 40);
   EXPECT_TRUE(std::isfinite(s.losses.back()));
+  EXPECT_EQ(read_checkpoint(next).history,
+            std::vector<std::string>{"step 30: " + state.reshard_note});
 }
 
 TEST(Reshard, AnotherScheduleKindOfAnAsynchronousCheckpointIsAFreshStart) {
