@@ -891,7 +891,18 @@ TEST_P(UcxChannelTest, AStrangerClaimingARankBeforeItComesDoesNotTakeItsPlace) {
   expect_in_order(p.a0->take(), {1}, 6);
   s.reset();
   p.close_both();
-  EXPECT_EQ(p.a->errors().size(), 1u);
+  // Beyond the stranger's message, rank 0 may refuse one more hello in rank 1's name: under
+  // load (ThreadSanitizer, 2 cores) a hello can arrive after the real rank 1 proved itself, and
+  // is then refused as a stranger's, failing nothing.
+  const auto a_errors = p.a->errors();
+  ASSERT_GE(a_errors.size(), 1u);
+  EXPECT_LE(a_errors.size(), 2u);
+  for (std::size_t i = 1; i < a_errors.size(); ++i) {
+    EXPECT_FALSE(a_errors[i].fatal) << a_errors[i].what;
+    EXPECT_EQ(a_errors[i].peer_rank, -1) << a_errors[i].what;
+    EXPECT_NE(a_errors[i].what.find("which proved itself already"), std::string::npos)
+        << a_errors[i].what;
+  }
   // Rank 0 answered the stranger's hello too, with a proof that went to the real rank 1, which
   // refused it without failing anything; when that answer's hello arrives after rank 0's own
   // proof checked, rank 1 refuses it as a stranger's.
