@@ -1,6 +1,6 @@
 // `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--trace FILE] [--checkpoint DIR
-// [--checkpoint-every N]] [--resume DIR] [--elastic] [--dry-run] [--quiet]`: trains through the
-// pipeline runtime; without a config, the embedded default pipeline.
+// [--checkpoint-every N]] [--resume DIR] [--elastic] [--join HOST:PORT] [--dry-run] [--quiet]`:
+// trains through the pipeline runtime; without a config, the embedded default pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,7 +15,7 @@ namespace tandem::apps {
 
 void add_train_command(CLI::App& app) {
   struct Args {
-    std::string config, metrics_json, trace, checkpoint, resume;
+    std::string config, metrics_json, trace, checkpoint, resume, join;
     int64_t steps = 0;
     int64_t checkpoint_every = 0;
     bool quiet = false;
@@ -45,6 +45,10 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--elastic", args->elastic,
                 "as cluster.elastic: true: a rank of a multi-process job lost, the others re-plan "
                 "onto themselves and resume from the last checkpoint (docs/multi-process.md)");
+  sub->add_option("--join", args->join,
+                  "join the running elastic job whose master is HOST:PORT (its TANDEM_MASTER; the "
+                  "job's token in TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE): taken in at its next "
+                  "checkpoint, resuming from --checkpoint DIR, the job's");
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
   sub->add_flag("--dry-run", args->dry_run,
                 "validate the config, print the plan and the simulator's predicted step time and "
@@ -70,6 +74,12 @@ void add_train_command(CLI::App& app) {
     if (sub->count("--resume") > 0) command.resume = args->resume;
     command.quiet = args->quiet;
     command.elastic = args->elastic;
+    if (sub->count("--join") > 0) {
+      if (sub->count("--checkpoint") == 0) {
+        throw UsageError("--join needs --checkpoint DIR (the job's checkpoint directory)");
+      }
+      command.join = args->join;
+    }
     run_train_command(command, std::cout);
   });
 }

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -171,6 +173,36 @@ void check_trace_path(const std::filesystem::path& path,
   }
 }
 
+// "host:port" or "[v6]:port" of --join, checked before use.
+train::ElasticJoin parse_join(const std::string& text) {
+  const auto colon = text.rfind(':');
+  train::ElasticJoin j;
+  int port = 0;
+  if (colon != std::string::npos && colon > 0) {
+    const char* first = text.data() + colon + 1;
+    const char* last = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(first, last, port);
+    if (ec == std::errc() && end == last && port > 0 && port < 65536) {
+      j.host = text.substr(0, colon);
+      if (j.host.size() > 2 && j.host.front() == '[' && j.host.back() == ']') {
+        j.host = j.host.substr(1, j.host.size() - 2);
+      }
+      j.master_port = static_cast<std::uint16_t>(port);
+      return j;
+    }
+  }
+  throw std::runtime_error("--join '" + text + "': expected HOST:PORT (the job's TANDEM_MASTER)");
+}
+
+// A joiner's process-group options: the job's token from the environment, as a rank's.
+train::ProcessGroupOptions joiner_options(const train::ClusterSpec& cluster) {
+  train::ProcessGroupOptions o = train::process_group_options(cluster);
+  o.env.job_token = transport::read_job_token(transport::process_env());
+  o.env.source = transport::LaunchSource::kTandem;
+  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
+  return o;
+}
+
 }  // namespace
 
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
@@ -179,10 +211,11 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
                      : train::parse_config(std::string(default_config()), kDefaultConfigName);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
-  if (command.elastic) config.cluster.elastic = true;
+  if (command.elastic || command.join) config.cluster.elastic = true;
   std::unique_ptr<train::ProcessGroup> joined =
-      train::join_launched_job(train::process_group_options(config.cluster));
-  const bool reporter = joined == nullptr || joined->rank() == 0;
+      command.join ? nullptr
+                   : train::join_launched_job(train::process_group_options(config.cluster));
+  const bool reporter = !command.join && (joined == nullptr || joined->rank() == 0);
   std::ofstream metrics = reporter ? open_metrics(command.metrics_json) : std::ofstream();
   const auto on_record = [&](const train::StepRecord& r) {
     if (!command.quiet) out << format_progress(r) << std::endl;
@@ -202,14 +235,24 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   options.checkpoint_every = command.checkpoint_every;
   options.resume = command.resume;
   std::optional<train::ElasticJob> job;
-  train::at_config(config, [&] { job.emplace(config, options, std::move(joined)); });
+  train::at_config(config, [&] {
+    if (command.join) {
+      job.emplace(config, options, joiner_options(config.cluster), parse_join(*command.join));
+    } else {
+      job.emplace(config, options, std::move(joined));
+    }
+  });
   train::Session& trainer = job->session();
   train::ProcessGroup* group = job->group();
   const auto on_replan = [&](const std::string& line) {
     if (!command.quiet || reporter) out << line << std::endl;
   };
   if (group != nullptr && !command.quiet) {
-    out << "job: " << transport::read_launch_env(transport::process_env()).describe()
+    out << "job: "
+        << (command.join
+                ? "joined at " + *command.join + " as rank " + std::to_string(group->rank()) +
+                      " of " + std::to_string(group->world_size())
+                : transport::read_launch_env(transport::process_env()).describe())
         << "; this process (" << group->host() << ") runs "
         << train::ProcessPlacement(trainer.job(), trainer.plan(), group->world_size())
                .describe(group->rank())

@@ -38,6 +38,8 @@ struct TrainCommand {
   std::optional<std::filesystem::path> resume;
   bool quiet = false;
   bool elastic = false;  // overrides cluster.elastic to true
+  // Join the running elastic job whose master is "host:port" (train/elastic_job.hpp).
+  std::optional<std::string> join;
 };
 
 // `tandem train`: loads the config, trains through the pipeline runtime (one stage when the

@@ -1,6 +1,7 @@
 #include "train/elastic_job.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <set>
 #include <stdexcept>
@@ -36,10 +37,30 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
       inputs_(std::move(inputs)),
       group_(std::move(group)) {
   if (group_ != nullptr) group_options_ = group_->options();
-  SessionOptions o = options_;
-  o.group = group_.get();
-  session_ = std::make_unique<Session>(job_, o, inputs_);
+  if (group_ != nullptr && group_->rank() == 0 && job_.cluster.elastic) {
+    door_ =
+        std::make_unique<ElasticDoor>(group_options_.env.master_host,
+                                      group_options_.env.master_port, group_options_.env.job_token);
+  }
+  session_ = std::make_unique<Session>(job_, session_options(), inputs_);
   num_layers_ = session_->model().num_layers();
+}
+
+ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions group_options,
+                       ElasticJoin join)
+    : job_(std::move(job)), options_(std::move(options)), group_options_(std::move(group_options)) {
+  if (!options_.checkpoint_dir) {
+    throw std::invalid_argument(
+        "a process joining a running job resumes from the job's "
+        "checkpoints: give the job's checkpoint directory");
+  }
+  group_options_.env.master_host = join.host;
+  group_options_.env.master_port = join.master_port;
+  num_layers_ = models::Model::build(job_.model).num_layers();
+  const JoinAssignment a = ElasticDoor::join(
+      join.host, join.master_port, group_options_.env.job_token, group_options_.join_timeout);
+  replans_ = a.generation;
+  start_generation(a.rank, a.world_size);
 }
 
 ElasticJob::~ElasticJob() = default;
@@ -53,7 +74,11 @@ TrainSummary ElasticJob::run(const std::function<void(const StepRecord&)>& on_re
   };
   for (;;) {
     try {
-      return session_->run(record);
+      TrainSummary summary = session_->run(record);
+      if (grow_to_ == 0) return summary;
+      const std::string line = grow();
+      if (on_replan) on_replan(line);
+      continue;
     } catch (const std::exception& e) {
       if (group_ == nullptr || !job_.cluster.elastic) throw;
       const std::vector<transport::LostRank> lost = lost_ranks();
@@ -73,7 +98,7 @@ TrainSummary ElasticJob::run(const std::function<void(const StepRecord&)>& on_re
             " times (cluster.max_replans: " + std::to_string(job_.cluster.max_replans) +
             "), so it stops (" + e.what() + ")");
       }
-      const std::string line = replan(lost, last_step);
+      const std::string line = shrink(lost, last_step);
       if (on_replan) on_replan(line);
     }
   }
@@ -114,7 +139,7 @@ std::vector<transport::LostRank> ElasticJob::lost_ranks() const {
   return lost;
 }
 
-std::string ElasticJob::replan(const std::vector<transport::LostRank>& lost, int64_t at_step) {
+std::string ElasticJob::shrink(const std::vector<transport::LostRank>& lost, int64_t at_step) {
   std::set<int> gone;
   for (const transport::LostRank& l : lost) gone.insert(l.rank);
   const int old_world = group_->world_size(), old_rank = group_->rank();
@@ -123,37 +148,92 @@ std::string ElasticJob::replan(const std::vector<transport::LostRank>& lost, int
     if (gone.count(r) == 0) survivors.push_back(r);
   }
   const auto me = std::find(survivors.begin(), survivors.end(), old_rank);
-  const int new_rank = static_cast<int>(me - survivors.begin());
-  const int new_world = static_cast<int>(survivors.size());
   {
     std::lock_guard lock(mu_);
     session_.reset();  // it runs over the failed group
   }
   group_.reset();  // leaves the failed control plane (the others see it closed, as expected)
   ++replans_;
-  if (new_world > 1) {
+  start_generation(static_cast<int>(me - survivors.begin()), static_cast<int>(survivors.size()));
+  return lost_line(lost, at_step) + "; re-planned " + std::to_string(old_world) + " -> " +
+         std::to_string(survivors.size()) + " ranks (stages " + describe_cut(session_->plan()) +
+         "); resuming from step " + std::to_string(session_->first_step());
+}
+
+std::string ElasticJob::grow() {
+  const int old_world = group_ != nullptr ? group_->world_size() : 1;
+  const int rank = group_ != nullptr ? group_->rank() : 0;
+  const int world = grow_to_;
+  grow_to_ = 0;
+  {
+    std::lock_guard lock(mu_);
+    session_.reset();
+  }
+  // Every rank leaves the old control plane in order; the joiners learn where the new one is.
+  if (group_ != nullptr) group_->shutdown();
+  group_.reset();
+  ++replans_;
+  if (door_ != nullptr) door_->assign(replans_, old_world, world);
+  start_generation(rank, world);
+  return "took in " + std::to_string(world - old_world) + " rank" +
+         (world - old_world == 1 ? "" : "s") + " at step " +
+         std::to_string(session_->first_step()) + "; re-planned " + std::to_string(old_world) +
+         " -> " + std::to_string(world) + " ranks (stages " + describe_cut(session_->plan()) +
+         "); resuming from step " + std::to_string(session_->first_step());
+}
+
+void ElasticJob::start_generation(int rank, int world) {
+  if (world > 1) {
     ProcessGroupOptions o = group_options_;
-    o.env.rank = new_rank;
-    o.env.world_size = new_world;
+    o.env.rank = rank;
+    o.env.world_size = world;
     o.env.master_port = static_cast<std::uint16_t>(group_options_.env.master_port + replans_);
     group_ = std::make_unique<ProcessGroup>(std::move(o));
   }
-  const JobSpec next = replan_job(job_, num_layers_, new_world);
-  SessionOptions o = options_;
-  o.group = group_.get();
+  job_ = replan_job(job_, num_layers_, world);
+  SessionOptions o = session_options();
   if (options_.checkpoint_dir && latest_checkpoint(*options_.checkpoint_dir)) {
     o.resume = *options_.checkpoint_dir;
   }
-  auto session = std::make_unique<Session>(next, o, inputs_);
+  auto session = std::make_unique<Session>(job_, o, inputs_);
   announce_plan(*session);
-  std::string line = lost_line(lost, at_step) + "; re-planned " + std::to_string(old_world) +
-                     " -> " + std::to_string(new_world) + " ranks (stages " +
-                     describe_cut(session->plan()) + "); resuming from step " +
-                     std::to_string(session->first_step());
   std::lock_guard lock(mu_);
   session_ = std::move(session);
   if (stop_requested_) session_->request_stop();
-  return line;
+}
+
+SessionOptions ElasticJob::session_options() {
+  SessionOptions o = options_;
+  o.group = group_.get();
+  if (job_.cluster.elastic && replans_ < job_.cluster.max_replans) {
+    o.end_after_checkpoint = [this](int segment, int64_t) { return decide_growth(segment); };
+  }
+  return o;
+}
+
+bool ElasticJob::decide_growth(int segment) {
+  const std::string key =
+      "elastic/" + std::to_string(replans_) + "/grow/" + std::to_string(segment) + "/";
+  if (group_ != nullptr && group_->rank() > 0) {
+    const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
+    const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    int n = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > (1 << 16)) {
+      throw std::runtime_error("rank 0 sent a malformed growth decision '" + text.substr(0, 40) +
+                               "'");
+    }
+    grow_to_ = n;
+    return grow_to_ > 0;
+  }
+  const int world = group_ != nullptr ? group_->world_size() : 1;
+  const int joiners = door_ != nullptr ? door_->claim() : 0;
+  grow_to_ = joiners > 0 ? world + joiners : 0;
+  const std::string n = std::to_string(grow_to_);
+  for (int k = 1; k < world; ++k) {
+    group_->put(key + std::to_string(k), std::as_bytes(std::span(n.data(), n.size())));
+  }
+  return grow_to_ > 0;
 }
 
 void ElasticJob::announce_plan(const Session& session) {

@@ -1,18 +1,23 @@
 #pragma once
-// One rank's part in a training job that may outlive its ranks. A job runs its Session over
-// its ProcessGroup; with cluster.elastic, when a rank is lost the survivors end the segment,
-// re-form the job among themselves (a new control plane on the master's port + the re-plan's
-// number, ranks renumbered in their old order), re-plan the model onto the ranks that remain
-// (train/elastic_plan.hpp; rank 0 announces its plan and every rank checks it computed the
-// same), resume from the last checkpoint under the new plan (train/resume_state.hpp), and
-// train on, at most cluster.max_replans times. Rank 0 is the job's master: its loss ends the
-// job, as does a loss with elasticity off.
+// One rank's part in a training job that may outlive its ranks, or take in new ones. A job runs
+// its Session over its ProcessGroup; with cluster.elastic:
+// - when a rank is lost, the survivors end the segment, re-form the job among themselves (a new
+//   control plane at the master's port + the re-plan's number, ranks renumbered in their old
+//   order), re-plan the model onto the ranks that remain (train/elastic_plan.hpp; rank 0
+//   announces its plan and every rank checks it computed the same), resume from the last
+//   checkpoint under the new plan (train/resume_state.hpp) and train on;
+// - a process that knocks at rank 0's door (train/elastic_door.hpp) with the job's token is
+//   taken in at the next checkpoint: every rank ends the segment there, the joiners get the
+//   next ranks, and the larger job re-plans and resumes from that checkpoint.
+// At most cluster.max_replans re-plans of either kind. Rank 0 is the job's master: its loss ends
+// the job, as does a loss with elasticity off.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "train/elastic_door.hpp"
 #include "train/job_inputs.hpp"
 #include "train/job_spec.hpp"
 #include "train/process_group.hpp"
@@ -20,20 +25,32 @@
 
 namespace tandem::train {
 
+// Where a process joining a running job knocks: the job's master address (its TANDEM_MASTER).
+struct ElasticJoin {
+  std::string host;
+  std::uint16_t master_port = 0;
+};
+
 class ElasticJob {
  public:
-  // `group`: the job joined (null: one process, never re-planned); the next generations use its
-  // options. Builds the first Session (throws what its constructor throws).
-  // `inputs`: what a job built in code brings (train/job_inputs.hpp), each generation's Session
-  // gets a copy.
+  // `group`: the job joined (null: one process); the next generations use its options.
+  // `inputs`: what a job built in code brings (train/job_inputs.hpp); each generation's Session
+  // gets a copy. Builds the first Session (throws what its constructor throws).
   ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group,
              JobInputs inputs = {});
+  // A process joining the running job at `join` (`group_options` without its env: the door
+  // assigns rank and size; the job token is group_options.env.job_token): waits at the door
+  // until the job's next checkpoint, then joins the re-formed job and resumes from that
+  // checkpoint (options.checkpoint_dir, which must be the job's). Throws
+  // transport::RendezvousError when no door answers or the token is refused.
+  ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions group_options,
+             ElasticJoin join);
   ~ElasticJob();
 
-  // Trains to the end, re-forming and re-planning on lost ranks as the job allows. `on_replan`
-  // gets one line per re-plan ("rank 2 lost at step 340; re-planned 4 -> 3 ranks (stages 0-4 |
-  // 5-9 | 10-16); resuming from step 300"), at every rank. Throws what the Session throws when
-  // the job may not go on, with the reason it stopped.
+  // Trains to the end, re-forming and re-planning as the job allows. `on_replan` gets one line
+  // per re-plan ("rank 2 lost at step 340; re-planned 4 -> 3 ranks (stages 0-4 | 5-9 |
+  // 10-16); resuming from step 300"), at every rank. Throws what the Session throws when the
+  // job may not go on, with the reason it stopped.
   TrainSummary run(const std::function<void(const StepRecord&)>& on_record,
                    const std::function<void(const std::string&)>& on_replan = {});
 
@@ -48,21 +65,30 @@ class ElasticJob {
   void shutdown();
 
  private:
-  // The lost ranks the group knows of, waiting a little for rank 0's word of them.
+  // The lost ranks the group knows of, as rank 0 decided them.
   std::vector<transport::LostRank> lost_ranks() const;
-  // Re-forms the job without `lost`, re-plans and builds the next session; returns the line.
-  std::string replan(const std::vector<transport::LostRank>& lost, int64_t at_step);
+  // Re-forms the job without `lost`; returns the line.
+  std::string shrink(const std::vector<transport::LostRank>& lost, int64_t at_step);
+  // Re-forms the job with the joiners claimed at the last checkpoint; returns the line.
+  std::string grow();
+  // Joins generation `replans_` as `rank` of `world`, re-plans, resumes: the next session.
+  void start_generation(int rank, int world);
+  // After a checkpoint, on every rank: whether joiners wait (rank 0 decides and tells).
+  bool decide_growth(int segment);
   // Rank 0 tells the others the plan it computed; they check theirs is the same.
   void announce_plan(const Session& session);
+  SessionOptions session_options();
 
   JobSpec job_;
   SessionOptions options_;
   JobInputs inputs_;
   std::unique_ptr<ProcessGroup> group_;
-  ProcessGroupOptions group_options_;
+  ProcessGroupOptions group_options_;  // env.master_port: the job's first
   int num_layers_ = 0;
   int replans_ = 0;
-  std::mutex mu_;  // session_ against request_stop
+  int grow_to_ = 0;  // the job's size after the joiners claimed at the last checkpoint
+  std::unique_ptr<ElasticDoor> door_;  // rank 0 of an elastic job of several processes
+  std::mutex mu_;                      // session_ against request_stop
   std::unique_ptr<Session> session_;
   bool stop_requested_ = false;
 };

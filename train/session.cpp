@@ -195,6 +195,11 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
     at += r.pipeline.minibatches;
     if (options_.checkpoint_dir) write_checkpoint_at(segment, at, r.states, s);
     keep_state(std::move(r.states));
+    if (options_.checkpoint_dir && options_.end_after_checkpoint && at == end && at < steps_ &&
+        options_.end_after_checkpoint(segment, at)) {
+      s.stopped = true;
+      break;
+    }
     if (at < end || stop_->was_requested()) {
       s.stopped = true;
       break;

@@ -63,6 +63,10 @@ struct SessionOptions {
   ProcessGroup* group = nullptr;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
+  // Called on every rank after each checkpoint but the run's last (segment number, step):
+  // true ends the run there, as a stop does (TrainSummary::stopped). Every rank of a job must
+  // answer alike (train/elastic_job.hpp decides at rank 0 and tells the others).
+  std::function<bool(int segment, int64_t step)> end_after_checkpoint;
 };
 
 class Session {

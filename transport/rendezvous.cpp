@@ -1223,7 +1223,7 @@ void Rendezvous::Impl::fail_join(const std::string& why) {
   // A rank that gives up closes its connection: rank 0 then reports it lost to the others,
   // so they fail at once instead of at their own deadlines.
   if (master) close(master);
-  spdlog::error("rendezvous (rank {}): {}", opt.rank, why);
+  if (opt.log_failed_join) spdlog::error("rendezvous (rank {}): {}", opt.rank, why);
   std::lock_guard lock(mu);
   if (phase == Phase::kJoining) {
     phase = Phase::kFailed;

@@ -79,6 +79,9 @@ struct RendezvousOptions {
   // Called on the rendezvous thread once per lost rank, after lost() includes it. Keep it short
   // and call no blocking member from it.
   std::function<void(const LostRank&)> on_lost;
+  // Log a join that failed (timed out, refused) as an error; off where waiting in vain is the
+  // normal case (an elastic job's door for late ranks, train/elastic_door.hpp).
+  bool log_failed_join = true;
 };
 
 // A failed join, barrier or get, a refusal, or a lost rank; the message says which and where.

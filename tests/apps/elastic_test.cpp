@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -115,6 +116,68 @@ TEST(Elastic, ALostRankIsReplannedAroundAndTheJobEndsWithTheWeightsOfOneDevice) 
   ASSERT_EQ(one.code, 0) << one.output;
   EXPECT_NEAR(final_loss(job.output), final_loss(one.output), 1e-5) << job.output;
   // GPipe's numbers do not depend on the cut: the weights are bit-identical.
+  EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Waits until `path` holds `text`; returns the file's text then ("" on timeout).
+std::string wait_for_text(const fs::path& path, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string now = read_file(path);
+    if (now.find(text) != std::string::npos) return now;
+    std::this_thread::sleep_for(10ms);
+  }
+  return "";
+}
+
+// After losing rank 2, the job takes a new process in at its next checkpoint (`tandem train
+// --join MASTER`, with the job's token) and ends on 4 ranks again, with the weights of one
+// device; a process without the token is refused at the door and the job goes on.
+TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("c.yaml", config(8000, kFourStages));
+  const fs::path ck = dir.path() / "ck";
+  const fs::path log = dir.path() / "job.log";
+  const std::string token = "TANDEM_JOB_TOKEN=5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-join";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(token + " " + mark + " " + kTandem + " launch -n 4 --elastic " +
+                               c.string() + " --checkpoint " + ck.string() +
+                               " --checkpoint-every 200 > " + log.string() + " 2>&1");
+  });
+  const bool killed = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
+  const std::string shrunk = wait_for_text(log, "re-planned 4 -> 3 ranks");
+  std::string master;
+  if (const auto at = shrunk.find(", master "); at != std::string::npos) {
+    master = shrunk.substr(at + 9, shrunk.find(';', at) - at - 9);
+  }
+  const std::string join = kTandem + " train " + c.string() + " --checkpoint " + ck.string() +
+                           " --checkpoint-every 200 --quiet --join " + master;
+  const testing::CommandResult stranger =
+      testing::run_command("TANDEM_JOB_TOKEN=0000000000000000 " + join);
+  const testing::CommandResult joiner = testing::run_command(token + " " + join);
+  launcher.join();
+  job.output = read_file(log);
+  ASSERT_TRUE(killed && !master.empty()) << job.output;
+  EXPECT_NE(stranger.code, 0) << stranger.output;
+  EXPECT_NE(stranger.output.find("token"), std::string::npos) << stranger.output;
+  ASSERT_EQ(joiner.code, 0) << joiner.output;
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_NE(job.output.find("[rank 0] took in 1 rank at step "), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find("re-planned 3 -> 4 ranks (stages 0 | 1-2 | 3 | 4-5)"),
+            std::string::npos)
+      << job.output;
+  EXPECT_EQ(latest_stages(ck), 4u);
+  const testing::CommandResult one = testing::run_command(
+      kTandem + " train " +
+      dir.write("one.yaml", config(8000, "    - {layers: \"0-5\"}\n")).string() + " --quiet");
+  ASSERT_EQ(one.code, 0) << one.output;
   EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
 }
 

@@ -1,0 +1,126 @@
+#include "train/elastic_door.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace tandem::train {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kAssignment = "elastic/assignment";
+
+transport::RendezvousOptions door_options(int rank, const std::string& host, std::uint16_t port,
+                                          const std::string& token) {
+  transport::RendezvousOptions o;
+  o.rank = rank;
+  o.world_size = 2;
+  o.master_host = host;
+  o.master_port = static_cast<std::uint16_t>(port + kDoorOffset);
+  o.job_token = token;
+  // A joiner may wait until the job's next checkpoint: heartbeats keep both ends honest.
+  o.heartbeat_timeout = std::chrono::seconds(10);
+  o.log_failed_join = rank != 0;  // rank 0's door times out whenever nobody knocks
+  return o;
+}
+
+int field(const json& j, const char* key, int lo, int hi) {
+  if (!j.contains(key) || !j[key].is_number_integer()) {
+    throw transport::RendezvousError(std::string("the job's assignment lacks '") + key + "'");
+  }
+  const auto v = j[key].get<std::int64_t>();
+  if (v < lo || v > hi) {
+    throw transport::RendezvousError(std::string("the job's assignment gives ") + key + " " +
+                                     std::to_string(v) + ", outside [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "]");
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+ElasticDoor::ElasticDoor(std::string host, std::uint16_t master_port, std::string job_token)
+    : host_(std::move(host)), port_(master_port), token_(std::move(job_token)) {
+  thread_ = std::thread([this] { serve(); });
+}
+
+ElasticDoor::~ElasticDoor() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+// One joiner at a time: a control plane of two waits a few seconds for one, and again.
+void ElasticDoor::serve() {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (closing_) return;
+    }
+    try {
+      auto door = std::make_unique<transport::Rendezvous>(door_options(0, host_, port_, token_));
+      door->join(std::chrono::seconds(2));
+      spdlog::info("elastic door: {} waits to join the job", door->peers().at(1).host);
+      std::lock_guard lock(mu_);
+      waiting_.push_back(std::move(door));
+    } catch (const transport::RendezvousError&) {
+      // Nobody came, a stranger was refused (the rendezvous logged it), or the port is taken
+      // for now: open again, after a pause in case the door could not open at all.
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return closing_; });
+    }
+  }
+}
+
+int ElasticDoor::claim() {
+  std::lock_guard lock(mu_);
+  for (auto& w : waiting_) claimed_.push_back(std::move(w));
+  waiting_.clear();
+  return static_cast<int>(claimed_.size());
+}
+
+void ElasticDoor::assign(int generation, int first_rank, int world_size) {
+  std::vector<std::unique_ptr<transport::Rendezvous>> claimed;
+  {
+    std::lock_guard lock(mu_);
+    claimed.swap(claimed_);
+  }
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    const std::string text = json{
+        {"generation", generation},
+        {"rank", first_rank + static_cast<int>(i)},
+        {"world_size",
+         world_size}}.dump();
+    claimed[i]->set(
+        kAssignment,
+        std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                               reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+    claimed[i]->shutdown(std::chrono::seconds(10));  // waits for the joiner to read and leave
+  }
+}
+
+JoinAssignment ElasticDoor::join(const std::string& host, std::uint16_t master_port,
+                                 const std::string& job_token, std::chrono::milliseconds timeout) {
+  transport::Rendezvous door(door_options(1, host, master_port, job_token));
+  door.join(timeout);
+  // Until the job's next checkpoint: a day bounds it, the heartbeats end it sooner when the
+  // job is gone.
+  const std::vector<std::byte> bytes = door.get(kAssignment, std::chrono::hours(24));
+  const json j = json::parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                             nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw transport::RendezvousError("the job's assignment is not a JSON object");
+  }
+  JoinAssignment a;
+  a.generation = field(j, "generation", 1, kDoorOffset - 1);
+  a.world_size = field(j, "world_size", 2, 1 << 16);
+  a.rank = field(j, "rank", 1, a.world_size - 1);
+  door.shutdown();
+  return a;
+}
+
+}  // namespace tandem::train
