@@ -781,12 +781,6 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
       spec);
 }
 
-// Optimizer state per parameter, in floats (AdamW: two moments; SGD: momentum, if any).
-double optimizer_floats(const models::OptimizerSpec& o) {
-  if (o.kind == "adamw") return 2;
-  return o.momentum > 0 ? 1 : 0;
-}
-
 // The whole run against the machine: weights, gradients and optimizer state of every replica
 // on a device with data, one minibatch's activations, and the data. Refused at the key whose
 // part is largest.

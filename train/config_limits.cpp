@@ -66,4 +66,9 @@ std::string human_bytes(double bytes) {
   return text;
 }
 
+double optimizer_floats(const models::OptimizerSpec& o) {
+  if (o.kind == "adamw") return 2;
+  return o.momentum > 0 ? 1 : 0;
+}
+
 }  // namespace tandem::train

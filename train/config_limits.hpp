@@ -11,6 +11,7 @@
 
 #include "models/model.hpp"
 #include "models/model_spec.hpp"
+#include "models/optimizer.hpp"
 
 namespace tandem::train {
 
@@ -36,6 +37,9 @@ double parameter_count(const models::Model& model);
 
 // Floats of the activations of one minibatch of `batch` samples through every layer.
 double activation_count(const models::Model& model, std::int64_t batch);
+
+// Optimizer state per parameter, in floats (AdamW: two moments; SGD: momentum, if any).
+double optimizer_floats(const models::OptimizerSpec& optimizer);
 
 // "1.50 GiB".
 std::string human_bytes(double bytes);

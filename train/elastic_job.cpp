@@ -9,6 +9,7 @@
 
 #include "schedules/schedule_kind.hpp"
 #include "train/checkpoint.hpp"
+#include "train/config_limits.hpp"
 #include "train/elastic_plan.hpp"
 
 namespace tandem::train {
@@ -43,7 +44,7 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
                                       group_options_.env.master_port, group_options_.env.job_token);
   }
   session_ = std::make_unique<Session>(job_, session_options(), inputs_);
-  num_layers_ = session_->model().num_layers();
+  model_ = session_->model();
 }
 
 ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions group_options,
@@ -56,7 +57,7 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions 
   }
   group_options_.env.master_host = join.host;
   group_options_.env.master_port = join.master_port;
-  num_layers_ = models::Model::build(job_.model).num_layers();
+  model_ = models::Model::build(job_.model);
   const JoinAssignment a = ElasticDoor::join(
       join.host, join.master_port, group_options_.env.job_token, group_options_.join_timeout);
   replans_ = a.generation;
@@ -183,6 +184,9 @@ std::string ElasticJob::grow() {
 }
 
 void ElasticJob::start_generation(int rank, int world) {
+  // Every rank computes and checks the same plan before it joins the new control plane.
+  job_ = replan_job(job_, model_->num_layers(), world);
+  check_replan_fits(job_, *model_, Machine::here().memory_bytes);
   if (world > 1) {
     ProcessGroupOptions o = group_options_;
     o.env.rank = rank;
@@ -190,7 +194,6 @@ void ElasticJob::start_generation(int rank, int world) {
     o.env.master_port = static_cast<std::uint16_t>(group_options_.env.master_port + replans_);
     group_ = std::make_unique<ProcessGroup>(std::move(o));
   }
-  job_ = replan_job(job_, num_layers_, world);
   SessionOptions o = session_options();
   if (options_.checkpoint_dir && latest_checkpoint(*options_.checkpoint_dir)) {
     o.resume = *options_.checkpoint_dir;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "train/elastic_door.hpp"
@@ -83,8 +84,8 @@ class ElasticJob {
   SessionOptions options_;
   JobInputs inputs_;
   std::unique_ptr<ProcessGroup> group_;
-  ProcessGroupOptions group_options_;  // env.master_port: the job's first
-  int num_layers_ = 0;
+  ProcessGroupOptions group_options_;   // env.master_port: the job's first
+  std::optional<models::Model> model_;  // what re-plans cut
   int replans_ = 0;
   int grow_to_ = 0;  // the job's size after the joiners claimed at the last checkpoint
   std::unique_ptr<ElasticDoor> door_;  // rank 0 of an elastic job of several processes

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
+#include "train/config_limits.hpp"
 #include "train/job_error.hpp"
 
 namespace tandem::train {
@@ -40,6 +42,29 @@ std::string describe_cut(const schedules::Plan& plan) {
     if (r.end - 1 > r.begin) out << '-' << r.end - 1;
   }
   return out.str();
+}
+
+void check_replan_fits(const JobSpec& job, const models::Model& model, double memory_bytes) {
+  if (!job.pipeline) return;
+  const double per_parameter = 4 * (2 + optimizer_floats(job.train.optimizer));
+  for (std::size_t s = 0; s < job.pipeline->stages.size(); ++s) {
+    const StageSpec& st = job.pipeline->stages[s];
+    if (!st.device.is_cpu()) continue;
+    const int last = static_cast<int>(st.last_layer < 0 ? model.num_layers() - 1 : st.last_layer);
+    const double bytes =
+        per_parameter *
+        static_cast<double>(
+            model.init_params(0, static_cast<int>(st.first_layer), last + 1, Device::sim())
+                .numel());
+    if (bytes > memory_bytes) {
+      throw std::runtime_error(
+          "re-planned onto " + std::to_string(job.pipeline->stages.size()) + " ranks, stage " +
+          std::to_string(s) + " (layers " + std::to_string(st.first_layer) + "-" +
+          std::to_string(last) + ") would hold at least " + human_bytes(bytes) +
+          " of weights, gradients and optimizer state, more than a rank's " +
+          human_bytes(memory_bytes) + ": the model needs more ranks than are left");
+    }
+  }
 }
 
 }  // namespace tandem::train

@@ -6,6 +6,7 @@
 // its own so that a rank computing another one stops instead of training a different job.
 #include <string>
 
+#include "models/model.hpp"
 #include "schedules/plan.hpp"
 #include "train/job_spec.hpp"
 
@@ -15,6 +16,12 @@ namespace tandem::train {
 // JobError ("pipeline") when the schedule cannot run on that many stages (interleaved chunks
 // beyond the layers) or UMPIPE's per-stage slice compositions, which belong to the old cut.
 JobSpec replan_job(const JobSpec& job, int num_layers, int world_size);
+
+// The re-planned job must fit: each stage's weights, gradients and optimizer state (a lower
+// bound, as config_limits.hpp estimates) within `memory_bytes`, the memory of a rank's machine
+// (cpu stages; a cuda stage's device memory is not known here). Throws std::runtime_error
+// naming the stage, its layers and both sizes: the job cannot go on with so few ranks.
+void check_replan_fits(const JobSpec& job, const models::Model& model, double memory_bytes);
 
 // "0-4 | 5-9 | 10-16": each stage's layers, for the progress line.
 std::string describe_cut(const schedules::Plan& plan);
