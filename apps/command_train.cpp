@@ -45,10 +45,11 @@ void add_train_command(CLI::App& app) {
   sub->add_flag("--elastic", args->elastic,
                 "as cluster.elastic: true: a rank of a multi-process job lost, the others re-plan "
                 "onto themselves and resume from the last checkpoint (docs/multi-process.md)");
-  sub->add_option("--join", args->join,
-                  "join the running elastic job whose master is HOST:PORT (its TANDEM_MASTER; the "
-                  "job's token in TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE): taken in at its next "
-                  "checkpoint, resuming from --checkpoint DIR, the job's");
+  sub->add_option(
+      "--join", args->join,
+      "join the running elastic job at its door HOST:PORT (rank 0 logs it at the start; "
+      "the job's token in TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE): taken in at its "
+      "next checkpoint, resuming from --checkpoint DIR, the job's");
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
   sub->add_flag("--dry-run", args->dry_run,
                 "validate the config, print the plan and the simulator's predicted step time and "

@@ -187,11 +187,12 @@ train::ElasticJoin parse_join(const std::string& text) {
       if (j.host.size() > 2 && j.host.front() == '[' && j.host.back() == ']') {
         j.host = j.host.substr(1, j.host.size() - 2);
       }
-      j.master_port = static_cast<std::uint16_t>(port);
+      j.port = static_cast<std::uint16_t>(port);
       return j;
     }
   }
-  throw std::runtime_error("--join '" + text + "': expected HOST:PORT (the job's TANDEM_MASTER)");
+  throw std::runtime_error("--join '" + text +
+                           "': expected HOST:PORT (the door rank 0 of the job logs at its start)");
 }
 
 // A joiner's process-group options: the job's token from the environment, as a rank's.

@@ -38,7 +38,7 @@ struct TrainCommand {
   std::optional<std::filesystem::path> resume;
   bool quiet = false;
   bool elastic = false;  // overrides cluster.elastic to true
-  // Join the running elastic job whose master is "host:port" (train/elastic_job.hpp).
+  // Join the running elastic job at its door "host:port" (train/elastic_job.hpp).
   std::optional<std::string> join;
 };
 

@@ -59,7 +59,7 @@ std::string fmt_count(double n) {
   return text;
 }
 
-// Each re-plan of an elastic job listens on the next port after the master's.
+// An elastic job's re-plans (train/elastic_job.hpp): far beyond any real run's.
 constexpr int64_t kMaxReplans = 64;
 
 int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {

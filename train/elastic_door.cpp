@@ -17,7 +17,7 @@ transport::RendezvousOptions door_options(int rank, const std::string& host, std
   o.rank = rank;
   o.world_size = 2;
   o.master_host = host;
-  o.master_port = static_cast<std::uint16_t>(port + kDoorOffset);
+  o.master_port = port;
   o.job_token = token;
   // A joiner may wait until the job's next checkpoint: heartbeats keep both ends honest.
   o.heartbeat_timeout = std::chrono::seconds(10);
@@ -40,8 +40,10 @@ int field(const json& j, const char* key, int lo, int hi) {
 
 }  // namespace
 
-ElasticDoor::ElasticDoor(std::string host, std::uint16_t master_port, std::string job_token)
-    : host_(std::move(host)), port_(master_port), token_(std::move(job_token)) {
+ElasticDoor::ElasticDoor(std::string host, std::string job_token)
+    : host_(std::move(host)), token_(std::move(job_token)) {
+  first_ = std::make_unique<transport::Rendezvous>(door_options(0, host_, 0, token_));
+  port_ = first_->port();
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -62,7 +64,10 @@ void ElasticDoor::serve() {
       if (closing_) return;
     }
     try {
-      auto door = std::make_unique<transport::Rendezvous>(door_options(0, host_, port_, token_));
+      auto door =
+          first_ != nullptr
+              ? std::move(first_)
+              : std::make_unique<transport::Rendezvous>(door_options(0, host_, port_, token_));
       door->join(std::chrono::seconds(2));
       spdlog::info("elastic door: {} waits to join the job", door->peers().at(1).host);
       std::lock_guard lock(mu_);
@@ -83,7 +88,7 @@ int ElasticDoor::claim() {
   return static_cast<int>(claimed_.size());
 }
 
-void ElasticDoor::assign(int generation, int first_rank, int world_size) {
+void ElasticDoor::assign(int generation, std::uint16_t port, int first_rank, int world_size) {
   std::vector<std::unique_ptr<transport::Rendezvous>> claimed;
   {
     std::lock_guard lock(mu_);
@@ -92,6 +97,7 @@ void ElasticDoor::assign(int generation, int first_rank, int world_size) {
   for (std::size_t i = 0; i < claimed.size(); ++i) {
     const std::string text = json{
         {"generation", generation},
+        {"port", port},
         {"rank", first_rank + static_cast<int>(i)},
         {"world_size",
          world_size}}.dump();
@@ -103,9 +109,9 @@ void ElasticDoor::assign(int generation, int first_rank, int world_size) {
   }
 }
 
-JoinAssignment ElasticDoor::join(const std::string& host, std::uint16_t master_port,
+JoinAssignment ElasticDoor::join(const std::string& host, std::uint16_t port,
                                  const std::string& job_token, std::chrono::milliseconds timeout) {
-  transport::Rendezvous door(door_options(1, host, master_port, job_token));
+  transport::Rendezvous door(door_options(1, host, port, job_token));
   door.join(timeout);
   // Until the job's next checkpoint: a day bounds it, the heartbeats end it sooner when the
   // job is gone.
@@ -116,7 +122,8 @@ JoinAssignment ElasticDoor::join(const std::string& host, std::uint16_t master_p
     throw transport::RendezvousError("the job's assignment is not a JSON object");
   }
   JoinAssignment a;
-  a.generation = field(j, "generation", 1, kDoorOffset - 1);
+  a.generation = field(j, "generation", 1, 1 << 16);
+  a.port = static_cast<std::uint16_t>(field(j, "port", 1, 65535));
   a.world_size = field(j, "world_size", 2, 1 << 16);
   a.rank = field(j, "rank", 1, a.world_size - 1);
   door.shutdown();

@@ -1,5 +1,7 @@
 #include "train/elastic_job.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -40,11 +42,15 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
   if (group_ != nullptr) group_options_ = group_->options();
   if (group_ != nullptr && group_->rank() == 0 && job_.cluster.elastic) {
     door_ =
-        std::make_unique<ElasticDoor>(group_options_.env.master_host,
-                                      group_options_.env.master_port, group_options_.env.job_token);
+        std::make_unique<ElasticDoor>(group_options_.env.master_host, group_options_.env.job_token);
+    spdlog::info(
+        "elastic job: late ranks join with `tandem train CONFIG --checkpoint DIR --join "
+        "{}:{}` (the job's token in TANDEM_JOB_TOKEN)",
+        group_options_.env.master_host, door_->port());
   }
   session_ = std::make_unique<Session>(job_, session_options(), inputs_);
   model_ = session_->model();
+  if (group_ != nullptr && job_.cluster.elastic) exchange_next_port();
 }
 
 ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions group_options,
@@ -56,11 +62,11 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions 
         "checkpoints: give the job's checkpoint directory");
   }
   group_options_.env.master_host = join.host;
-  group_options_.env.master_port = join.master_port;
   model_ = models::Model::build(job_.model);
-  const JoinAssignment a = ElasticDoor::join(
-      join.host, join.master_port, group_options_.env.job_token, group_options_.join_timeout);
+  const JoinAssignment a = ElasticDoor::join(join.host, join.port, group_options_.env.job_token,
+                                             group_options_.join_timeout);
   replans_ = a.generation;
+  next_port_ = a.port;
   start_generation(a.rank, a.world_size);
 }
 
@@ -174,7 +180,7 @@ std::string ElasticJob::grow() {
   if (group_ != nullptr) group_->shutdown();
   group_.reset();
   ++replans_;
-  if (door_ != nullptr) door_->assign(replans_, old_world, world);
+  if (door_ != nullptr) door_->assign(replans_, next_port_, old_world, world);
   start_generation(rank, world);
   return "took in " + std::to_string(world - old_world) + " rank" +
          (world - old_world == 1 ? "" : "s") + " at step " +
@@ -191,7 +197,8 @@ void ElasticJob::start_generation(int rank, int world) {
     ProcessGroupOptions o = group_options_;
     o.env.rank = rank;
     o.env.world_size = world;
-    o.env.master_port = static_cast<std::uint16_t>(group_options_.env.master_port + replans_);
+    o.env.master_port = next_port_;
+    next_reservation_.reset();  // rank 0's new control plane listens there now
     group_ = std::make_unique<ProcessGroup>(std::move(o));
   }
   SessionOptions o = session_options();
@@ -200,6 +207,7 @@ void ElasticJob::start_generation(int rank, int world) {
   }
   auto session = std::make_unique<Session>(job_, o, inputs_);
   announce_plan(*session);
+  exchange_next_port();
   std::lock_guard lock(mu_);
   session_ = std::move(session);
   if (stop_requested_) session_->request_stop();
@@ -257,6 +265,32 @@ void ElasticJob::announce_plan(const Session& session) {
                              theirs.substr(0, 200) + "', this rank computed '" + mine +
                              "': the ranks disagree on who was lost");
   }
+}
+
+void ElasticJob::exchange_next_port() {
+  const bool master = group_ == nullptr || group_->rank() == 0;
+  if (master) {
+    next_reservation_ = std::make_unique<PortReservation>(group_options_.env.master_host);
+    next_port_ = next_reservation_->port();
+  }
+  if (group_ == nullptr) return;
+  const std::string key = "elastic/" + std::to_string(replans_) + "/next-port/";
+  if (master) {
+    const std::string text = std::to_string(next_port_);
+    for (int k = 1; k < group_->world_size(); ++k) {
+      group_->put(key + std::to_string(k), std::as_bytes(std::span(text.data(), text.size())));
+    }
+    return;
+  }
+  const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  int port = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc() || end != text.data() + text.size() || port < 1 || port > 65535) {
+    throw std::runtime_error("rank 0 sent a malformed port for the job's next generation '" +
+                             text.substr(0, 40) + "'");
+  }
+  next_port_ = static_cast<std::uint16_t>(port);
 }
 
 void ElasticJob::request_stop() {

@@ -2,10 +2,11 @@
 // One rank's part in a training job that may outlive its ranks, or take in new ones. A job runs
 // its Session over its ProcessGroup; with cluster.elastic:
 // - when a rank is lost, the survivors end the segment, re-form the job among themselves (a new
-//   control plane at the master's port + the re-plan's number, ranks renumbered in their old
-//   order), re-plan the model onto the ranks that remain (train/elastic_plan.hpp; rank 0
-//   announces its plan and every rank checks it computed the same), resume from the last
-//   checkpoint under the new plan (train/resume_state.hpp) and train on;
+//   control plane on the master's host, at the port rank 0 reserved for it and told every rank
+//   when the current generation started; ranks renumbered in their old order), re-plan the model
+//   onto the ranks that remain (train/elastic_plan.hpp; rank 0 announces its plan and every rank
+//   checks it computed the same), resume from the last checkpoint under the new plan
+//   (train/resume_state.hpp) and train on;
 // - a process that knocks at rank 0's door (train/elastic_door.hpp) with the job's token is
 //   taken in at the next checkpoint: every rank ends the segment there, the joiners get the
 //   next ranks, and the larger job re-plans and resumes from that checkpoint.
@@ -21,15 +22,17 @@
 #include "train/elastic_door.hpp"
 #include "train/job_inputs.hpp"
 #include "train/job_spec.hpp"
+#include "train/port_reservation.hpp"
 #include "train/process_group.hpp"
 #include "train/session.hpp"
 
 namespace tandem::train {
 
-// Where a process joining a running job knocks: the job's master address (its TANDEM_MASTER).
+// Where a process joining a running job knocks: the door's address, which rank 0 logs when the
+// job starts ("late ranks join with ... --join HOST:PORT").
 struct ElasticJoin {
   std::string host;
-  std::uint16_t master_port = 0;
+  std::uint16_t port = 0;
 };
 
 class ElasticJob {
@@ -78,6 +81,8 @@ class ElasticJob {
   bool decide_growth(int segment);
   // Rank 0 tells the others the plan it computed; they check theirs is the same.
   void announce_plan(const Session& session);
+  // Rank 0 reserves the next generation's port and tells the others (every generation's start).
+  void exchange_next_port();
   SessionOptions session_options();
 
   JobSpec job_;
@@ -89,7 +94,9 @@ class ElasticJob {
   int replans_ = 0;
   int grow_to_ = 0;  // the job's size after the joiners claimed at the last checkpoint
   std::unique_ptr<ElasticDoor> door_;  // rank 0 of an elastic job of several processes
-  std::mutex mu_;                      // session_ against request_stop
+  std::unique_ptr<PortReservation> next_reservation_;  // rank 0
+  std::uint16_t next_port_ = 0;  // where the next generation's control plane listens
+  std::mutex mu_;                // session_ against request_stop
   std::unique_ptr<Session> session_;
   bool stop_requested_ = false;
 };

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -69,10 +70,12 @@ size_t latest_stages(const fs::path& ck) {
   }
 }
 
-// Kills the launched rank (by its first rank number) once `ready` holds; false on timeout.
-bool kill_when(const std::string& mark, int rank, const std::function<bool()>& ready) {
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline) {
+// Kills the launched rank (by its first rank number) once `ready` holds; false when the job
+// ended first (`ended`) or on timeout.
+bool kill_when(const std::string& mark, int rank, const std::function<bool()>& ready,
+               const std::atomic<bool>& ended) {
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline && !ended) {
     if (ready()) {
       const pid_t pid = testing::find_rank(mark, rank);
       if (pid <= 0) return false;
@@ -90,11 +93,14 @@ TEST(Elastic, ALostRankIsReplannedAroundAndTheJobEndsWithTheWeightsOfOneDevice) 
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-elastic";
   testing::CommandResult job;
+  std::atomic<bool> ended{false};
   std::thread launcher([&] {
     job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
                                " --checkpoint " + ck.string() + " --checkpoint-every 50");
+    ended = true;
   });
-  const bool killed = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
+  const bool killed = kill_when(
+      mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
   const auto killed_at = std::chrono::steady_clock::now();
   launcher.join();
   ASSERT_TRUE(killed) << job.output;
@@ -124,10 +130,12 @@ std::string read_file(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Waits until `path` holds `text`; returns the file's text then ("" on timeout).
-std::string wait_for_text(const fs::path& path, const std::string& text) {
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline) {
+// Waits until `path` holds `text`; returns the file's text then ("" when the job ended first or
+// on timeout).
+std::string wait_for_text(const fs::path& path, const std::string& text,
+                          const std::atomic<bool>& ended) {
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline && !ended) {
     std::string now = read_file(path);
     if (now.find(text) != std::string::npos) return now;
     std::this_thread::sleep_for(10ms);
@@ -136,7 +144,7 @@ std::string wait_for_text(const fs::path& path, const std::string& text) {
 }
 
 // After losing rank 2, the job takes a new process in at its next checkpoint (`tandem train
-// --join MASTER`, with the job's token) and ends on 4 ranks again, with the weights of one
+// --join DOOR`, with the job's token) and ends on 4 ranks again, with the weights of one
 // device; a process without the token is refused at the door and the job goes on.
 TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
   testing::TempDir dir;
@@ -146,25 +154,29 @@ TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
   const std::string token = "TANDEM_JOB_TOKEN=5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-join";
   testing::CommandResult job;
+  std::atomic<bool> ended{false};
   std::thread launcher([&] {
     job = testing::run_command(token + " " + mark + " " + kTandem + " launch -n 4 --elastic " +
                                c.string() + " --checkpoint " + ck.string() +
                                " --checkpoint-every 200 > " + log.string() + " 2>&1");
+    ended = true;
   });
-  const bool killed = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
-  const std::string shrunk = wait_for_text(log, "re-planned 4 -> 3 ranks");
-  std::string master;
-  if (const auto at = shrunk.find(", master "); at != std::string::npos) {
-    master = shrunk.substr(at + 9, shrunk.find(';', at) - at - 9);
+  const bool killed = kill_when(
+      mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
+  const std::string shrunk = wait_for_text(log, "re-planned 4 -> 3 ranks", ended);
+  // Rank 0 logs where late ranks knock: "... --join 127.0.0.1:PORT` ...".
+  std::string door;
+  if (const auto at = shrunk.find("--join "); at != std::string::npos) {
+    door = shrunk.substr(at + 7, shrunk.find('`', at) - at - 7);
   }
   const std::string join = kTandem + " train " + c.string() + " --checkpoint " + ck.string() +
-                           " --checkpoint-every 200 --quiet --join " + master;
+                           " --checkpoint-every 200 --quiet --join " + door;
   const testing::CommandResult stranger =
       testing::run_command("TANDEM_JOB_TOKEN=0000000000000000 " + join);
   const testing::CommandResult joiner = testing::run_command(token + " " + join);
   launcher.join();
   job.output = read_file(log);
-  ASSERT_TRUE(killed && !master.empty()) << job.output;
+  ASSERT_TRUE(killed && !door.empty()) << job.output;
   EXPECT_NE(stranger.code, 0) << stranger.output;
   EXPECT_NE(stranger.output.find("token"), std::string::npos) << stranger.output;
   ASSERT_EQ(joiner.code, 0) << joiner.output;
@@ -188,12 +200,16 @@ TEST(Elastic, ALossBeyondMaxReplansEndsTheJobSayingWhy) {
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-replans";
   testing::CommandResult job;
+  std::atomic<bool> ended{false};
   std::thread launcher([&] {
     job = testing::run_command(mark + " " + kTandem + " launch -n 4 " + c.string() +
                                " --checkpoint " + ck.string() + " --checkpoint-every 100");
+    ended = true;
   });
-  const bool first = kill_when(mark, 2, [&] { return latest_stages(ck) == 4; });
-  const bool second = first && kill_when(mark, 3, [&] { return latest_stages(ck) == 3; });
+  const bool first = kill_when(
+      mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
+  const bool second = first && kill_when(
+                                   mark, 3, [&] { return latest_stages(ck) == 3; }, ended);
   launcher.join();
   ASSERT_TRUE(first && second) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
@@ -211,11 +227,14 @@ TEST(Elastic, LosingRankZeroEndsTheJobNamingIt) {
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-master";
   testing::CommandResult job;
+  std::atomic<bool> ended{false};
   std::thread launcher([&] {
     job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
                                " --checkpoint " + ck.string() + " --checkpoint-every 100");
+    ended = true;
   });
-  const bool killed = kill_when(mark, 0, [&] { return latest_stages(ck) == 4; });
+  const bool killed = kill_when(
+      mark, 0, [&] { return latest_stages(ck) == 4; }, ended);
   launcher.join();
   ASSERT_TRUE(killed) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
