@@ -358,7 +358,7 @@ class TcpBenchChannel final : public BenchChannel {
     o.lanes = lanes;
     o.listen_host = host;
     o.types = wire_types();
-    o.on_error = [signal](const transport::TcpChannelError& e) {
+    o.on_error = [signal](const transport::ChannelError& e) {
       signal->raise(e.peer + ": " + e.what);
     };
     channel_ = std::make_unique<transport::TcpChannel>(system, std::move(o));
@@ -405,7 +405,7 @@ class UcxBenchChannel final : public BenchChannel {
     o.credentials = bench_credentials();
     o.rank = rank;
     o.types = wire_types();
-    o.on_error = [signal](const transport::UcxChannelError& e) {
+    o.on_error = [signal](const transport::ChannelError& e) {
       signal->raise(e.peer + ": " + e.what);
     };
     channel_ = std::make_unique<transport::UcxChannel>(system, std::move(o));

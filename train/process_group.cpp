@@ -218,7 +218,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       o.rank = me;
       o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
-      o.on_error = [&m](const transport::UcxChannelError& e) {
+      o.on_error = [&m](const transport::ChannelError& e) {
         if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
       };
       auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
@@ -233,7 +233,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     o.types = actors::pipeline_wire_types();
     // The group stops the run itself, with the reason, rather than the bare system stop.
     o.stop_system_on_error = false;
-    o.on_error = [&m](const transport::TcpChannelError& e) {
+    o.on_error = [&m](const transport::ChannelError& e) {
       // A known peer whose connection fails is gone for this job (crashed, or sent what
       // cannot be trusted); a stranger's garbage is only logged by the channel.
       if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);

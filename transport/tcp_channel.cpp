@@ -195,7 +195,7 @@ struct TcpChannel::Impl {
   std::condition_variable state_cv;
 
   mutable std::mutex errors_mu;
-  std::vector<TcpChannelError> errors;
+  std::vector<ChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, delivered{0}, dropped{0}, striped{0}, strangers{0};
@@ -224,7 +224,8 @@ struct TcpChannel::Impl {
   }
 
   // `recorded`: already in `errors`.
-  void report(TcpChannelError e, bool fatal, bool recorded = false) {
+  void report(ChannelError e, bool fatal, bool recorded = false) {
+    e.fatal = fatal;
     spdlog::error("tcp data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
     if (!recorded) {
       std::lock_guard lock(errors_mu);
@@ -238,7 +239,7 @@ struct TcpChannel::Impl {
   // channel is closing the failure is reported (and stops the run).
   void fail_peer(Peer& p, const std::string& what) {
     const bool quiet = closing.load();
-    const TcpChannelError error{p.info.rank, p.name, what};
+    const ChannelError error{p.info.rank, p.name, what};
     {
       std::lock_guard lock(p.mu);
       if (p.failed) return;
@@ -1118,7 +1119,7 @@ void TcpChannel::close(std::chrono::milliseconds timeout) {
   d.closed = true;
 }
 
-std::vector<TcpChannelError> TcpChannel::errors() const {
+std::vector<ChannelError> TcpChannel::errors() const {
   std::lock_guard lock(impl_->errors_mu);
   return impl_->errors;
 }

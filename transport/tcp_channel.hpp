@@ -51,6 +51,7 @@
 
 #include "runtime/actor_system.hpp"
 #include "transport/channel.hpp"
+#include "transport/channel_error.hpp"
 #include "transport/job_proof.hpp"
 #include "transport/wire_message.hpp"
 
@@ -60,12 +61,6 @@ struct TcpPeer {
   int rank = 0;  // the peer process, numbered as the rendezvous numbers ranks
   std::string host;
   std::uint16_t port = 0;  // where its TcpChannel listens (TcpChannel::port())
-};
-
-struct TcpChannelError {
-  int peer_rank = -1;  // -1: a connection that never said who it is
-  std::string peer;    // "rank 1 (127.0.0.1:40312)", or the remote address of a stranger
-  std::string what;
 };
 
 // TCP streams per peer unless TcpChannelOptions::lanes says otherwise.
@@ -98,7 +93,7 @@ struct TcpChannelOptions {
   int lanes = kDefaultTcpLanes;
   // Called on the channel's thread for every failure (keep it short; it may stop the system),
   // and for the first 100 strangers (the rest are counted in stats().strangers only).
-  std::function<void(const TcpChannelError&)> on_error;
+  std::function<void(const ChannelError&)> on_error;
   bool stop_system_on_error = true;
 };
 
@@ -136,7 +131,7 @@ class TcpChannel final : public ActorChannel {
   // joins the channel's thread. Idempotent.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-  std::vector<TcpChannelError> errors() const;
+  std::vector<ChannelError> errors() const;
 
   struct Stats {
     std::uint64_t messages_sent = 0;  // written to a socket

@@ -186,7 +186,7 @@ struct UcxChannel::Impl {
   std::condition_variable state_cv;
 
   mutable std::mutex errors_mu;
-  std::vector<UcxChannelError> errors;
+  std::vector<ChannelError> errors;
 
   std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, rendezvous_received{0}, rendezvous_waited{0}, delivered{0}, dropped{0},
@@ -317,7 +317,7 @@ struct UcxChannel::Impl {
     }
   }
 
-  void report(const UcxChannelError& e, bool fatal, bool recorded = false) {
+  void report(const ChannelError& e, bool fatal, bool recorded = false) {
     spdlog::error("ucx data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
     if (!recorded) {
       std::lock_guard lock(errors_mu);
@@ -335,7 +335,7 @@ struct UcxChannel::Impl {
     p.dead = true;
     std::deque<std::unique_ptr<UcxOutgoing>> unsent;
     bool quiet = closing.load();
-    const UcxChannelError error{p.info.rank, p.name, what};
+    const ChannelError error{p.info.rank, p.name, what};
     {
       std::lock_guard lock(p.mu);
       quiet = quiet || (lost && p.said_goodbye);
@@ -705,7 +705,7 @@ struct UcxChannel::Impl {
     refusal({-1, who, what});
   }
   // A refusal that does not fail the run, reported up to kMaxStrangerReports.
-  void refusal(UcxChannelError e) {
+  void refusal(ChannelError e) {
     if (closing.load()) return;
     e.fatal = false;
     const std::uint64_t n = ++strangers;
@@ -1250,7 +1250,7 @@ void UcxChannel::close(std::chrono::milliseconds timeout) {
   d.closed = true;
 }
 
-std::vector<UcxChannelError> UcxChannel::errors() const {
+std::vector<ChannelError> UcxChannel::errors() const {
   std::lock_guard lock(impl_->errors_mu);
   return impl_->errors;
 }

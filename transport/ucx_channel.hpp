@@ -71,6 +71,7 @@
 
 #include "runtime/actor_system.hpp"
 #include "transport/channel.hpp"
+#include "transport/channel_error.hpp"
 #include "transport/job_proof.hpp"
 #include "transport/wire_message.hpp"
 
@@ -84,15 +85,6 @@ struct UcxPeer {
   int rank = 0;                    // the peer process, numbered as the rendezvous numbers ranks
   std::string host;                // for messages only: UCX finds the peer through its address
   std::vector<std::byte> address;  // its UcxChannel::worker_address()
-};
-
-struct UcxChannelError {
-  int peer_rank = -1;  // -1: a message that names no peer, or one of no proven peer
-  std::string peer;    // "rank 1 (127.0.0.1)", or "an unidentified sender"
-  std::string what;
-  // false: a refusal that failed nothing (a stranger's message, a proof in a peer's name that
-  // did not check); the peer it names, if any, may still prove itself.
-  bool fatal = true;
 };
 
 struct UcxChannelOptions {
@@ -133,7 +125,7 @@ struct UcxChannelOptions {
   std::chrono::milliseconds close_linger{1000};
   // Called on the progress thread for every failure (keep it short; it may stop the system),
   // and for the first 100 strangers (the rest are counted in stats().strangers only).
-  std::function<void(const UcxChannelError&)> on_error;
+  std::function<void(const ChannelError&)> on_error;
   bool stop_system_on_error = true;
 };
 
@@ -172,7 +164,7 @@ class UcxChannel final : public ActorChannel {
   // endpoints, stops the progress thread and destroys the worker. Idempotent.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-  std::vector<UcxChannelError> errors() const;
+  std::vector<ChannelError> errors() const;
 
   struct Stats {
     std::uint64_t messages_sent = 0;  // sends UCX completed

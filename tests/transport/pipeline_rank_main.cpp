@@ -158,7 +158,7 @@ class DataPlane {
       o.types = tt::pipeline_wire_types();
       // The pipeline's stop_with_error() stops the system, with the reason run() throws.
       o.stop_system_on_error = false;
-      o.on_error = [this](const TcpChannelError& e) { failed(e.peer_rank, e.peer, e.what); };
+      o.on_error = [this](const ChannelError& e) { failed(e.peer_rank, e.peer, e.what); };
       auto ch = std::make_unique<TcpChannel>(system, std::move(o));
       tcp_ = ch.get();
       return ch;
@@ -170,7 +170,7 @@ class DataPlane {
     o.stop_system_on_error = false;
     // A refusal that failed nothing (a proof in a peer's name that did not check) is a
     // stranger's.
-    o.on_error = [this](const UcxChannelError& e) {
+    o.on_error = [this](const ChannelError& e) {
       failed(e.fatal ? e.peer_rank : -1, e.peer, e.what);
     };
     auto ch = std::make_unique<UcxChannel>(system, std::move(o));

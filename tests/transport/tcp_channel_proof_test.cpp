@@ -103,7 +103,7 @@ struct Pair {
 };
 
 // The errors of `ch` once there are `n` (or kLong passed).
-std::vector<TcpChannelError> wait_errors(const TcpChannel& ch, std::size_t n) {
+std::vector<ChannelError> wait_errors(const TcpChannel& ch, std::size_t n) {
   const auto deadline = std::chrono::steady_clock::now() + kLong;
   while (ch.errors().size() < n && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
@@ -183,6 +183,7 @@ TEST(TcpChannelProof, ForgedHellosWithoutAGoodProofAreRefusedWhileThePeersTalk) 
     const auto errors = wait_errors(*p.a, ++n);
     ASSERT_EQ(errors.size(), n);
     EXPECT_EQ(errors.back().peer_rank, -1);
+    EXPECT_FALSE(errors.back().fatal);  // a stranger's refusal fails nothing
     expect_contains(errors.back().peer, "connection from 127.0.0.1:");
     expect_contains(errors.back().what, c.expected);
   }

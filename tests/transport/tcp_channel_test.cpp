@@ -604,7 +604,7 @@ TEST(TcpChannel, LargeMessagesAreStripedOverTheLanesAndArriveWhole) {
 }
 
 // Waits until `ch` reported an error (or the long timeout passed).
-std::vector<TcpChannelError> wait_error(TcpChannel& ch) {
+std::vector<ChannelError> wait_error(TcpChannel& ch) {
   const auto deadline = std::chrono::steady_clock::now() + kLong;
   while (ch.errors().empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
@@ -826,7 +826,7 @@ TEST_P(SplitPipeline, TrainsExactlyAsInOneProcess) {
     spec.hosts = [rank, rank_of](Endpoint e) { return rank_of(e) == rank; };
     spec.make_channel = [&, rank](ActorSystem& system) {
       TcpChannelOptions o = channel_options(rank);
-      o.on_error = [&mu, &errors](const TcpChannelError& e) {
+      o.on_error = [&mu, &errors](const ChannelError& e) {
         std::lock_guard lock(mu);
         errors.push_back(e.peer + ": " + e.what);
       };

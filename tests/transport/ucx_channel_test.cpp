@@ -649,7 +649,7 @@ struct WithFake {
     // reporting the endpoint failed. Tests that end the fake start from a wired endpoint.
     EXPECT_TRUE(fake->channel_proof().has_value());
   }
-  std::vector<UcxChannelError> wait_error() const {
+  std::vector<ChannelError> wait_error() const {
     (void)eventually([&] { return !a->errors().empty(); });
     return a->errors();
   }
@@ -823,7 +823,7 @@ std::unique_ptr<FakePeer> stranger_of(const std::string& transports, const UcxCh
   return f;
 }
 
-std::vector<UcxChannelError> wait_errors(const UcxChannel& ch, std::size_t n) {
+std::vector<ChannelError> wait_errors(const UcxChannel& ch, std::size_t n) {
   (void)eventually([&] { return ch.errors().size() >= n; });
   return ch.errors();
 }
@@ -1036,7 +1036,7 @@ TEST_P(UcxChannelTest, SplitPipelineTrainsExactlyAsInOneProcess) {
       spec.hosts = [rank, rank_of](Endpoint e) { return rank_of(e) == rank; };
       spec.make_channel = [&, rank](ActorSystem& system) {
         UcxChannelOptions o = options(rank);
-        o.on_error = [&mu, &errors](const UcxChannelError& e) {
+        o.on_error = [&mu, &errors](const ChannelError& e) {
           std::lock_guard lock(mu);
           errors.push_back(e.peer + ": " + e.what);
         };
