@@ -6,6 +6,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "transport/byte_reader.hpp"
+
 namespace tandem::transport {
 namespace {
 
@@ -36,15 +38,22 @@ class Writer {
   std::vector<std::byte> out_;
 };
 
-// Reads a payload front to back; every read is checked against the bytes left.
+// A control frame's payload, read through the one ByteReader; errors are FrameErrors naming
+// the frame and the field.
 class Reader {
  public:
-  Reader(std::span<const std::byte> in, std::string_view frame) : in_(in), frame_(frame) {}
+  Reader(std::span<const std::byte> in, std::string_view frame)
+      : frame_(frame), r_(in, [this](std::string_view field, const std::string& why) {
+          throw FrameError("control frame '" + std::string(frame_) + "', field '" +
+                           std::string(field) + "': " + why);
+        }) {}
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
-  std::uint8_t u8(std::string_view field) { return static_cast<std::uint8_t>(get(field, 1)); }
-  std::uint16_t u16(std::string_view field) { return static_cast<std::uint16_t>(get(field, 2)); }
-  std::uint32_t u32(std::string_view field) { return static_cast<std::uint32_t>(get(field, 4)); }
-  std::uint64_t u64(std::string_view field) { return get(field, 8); }
+  std::uint8_t u8(std::string_view field) { return r_.u8(field); }
+  std::uint16_t u16(std::string_view field) { return r_.u16(field); }
+  std::uint32_t u32(std::string_view field) { return r_.u32(field); }
+  std::uint64_t u64(std::string_view field) { return r_.u64(field); }
 
   std::vector<std::byte> bytes(std::string_view field, std::size_t limit) {
     const std::span<const std::byte> b = sized(field, limit);
@@ -68,25 +77,22 @@ class Reader {
     if (n != out.size()) {
       fail(field, "length " + std::to_string(n) + ", expected " + std::to_string(out.size()));
     }
-    need(field, n);
-    std::memcpy(out.data(), in_.data() + pos_, n);
-    pos_ += n;
+    r_.raw(field, out.data(), n);
   }
   bool flag(std::string_view field) {
     const std::uint8_t v = u8(field);
     if (v > 1) fail(field, "is " + std::to_string(v) + ", expected 0 or 1");
     return v == 1;
   }
-  std::size_t left() const { return in_.size() - pos_; }
+  std::size_t left() const { return r_.left(); }
   void finish() {
-    if (pos_ != in_.size()) {
-      throw FrameError("control frame '" + std::string(frame_) + "': " +
-                       std::to_string(in_.size() - pos_) + " trailing bytes after the last field");
+    if (r_.left() != 0) {
+      throw FrameError("control frame '" + std::string(frame_) + "': " + std::to_string(r_.left()) +
+                       " trailing bytes after the last field");
     }
   }
   [[noreturn]] void fail(std::string_view field, const std::string& why) const {
-    throw FrameError("control frame '" + std::string(frame_) + "', field '" + std::string(field) +
-                     "': " + why);
+    r_.fail(field, why);
   }
 
  private:
@@ -94,35 +100,16 @@ class Reader {
     static constexpr char kDigits[] = "0123456789abcdef";
     return {kDigits[(v >> 4) & 0xf], kDigits[v & 0xf]};
   }
-  void need(std::string_view field, std::size_t n) const {
-    if (n > left()) {
-      fail(field, "needs " + std::to_string(n) + " bytes but only " + std::to_string(left()) +
-                      " remain (truncated frame)");
-    }
-  }
-  std::uint64_t get(std::string_view field, int n) {
-    need(field, static_cast<std::size_t>(n));
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      v |= std::to_integer<std::uint64_t>(in_[pos_ + static_cast<std::size_t>(i)]) << (8 * i);
-    }
-    pos_ += static_cast<std::size_t>(n);
-    return v;
-  }
   std::span<const std::byte> sized(std::string_view field, std::size_t limit) {
     const std::uint32_t n = u32(field);
     if (n > limit) {
       fail(field, "length " + std::to_string(n) + " exceeds the limit of " + std::to_string(limit));
     }
-    need(field, n);
-    const std::span<const std::byte> b = in_.subspan(pos_, n);
-    pos_ += n;
-    return b;
+    return r_.take(field, n);
   }
 
-  std::span<const std::byte> in_;
-  std::size_t pos_ = 0;
   std::string_view frame_;
+  ByteReader r_;
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "transport/byte_reader.hpp"
+
 namespace tandem::transport {
 namespace {
 
@@ -41,62 +43,46 @@ void write_prefix(Writer& w, std::uint32_t magic, std::uint16_t meta, std::uint6
   w.u64(data);
 }
 
-// Reads a meta part front to back; every read is checked against the bytes left. Errors name
-// the frame, then (once known) the message, then the field.
+// A meta part, read through the one ByteReader. Errors are WireErrors naming the frame, then
+// (once known) the message, then the field.
 class Reader {
  public:
-  Reader(std::span<const std::byte> in, std::string_view context) : in_(in), context_(context) {}
+  Reader(std::span<const std::byte> in, std::string_view context)
+      : context_(context), r_(in, [this](std::string_view field, const std::string& why) {
+          throw WireError(fmt::format("{}, field '{}': {}", this->context(), field, why));
+        }) {}
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
-  std::uint8_t u8(std::string_view field) { return static_cast<std::uint8_t>(get(field, 1)); }
-  std::uint16_t u16(std::string_view field) { return static_cast<std::uint16_t>(get(field, 2)); }
-  std::uint32_t u32(std::string_view field) { return static_cast<std::uint32_t>(get(field, 4)); }
-  std::uint64_t u64(std::string_view field) { return get(field, 8); }
+  std::uint8_t u8(std::string_view field) { return r_.u8(field); }
+  std::uint16_t u16(std::string_view field) { return r_.u16(field); }
+  std::uint32_t u32(std::string_view field) { return r_.u32(field); }
+  std::uint64_t u64(std::string_view field) { return r_.u64(field); }
   std::int32_t i32(std::string_view field) { return static_cast<std::int32_t>(u32(field)); }
   std::int64_t i64(std::string_view field) { return static_cast<std::int64_t>(u64(field)); }
-  void raw(std::string_view field, std::byte* out, std::size_t n) {
-    need(field, n);
-    if (n > 0) std::memcpy(out, in_.data() + pos_, n);
-    pos_ += n;
-  }
+  void raw(std::string_view field, std::byte* out, std::size_t n) { r_.raw(field, out, n); }
   // From now on errors name this message (described only when one is thrown: naming a type
   // takes the registry's lock).
   void set_head(const WireHead* head) { head_ = head; }
   // `last`: the field the part ends with, named when bytes follow it.
   void finish(std::string_view last = {}) {
-    if (pos_ == in_.size()) return;
-    if (!last.empty()) fail(last, fmt::format("{} trailing bytes after it", in_.size() - pos_));
+    if (r_.left() == 0) return;
+    if (!last.empty()) fail(last, fmt::format("{} trailing bytes after it", r_.left()));
     throw WireError(
-        fmt::format("{}: {} trailing bytes after the last field", context(), in_.size() - pos_));
+        fmt::format("{}: {} trailing bytes after the last field", context(), r_.left()));
   }
   [[noreturn]] void fail(std::string_view field, const std::string& why) const {
-    throw WireError(fmt::format("{}, field '{}': {}", context(), field, why));
+    r_.fail(field, why);
   }
 
  private:
-  void need(std::string_view field, std::size_t n) const {
-    if (in_.size() - pos_ < n) {
-      fail(field, fmt::format("needs {} bytes, {} left (truncated)", n, in_.size() - pos_));
-    }
-  }
-  std::uint64_t get(std::string_view field, int n) {
-    need(field, static_cast<std::size_t>(n));
-    std::uint64_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      v |= std::uint64_t{std::to_integer<std::uint8_t>(in_[pos_ + static_cast<std::size_t>(i)])}
-           << (8 * i);
-    }
-    pos_ += static_cast<std::size_t>(n);
-    return v;
-  }
-
   std::string context() const {
     return head_ != nullptr ? "data frame " + describe_wire_head(*head_) : std::string(context_);
   }
 
-  std::span<const std::byte> in_;
-  std::size_t pos_ = 0;
   std::string_view context_;
   const WireHead* head_ = nullptr;
+  ByteReader r_;
 };
 
 bool known_dtype(std::uint8_t d) {
