@@ -2,13 +2,12 @@
 // Reads the little-endian fields of a byte string front to back, each read checked against the
 // bytes left: the one reader of both wire formats, the control plane's frames
 // (transport/control_frame.hpp) and the data plane's messages (transport/wire_message.hpp).
-// Each format says how a failure is reported (its error type, naming its frame and the field).
+// Each format derives its reader from it and says how a failure is reported (its error type,
+// naming its frame and the field).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -16,10 +15,9 @@ namespace tandem::transport {
 
 class ByteReader {
  public:
-  // `fail` throws the format's error for `field`; it must not return.
-  using Fail = std::function<void(std::string_view field, const std::string& why)>;
-
-  ByteReader(std::span<const std::byte> in, Fail fail) : in_(in), fail_(std::move(fail)) {}
+  explicit ByteReader(std::span<const std::byte> in) : in_(in) {}
+  ByteReader(const ByteReader&) = delete;
+  ByteReader& operator=(const ByteReader&) = delete;
 
   std::uint8_t u8(std::string_view field) { return static_cast<std::uint8_t>(get(field, 1)); }
   std::uint16_t u16(std::string_view field) { return static_cast<std::uint16_t>(get(field, 2)); }
@@ -40,10 +38,11 @@ class ByteReader {
 
   std::size_t left() const { return in_.size() - pos_; }
 
-  [[noreturn]] void fail(std::string_view field, const std::string& why) const {
-    fail_(field, why);
-    throw std::logic_error("ByteReader: the failure handler returned");
-  }
+  // Throws the format's error for `field`.
+  [[noreturn]] virtual void fail(std::string_view field, const std::string& why) const = 0;
+
+ protected:
+  ~ByteReader() = default;
 
  private:
   void need(std::string_view field, std::size_t n) const {
@@ -63,7 +62,6 @@ class ByteReader {
 
   std::span<const std::byte> in_;
   std::size_t pos_ = 0;
-  Fail fail_;
 };
 
 }  // namespace tandem::transport

@@ -38,22 +38,10 @@ class Writer {
   std::vector<std::byte> out_;
 };
 
-// A control frame's payload, read through the one ByteReader; errors are FrameErrors naming
-// the frame and the field.
-class Reader {
+// A control frame's payload; errors are FrameErrors naming the frame and the field.
+class Reader final : public ByteReader {
  public:
-  Reader(std::span<const std::byte> in, std::string_view frame)
-      : frame_(frame), r_(in, [this](std::string_view field, const std::string& why) {
-          throw FrameError("control frame '" + std::string(frame_) + "', field '" +
-                           std::string(field) + "': " + why);
-        }) {}
-  Reader(const Reader&) = delete;
-  Reader& operator=(const Reader&) = delete;
-
-  std::uint8_t u8(std::string_view field) { return r_.u8(field); }
-  std::uint16_t u16(std::string_view field) { return r_.u16(field); }
-  std::uint32_t u32(std::string_view field) { return r_.u32(field); }
-  std::uint64_t u64(std::string_view field) { return r_.u64(field); }
+  Reader(std::span<const std::byte> in, std::string_view frame) : ByteReader(in), frame_(frame) {}
 
   std::vector<std::byte> bytes(std::string_view field, std::size_t limit) {
     const std::span<const std::byte> b = sized(field, limit);
@@ -77,22 +65,22 @@ class Reader {
     if (n != out.size()) {
       fail(field, "length " + std::to_string(n) + ", expected " + std::to_string(out.size()));
     }
-    r_.raw(field, out.data(), n);
+    raw(field, out.data(), n);
   }
   bool flag(std::string_view field) {
     const std::uint8_t v = u8(field);
     if (v > 1) fail(field, "is " + std::to_string(v) + ", expected 0 or 1");
     return v == 1;
   }
-  std::size_t left() const { return r_.left(); }
   void finish() {
-    if (r_.left() != 0) {
-      throw FrameError("control frame '" + std::string(frame_) + "': " + std::to_string(r_.left()) +
+    if (left() != 0) {
+      throw FrameError("control frame '" + std::string(frame_) + "': " + std::to_string(left()) +
                        " trailing bytes after the last field");
     }
   }
-  [[noreturn]] void fail(std::string_view field, const std::string& why) const {
-    r_.fail(field, why);
+  [[noreturn]] void fail(std::string_view field, const std::string& why) const override {
+    throw FrameError("control frame '" + std::string(frame_) + "', field '" + std::string(field) +
+                     "': " + why);
   }
 
  private:
@@ -105,11 +93,10 @@ class Reader {
     if (n > limit) {
       fail(field, "length " + std::to_string(n) + " exceeds the limit of " + std::to_string(limit));
     }
-    return r_.take(field, n);
+    return take(field, n);
   }
 
   std::string_view frame_;
-  ByteReader r_;
 };
 
 }  // namespace

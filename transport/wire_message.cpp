@@ -43,36 +43,26 @@ void write_prefix(Writer& w, std::uint32_t magic, std::uint16_t meta, std::uint6
   w.u64(data);
 }
 
-// A meta part, read through the one ByteReader. Errors are WireErrors naming the frame, then
-// (once known) the message, then the field.
-class Reader {
+// A meta part. Errors are WireErrors naming the frame, then (once known) the message, then the
+// field.
+class Reader final : public ByteReader {
  public:
   Reader(std::span<const std::byte> in, std::string_view context)
-      : context_(context), r_(in, [this](std::string_view field, const std::string& why) {
-          throw WireError(fmt::format("{}, field '{}': {}", this->context(), field, why));
-        }) {}
-  Reader(const Reader&) = delete;
-  Reader& operator=(const Reader&) = delete;
+      : ByteReader(in), context_(context) {}
 
-  std::uint8_t u8(std::string_view field) { return r_.u8(field); }
-  std::uint16_t u16(std::string_view field) { return r_.u16(field); }
-  std::uint32_t u32(std::string_view field) { return r_.u32(field); }
-  std::uint64_t u64(std::string_view field) { return r_.u64(field); }
   std::int32_t i32(std::string_view field) { return static_cast<std::int32_t>(u32(field)); }
   std::int64_t i64(std::string_view field) { return static_cast<std::int64_t>(u64(field)); }
-  void raw(std::string_view field, std::byte* out, std::size_t n) { r_.raw(field, out, n); }
   // From now on errors name this message (described only when one is thrown: naming a type
   // takes the registry's lock).
   void set_head(const WireHead* head) { head_ = head; }
   // `last`: the field the part ends with, named when bytes follow it.
   void finish(std::string_view last = {}) {
-    if (r_.left() == 0) return;
-    if (!last.empty()) fail(last, fmt::format("{} trailing bytes after it", r_.left()));
-    throw WireError(
-        fmt::format("{}: {} trailing bytes after the last field", context(), r_.left()));
+    if (left() == 0) return;
+    if (!last.empty()) fail(last, fmt::format("{} trailing bytes after it", left()));
+    throw WireError(fmt::format("{}: {} trailing bytes after the last field", context(), left()));
   }
-  [[noreturn]] void fail(std::string_view field, const std::string& why) const {
-    r_.fail(field, why);
+  [[noreturn]] void fail(std::string_view field, const std::string& why) const override {
+    throw WireError(fmt::format("{}, field '{}': {}", context(), field, why));
   }
 
  private:
@@ -82,7 +72,6 @@ class Reader {
 
   std::string_view context_;
   const WireHead* head_ = nullptr;
-  ByteReader r_;
 };
 
 bool known_dtype(std::uint8_t d) {
