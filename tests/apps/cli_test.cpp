@@ -2,35 +2,22 @@
 // "tandem: error:" line and the documented exit codes (docs/cli.md) for every failure, and
 // never a bare C++ exception text.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "apps/output_file.hpp"
+#include "run_command.hpp"
 
 namespace tandem::apps {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = testing::CommandResult;  // output: stdout and stderr
 
 Result tandem(const std::string& args) {
-  const std::string command = std::string(TANDEM_CLI) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  Result r;
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::run_command(std::string(TANDEM_CLI) + " " + args);
 }
 
 const std::string kSource = TANDEM_SOURCE_DIR;
