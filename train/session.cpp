@@ -115,7 +115,7 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
   ResumeState resumed = read_resume_state(*options_.resume, job_, model_, model_name(), plan_,
                                           steps_, [this](int stage) { return hosts_stage(stage); });
   first_step_ = resumed.first_step;
-  params_ = hosted_subset(resumed.params);
+  params_ = subset_of(resumed.params, hosted_layers());
   optimizer_states_ = std::move(resumed.optimizer_states);
   older_versions_ = std::move(resumed.older_versions);
   parent_checkpoint_ = resumed.parent;
@@ -327,16 +327,21 @@ bool Session::writes_stage(int stage) const {
          placement_->rank_of(plan_.schedule.device_of(stage, 0)) == options_.group->rank();
 }
 
-std::vector<schedules::LayerRange> Session::hosted_layers() const {
+std::vector<schedules::LayerRange> Session::layers_of(
+    const std::function<bool(int stage)>& stages) const {
   const std::vector<schedules::LayerRange> vlayers =
       schedules::virtual_stage_layers(plan_, model_.num_layers());
   std::vector<schedules::LayerRange> ranges;
   for (int v = 0; v < static_cast<int>(vlayers.size()); ++v) {
-    if (hosts_stage(v % plan_.schedule.stages)) ranges.push_back(vlayers[static_cast<size_t>(v)]);
+    if (stages(v % plan_.schedule.stages)) ranges.push_back(vlayers[static_cast<size_t>(v)]);
   }
   std::sort(ranges.begin(), ranges.end(),
             [](const auto& a, const auto& b) { return a.begin < b.begin; });
   return ranges;
+}
+
+std::vector<schedules::LayerRange> Session::hosted_layers() const {
+  return layers_of([this](int stage) { return hosts_stage(stage); });
 }
 
 models::ParamSet Session::initial_params() const {
@@ -349,9 +354,10 @@ models::ParamSet Session::initial_params() const {
   return out;
 }
 
-models::ParamSet Session::hosted_subset(const models::ParamSet& params) const {
+models::ParamSet Session::subset_of(const models::ParamSet& params,
+                                    const std::vector<schedules::LayerRange>& ranges) const {
   models::ParamSet out;
-  for (const schedules::LayerRange& r : hosted_layers()) {
+  for (const schedules::LayerRange& r : ranges) {
     for (int l = r.begin; l < r.end; ++l) {
       for (const models::ParamSpec& ps : model_.layer(l).param_specs()) {
         const std::string name = model_.param_name(l, ps.name);
@@ -363,24 +369,7 @@ models::ParamSet Session::hosted_subset(const models::ParamSet& params) const {
 }
 
 models::ParamSet Session::own_weights() const {
-  const std::vector<schedules::LayerRange> vlayers =
-      schedules::virtual_stage_layers(plan_, model_.num_layers());
-  const int stages = plan_.schedule.stages;
-  models::ParamSet out;
-  for (int l = 0; l < model_.num_layers(); ++l) {
-    int stage = 0;
-    for (int v = 0; v < static_cast<int>(vlayers.size()); ++v) {
-      if (l >= vlayers[static_cast<size_t>(v)].begin && l < vlayers[static_cast<size_t>(v)].end) {
-        stage = v % stages;
-      }
-    }
-    if (!writes_stage(stage)) continue;
-    for (const models::ParamSpec& ps : model_.layer(l).param_specs()) {
-      const std::string name = model_.param_name(l, ps.name);
-      out.add(name, params_.at(name));
-    }
-  }
-  return out;
+  return subset_of(params_, layers_of([this](int stage) { return writes_stage(stage); }));
 }
 
 void Session::finish(TrainSummary& s, Progress& progress, int64_t at,

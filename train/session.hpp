@@ -130,11 +130,14 @@ class Session {
   bool hosts_stage(int stage) const;
   // This process writes `stage`'s checkpoint files and reports its weights: it runs replica 0.
   bool writes_stage(int stage) const;
-  // The layers of the stages this process hosts, ascending.
+  // The layers of the stages `stages` selects, ascending; of those this process hosts.
+  std::vector<schedules::LayerRange> layers_of(const std::function<bool(int stage)>& stages) const;
   std::vector<schedules::LayerRange> hosted_layers() const;
-  // The initial weights of those layers, and the entries of `params` for them.
+  // The initial weights of the hosted layers.
   models::ParamSet initial_params() const;
-  models::ParamSet hosted_subset(const models::ParamSet& params) const;
+  // The entries of `params` for the layers of `ranges`, in model order.
+  models::ParamSet subset_of(const models::ParamSet& params,
+                             const std::vector<schedules::LayerRange>& ranges) const;
   // The current weights of the stages this process writes, in model order.
   models::ParamSet own_weights() const;
   // After the last segment: the final evaluation and record, and the run's totals.
