@@ -70,6 +70,32 @@ size_t latest_stages(const fs::path& ck) {
   }
 }
 
+// A command run on a thread of its own: a launched job whose ranks the test kills meanwhile.
+class BackgroundCommand {
+ public:
+  explicit BackgroundCommand(std::string command)
+      : thread_([this, c = std::move(command)] {
+          result_ = testing::run_command(c);
+          ended_ = true;
+        }) {}
+  ~BackgroundCommand() {
+    if (thread_.joinable()) thread_.join();
+  }
+  BackgroundCommand(const BackgroundCommand&) = delete;
+  BackgroundCommand& operator=(const BackgroundCommand&) = delete;
+
+  const std::atomic<bool>& ended() const { return ended_; }
+  testing::CommandResult join() {
+    thread_.join();
+    return result_;
+  }
+
+ private:
+  testing::CommandResult result_;
+  std::atomic<bool> ended_{false};
+  std::thread thread_;  // last: started once the others exist
+};
+
 // Kills the launched rank (by its first rank number) once `ready` holds; false when the job
 // ended first (`ended`) or on timeout.
 bool kill_when(const std::string& mark, int rank, const std::function<bool()>& ready,
@@ -92,17 +118,13 @@ TEST(Elastic, ALostRankIsReplannedAroundAndTheJobEndsWithTheWeightsOfOneDevice) 
   const fs::path c = dir.write("c.yaml", config(400, kFourStages));
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-elastic";
-  testing::CommandResult job;
-  std::atomic<bool> ended{false};
-  std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
-                               " --checkpoint " + ck.string() + " --checkpoint-every 50");
-    ended = true;
-  });
+  BackgroundCommand launcher(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
+                             " --checkpoint " + ck.string() + " --checkpoint-every 50");
+  const std::atomic<bool>& ended = launcher.ended();
   const bool killed = kill_when(
       mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
   const auto killed_at = std::chrono::steady_clock::now();
-  launcher.join();
+  const testing::CommandResult job = launcher.join();
   ASSERT_TRUE(killed) << job.output;
   std::printf("the job ended %.2f s after rank 2 was killed\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count());
@@ -153,14 +175,10 @@ TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
   const fs::path log = dir.path() / "job.log";
   const std::string token = "TANDEM_JOB_TOKEN=5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-join";
-  testing::CommandResult job;
-  std::atomic<bool> ended{false};
-  std::thread launcher([&] {
-    job = testing::run_command(token + " " + mark + " " + kTandem + " launch -n 4 --elastic " +
-                               c.string() + " --checkpoint " + ck.string() +
-                               " --checkpoint-every 200 > " + log.string() + " 2>&1");
-    ended = true;
-  });
+  BackgroundCommand launcher(token + " " + mark + " " + kTandem + " launch -n 4 --elastic " +
+                             c.string() + " --checkpoint " + ck.string() +
+                             " --checkpoint-every 200 > " + log.string() + " 2>&1");
+  const std::atomic<bool>& ended = launcher.ended();
   const bool killed = kill_when(
       mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
   const std::string shrunk = wait_for_text(log, "re-planned 4 -> 3 ranks", ended);
@@ -174,7 +192,7 @@ TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
   const testing::CommandResult stranger =
       testing::run_command("TANDEM_JOB_TOKEN=0000000000000000 " + join);
   const testing::CommandResult joiner = testing::run_command(token + " " + join);
-  launcher.join();
+  testing::CommandResult job = launcher.join();
   job.output = read_file(log);
   ASSERT_TRUE(killed && !door.empty()) << job.output;
   EXPECT_NE(stranger.code, 0) << stranger.output;
@@ -199,18 +217,14 @@ TEST(Elastic, ALossBeyondMaxReplansEndsTheJobSayingWhy) {
       dir.write("c.yaml", config(4000, kFourStages, "cluster: {elastic: true, max_replans: 1}\n"));
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-replans";
-  testing::CommandResult job;
-  std::atomic<bool> ended{false};
-  std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 4 " + c.string() +
-                               " --checkpoint " + ck.string() + " --checkpoint-every 100");
-    ended = true;
-  });
+  BackgroundCommand launcher(mark + " " + kTandem + " launch -n 4 " + c.string() +
+                             " --checkpoint " + ck.string() + " --checkpoint-every 100");
+  const std::atomic<bool>& ended = launcher.ended();
   const bool first = kill_when(
       mark, 2, [&] { return latest_stages(ck) == 4; }, ended);
   const bool second = first && kill_when(
                                    mark, 3, [&] { return latest_stages(ck) == 3; }, ended);
-  launcher.join();
+  const testing::CommandResult job = launcher.join();
   ASSERT_TRUE(first && second) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("re-planned 4 -> 3 ranks"), std::string::npos) << job.output;
@@ -226,16 +240,12 @@ TEST(Elastic, LosingRankZeroEndsTheJobNamingIt) {
   const fs::path c = dir.write("c.yaml", config(4000, kFourStages));
   const fs::path ck = dir.path() / "ck";
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-master";
-  testing::CommandResult job;
-  std::atomic<bool> ended{false};
-  std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
-                               " --checkpoint " + ck.string() + " --checkpoint-every 100");
-    ended = true;
-  });
+  BackgroundCommand launcher(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
+                             " --checkpoint " + ck.string() + " --checkpoint-every 100");
+  const std::atomic<bool>& ended = launcher.ended();
   const bool killed = kill_when(
       mark, 0, [&] { return latest_stages(ck) == 4; }, ended);
-  launcher.join();
+  const testing::CommandResult job = launcher.join();
   ASSERT_TRUE(killed) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("rank 0 is the job's master"), std::string::npos) << job.output;
