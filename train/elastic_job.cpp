@@ -31,6 +31,17 @@ std::string lost_line(const std::vector<transport::LostRank>& lost, int64_t step
   return rank_list(lost) + " lost" + (step >= 0 ? " at step " + std::to_string(step) : "");
 }
 
+// A decimal count rank 0 sent, within [lo, hi].
+int count_from_rank_0(const std::string& text, int lo, int hi, const char* what) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < lo || n > hi) {
+    throw std::runtime_error(std::string("rank 0 sent a malformed ") + what + " '" +
+                             text.substr(0, 40) + "'");
+  }
+  return n;
+}
+
 }  // namespace
 
 ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<ProcessGroup> group,
@@ -223,26 +234,17 @@ SessionOptions ElasticJob::session_options() {
 }
 
 bool ElasticJob::decide_growth(int segment) {
-  const std::string key =
-      "elastic/" + std::to_string(replans_) + "/grow/" + std::to_string(segment) + "/";
-  if (group_ != nullptr && group_->rank() > 0) {
-    const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
-    const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    int n = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (ec != std::errc() || end != text.data() + text.size() || n < 0 || n > (1 << 16)) {
-      throw std::runtime_error("rank 0 sent a malformed growth decision '" + text.substr(0, 40) +
-                               "'");
-    }
-    grow_to_ = n;
-    return grow_to_ > 0;
+  const bool master = group_ == nullptr || group_->rank() == 0;
+  if (master) {
+    const int world = group_ != nullptr ? group_->world_size() : 1;
+    const int joiners = door_ != nullptr ? door_->claim() : 0;
+    grow_to_ = joiners > 0 ? world + joiners : 0;
   }
-  const int world = group_ != nullptr ? group_->world_size() : 1;
-  const int joiners = door_ != nullptr ? door_->claim() : 0;
-  grow_to_ = joiners > 0 ? world + joiners : 0;
-  const std::string n = std::to_string(grow_to_);
-  for (int k = 1; k < world; ++k) {
-    group_->put(key + std::to_string(k), std::as_bytes(std::span(n.data(), n.size())));
+  if (group_ != nullptr) {
+    const std::string key =
+        "elastic/" + std::to_string(replans_) + "/grow/" + std::to_string(segment);
+    grow_to_ = count_from_rank_0(group_->broadcast_text(key, std::to_string(grow_to_)), 0, 1 << 16,
+                                 "growth decision");
   }
   return grow_to_ > 0;
 }
@@ -251,15 +253,8 @@ void ElasticJob::announce_plan(const Session& session) {
   if (group_ == nullptr) return;
   const std::string mine = std::string(schedules::to_string(session.plan().schedule.kind)) +
                            " stages " + describe_cut(session.plan());
-  const std::string key = "elastic/" + std::to_string(replans_) + "/plan/";
-  if (group_->rank() == 0) {
-    for (int k = 1; k < group_->world_size(); ++k) {
-      group_->put(key + std::to_string(k), std::as_bytes(std::span(mine.data(), mine.size())));
-    }
-    return;
-  }
-  const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
-  const std::string theirs(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::string theirs =
+      group_->broadcast_text("elastic/" + std::to_string(replans_) + "/plan", mine);
   if (theirs != mine) {
     throw std::runtime_error("after re-plan " + std::to_string(replans_) + " rank 0 runs '" +
                              theirs.substr(0, 200) + "', this rank computed '" + mine +
@@ -268,29 +263,14 @@ void ElasticJob::announce_plan(const Session& session) {
 }
 
 void ElasticJob::exchange_next_port() {
-  const bool master = group_ == nullptr || group_->rank() == 0;
-  if (master) {
+  if (group_ == nullptr || group_->rank() == 0) {
     next_reservation_ = std::make_unique<PortReservation>(group_options_.env.master_host);
     next_port_ = next_reservation_->port();
   }
   if (group_ == nullptr) return;
-  const std::string key = "elastic/" + std::to_string(replans_) + "/next-port/";
-  if (master) {
-    const std::string text = std::to_string(next_port_);
-    for (int k = 1; k < group_->world_size(); ++k) {
-      group_->put(key + std::to_string(k), std::as_bytes(std::span(text.data(), text.size())));
-    }
-    return;
-  }
-  const std::vector<std::byte> bytes = group_->take(key + std::to_string(group_->rank()));
-  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  int port = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
-  if (ec != std::errc() || end != text.data() + text.size() || port < 1 || port > 65535) {
-    throw std::runtime_error("rank 0 sent a malformed port for the job's next generation '" +
-                             text.substr(0, 40) + "'");
-  }
-  next_port_ = static_cast<std::uint16_t>(port);
+  const std::string key = "elastic/" + std::to_string(replans_) + "/next-port";
+  next_port_ = static_cast<std::uint16_t>(count_from_rank_0(
+      group_->broadcast_text(key, std::to_string(next_port_)), 1, 65535, "next generation's port"));
 }
 
 void ElasticJob::request_stop() {

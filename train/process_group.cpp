@@ -337,6 +337,17 @@ void ProcessGroup::put(const std::string& key, std::span<const std::byte> value)
   rv.set(key + "/n", text_bytes(std::to_string(pieces)));
 }
 
+std::string ProcessGroup::broadcast_text(const std::string& key, std::string_view text) {
+  if (rank() == 0) {
+    for (int k = 1; k < world_size(); ++k) {
+      put(key + "/" + std::to_string(k), std::as_bytes(std::span(text.data(), text.size())));
+    }
+    return std::string(text);
+  }
+  const std::vector<std::byte> bytes = take(key + "/" + std::to_string(rank()));
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
 std::vector<std::byte> ProcessGroup::take(const std::string& key) {
   transport::Rendezvous& rv = *impl_->rendezvous;
   // Taken, not read: rank 0's store forgets each piece once it is delivered, so what ranks

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/pipeline.hpp"
@@ -81,6 +82,10 @@ class ProcessGroup {
   // written once per job.
   void put(const std::string& key, std::span<const std::byte> value);
   std::vector<std::byte> take(const std::string& key);
+  // Rank 0's `text` on every rank: rank 0 puts it under "<key>/<k>" for each other rank k and
+  // returns it; the others take theirs and return it (their `text` is ignored). Every rank
+  // calls it with the same key.
+  std::string broadcast_text(const std::string& key, std::string_view text);
   void barrier(const std::string& name);
   // After segment `segment`'s pipeline ran and its state was handed over: waits until every
   // rank is there (nobody closes a data plane another may still read from), then forgets this

@@ -40,14 +40,9 @@ actors::PipelineResult run_connected(actors::Pipeline& pipeline, const SegmentOp
 // it, so every rank's next segment starts at the same step. One key per reader: a value taken
 // is gone from rank 0's store.
 void share_ran_count(ProcessGroup& group, int segment, int64_t length, int64_t& minibatches) {
-  if (group.rank() == 0) {
-    const std::string n = std::to_string(minibatches);
-    for (int k = 1; k < group.world_size(); ++k) {
-      group.put(key("ran", segment, k), std::as_bytes(std::span(n.data(), n.size())));
-    }
-  } else {
-    minibatches = ran_minibatches(group.take(key("ran", segment, group.rank())), length);
-  }
+  const std::string n = group.broadcast_text("segment/" + std::to_string(segment) + "/ran",
+                                             std::to_string(minibatches));
+  if (group.rank() > 0) minibatches = ran_minibatches(std::as_bytes(std::span(n)), length);
 }
 
 // The state of each stage some replica of which runs in this process (replicas agree at a
