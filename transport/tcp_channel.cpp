@@ -59,8 +59,6 @@ constexpr std::size_t kMaxBatch = 64;
 constexpr std::chrono::microseconds kSpinBeforeSleep{50};
 // How long accepting waits after the listener failed (out of file descriptors, say).
 constexpr std::chrono::milliseconds kAcceptRetry{100};
-// Strangers reported one by one (on_error, errors(), the log); past that, only counted.
-constexpr std::uint64_t kMaxStrangerReports = 100;
 
 struct Outgoing {
   std::vector<std::byte> head;  // prefix and meta part (or a whole goodbye frame)
@@ -108,21 +106,18 @@ struct Stripe {
 };
 
 // One peer process and its connection. Fields under `mu` are shared with senders; the rest are
-// touched on the channel's thread only.
-struct Peer {
+// touched on the channel's thread only. `ended`: the connection is over (end of stream, error
+// or close()).
+struct Peer : RoutedPeer {
   Peer(asio::io_context& io, TcpPeer p)
-      : info(std::move(p)),
-        name(fmt::format("rank {} ({}:{})", info.rank, info.host, info.port)),
+      : RoutedPeer(p.rank, fmt::format("rank {} ({}:{})", p.rank, p.host, p.port)),
+        info(std::move(p)),
         timer(io) {}
 
   TcpPeer info;
-  std::string name;
 
-  std::mutex mu;
-  std::deque<Outgoing> queue;
-  bool connected = false;
-  bool writing = false;  // a write is posted or in flight
-  bool failed = false;
+  std::deque<Outgoing> queue;  // under mu
+  bool writing = false;        // under mu: a write is posted or in flight
 
   std::optional<tcp::socket> socket;  // lane 0: every frame, and the first stripe of a message
   // Lanes 1.. (the connecting side's option; the accepting side follows its hello).
@@ -145,9 +140,6 @@ struct Peer {
   WireHead head;
   std::vector<Tensor> tensors;
   std::vector<asio::mutable_buffer> in_buffers;
-  // Under `mu` too: written on the channel's thread, read by senders and close().
-  bool said_goodbye = false;
-  bool ended = false;  // the connection is over (end of stream, error or close())
 };
 
 // A connection accepted but not yet proved: it is nobody's until its proof checks.
@@ -161,8 +153,8 @@ struct Pending {
 };
 
 struct TcpChannel::Impl {
-  Impl(ActorSystem& s, TcpChannelOptions o)
-      : system(s),
+  Impl(TcpChannel& c, TcpChannelOptions o)
+      : owner(c),
         opt(std::move(o)),
         job_id(job_id_of(opt.credentials.job)),
         acceptor(io),
@@ -173,7 +165,7 @@ struct TcpChannel::Impl {
     rules.max_data_bytes = opt.max_data_bytes;
   }
 
-  ActorSystem& system;
+  TcpChannel& owner;  // the skeleton: routing, peer table, failures, statistics
   TcpChannelOptions opt;
   std::uint64_t job_id;  // in every frame: job_id_of(opt.credentials.job)
   WireRules rules;
@@ -183,56 +175,21 @@ struct TcpChannel::Impl {
   std::deque<std::shared_ptr<Pending>> pending;  // accepted, not yet proved, oldest first
   asio::executor_work_guard<asio::io_context::executor_type> guard;
   std::thread thread;
-  std::vector<Actor*> locals;
-  std::unordered_map<Endpoint, std::size_t> remote;  // endpoint -> index into peers
   std::vector<std::unique_ptr<Peer>> peers;
-  bool started = false;
   bool stopped = false;  // channel's thread: everything closed
   std::atomic<bool> closing{false};
   bool closed = false;  // close() finished (caller's thread)
 
-  std::mutex state_mu;  // with state_cv: connections, drained queues, goodbyes
-  std::condition_variable state_cv;
+  std::atomic<std::uint64_t> striped{0};
 
-  mutable std::mutex errors_mu;
-  std::vector<ChannelError> errors;
-
-  std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, delivered{0}, dropped{0}, striped{0}, strangers{0};
-
-  Actor* local(Endpoint e) const {
-    if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
-    return locals[static_cast<std::size_t>(e)];
-  }
-  Peer* peer_of_rank(int rank) {
-    for (auto& p : peers) {
-      if (p->info.rank == rank) return p.get();
-    }
-    return nullptr;
-  }
-  // Taking state_mu orders this after a waiter's check of its predicate: no lost wake-up.
-  void notify() {
-    std::lock_guard lock(state_mu);
-    state_cv.notify_all();
-  }
+  Peer* peer_of_rank(int rank) { return static_cast<Peer*>(owner.routed_peer_of_rank(rank)); }
+  void notify() { owner.notify(); }
   void set_ended(Peer& p) {
     {
       std::lock_guard lock(p.mu);
       p.ended = true;
     }
     notify();
-  }
-
-  // `recorded`: already in `errors`.
-  void report(ChannelError e, bool fatal, bool recorded = false) {
-    e.fatal = fatal;
-    spdlog::error("tcp data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
-    if (!recorded) {
-      std::lock_guard lock(errors_mu);
-      errors.push_back(e);
-    }
-    if (opt.on_error) opt.on_error(e);
-    if (fatal && opt.stop_system_on_error) system.stop();
   }
 
   // The peer's connection is over: its queue is dropped, later sends to it fail, and unless the
@@ -242,15 +199,9 @@ struct TcpChannel::Impl {
     const ChannelError error{p.info.rank, p.name, what};
     {
       std::lock_guard lock(p.mu);
-      if (p.failed) return;
       // Recorded with the failure, under the peer's lock: whoever sees one (wait_connected, a
       // refused send) sees the other in errors().
-      if (!quiet) {
-        std::lock_guard errors_lock(errors_mu);
-        errors.push_back(error);
-      }
-      p.failed = true;
-      p.connected = false;
+      if (!owner.mark_failed_locked(p, error, quiet)) return;
       p.queue.clear();
     }
     p.timer.cancel();
@@ -260,7 +211,7 @@ struct TcpChannel::Impl {
       spdlog::debug("tcp data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
       return;
     }
-    report(error, true, true);
+    owner.report(error, true, true);
   }
 
   static bool has_failed(Peer& p) {
@@ -563,21 +514,11 @@ struct TcpChannel::Impl {
     c->socket.close(ec);
     stranger(c->remote, what);
   }
-  // Reported through on_error, up to kMaxStrangerReports; then only counted (Stats::strangers),
-  // so that a flood of strangers cannot grow errors() or the log without bound.
+  // Reported through on_error, up to 100; then only counted (Stats::strangers), so that a
+  // flood of strangers cannot grow errors() or the log without bound.
   void stranger(const std::string& address, const std::string& what) {
     if (closing.load()) return;
-    const std::uint64_t n = ++strangers;
-    if (n > kMaxStrangerReports) {
-      if (n == kMaxStrangerReports + 1) {
-        spdlog::warn(
-            "tcp data plane (rank {}): more than {} strangers; further ones are counted "
-            "only",
-            opt.rank, kMaxStrangerReports);
-      }
-      return;
-    }
-    report({-1, "connection from " + address, what}, false);
+    owner.refusal({-1, "connection from " + address, what});
   }
 
   // The peer and lane a hello claims, while that lane is free; throws WireError otherwise.
@@ -760,8 +701,8 @@ struct TcpChannel::Impl {
       goodbye = goodbye || o.goodbye;
       messages += o.goodbye ? 0 : 1;
     }
-    messages_sent += messages;
-    bytes_sent += p.written;
+    owner.messages_sent_ += messages;
+    owner.bytes_sent_ += p.written;
     striped += p.batch_striped;
     p.batch_striped = 0;
     p.batch.clear();
@@ -826,15 +767,7 @@ struct TcpChannel::Impl {
   void read_data(Peer& p, std::uint64_t data_bytes) {
     try {
       p.head = decode_wire_head(p.meta, data_bytes, rules);
-      if (local(p.head.to) == nullptr) {
-        throw WireError("data frame " + describe_wire_head(p.head) + ": endpoint " +
-                        std::to_string(p.head.to) + " is not bound in this process");
-      }
-      auto it = remote.find(p.head.from);
-      if (it == remote.end() || peers[it->second].get() != &p) {
-        throw WireError("data frame " + describe_wire_head(p.head) + ": endpoint " +
-                        std::to_string(p.head.from) + " does not belong to this peer");
-      }
+      owner.check_incoming(p.head, p);
       p.tensors = allocate_wire_tensors(p.head);
     } catch (const std::exception& e) {
       fail_peer(p, e.what());
@@ -849,7 +782,7 @@ struct TcpChannel::Impl {
       for_each_wire_piece(parts, wire_stripe(data_bytes, lanes, lane),
                           [&in](auto piece) { in.emplace_back(piece.data(), piece.size()); });
     }
-    bytes_received += kWirePrefixBytes + p.meta.size() + data_bytes;
+    owner.bytes_received_ += kWirePrefixBytes + p.meta.size() + data_bytes;
     // The lanes read at once; the message is whole when all of them are done.
     p.reads_pending = p.in_buffers.empty() ? 0 : 1;
     for (const auto& s : p.stripes) p.reads_pending += s->in.empty() ? 0 : 1;
@@ -872,19 +805,8 @@ struct TcpChannel::Impl {
   }
 
   void deliver(Peer& p) {
-    ++messages_received;
-    Message m;
-    m.env = p.head.env;
-    m.tensors = std::move(p.tensors);
+    owner.deliver(p.head.to, p.head.env, std::move(p.tensors));
     p.tensors.clear();
-    Actor* target = local(p.head.to);
-    m.env.target = target->id();
-    // A system that stopped refuses the message (system_stopped): dropped, nothing to do.
-    if (system.send(target, std::move(m)).ok()) {
-      ++delivered;
-    } else {
-      ++dropped;
-    }
     read_prefix(p);
   }
 
@@ -924,8 +846,27 @@ struct TcpChannel::Impl {
   }
 };
 
+namespace {
+
+RoutedChannelOptions routed(const TcpChannelOptions& o) {
+  RoutedChannelOptions r;
+  r.channel = "TcpChannel";
+  r.transport = "tcp";
+  r.rank = o.rank;
+  r.job_id = job_id_of(o.credentials.job);
+  r.types = o.types;
+  r.max_data_bytes = o.max_data_bytes;
+  r.on_error = o.on_error;
+  r.stop_system_on_error = o.stop_system_on_error;
+  r.staging = o.staging;
+  return r;
+}
+
+}  // namespace
+
 TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
-    : impl_(std::make_unique<Impl>(system, std::move(options))) {
+    : RoutedChannel(system, routed(options)),
+      impl_(std::make_unique<Impl>(*this, std::move(options))) {
   // spdlog makes its default logger on first use; made here, before this object's threads
   // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
   (void)spdlog::default_logger_raw();
@@ -966,49 +907,17 @@ std::uint16_t TcpChannel::port() const {
   return ec ? 0 : ep.port();
 }
 
-void TcpChannel::bind(Endpoint e, Actor* actor) {
-  if (e < 0) throw std::invalid_argument("TcpChannel::bind: negative endpoint");
-  if (actor == nullptr) throw std::invalid_argument("TcpChannel::bind: no actor");
-  if (impl_->started) throw std::logic_error("TcpChannel::bind after start()");
-  if (impl_->remote.contains(e)) {
-    throw std::invalid_argument(
-        fmt::format("TcpChannel::bind: endpoint {} is routed to a peer", e));
-  }
-  auto& locals = impl_->locals;
-  if (static_cast<std::size_t>(e) >= locals.size()) locals.resize(static_cast<std::size_t>(e) + 1);
-  locals[static_cast<std::size_t>(e)] = actor;
-}
-
 void TcpChannel::add_peer(TcpPeer peer) {
   auto& d = *impl_;
-  if (d.started) throw std::logic_error("TcpChannel::add_peer after start()");
-  if (peer.rank == d.opt.rank || peer.rank < 0 || d.peer_of_rank(peer.rank) != nullptr) {
-    throw std::invalid_argument(fmt::format(
-        "TcpChannel::add_peer: rank {} is this process, negative or added twice", peer.rank));
-  }
-  d.peers.push_back(std::make_unique<Peer>(d.io, std::move(peer)));
-}
-
-void TcpChannel::route(Endpoint e, int peer_rank) {
-  auto& d = *impl_;
-  if (d.started) throw std::logic_error("TcpChannel::route after start()");
-  if (e < 0 || d.local(e) != nullptr) {
-    throw std::invalid_argument(
-        fmt::format("TcpChannel::route: endpoint {} is negative or bound in this process", e));
-  }
-  for (std::size_t i = 0; i < d.peers.size(); ++i) {
-    if (d.peers[i]->info.rank == peer_rank) {
-      d.remote[e] = i;
-      return;
-    }
-  }
-  throw std::invalid_argument(fmt::format("TcpChannel::route: no peer of rank {}", peer_rank));
+  auto p = std::make_unique<Peer>(d.io, std::move(peer));
+  add_routed_peer(*p);
+  d.peers.push_back(std::move(p));
 }
 
 void TcpChannel::start() {
   auto& d = *impl_;
-  if (d.started) throw std::logic_error("TcpChannel::start called twice");
-  d.started = true;
+  if (started()) throw std::logic_error("TcpChannel::start called twice");
+  mark_started();
   asio::post(d.io, [&d] {
     d.accept_next();
     for (auto& p : d.peers) {
@@ -1020,44 +929,12 @@ void TcpChannel::start() {
   });
 }
 
-bool TcpChannel::wait_connected(std::chrono::milliseconds timeout) {
+SendResult TcpChannel::post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) {
   auto& d = *impl_;
-  bool all = false;
-  std::unique_lock lock(d.state_mu);
-  d.state_cv.wait_for(lock, timeout, [&d, &all] {
-    all = true;
-    for (auto& p : d.peers) {
-      std::lock_guard pl(p->mu);
-      if (p->failed) {
-        all = false;
-        return true;
-      }
-      all = all && p->connected;
-    }
-    return all;
-  });
-  return all;
-}
-
-SendResult TcpChannel::send(Endpoint from, Endpoint to, Message msg) {
-  auto& d = *impl_;
-  Actor* sender = d.local(from);
-  if (sender == nullptr) {
-    throw std::out_of_range(
-        fmt::format("TcpChannel: endpoint {} (the sender) is not bound in this process", from));
-  }
-  if (Actor* target = d.local(to)) return d.system.send(target, std::move(msg), sender->id());
-  auto it = d.remote.find(to);
-  if (it == d.remote.end()) {
-    throw std::out_of_range(fmt::format("TcpChannel: endpoint {} is neither bound nor routed", to));
-  }
-  for (Tensor& t : msg.tensors) {
-    if (t.defined() && t.device().is_cuda()) t = t.to(Device::cpu());
-  }
+  auto& p = static_cast<Peer&>(peer);
   Outgoing o;
-  o.head = encode_wire_head(d.job_id, from, to, msg, d.opt.types, d.opt.max_data_bytes);
+  o.head = std::move(head);
   o.msg = std::move(msg);
-  Peer& p = *d.peers[it->second];
   bool kick = false;
   {
     std::lock_guard lock(p.mu);
@@ -1076,6 +953,8 @@ SendResult TcpChannel::send(Endpoint from, Endpoint to, Message msg) {
 void TcpChannel::close(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (d.closed) return;
+  // Staged messages are queued behind what is queued already, before the goodbyes.
+  stop_sending(timeout);
   d.closing.store(true);
   // Goodbyes go behind what is queued, so the peers read every message first.
   for (auto& p : d.peers) {
@@ -1092,7 +971,7 @@ void TcpChannel::close(std::chrono::milliseconds timeout) {
     if (kick) asio::post(d.io, [&d, q = p.get()] { d.write_next(*q); });
   }
   {
-    std::unique_lock lock(d.state_mu);
+    std::unique_lock lock(state_mu_);
     const auto drained = [&d] {
       for (auto& p : d.peers) {
         std::lock_guard pl(p->mu);
@@ -1100,12 +979,12 @@ void TcpChannel::close(std::chrono::milliseconds timeout) {
       }
       return true;
     };
-    if (!d.state_cv.wait_for(lock, timeout, drained)) {
+    if (!state_cv_.wait_for(lock, timeout, drained)) {
       spdlog::warn("tcp data plane (rank {}): closing with messages still queued after {}",
                    d.opt.rank, secs(timeout));
     }
     // The peers' goodbyes, so that closing does not reset a connection they still read.
-    (void)d.state_cv.wait_for(lock, d.opt.close_linger, [&d] {
+    (void)state_cv_.wait_for(lock, d.opt.close_linger, [&d] {
       for (auto& p : d.peers) {
         std::lock_guard pl(p->mu);
         if (p->connected && !p->failed && !p->said_goodbye && !p->ended) return false;
@@ -1119,22 +998,11 @@ void TcpChannel::close(std::chrono::milliseconds timeout) {
   d.closed = true;
 }
 
-std::vector<ChannelError> TcpChannel::errors() const {
-  std::lock_guard lock(impl_->errors_mu);
-  return impl_->errors;
-}
-
 TcpChannel::Stats TcpChannel::stats() const {
   const auto& d = *impl_;
   Stats s;
-  s.messages_sent = d.messages_sent.load();
-  s.messages_received = d.messages_received.load();
-  s.bytes_sent = d.bytes_sent.load();
-  s.bytes_received = d.bytes_received.load();
-  s.delivered = d.delivered.load();
-  s.dropped = d.dropped.load();
+  static_cast<ChannelStats&>(s) = routed_stats();
   s.striped = d.striped.load();
-  s.strangers = d.strangers.load();
   return s;
 }
 

@@ -22,8 +22,9 @@
 // path between two ranks can read or hijack a proven stream (docs/transport.md).
 //
 // send() never blocks on the network: a message to a remote endpoint is encoded (its head; the
-// tensors are written from their own memory, kept alive by the queued message) and queued on
-// the peer's connection, and the channel's own thread writes it. Per sender and peer the order
+// tensors are written from their own memory, kept alive by the queued message), its device
+// tensors staged to host memory without waiting (routed_channel.hpp), and queued on the peer's
+// connection, and the channel's own thread writes it. Per sender and peer the order
 // of sends is the order of delivery. The reader validates every frame (job, type, body size,
 // lane, dtype, shape, byte count, that the sender owns `from` and this process `to`), reads the
 // tensors' bytes straight into freshly allocated CPU tensors and hands the message to the bound
@@ -50,9 +51,8 @@
 #include <vector>
 
 #include "runtime/actor_system.hpp"
-#include "transport/channel.hpp"
-#include "transport/channel_error.hpp"
 #include "transport/job_proof.hpp"
+#include "transport/routed_channel.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport {
@@ -95,57 +95,41 @@ struct TcpChannelOptions {
   // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const ChannelError&)> on_error;
   bool stop_system_on_error = true;
+  // How device tensors reach host memory before they travel; null: the cuda ones, on a copy
+  // stream per device (send_staging.hpp).
+  std::shared_ptr<SendStaging> staging;
 };
 
-class TcpChannel final : public ActorChannel {
+class TcpChannel final : public RoutedChannel {
  public:
   // Starts listening (throws std::runtime_error naming the address when it cannot) and the
   // channel's thread.
   TcpChannel(ActorSystem& system, TcpChannelOptions options);
   // close() with its default timeout.
   ~TcpChannel() override;
-  TcpChannel(const TcpChannel&) = delete;
-  TcpChannel& operator=(const TcpChannel&) = delete;
 
   std::uint16_t port() const;
 
-  // Before start(), not thread-safe: endpoints of this process, the peer processes, and which
-  // peer owns each remote endpoint.
-  void bind(Endpoint e, Actor* actor) override;
+  // Before start(), not thread-safe: a peer process (bind and route are RoutedChannel's).
   void add_peer(TcpPeer peer);
-  void route(Endpoint e, int peer_rank);
   // Opens the connections to the peers of lower rank and accepts those of higher rank. Sends
   // before a connection is up wait in its queue.
   void start();
-  // Blocks until every peer's connection said hello; false when `timeout` passed or a
-  // connection failed first.
-  bool wait_connected(std::chrono::milliseconds timeout);
 
-  // Throws std::out_of_range for an endpoint neither bound nor routed, and WireError for a
-  // message the data plane cannot carry (an unlisted type, a rank above kMaxWireRank, ...).
-  // target_stopped: the peer's connection failed; system_stopped: the channel is closed.
-  SendResult send(Endpoint from, Endpoint to, Message msg) override;
-
-  // Orderly end: later sends fail; what is queued is written (up to `timeout`), then a goodbye
-  // to every peer; waits up to close_linger for the peers' goodbyes, then closes everything and
-  // joins the channel's thread. Idempotent.
+  // Orderly end: later sends fail; staged messages leave once their copies ran and what is
+  // queued is written (each up to `timeout`), then a goodbye to every peer; waits up to
+  // close_linger for the peers' goodbyes, then closes everything and joins the channel's
+  // thread. Idempotent.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-  std::vector<ChannelError> errors() const;
-
-  struct Stats {
-    std::uint64_t messages_sent = 0;  // written to a socket
-    std::uint64_t messages_received = 0;
-    std::uint64_t bytes_sent = 0;  // frames, heads included
-    std::uint64_t bytes_received = 0;
-    std::uint64_t delivered = 0;  // handed to a bound actor
-    std::uint64_t dropped = 0;    // received for a stopped actor or system
-    std::uint64_t striped = 0;    // sent with their tensor bytes spread over several lanes
-    std::uint64_t strangers = 0;  // connections refused before they proved themselves
+  struct Stats : ChannelStats {
+    std::uint64_t striped = 0;  // sent with their tensor bytes spread over several lanes
   };
   Stats stats() const;
 
  private:
+  SendResult post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) override;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

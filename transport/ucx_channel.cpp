@@ -39,8 +39,6 @@ constexpr std::chrono::microseconds kSpinBeforeSleep{50};
 // Distinct hellos in a peer's name answered with a proof before it proved itself: one is the
 // peer's, the others strangers' (see on_hello).
 constexpr std::size_t kMaxHelloNonces = 8;
-// Strangers reported one by one (on_error, errors(), the log); past that, only counted.
-constexpr std::uint64_t kMaxStrangerReports = 100;
 
 std::string secs(std::chrono::milliseconds d) {
   return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
@@ -109,25 +107,20 @@ struct UcxChannel::Impl {
 
   // One peer process. Fields under `mu` are shared with senders, close() and wait_connected();
   // the rest belong to the progress thread.
-  struct UcxPeerState {
+  struct UcxPeerState : RoutedPeer {
     UcxPeerState(Impl* impl, UcxPeer p)
-        : d(impl),
-          info(std::move(p)),
-          name(info.host.empty() ? fmt::format("rank {}", info.rank)
-                                 : fmt::format("rank {} ({})", info.rank, info.host)) {}
+        : RoutedPeer(p.rank, p.host.empty() ? fmt::format("rank {}", p.rank)
+                                            : fmt::format("rank {} ({})", p.rank, p.host)),
+          d(impl),
+          info(std::move(p)) {}
 
     Impl* d;
     UcxPeer info;
-    std::string name;
 
-    std::mutex mu;
+    // Under mu (RoutedPeer's, with connected: its proof checked).
     std::deque<std::unique_ptr<UcxOutgoing>> queue;
     std::uint64_t next_out = 1;  // hellos and proofs take none (their channel header says 0)
     std::size_t in_flight = 0;   // handed to UCX, not completed
-    bool connected = false;      // its proof checked
-    bool failed = false;
-    bool said_goodbye = false;
-    bool ended = false;  // nothing more will come from it
 
     ucp_ep_h ep = nullptr;     // the messages: error mode none, so shared memory may carry them
     ucp_ep_h watch = nullptr;  // the hello only: its error handler reports the peer lost
@@ -148,14 +141,14 @@ struct UcxChannel::Impl {
     std::uint64_t receiving_bytes = 0;  // payloads of rendezvous started, not completed
   };
 
-  Impl(ActorSystem& s, UcxChannelOptions o)
-      : system(s), opt(std::move(o)), job_id(job_id_of(opt.credentials.job)) {
+  Impl(UcxChannel& c, UcxChannelOptions o)
+      : owner(c), opt(std::move(o)), job_id(job_id_of(opt.credentials.job)) {
     rules.job = job_id;
     rules.types = &opt.types;
     rules.max_data_bytes = opt.max_data_bytes;
   }
 
-  ActorSystem& system;
+  UcxChannel& owner;  // the skeleton: routing, peer table, failures, statistics
   UcxChannelOptions opt;
   std::uint64_t job_id;  // in every frame: job_id_of(opt.credentials.job)
   WireRules rules;
@@ -167,10 +160,7 @@ struct UcxChannel::Impl {
   std::vector<std::byte> address;
 
   std::thread thread;
-  std::vector<Actor*> locals;
-  std::unordered_map<Endpoint, std::size_t> remote;  // endpoint -> index into peers
   std::vector<std::unique_ptr<UcxPeerState>> peers;
-  bool started = false;
   std::atomic<bool> closing{false};
   std::atomic<bool> stop_requested{false};
   std::atomic<bool> wake_pending{false};
@@ -182,15 +172,7 @@ struct UcxChannel::Impl {
   std::unordered_set<UcxOutgoing*> sending;
   std::vector<void*> closing_eps;
 
-  std::mutex state_mu;  // with state_cv: hellos, drained queues, goodbyes
-  std::condition_variable state_cv;
-
-  mutable std::mutex errors_mu;
-  std::vector<ChannelError> errors;
-
-  std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, rendezvous_received{0}, rendezvous_waited{0}, delivered{0}, dropped{0},
-      strangers{0};
+  std::atomic<std::uint64_t> rendezvous_received{0}, rendezvous_waited{0};
 
   ~Impl() { destroy(); }
 
@@ -292,21 +274,11 @@ struct UcxChannel::Impl {
   }
 
   // --- helpers ---
-  Actor* local(Endpoint e) const {
-    if (e < 0 || static_cast<std::size_t>(e) >= locals.size()) return nullptr;
-    return locals[static_cast<std::size_t>(e)];
-  }
   UcxPeerState* peer_of_rank(std::uint64_t rank) {
-    for (auto& p : peers) {
-      if (static_cast<std::uint64_t>(p->info.rank) == rank) return p.get();
-    }
-    return nullptr;
+    if (rank > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) return nullptr;
+    return static_cast<UcxPeerState*>(owner.routed_peer_of_rank(static_cast<int>(rank)));
   }
-  // Taking state_mu orders this after a waiter's check of its predicate: no lost wake-up.
-  void notify() {
-    std::lock_guard lock(state_mu);
-    state_cv.notify_all();
-  }
+  void notify() { owner.notify(); }
   void wake() {
     if (!wake_pending.exchange(true)) {
       const std::uint64_t one = 1;
@@ -315,16 +287,6 @@ struct UcxChannel::Impl {
                      std::strerror(errno));
       }
     }
-  }
-
-  void report(const ChannelError& e, bool fatal, bool recorded = false) {
-    spdlog::error("ucx data plane (rank {}): {}: {}", opt.rank, e.peer, e.what);
-    if (!recorded) {
-      std::lock_guard lock(errors_mu);
-      errors.push_back(e);
-    }
-    if (opt.on_error) opt.on_error(e);
-    if (fatal && opt.stop_system_on_error) system.stop();
   }
 
   // The peer is over: its queue is dropped, later sends to it fail, what it sends is dropped,
@@ -341,12 +303,7 @@ struct UcxChannel::Impl {
       quiet = quiet || (lost && p.said_goodbye);
       // Recorded with the failure, under the peer's lock: whoever sees one (wait_connected, a
       // refused send, errors()) sees the other.
-      if (!quiet) {
-        std::lock_guard errors_lock(errors_mu);
-        errors.push_back(error);
-      }
-      p.failed = true;
-      p.connected = false;
+      (void)owner.mark_failed_locked(p, error, quiet);
       p.ended = true;
       unsent.swap(p.queue);
     }
@@ -354,7 +311,7 @@ struct UcxChannel::Impl {
       spdlog::debug("ucx data plane (rank {}): {} (closing or after its goodbye): {}", opt.rank,
                     p.name, what);
     } else {
-      report(error, true, true);
+      owner.report(error, true, true);
     }
     notify();
     release_waiting(p);
@@ -573,8 +530,8 @@ struct UcxChannel::Impl {
     if (tearing_down) return;
     UcxPeerState& p = *o->peer;
     if (status == UCS_OK) {
-      if (o->kind == WireFrameKind::message) ++messages_sent;
-      bytes_sent += o->header.size() + o->payload;
+      if (o->kind == WireFrameKind::message) ++owner.messages_sent_;
+      owner.bytes_sent_ += o->header.size() + o->payload;
     } else if (!p.dead) {
       std::string what;
       if (o->kind == WireFrameKind::message) {
@@ -697,28 +654,17 @@ struct UcxChannel::Impl {
     return UCS_OK;
   }
 
-  // Reported through on_error, up to kMaxStrangerReports; then only counted (Stats::strangers),
+  // Reported through on_error, up to 100; then only counted (Stats::strangers),
   // so that a flood cannot grow errors() or the log without bound. `rank`: the rank claimed.
   void stranger(const std::string& what, int rank = -1) {
     const std::string who = rank < 0 ? "an unidentified sender"
                                      : fmt::format("an unidentified sender (claims rank {})", rank);
     refusal({-1, who, what});
   }
-  // A refusal that does not fail the run, reported up to kMaxStrangerReports.
+  // A refusal that does not fail the run, reported up to 100 times (then only counted).
   void refusal(ChannelError e) {
     if (closing.load()) return;
-    e.fatal = false;
-    const std::uint64_t n = ++strangers;
-    if (n > kMaxStrangerReports) {
-      if (n == kMaxStrangerReports + 1) {
-        spdlog::warn(
-            "ucx data plane (rank {}): more than {} refusals; further ones are counted "
-            "only",
-            opt.rank, kMaxStrangerReports);
-      }
-      return;
-    }
-    report(e, false);
+    owner.refusal(std::move(e));
   }
 
   // True: `data` is a rendezvous descriptor this channel holds (it waits its turn in
@@ -794,15 +740,7 @@ struct UcxChannel::Impl {
       if (pre.kind == WireFrameKind::message) {
         in->head = decode_wire_head(meta, length, rules);
         const auto named = [&in] { return "data frame " + describe_wire_head(in->head); };
-        if (local(in->head.to) == nullptr) {
-          throw WireError(
-              fmt::format("{}: endpoint {} is not bound in this process", named(), in->head.to));
-        }
-        auto it = remote.find(in->head.from);
-        if (it == remote.end() || peers[it->second].get() != &p) {
-          throw WireError(
-              fmt::format("{}: endpoint {} does not belong to this peer", named(), in->head.from));
-        }
+        owner.check_incoming(in->head, p);
         if (seq == 0) throw WireError(named() + ": sequence number 0, which no message has");
         // A rendezvous gets its tensors when its receive starts (start_receive).
         if (!rndv) {
@@ -823,7 +761,7 @@ struct UcxChannel::Impl {
       fail_peer(p, e.what());
       return false;
     }
-    bytes_received += header.size() + length;
+    owner.bytes_received_ += header.size() + length;
     UcxIncoming& msg = *in;
     p.arrived.emplace(seq, std::move(in));
     if (length == 0) {
@@ -1059,24 +997,30 @@ struct UcxChannel::Impl {
     }
   }
 
-  void deliver(UcxIncoming& in) {
-    ++messages_received;
-    Message m;
-    m.env = in.head.env;
-    m.tensors = std::move(in.tensors);
-    Actor* target = local(in.head.to);
-    m.env.target = target->id();
-    // A system that stopped refuses the message (system_stopped): dropped, nothing to do.
-    if (system.send(target, std::move(m)).ok()) {
-      ++delivered;
-    } else {
-      ++dropped;
-    }
-  }
+  void deliver(UcxIncoming& in) { owner.deliver(in.head.to, in.head.env, std::move(in.tensors)); }
 };
 
+namespace {
+
+RoutedChannelOptions routed(const UcxChannelOptions& o) {
+  RoutedChannelOptions r;
+  r.channel = "UcxChannel";
+  r.transport = "ucx";
+  r.rank = o.rank;
+  r.job_id = job_id_of(o.credentials.job);
+  r.types = o.types;
+  r.max_data_bytes = o.max_data_bytes;
+  r.on_error = o.on_error;
+  r.stop_system_on_error = o.stop_system_on_error;
+  r.staging = o.staging;
+  return r;
+}
+
+}  // namespace
+
 UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
-    : impl_(std::make_unique<Impl>(system, std::move(options))) {
+    : RoutedChannel(system, routed(options)),
+      impl_(std::make_unique<Impl>(*this, std::move(options))) {
   // spdlog makes its default logger on first use; made here, before this object's threads
   // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
   (void)spdlog::default_logger_raw();
@@ -1091,103 +1035,35 @@ const std::vector<std::byte>& UcxChannel::worker_address() const {
   return impl_->address;
 }
 
-void UcxChannel::bind(Endpoint e, Actor* actor) {
-  if (e < 0) throw std::invalid_argument("UcxChannel::bind: negative endpoint");
-  if (actor == nullptr) throw std::invalid_argument("UcxChannel::bind: no actor");
-  if (impl_->started) throw std::logic_error("UcxChannel::bind after start()");
-  if (impl_->remote.contains(e)) {
-    throw std::invalid_argument(
-        fmt::format("UcxChannel::bind: endpoint {} is routed to a peer", e));
-  }
-  auto& locals = impl_->locals;
-  if (static_cast<std::size_t>(e) >= locals.size()) locals.resize(static_cast<std::size_t>(e) + 1);
-  locals[static_cast<std::size_t>(e)] = actor;
-}
-
 void UcxChannel::add_peer(UcxPeer peer) {
   auto& d = *impl_;
-  if (d.started) throw std::logic_error("UcxChannel::add_peer after start()");
-  if (peer.rank == d.opt.rank || peer.rank < 0 ||
-      d.peer_of_rank(static_cast<std::uint64_t>(peer.rank)) != nullptr) {
-    throw std::invalid_argument(fmt::format(
-        "UcxChannel::add_peer: rank {} is this process, negative or added twice", peer.rank));
-  }
   if (peer.address.empty()) {
     throw std::invalid_argument(
         fmt::format("UcxChannel::add_peer: rank {} has no worker address", peer.rank));
   }
-  d.peers.push_back(std::make_unique<Impl::UcxPeerState>(&d, std::move(peer)));
-}
-
-void UcxChannel::route(Endpoint e, int peer_rank) {
-  auto& d = *impl_;
-  if (d.started) throw std::logic_error("UcxChannel::route after start()");
-  if (e < 0 || d.local(e) != nullptr) {
-    throw std::invalid_argument(
-        fmt::format("UcxChannel::route: endpoint {} is negative or bound in this process", e));
-  }
-  for (std::size_t i = 0; i < d.peers.size(); ++i) {
-    if (d.peers[i]->info.rank == peer_rank) {
-      d.remote[e] = i;
-      return;
-    }
-  }
-  throw std::invalid_argument(fmt::format("UcxChannel::route: no peer of rank {}", peer_rank));
+  auto p = std::make_unique<Impl::UcxPeerState>(&d, std::move(peer));
+  add_routed_peer(*p);
+  d.peers.push_back(std::move(p));
 }
 
 void UcxChannel::start() {
   auto& d = *impl_;
-  if (d.started) throw std::logic_error("UcxChannel::start called twice");
+  if (started()) throw std::logic_error("UcxChannel::start called twice");
   if (d.closed) throw std::logic_error("UcxChannel::start after close()");
-  d.started = true;
+  mark_started();
   d.thread = std::thread([&d] { d.run(); });
 }
 
-bool UcxChannel::wait_connected(std::chrono::milliseconds timeout) {
-  auto& d = *impl_;
-  bool all = false;
-  std::unique_lock lock(d.state_mu);
-  d.state_cv.wait_for(lock, timeout, [&d, &all] {
-    all = true;
-    for (auto& p : d.peers) {
-      std::lock_guard pl(p->mu);
-      if (p->failed) {
-        all = false;
-        return true;
-      }
-      all = all && p->connected;
-    }
-    return all;
-  });
-  return all;
+std::size_t UcxChannel::max_head_bytes() const {
+  return impl_->max_header - kUcxHeaderBytes;
 }
 
-SendResult UcxChannel::send(Endpoint from, Endpoint to, Message msg) {
+SendResult UcxChannel::post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) {
   auto& d = *impl_;
-  Actor* sender = d.local(from);
-  if (sender == nullptr) {
-    throw std::out_of_range(
-        fmt::format("UcxChannel: endpoint {} (the sender) is not bound in this process", from));
-  }
-  if (Actor* target = d.local(to)) return d.system.send(target, std::move(msg), sender->id());
-  auto it = d.remote.find(to);
-  if (it == d.remote.end()) {
-    throw std::out_of_range(fmt::format("UcxChannel: endpoint {} is neither bound nor routed", to));
-  }
-  for (Tensor& t : msg.tensors) {
-    if (t.defined() && t.device().is_cuda()) t = t.to(Device::cpu());
-  }
+  auto& p = static_cast<Impl::UcxPeerState&>(peer);
   auto o = std::make_unique<Impl::UcxOutgoing>();
-  o->header = with_header_room(
-      encode_wire_head(d.job_id, from, to, msg, d.opt.types, d.opt.max_data_bytes));
-  if (o->header.size() > d.max_header) {
-    throw WireError(
-        fmt::format("data frame from endpoint {} to {}: a head of {} bytes, above "
-                    "the {} bytes UCX carries as a message header",
-                    from, to, o->header.size(), d.max_header));
-  }
+  o->header = with_header_room(head);
   o->msg = std::move(msg);
-  Impl::UcxPeerState& p = *d.peers[it->second];
   o->peer = &p;
   {
     std::lock_guard lock(p.mu);
@@ -1206,8 +1082,10 @@ SendResult UcxChannel::send(Endpoint from, Endpoint to, Message msg) {
 void UcxChannel::close(std::chrono::milliseconds timeout) {
   auto& d = *impl_;
   if (d.closed) return;
+  // Staged messages are queued behind what is queued already, before the goodbyes.
+  stop_sending(timeout);
   d.closing.store(true);
-  if (d.started) {
+  if (started()) {
     // Goodbyes go behind what is queued, so the peers receive every message first.
     for (auto& p : d.peers) {
       std::lock_guard lock(p->mu);
@@ -1220,7 +1098,7 @@ void UcxChannel::close(std::chrono::milliseconds timeout) {
       p->queue.push_back(std::move(o));
     }
     d.wake();
-    std::unique_lock lock(d.state_mu);
+    std::unique_lock lock(state_mu_);
     const auto drained = [&d] {
       for (auto& p : d.peers) {
         std::lock_guard pl(p->mu);
@@ -1228,12 +1106,12 @@ void UcxChannel::close(std::chrono::milliseconds timeout) {
       }
       return true;
     };
-    if (!d.state_cv.wait_for(lock, timeout, drained)) {
+    if (!state_cv_.wait_for(lock, timeout, drained)) {
       spdlog::warn("ucx data plane (rank {}): closing with messages still queued after {}",
                    d.opt.rank, secs(timeout));
     }
     // The peers' goodbyes, so that closing does not look like a failure to them.
-    (void)d.state_cv.wait_for(lock, d.opt.close_linger, [&d] {
+    (void)state_cv_.wait_for(lock, d.opt.close_linger, [&d] {
       for (auto& p : d.peers) {
         std::lock_guard pl(p->mu);
         if (!p->failed && !p->said_goodbye && !p->ended) return false;
@@ -1250,23 +1128,12 @@ void UcxChannel::close(std::chrono::milliseconds timeout) {
   d.closed = true;
 }
 
-std::vector<ChannelError> UcxChannel::errors() const {
-  std::lock_guard lock(impl_->errors_mu);
-  return impl_->errors;
-}
-
 UcxChannel::Stats UcxChannel::stats() const {
   const auto& d = *impl_;
   Stats s;
-  s.messages_sent = d.messages_sent.load();
-  s.messages_received = d.messages_received.load();
-  s.bytes_sent = d.bytes_sent.load();
-  s.bytes_received = d.bytes_received.load();
+  static_cast<ChannelStats&>(s) = routed_stats();
   s.rendezvous_received = d.rendezvous_received.load();
   s.rendezvous_waited = d.rendezvous_waited.load();
-  s.delivered = d.delivered.load();
-  s.dropped = d.dropped.load();
-  s.strangers = d.strangers.load();
   return s;
 }
 

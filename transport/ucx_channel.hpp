@@ -70,9 +70,8 @@
 #include <vector>
 
 #include "runtime/actor_system.hpp"
-#include "transport/channel.hpp"
-#include "transport/channel_error.hpp"
 #include "transport/job_proof.hpp"
+#include "transport/routed_channel.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::transport {
@@ -127,59 +126,46 @@ struct UcxChannelOptions {
   // and for the first 100 strangers (the rest are counted in stats().strangers only).
   std::function<void(const ChannelError&)> on_error;
   bool stop_system_on_error = true;
+  // How device tensors reach host memory before they travel; null: the cuda ones, on a copy
+  // stream per device (send_staging.hpp).
+  std::shared_ptr<SendStaging> staging;
 };
 
-class UcxChannel final : public ActorChannel {
+class UcxChannel final : public RoutedChannel {
  public:
   // Creates the UCX context and worker (throws std::runtime_error naming the UCX call that
   // failed). The progress thread starts with start().
   UcxChannel(ActorSystem& system, UcxChannelOptions options);
   // close() with its default timeout.
   ~UcxChannel() override;
-  UcxChannel(const UcxChannel&) = delete;
-  UcxChannel& operator=(const UcxChannel&) = delete;
 
   // This worker's address: what peers need in UcxPeer::address (publish it through the
   // rendezvous).
   const std::vector<std::byte>& worker_address() const;
 
-  // Before start(), not thread-safe: endpoints of this process, the peer processes, and which
-  // peer owns each remote endpoint.
-  void bind(Endpoint e, Actor* actor) override;
+  // Before start(), not thread-safe: a peer process (bind and route are RoutedChannel's).
   void add_peer(UcxPeer peer);
-  void route(Endpoint e, int peer_rank);
   // Starts the progress thread: it opens an endpoint to every peer and says hello. Sends before
   // start() wait in the peer's queue.
   void start();
-  // Blocks until every peer said hello; false when `timeout` passed or a peer failed first.
-  bool wait_connected(std::chrono::milliseconds timeout);
 
-  // Throws std::out_of_range for an endpoint neither bound nor routed, and WireError for a
-  // message the data plane cannot carry (an unlisted type, a rank above kMaxWireRank, ...).
-  // target_stopped: the peer failed or said goodbye; system_stopped: the channel is closed.
-  SendResult send(Endpoint from, Endpoint to, Message msg) override;
-
-  // Orderly end: later sends fail; what is queued is sent (up to `timeout`), then a goodbye to
-  // every peer; waits up to close_linger for the peers' goodbyes, then flushes and closes the
-  // endpoints, stops the progress thread and destroys the worker. Idempotent.
+  // Orderly end: later sends fail; staged messages leave once their copies ran and what is
+  // queued is sent (each up to `timeout`), then a goodbye to every peer; waits up to
+  // close_linger for the peers' goodbyes, then flushes and closes the endpoints, stops the
+  // progress thread and destroys the worker. Idempotent.
   void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-  std::vector<ChannelError> errors() const;
-
-  struct Stats {
-    std::uint64_t messages_sent = 0;  // sends UCX completed
-    std::uint64_t messages_received = 0;
-    std::uint64_t bytes_sent = 0;  // channel headers, heads and payloads
-    std::uint64_t bytes_received = 0;
+  struct Stats : ChannelStats {
     std::uint64_t rendezvous_received = 0;  // payloads UCX delivered by rendezvous
     std::uint64_t rendezvous_waited = 0;    // of those, started only once earlier ones completed
-    std::uint64_t delivered = 0;            // handed to a bound actor
-    std::uint64_t dropped = 0;              // received for a stopped actor or system
-    std::uint64_t strangers = 0;  // refused without failing a peer (unproven, or a bad proof)
   };
   Stats stats() const;
 
  private:
+  SendResult post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) override;
+  // The worker's largest active-message header, less the channel's own header.
+  std::size_t max_head_bytes() const override;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
