@@ -16,6 +16,19 @@ std::string secs(std::chrono::milliseconds d) {
   return fmt::format("{:.1f} s", std::chrono::duration<double>(d).count());
 }
 
+// What failed the work before a completed copy's event, or "".
+std::string copy_error(const Event& copy) {
+  const std::exception_ptr error = copy.error();
+  if (!error) return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 }  // namespace
 
 // What a copy's completion callback reaches the channel through: close() (or the destructor)
@@ -225,24 +238,37 @@ SendResult RoutedChannel::send(Endpoint from, Endpoint to, Message msg) {
         from, to, head.size(), max_head_bytes(), options_.transport));
   }
   std::vector<Event> copies = options_.staging->stage(msg);
-  std::erase_if(copies, [](const Event& e) { return e.query(); });
-  return stage(peer, std::move(head), std::move(msg), std::move(copies));
+  if (!copies.empty()) ++staged_;
+  // Copies that ran already need no callback; one that failed fails the message.
+  std::string failed;
+  std::erase_if(copies, [&failed](const Event& e) {
+    try {
+      if (!e.query()) return false;
+      if (failed.empty()) failed = copy_error(e);
+    } catch (const std::exception& error) {
+      if (failed.empty()) failed = error.what();
+    }
+    return true;
+  });
+  return stage(peer, std::move(head), std::move(msg), std::move(copies), std::move(failed));
 }
 
 SendResult RoutedChannel::stage(RoutedPeer& peer, std::vector<std::byte> head, Message msg,
-                                std::vector<Event> copies) {
+                                std::vector<Event> copies, std::string failed) {
   std::lock_guard lock(peer.staging_mu);
   // Checked under the staging lock, which stop_sending's drain also takes: a message is either
   // refused or in the queue the drain waits for.
   if (sends_stopped()) return SendResult{SendStatus::system_stopped};
-  if (peer.staged.empty() && copies.empty()) return post(peer, std::move(head), std::move(msg));
+  if (peer.staged.empty() && copies.empty() && failed.empty()) {
+    return post(peer, std::move(head), std::move(msg));
+  }
   {
     std::lock_guard pl(peer.mu);
     if (peer.failed || peer.said_goodbye) return SendResult{SendStatus::target_stopped};
   }
-  if (!copies.empty()) ++staged_;
   const std::uint64_t seq = peer.next_staged++;
-  peer.staged.push_back({seq, std::move(head), std::move(msg), copies.size(), {}});
+  peer.staged.push_back({seq, std::move(head), std::move(msg), copies.size(), std::move(failed)});
+  if (copies.empty()) post_ready(peer);
   for (const Event& copy : copies) {
     copy.on_complete([life = lifeline_, p = &peer, seq, copy] {
       std::lock_guard l(life->mu);
@@ -257,15 +283,7 @@ void RoutedChannel::copy_done(RoutedPeer& peer, std::uint64_t seq, const Event& 
     std::lock_guard lock(peer.staging_mu);
     for (StagedMessage& m : peer.staged) {
       if (m.seq != seq) continue;
-      if (const std::exception_ptr error = copy.error(); error && m.failed.empty()) {
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          m.failed = e.what();
-        } catch (...) {
-          m.failed = "unknown error";
-        }
-      }
+      if (m.failed.empty()) m.failed = copy_error(copy);
       --m.copies_pending;
       break;
     }

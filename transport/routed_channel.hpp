@@ -168,7 +168,7 @@ class RoutedChannel : public ActorChannel {
 
   RoutedPeer& remote_peer(Endpoint to) const;
   SendResult stage(RoutedPeer& peer, std::vector<std::byte> head, Message msg,
-                   std::vector<Event> copies);
+                   std::vector<Event> copies, std::string failed);
   void copy_done(RoutedPeer& peer, std::uint64_t seq, const Event& copy);
   // With peer.staging_mu held: posts the messages at the head of the queue whose copies ran.
   void post_ready(RoutedPeer& peer);
