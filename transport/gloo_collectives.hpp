@@ -8,10 +8,10 @@
 // member's index in the group: a process may host any of a group's members, one or several.
 // The context connects lazily, at the member's first all-reduce, through Gloo's rendezvous
 // store on the Rendezvous (keys "<key_prefix>/<members>/<rank>"), over Gloo's TCP transport.
-// Its reductions run on a thread of its own, in the order they were started: all_reduce only
-// queues, so an actor's worker never blocks on the network. Every member of a group must start
-// its rounds in the same order (the schedules do); the round is Gloo's tag, so a mismatch fails
-// the reduction rather than mixing rounds.
+// Its reductions run on a thread of its own (MemberThread), in the order they were started:
+// all_reduce only queues, so an actor's worker never blocks on the network. Every member of a group
+// must start its rounds in the same order (the schedules do); the round is Gloo's tag, so a
+// mismatch fails the reduction rather than mixing rounds.
 //
 // Failures never hang: connecting and each Gloo call of a reduction are bounded by `timeout`.
 // A failed reduction (a member that never came, a lost peer, members that disagree on the
@@ -38,6 +38,8 @@ class Device;
 }  // namespace gloo::transport
 
 namespace tandem::transport {
+
+struct MemberRound;
 
 struct GlooCollectivesOptions {
   // Where this process's Gloo pairs listen, which the others connect to: a host name or address
@@ -86,7 +88,10 @@ class GlooCollectives final : public Collectives {
 
  private:
   struct Member;
-  void run(Member& m);
+  // On the member's thread: makes its context (a group of more than one member).
+  void connect(Member& m);
+  // On the member's thread: one round (MemberThread::Rounds::reduce).
+  void reduce(Member& m, MemberRound& round, std::string& step);
 
   GlooCollectivesOptions options_;
   RendezvousStore store_;

@@ -3,18 +3,15 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nccl.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <optional>
 #include <thread>
 
 #include "runtime/stream.hpp"
 #include "transport/collective_group.hpp"
+#include "transport/member_thread.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -22,8 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string who(std::span<const Endpoint> group, Endpoint member, std::int64_t round) {
-  return fmt::format("NCCL all-reduce round {} among {{{}}} as endpoint {}", round,
-                     members_text(group, ","), member);
+  return round_text("NCCL", group, member, round);
 }
 
 void check_cuda(cudaError_t e, const char* what) {
@@ -49,30 +45,38 @@ bool poll_until(Clock::time_point deadline, Ready ready) {
 
 }  // namespace
 
-struct NcclCollectives::Member {
-  struct Job {
-    std::int64_t round = 0;
-    std::vector<Tensor> tensors;
-    bool contributes = false;
-    Reduction op = Reduction::sum;
-    std::function<void()> done;
-  };
+struct NcclCollectives::Member final : MemberThread::Rounds {
+  Member(NcclCollectives& collectives, std::span<const Endpoint> group, Endpoint endpoint,
+         int index)
+      : owner(collectives),
+        rank(index),
+        thread("NCCL", {group.begin(), group.end()}, endpoint, *this,
+               collectives.options_.on_error) {}
 
-  std::vector<Endpoint> group;
-  Endpoint endpoint = 0;
-  int rank = 0;                   // the index of `endpoint` in `group`
-  Device device = Device::cpu();  // fixed by the first round
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Job> queue;
-  bool stop = false;
-  std::string error;  // the first failure; the member takes no round after it
-  // Its thread only:
+  void reduce(MemberRound& round, std::string& step) override { owner.reduce(*this, round, step); }
+  void failed() override { destroy(true); }
+  void stopped() override {
+    destroy(false);
+    stream.reset();
+  }
+
+  // The device of the member's rounds, fixed by the first that has tensors.
+  Device device_of_rounds() {
+    std::lock_guard lock(device_mu);
+    return device;
+  }
+
+  NcclCollectives& owner;
+  const int rank;  // the index of the member's endpoint in its group
+  std::mutex device_mu;
+  Device device = Device::cpu();  // guarded by device_mu
+  // The thread's only:
   ncclComm_t comm = nullptr;
   std::optional<Stream> stream;
   Tensor counters;       // [2] on the device: contributors, members asking for a mean
   Tensor counters_host;  // [2] pinned, for the copies both ways
-  std::thread thread;
+  // Declared last: joined before the state its rounds use goes.
+  MemberThread thread;
 
   // NCCL's words for a failed call: its result and the communicator's last error.
   std::string nccl_error(ncclResult_t r) const {
@@ -116,6 +120,32 @@ struct NcclCollectives::Member {
     }
   }
 
+  // Reduces the round's two counters among the group and returns the number of contributors;
+  // throws when the members disagree on the reduction.
+  float count_contributors(const MemberRound& round, Clock::time_point deadline) {
+    auto* native = static_cast<cudaStream_t>(stream->native_handle());
+    float* host = counters_host.data<float>();
+    host[0] = round.contributes ? 1.0f : 0.0f;
+    host[1] = round.op == Reduction::mean ? 1.0f : 0.0f;
+    auto* device_counters = static_cast<float*>(counters.raw_data());
+    check_cuda(
+        cudaMemcpyAsync(device_counters, host, 2 * sizeof(float), cudaMemcpyHostToDevice, native),
+        "cudaMemcpyAsync (counters to the device)");
+    settle(ncclAllReduce(device_counters, device_counters, 2, ncclFloat, ncclSum, comm, native),
+           "ncclAllReduce (counters)", deadline);
+    check_cuda(
+        cudaMemcpyAsync(host, device_counters, 2 * sizeof(float), cudaMemcpyDeviceToHost, native),
+        "cudaMemcpyAsync (counters to the host)");
+    drain("the counters' all-reduce", deadline);
+    const int size = static_cast<int>(thread.group().size());
+    const float means = host[1];
+    if (means != 0.0f && means != static_cast<float>(size)) {
+      throw std::runtime_error(
+          fmt::format("members disagree on the reduction ({} of {} ask for a mean)", means, size));
+    }
+    return host[0];
+  }
+
   void destroy(bool failed) {
     if (comm == nullptr) return;
     // A communicator that failed may have calls stuck on the device: abort instead of waiting.
@@ -141,14 +171,9 @@ NcclCollectives::NcclCollectives(Rendezvous& rendezvous, NcclCollectivesOptions 
     : options_(std::move(options)), rendezvous_(rendezvous) {}
 
 NcclCollectives::~NcclCollectives() {
-  for (auto& [key, m] : members_) {
-    std::lock_guard lock(m->mu);
-    m->stop = true;
-    m->cv.notify_one();
-  }
-  for (auto& [key, m] : members_) {
-    if (m->thread.joinable()) m->thread.join();
-  }
+  // Stop every member first, then join: the threads finish their rounds in parallel.
+  for (auto& [key, m] : members_) m->thread.stop();
+  for (auto& [key, m] : members_) m->thread.join();
 }
 
 void NcclCollectives::all_reduce(std::span<const Endpoint> group, Endpoint member,
@@ -185,19 +210,11 @@ void NcclCollectives::all_reduce(std::span<const Endpoint> group, Endpoint membe
   {
     std::lock_guard lock(mu_);
     auto& slot = members_[{std::vector<Endpoint>(group.begin(), group.end()), member}];
-    if (!slot) {
-      slot = std::make_unique<Member>();
-      slot->group.assign(group.begin(), group.end());
-      slot->endpoint = member;
-      slot->rank = rank;
-      if (!tensors.empty()) slot->device = tensors.front().device();
-      slot->thread = std::thread([this, p = slot.get()] { run(*p); });
-    }
+    if (!slot) slot = std::make_unique<Member>(*this, group, member, rank);
     m = slot.get();
   }
-  std::lock_guard lock(m->mu);
-  if (!m->error.empty()) throw NcclCollectivesError(m->error);
   if (!tensors.empty()) {
+    std::lock_guard lock(m->device_mu);
     if (!m->device.is_cuda()) m->device = tensors.front().device();
     if (tensors.front().device() != m->device) {
       throw std::invalid_argument(
@@ -205,132 +222,88 @@ void NcclCollectives::all_reduce(std::span<const Endpoint> group, Endpoint membe
                       tensors.front().device().str(), m->device.str()));
     }
   }
-  m->queue.push_back({round, std::move(tensors), contributes, op, std::move(done)});
-  m->cv.notify_one();
+  if (auto failure =
+          m->thread.submit({round, std::move(tensors), contributes, op, std::move(done)})) {
+    throw NcclCollectivesError(*failure);
+  }
 }
 
-void NcclCollectives::run(Member& m) {
-  const int size = static_cast<int>(m.group.size());
-  for (;;) {
-    Member::Job job;
-    Device device = Device::cpu();
-    {
-      std::unique_lock lock(m.mu);
-      m.cv.wait(lock, [&] { return m.stop || !m.queue.empty(); });
-      if (m.stop) break;
-      job = std::move(m.queue.front());
-      m.queue.pop_front();
-      device = m.device;
+void NcclCollectives::connect(Member& m, Device device) {
+  const int size = static_cast<int>(m.thread.group().size());
+  const auto deadline = Clock::now() + options_.timeout;
+  const std::string key = options_.key_prefix + "/" + group_key(m.thread.group()) + "/id";
+  ncclUniqueId id;
+  if (m.rank == 0) {
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      throw std::runtime_error(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
+    std::vector<std::byte> bytes(sizeof id);
+    std::memcpy(bytes.data(), &id, sizeof id);
+    if (size > 1) rendezvous_.set(key, std::move(bytes));
+  } else {
+    const std::vector<std::byte> bytes = rendezvous_.get(key, options_.timeout);
+    if (bytes.size() != sizeof id) {
+      throw std::runtime_error(fmt::format("the unique id under '{}' has {} bytes, not {}", key,
+                                           bytes.size(), sizeof id));
     }
-    const std::string where = who(m.group, m.endpoint, job.round);
-    std::string step = "connecting";
-    try {
-      // A round of a member that never had a tensor: nothing to reduce, no device to meet on.
-      if (!device.is_cuda()) {
-        if (size > 1) {
-          throw std::runtime_error("a member's first round had no tensors: no device to reduce on");
-        }
-        job.done();
-        continue;
-      }
-      check_cuda(cudaSetDevice(device.index()), "cudaSetDevice");
-      if (m.comm == nullptr) {
-        const auto deadline = Clock::now() + options_.timeout;
-        const std::string key = options_.key_prefix + "/" + group_key(m.group) + "/id";
-        ncclUniqueId id;
-        if (m.rank == 0) {
-          const ncclResult_t r = ncclGetUniqueId(&id);
-          if (r != ncclSuccess)
-            throw std::runtime_error(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
-          std::vector<std::byte> bytes(sizeof id);
-          std::memcpy(bytes.data(), &id, sizeof id);
-          if (size > 1) rendezvous_.set(key, std::move(bytes));
-        } else {
-          const std::vector<std::byte> bytes = rendezvous_.get(key, options_.timeout);
-          if (bytes.size() != sizeof id) {
-            throw std::runtime_error(fmt::format("the unique id under '{}' has {} bytes, not {}",
-                                                 key, bytes.size(), sizeof id));
-          }
-          std::memcpy(&id, bytes.data(), sizeof id);
-        }
-        m.stream.emplace(device);
-        m.counters = Tensor::empty({2}, DType::f32, device);
-        m.counters_host = Tensor::empty_pinned({2}, DType::f32);
-        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0;  // so that a peer that never comes times out instead of hanging
-        const ncclResult_t r = ncclCommInitRankConfig(&m.comm, size, id, m.rank, &config);
-        if (m.comm == nullptr) {
-          throw std::runtime_error(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
-        }
-        m.settle(r, "ncclCommInitRankConfig", deadline);
-      }
-      const auto deadline = Clock::now() + options_.timeout;
-      auto* stream = static_cast<cudaStream_t>(m.stream->native_handle());
-
-      // The counters first: the scale of a mean is the inverse of the contributors' count.
-      step = "reducing the counters";
-      float* host = m.counters_host.data<float>();
-      host[0] = job.contributes ? 1.0f : 0.0f;
-      host[1] = job.op == Reduction::mean ? 1.0f : 0.0f;
-      auto* counters = static_cast<float*>(m.counters.raw_data());
-      check_cuda(cudaMemcpyAsync(counters, host, 2 * sizeof(float), cudaMemcpyHostToDevice, stream),
-                 "cudaMemcpyAsync (counters to the device)");
-      m.settle(ncclAllReduce(counters, counters, 2, ncclFloat, ncclSum, m.comm, stream),
-               "ncclAllReduce (counters)", deadline);
-      check_cuda(cudaMemcpyAsync(host, counters, 2 * sizeof(float), cudaMemcpyDeviceToHost, stream),
-                 "cudaMemcpyAsync (counters to the host)");
-      m.drain("the counters' all-reduce", deadline);
-      const float contributors = host[0];
-      const float means = host[1];
-      if (means != 0.0f && means != static_cast<float>(size)) {
-        throw std::runtime_error(fmt::format(
-            "members disagree on the reduction ({} of {} ask for a mean)", means, size));
-      }
-
-      step = "reducing";
-      if (!job.contributes) {
-        for (Tensor& t : job.tensors) t.set_zero(*m.stream);
-      }
-      // As LocalCollectives: the sum over contributors, scaled by the inverse of their count.
-      const bool scaled = job.op == Reduction::mean && contributors > 1.0f;
-      ncclRedOp_t op = ncclSum;
-      float scale = scaled ? 1.0f / contributors : 1.0f;
-      if (scaled) {
-        m.settle(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat, ncclScalarHostImmediate, m.comm),
-                 "ncclRedOpCreatePreMulSum", deadline);
-      }
-      ncclResult_t r = ncclGroupStart();
-      for (std::size_t i = 0; r == ncclSuccess && i < job.tensors.size(); ++i) {
-        Tensor& t = job.tensors[i];
-        if (t.numel() == 0) continue;
-        void* p = t.raw_data();
-        r = ncclAllReduce(p, p, static_cast<std::size_t>(t.numel()), ncclFloat, op, m.comm, stream);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      if (r == ncclSuccess) r = end;
-      // An operator may go once the calls that use it are enqueued.
-      if (scaled) ncclRedOpDestroy(op, m.comm);
-      m.settle(r, "ncclAllReduce", deadline);
-      m.drain("the all-reduce", deadline);
-      step = "completing";
-      job.done();
-    } catch (const std::exception& e) {
-      const std::string message = fmt::format("{}: {} failed: {}", where, step, e.what());
-      spdlog::error("{}", message);
-      {
-        std::lock_guard lock(m.mu);
-        m.error = message;
-        m.queue.clear();
-      }
-      if (options_.on_error) options_.on_error(message);
-      m.destroy(true);
-      std::unique_lock lock(m.mu);
-      m.cv.wait(lock, [&] { return m.stop; });
-      break;
-    }
+    std::memcpy(&id, bytes.data(), sizeof id);
   }
-  m.destroy(false);
-  m.stream.reset();
+  m.stream.emplace(device);
+  m.counters = Tensor::empty({2}, DType::f32, device);
+  m.counters_host = Tensor::empty_pinned({2}, DType::f32);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that a peer that never comes times out instead of hanging
+  const ncclResult_t r = ncclCommInitRankConfig(&m.comm, size, id, m.rank, &config);
+  if (m.comm == nullptr) {
+    throw std::runtime_error(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+  }
+  m.settle(r, "ncclCommInitRankConfig", deadline);
+}
+
+void NcclCollectives::reduce(Member& m, MemberRound& round, std::string& step) {
+  const int size = static_cast<int>(m.thread.group().size());
+  const Device device = m.device_of_rounds();
+  // A round of a member that never had a tensor: nothing to reduce, no device to meet on.
+  if (!device.is_cuda()) {
+    if (size > 1) {
+      throw std::runtime_error("a member's first round had no tensors: no device to reduce on");
+    }
+    return;
+  }
+  check_cuda(cudaSetDevice(device.index()), "cudaSetDevice");
+  if (m.comm == nullptr) connect(m, device);
+  const auto deadline = Clock::now() + options_.timeout;
+
+  // The counters first: the scale of a mean is the inverse of the contributors' count.
+  step = "reducing the counters";
+  const float contributors = m.count_contributors(round, deadline);
+
+  step = "reducing";
+  if (!round.contributes) {
+    for (Tensor& t : round.tensors) t.set_zero(*m.stream);
+  }
+  // As LocalCollectives: the sum over contributors, scaled by the inverse of their count.
+  const bool scaled = round.op == Reduction::mean && contributors > 1.0f;
+  ncclRedOp_t op = ncclSum;
+  float scale = scaled ? 1.0f / contributors : 1.0f;
+  if (scaled) {
+    m.settle(ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat, ncclScalarHostImmediate, m.comm),
+             "ncclRedOpCreatePreMulSum", deadline);
+  }
+  auto* stream = static_cast<cudaStream_t>(m.stream->native_handle());
+  ncclResult_t r = ncclGroupStart();
+  for (std::size_t i = 0; r == ncclSuccess && i < round.tensors.size(); ++i) {
+    Tensor& t = round.tensors[i];
+    if (t.numel() == 0) continue;
+    void* p = t.raw_data();
+    r = ncclAllReduce(p, p, static_cast<std::size_t>(t.numel()), ncclFloat, op, m.comm, stream);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (r == ncclSuccess) r = end;
+  // An operator may go once the calls that use it are enqueued.
+  if (scaled) ncclRedOpDestroy(op, m.comm);
+  m.settle(r, "ncclAllReduce", deadline);
+  m.drain("the all-reduce", deadline);
 }
 
 }  // namespace tandem::transport

@@ -16,8 +16,8 @@
 // has completed), and must not be touched until `done`. A round runs on the member's thread:
 // first the two counters (contributors, members asking for a mean), then, in one NCCL group,
 // every tensor in place, scaled by NCCL's pre-multiplied sum when a mean needs it; `done` is
-// called on that thread once the device has finished. Rounds run in the order they were
-// started, and every member of a group must start them in the same order (the schedules do).
+// called on that thread (a MemberThread) once the device has finished. Rounds run in the order they
+// were started, and every member of a group must start them in the same order (the schedules do).
 //
 // Failures never hang: communicators are made non-blocking, and connecting, each round's NCCL
 // calls and its completion on the device are bounded by `timeout`, after which the
@@ -42,6 +42,8 @@
 #include "transport/rendezvous.hpp"
 
 namespace tandem::transport {
+
+struct MemberRound;
 
 struct NcclCollectivesOptions {
   // Bounds connecting a communicator (the wait for the unique id included), and each round.
@@ -81,7 +83,10 @@ class NcclCollectives final : public Collectives {
 
  private:
   struct Member;
-  void run(Member& m);
+  // On the member's thread: makes its communicator and stream on `device`.
+  void connect(Member& m, Device device);
+  // On the member's thread: one round (MemberThread::Rounds::reduce).
+  void reduce(Member& m, MemberRound& round, std::string& step);
 
   NcclCollectivesOptions options_;
   Rendezvous& rendezvous_;

@@ -22,6 +22,4 @@ void NcclCollectives::all_reduce(std::span<const Endpoint>, Endpoint, std::int64
   throw std::logic_error("NcclCollectives::all_reduce without a CUDA backend");
 }
 
-void NcclCollectives::run(Member&) {}
-
 }  // namespace tandem::transport
