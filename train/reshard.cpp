@@ -243,7 +243,6 @@ std::vector<int> stage_of_layers(const schedules::Plan& plan, int num_layers) {
 
 std::vector<int> layers_of_stage(const schedules::Plan& plan, int num_layers, int stage) {
   const std::vector<schedules::LayerRange> v = schedules::virtual_stage_layers(plan, num_layers);
-  const int stages = static_cast<int>(plan.stages.size());
   std::vector<int> out;
   for (int c = 0; c < plan.schedule.chunks; ++c) {
     const schedules::LayerRange& r =
