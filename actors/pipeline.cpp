@@ -313,7 +313,7 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
   setup.device = d;
   setup.model = spec_.model;
   for (int c = 0; c < p.chunks; ++c) {
-    setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(c * p.stages + s)]);
+    setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(p.virtual_stage(s, c))]);
   }
   setup.routing = impl_->routing;
   setup.actions = stage_actions(d);

@@ -74,7 +74,7 @@ StageActor::StageActor(std::string name, StageSetup setup)
 }
 
 int StageActor::vstage(int chunk) const {
-  return chunk * params_.stages + stage_;
+  return params_.virtual_stage(stage_, chunk);
 }
 
 bool StageActor::last_vstage(int chunk) const {

@@ -51,6 +51,10 @@ schedules::ScheduleKind schedule_kind(Schedule schedule) {
       return K::interleaved;
     case Schedule::zb_h1:
       return K::zb_h1;
+    case Schedule::zb_v:
+      return K::zb_v;
+    case Schedule::zb_2p:
+      return K::zb_2p;
     case Schedule::umpipe:
       return K::umpipe;
   }

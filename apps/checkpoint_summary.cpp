@@ -120,7 +120,7 @@ std::vector<schedules::LayerRange> stage_layers(const schedules::Plan& plan, int
       schedules::virtual_stage_layers(plan, num_layers);
   std::vector<schedules::LayerRange> out;
   for (int c = 0; c < plan.schedule.chunks; ++c) {
-    out.push_back(virtual_stages.at(static_cast<size_t>(c * plan.schedule.stages + stage)));
+    out.push_back(virtual_stages.at(static_cast<size_t>(plan.schedule.virtual_stage(stage, c))));
   }
   return out;
 }

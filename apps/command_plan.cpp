@@ -189,7 +189,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", options->profile, "Layer profile (JSON)")->required();
   cmd->add_option("--cluster", options->cluster, "Cluster topology (YAML)")->required();
   cmd->add_option("--schedule,-s", options->schedule,
-                  "pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1 or umpipe")
+                  "pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, zb-2p or umpipe")
       ->capture_default_str();
   cmd->add_option("--minibatch", options->minibatch,
                   "Samples per minibatch (default: the profile's)")

@@ -141,7 +141,8 @@ constexpr double kBytesPerAction = 200;
 // every (virtual) stage once with F and B (+ W when split, + a recomputed F), plus a STEP per
 // minibatch per device.
 double estimated_actions(const ts::ScheduleParams& p) {
-  const bool split = p.kind == ts::ScheduleKind::zb_h1;
+  const bool split = p.kind == ts::ScheduleKind::zb_h1 || p.kind == ts::ScheduleKind::zb_v ||
+                     p.kind == ts::ScheduleKind::zb_2p;
   const double ops = 2 + (split ? 1 : 0) + (p.rematerialize ? 1 : 0);
   double per_minibatch = 0;
   if (!p.forward_slices.empty() || !p.backward_slices.empty()) {
@@ -185,8 +186,10 @@ void check_flags(const SimulateOptions& o, const CLI::App& cmd, ts::ScheduleKind
       (kind == ts::ScheduleKind::pipedream || kind == ts::ScheduleKind::pipedream_vsync)) {
     bad("--slices", "schedule " + name + " runs whole minibatches: -m counts them, as does -n");
   }
-  if (given("--chunks") && kind != ts::ScheduleKind::interleaved) {
-    bad("--chunks", "model chunks per device apply to schedule interleaved only, not " + name);
+  if (given("--chunks") && kind != ts::ScheduleKind::interleaved &&
+      kind != ts::ScheduleKind::zb_v) {
+    bad("--chunks",
+        "model chunks per device apply to schedules interleaved and zb-v only, not " + name);
   }
   if (o.remat && kind != ts::ScheduleKind::gpipe) {
     bad("--remat", "applies to schedule gpipe only, not " + name);
@@ -224,6 +227,7 @@ ts::ActionList build_list(const SimulateOptions& o, const CLI::App& cmd) {
   p.stages = o.stages;
   p.slices = o.slices;
   p.chunks = o.chunks;
+  if (p.kind == ts::ScheduleKind::zb_v && cmd.count("--chunks") == 0) p.chunks = 2;
   p.minibatch_size = o.minibatch;
   p.rematerialize = o.remat;
   if (!o.replicas.empty()) {
@@ -373,7 +377,7 @@ void add_simulate_command(CLI::App& app) {
       app.add_subcommand("simulate", "Time a pipeline schedule with the discrete-event simulator");
   sub->add_option("--schedule", o->schedule,
                   "naive, gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, "
-                  "umpipe")
+                  "zb-v, zb-2p, umpipe")
       ->capture_default_str();
   const auto count = CLI::Range(1, 1'000'000'000);
   const auto big_count = CLI::Range(std::int64_t{1}, std::int64_t{1} << 40);
@@ -382,7 +386,7 @@ void add_simulate_command(CLI::App& app) {
                   "Slices per minibatch (PipeDream: minibatches simulated)")
       ->check(count)
       ->capture_default_str();
-  sub->add_option("-v,--chunks", o->chunks, "Model chunks per device (interleaved)")
+  sub->add_option("-v,--chunks", o->chunks, "Model chunks per device (interleaved; zb-v: 2)")
       ->check(count)
       ->capture_default_str();
   sub->add_option("--minibatch", o->minibatch, "Samples per minibatch (default: one per slice)")

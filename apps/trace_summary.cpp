@@ -261,7 +261,7 @@ TraceSummary summarize_trace(const nlohmann::json& trace, const std::string& sou
       } else if (s.op == Op::SYNC) {
         syncs.push_back(d);
       } else {
-        measured[{s.chunk * p.stages + t.stage, s.op}].push_back({s.samples, d});
+        measured[{p.virtual_stage(t.stage, s.chunk), s.op}].push_back({s.samples, d});
       }
     }
     busy_total += busy;

@@ -335,13 +335,14 @@ PlannedPipeline plan_pipeline(const Profile& profile, const Cluster& cluster,
     case ScheduleKind::gpipe:
     case ScheduleKind::one_f_one_b:
     case ScheduleKind::zb_h1:
+    case ScheduleKind::zb_2p:
     case ScheduleKind::umpipe:
       out = plan_flush(profile, cluster, request, minibatch);
       break;
     default:
       fail("schedule " + std::string(schedules::to_string(request.schedule)) +
            " is not planned yet (supported: pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, "
-           "umpipe)");
+           "zb-2p, umpipe)");
   }
   out.plan.validate(static_cast<int>(profile.layers.size()));
   return out;

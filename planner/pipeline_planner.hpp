@@ -54,7 +54,7 @@ struct PlannedPipeline {
 
 // Supported schedules: pipedream (the DP, replication allowed), pipedream-vsync (the DP, one
 // worker per stage, p weight versions per stage), gpipe,
-// 1f1b and zb-h1 (min-max partition, equal slices), umpipe (min-max partition, GA slices).
+// 1f1b, zb-h1 and zb-2p (min-max partition, equal slices), umpipe (min-max partition, GA slices).
 // Throws std::runtime_error with a message for people: more stages than layers, nothing fits
 // the memory bound, an unsupported schedule.
 PlannedPipeline plan_pipeline(const Profile& profile, const Cluster& cluster,

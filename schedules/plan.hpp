@@ -42,9 +42,9 @@ struct Plan {
   void validate(int num_layers = 0) const;
 };
 
-// The layers of every virtual stage (chunk c of stage s at c * stages + s): the plan's stages,
-// or, with several chunks per device, an even split of the model's `num_layers` layers into
-// stages * chunks ranges. Throws ScheduleError when there are fewer layers than ranges.
+// The layers of every virtual stage (chunk c of stage s at schedule.virtual_stage(s, c)): the
+// plan's stages, or, with several chunks per device, an even split of the model's `num_layers`
+// layers into stages * chunks ranges. Throws ScheduleError when there are fewer layers than ranges.
 std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers);
 
 }  // namespace tandem::schedules

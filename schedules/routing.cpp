@@ -54,8 +54,8 @@ Routing::Routing(ScheduleParams params) : params_(std::move(params)) {
   place();
   for (int vs = 0; vs < virtual_stages_; ++vs) {
     if (p.kind == ScheduleKind::umpipe) {
-      forward_[vs].slices = slices_of(p.forward_composition(vs % p.stages));
-      backward_[vs].slices = slices_of(p.backward_composition(vs % p.stages));
+      forward_[vs].slices = slices_of(p.forward_composition(p.stage_of_virtual(vs)));
+      backward_[vs].slices = slices_of(p.backward_composition(p.stage_of_virtual(vs)));
     } else {
       // PipeDream kinds have slices = 1: the whole minibatch.
       forward_[vs].equal = backward_[vs].equal = p.slices;
@@ -80,7 +80,7 @@ Routing::Routing(const ActionList& list) : params_(list.params) {
         fail(p, device_name(d) + " " + to_string(a) + ": chunk outside [0," +
                     std::to_string(p.chunks) + ")");
       }
-      const int vs = a.chunk * p.stages + device_stage_[d];
+      const int vs = p.virtual_stage(device_stage_[d], a.chunk);
       (a.op == Op::F ? forward_ : backward_)[vs].entries.push_back({a.minibatch, a.slice, d});
     }
   }
@@ -135,8 +135,8 @@ std::int64_t Routing::equal_index(const Partition& part, std::int64_t sample) co
 
 void Routing::overlapping(const Partition& part, int vstage, Op op, Port port,
                           std::int64_t minibatch, Slice slice, std::vector<Route>& out) const {
-  const int stage = vstage % params_.stages;
-  const int chunk = vstage / params_.stages;
+  const int stage = params_.stage_of_virtual(vstage);
+  const int chunk = params_.chunk_of_virtual(vstage);
   const auto emit = [&](Slice peer, int device) {
     out.push_back(Route{device, port, op, chunk, minibatch, peer,
                         Slice{std::max(peer.begin, slice.begin), std::min(peer.end, slice.end)}});
@@ -247,7 +247,7 @@ int Routing::owner(int stage, int chunk, std::int64_t minibatch, Slice slice) co
   if (stage < 0 || stage >= params_.stages || chunk < 0 || chunk >= params_.chunks) {
     fail(params_, "no stage " + std::to_string(stage) + " chunk " + std::to_string(chunk));
   }
-  const int vs = chunk * params_.stages + stage;
+  const int vs = params_.virtual_stage(stage, chunk);
   for (Op op : {Op::F, Op::B}) {
     const int device = find_owner(partition(op, vs), stage, minibatch, slice.begin);
     if (device != kLoader) return device;

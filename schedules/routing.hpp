@@ -39,11 +39,11 @@ struct Routes {
 
 // The one answer to "from whom does this action's input come, to whom does its output go",
 // shared by the simulator's dependency graph and the runtime's stage actors, so that a plan
-// that simulates is a plan that runs. Virtual stage = chunk * p + stage; the upstream of
-// (stage 0, chunk c) is (stage p - 1, chunk c - 1). A stage's slicing of a minibatch is its
-// forward partition for F and its backward partition for B (UMPIPE's compositions; m equal
-// slices otherwise; the whole minibatch for PipeDream); an action exchanges with every peer
-// action whose slice overlaps its own, the overlap being the samples sent.
+// that simulates is a plan that runs. Virtual stage = ScheduleParams::virtual_stage (chunk * p +
+// stage, or zb-v's V order); virtual stage i - 1 is upstream of virtual stage i. A stage's slicing
+// of a minibatch is its forward partition for F and its backward partition for B (UMPIPE's
+// compositions; m equal slices otherwise; the whole minibatch for PipeDream); an action exchanges
+// with every peer action whose slice overlaps its own, the overlap being the samples sent.
 class Routing {
  public:
   // Every generated kind, bounded or unbounded. Throws ScheduleError for invalid parameters
@@ -112,7 +112,7 @@ class Routing {
   }
   int vstage_of(int device, const Action& action) const {
     if (action.chunk < 0 || action.chunk >= params_.chunks) bad_chunk(device, action);
-    return action.chunk * params_.stages + stage_of(device);
+    return params_.virtual_stage(stage_of(device), action.chunk);
   }
   [[noreturn]] void bad_device(int device) const;
   [[noreturn]] void bad_chunk(int device, const Action& action) const;

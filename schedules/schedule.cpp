@@ -55,12 +55,18 @@ PatternFactory equal_slices(const ScheduleParams& p, int stage, int replica, std
   };
 }
 
-PatternFactory zero_bubble(const ScheduleParams& p, int stage) {
-  return [p, stage](std::int64_t b) {
+// Split backward with W(i) right after B(i + lag): the deferred W's fill the cool-down.
+// ZB-H1: 1F1B's warm-up (p - 1 - s forwards) and lag s, so that every stage peaks at p slices
+// in flight. ZB-2P: 2(p - 1 - s) warm-up forwards (the next pair's F comes first, so 2p - 1 - 2s
+// precede the first B, just enough to cover the first gradient's round trip) and lag 2s: every
+// stage peaks at 2p - 1 in flight and, with equal F, B and W, only the pipeline's fill idles,
+// message latency included.
+PatternFactory zero_bubble(const ScheduleParams& p, std::int64_t warmup, std::int64_t lag) {
+  return [p, warmup, lag](std::int64_t b) {
     const std::int64_t m = p.slices;
     Pattern pat;
     pat.forwards = pat.backwards = m;
-    pat.warmup = std::min<std::int64_t>(p.stages - 1 - stage, m);
+    pat.warmup = std::min<std::int64_t>(warmup, m);
     pat.forward = [p, b](std::int64_t k) {
       return make(Op::F, b, p.equal_slice(static_cast<int>(k)), 0, 0);
     };
@@ -69,16 +75,76 @@ PatternFactory zero_bubble(const ScheduleParams& p, int stage) {
       a.with_weight = false;  // its W follows
       return a;
     };
-    // W(i) right after B(i + s): stage s holds s more activations than 1F1B would, so every
-    // stage peaks at p in flight and the delayed W fills the bubbles of the cool-down.
-    pat.after_backward = [p, b, stage](std::int64_t k, std::vector<Action>& out) {
-      if (k >= stage) {
-        out.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k - stage)), 0, 0));
-      }
+    pat.after_backward = [p, b, lag](std::int64_t k, std::vector<Action>& out) {
+      if (k >= lag) out.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k - lag)), 0, 0));
     };
-    for (std::int64_t k = std::max<std::int64_t>(0, m - stage); k < m; ++k) {
+    for (std::int64_t k = std::max<std::int64_t>(0, m - lag); k < m; ++k) {
       pat.epilogue.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k)), 0, 0));
     }
+    pat.epilogue.push_back(control(Op::STEP, b, 0));
+    return pat;
+  };
+}
+
+// ZB-V's order on device d (chunk 0 is virtual stage d, chunk 1 is 2p - 1 - d), over
+// n = max(m, 2p - 1) slices so that the phases below are whole; the slices beyond m are then
+// dropped, which removes whole slices from a runnable order and so keeps it runnable.
+// Warm-up: 2(p - d) - 1 chunk-0 forwards (the V's descent reaches the bottom), d pairs
+// (F chunk 1, F chunk 0), then p - d triples (F, B, W) of chunk 1 as gradients start to climb.
+// Steady state: [F chunk 0], B W chunk 0, F B W chunk 1, until both chunks have every forward.
+// Cool-down: d pairs (B chunk 0, B chunk 1), p - d pairs (B, W) of chunk 0, then the W's left,
+// chunk 1's first. Every device keeps about 2p chunk activations (p whole-stage ones, 1F1B's
+// peak); with equal F, B and W per chunk only the pipeline's fill idles.
+std::vector<Action> zero_bubble_v_order(const ScheduleParams& p, int d, std::int64_t b) {
+  const std::int64_t n = std::max<std::int64_t>(p.slices, 2 * p.stages - 1);
+  std::int64_t f[2] = {0, 0}, bw[2] = {0, 0}, w[2] = {0, 0};
+  std::vector<Action> out;
+  const auto put = [&](Op op, int chunk) {
+    std::int64_t& k = op == Op::F ? f[chunk] : op == Op::B ? bw[chunk] : w[chunk];
+    if (k < p.slices) {
+      Action a = make(op, b, p.equal_slice(static_cast<int>(k)), chunk, 0);
+      a.with_weight = op != Op::B;  // every B is split: its W follows
+      out.push_back(a);
+    }
+    ++k;
+  };
+  const auto bw_now = [&](int chunk) {  // a B with its W at once
+    put(Op::B, chunk);
+    put(Op::W, chunk);
+  };
+  for (int i = 0; i < 2 * (p.stages - d) - 1; ++i) put(Op::F, 0);
+  for (int i = 0; i < d; ++i) {
+    put(Op::F, 1);
+    put(Op::F, 0);
+  }
+  for (int i = 0; i < p.stages - d; ++i) {
+    put(Op::F, 1);
+    bw_now(1);
+  }
+  while (f[1] < f[0] || f[0] < n) {
+    if (f[0] < n) put(Op::F, 0);
+    bw_now(0);
+    put(Op::F, 1);
+    bw_now(1);
+  }
+  for (int i = 0; i < d; ++i) {
+    put(Op::B, 0);
+    put(Op::B, 1);
+  }
+  for (int i = 0; i < p.stages - d; ++i) {
+    put(Op::B, 0);
+    put(Op::W, 0);
+  }
+  while (w[1] < bw[1]) put(Op::W, 1);
+  while (w[0] < bw[0]) put(Op::W, 0);
+  return out;
+}
+
+// A round given whole: no F/B pairing, the epilogue holds every action.
+PatternFactory zero_bubble_v(const ScheduleParams& p, int stage) {
+  return [p, stage](std::int64_t b) {
+    Pattern pat;
+    pat.epilogue = zero_bubble_v_order(p, stage, b);
     pat.epilogue.push_back(control(Op::STEP, b, 0));
     return pat;
   };
@@ -220,7 +286,11 @@ ActionGenerator Schedule::generator(int device) const {
     case ScheduleKind::one_f_one_b:
       return make_generator(equal_slices(p, stage, replica, warmup(p, stage)), flush_rounds);
     case ScheduleKind::zb_h1:
-      return make_generator(zero_bubble(p, stage), flush_rounds);
+      return make_generator(zero_bubble(p, p.stages - 1 - stage, stage), flush_rounds);
+    case ScheduleKind::zb_2p:
+      return make_generator(zero_bubble(p, 2 * (p.stages - 1 - stage), 2 * stage), flush_rounds);
+    case ScheduleKind::zb_v:
+      return make_generator(zero_bubble_v(p, stage), flush_rounds);
     case ScheduleKind::interleaved:
       return make_generator(interleaved(p, stage), flush_rounds);
     case ScheduleKind::umpipe:

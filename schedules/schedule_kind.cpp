@@ -9,7 +9,7 @@
 namespace tandem::schedules {
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 10> kNames{{
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 12> kNames{{
     {ScheduleKind::naive, "naive"},
     {ScheduleKind::gpipe, "gpipe"},
     {ScheduleKind::one_f_one_b, "1f1b"},
@@ -18,6 +18,8 @@ constexpr std::array<std::pair<ScheduleKind, std::string_view>, 10> kNames{{
     {ScheduleKind::pipedream_2bw, "2bw"},
     {ScheduleKind::interleaved, "interleaved"},
     {ScheduleKind::zb_h1, "zb-h1"},
+    {ScheduleKind::zb_v, "zb-v"},
+    {ScheduleKind::zb_2p, "zb-2p"},
     {ScheduleKind::umpipe, "umpipe"},
     {ScheduleKind::custom, "custom"},
 }};

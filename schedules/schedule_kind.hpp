@@ -13,12 +13,14 @@ enum class ScheduleKind {
   pipedream_2bw,    // double-buffered weights, no flush
   interleaved,      // Megatron's interleaved 1F1B with v chunks per device
   zb_h1,            // zero bubble H1: B split into B and W
+  zb_v,             // zero bubble V: two chunks per device in V order, B and W split
+  zb_2p,            // zero bubble at twice 1F1B's activations: 2p - 1 - 2s warm-up forwards
   umpipe,           // unequal slices, per stage, forward and backward
   custom,           // a hand-written order (text form) with flush semantics: one version
 };
 
 // Names as in configs and on the command line: naive, gpipe, 1f1b, pipedream,
-// pipedream-vsync, 2bw, interleaved, zb-h1, umpipe, custom.
+// pipedream-vsync, 2bw, interleaved, zb-h1, zb-v, zb-2p, umpipe, custom.
 std::string_view to_string(ScheduleKind kind);
 // Throws ScheduleError listing the valid names.
 ScheduleKind parse_schedule_kind(std::string_view name);

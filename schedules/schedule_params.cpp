@@ -80,8 +80,13 @@ void ScheduleParams::validate() const {
   }
   const bool async = is_asynchronous(kind);
   if (minibatches == 0 && !async) fail(*this, "a flush schedule needs minibatches >= 1");
-  if (chunks > 1 && kind != ScheduleKind::interleaved && kind != ScheduleKind::custom) {
-    fail(*this, "chunks > 1 applies to interleaved schedules only");
+  if (kind == ScheduleKind::zb_v && chunks != 2) {
+    fail(*this, "zb-v holds two chunks per device in V order: chunks must be 2, got " +
+                    std::to_string(chunks));
+  }
+  if (chunks > 1 && kind != ScheduleKind::interleaved && kind != ScheduleKind::zb_v &&
+      kind != ScheduleKind::custom) {
+    fail(*this, "chunks > 1 applies to interleaved and zb-v schedules only");
   }
   if (rematerialize && kind != ScheduleKind::gpipe) fail(*this, "rematerialize applies to gpipe");
   if (replicated && kind != ScheduleKind::naive && kind != ScheduleKind::gpipe &&
@@ -160,6 +165,20 @@ std::int64_t ScheduleParams::samples() const {
     }
   }
   return slices;
+}
+
+int ScheduleParams::virtual_stage(int stage, int chunk) const {
+  if (kind == ScheduleKind::zb_v && chunk == 1) return 2 * stages - 1 - stage;
+  return chunk * stages + stage;
+}
+
+int ScheduleParams::stage_of_virtual(int vstage) const {
+  if (kind == ScheduleKind::zb_v && vstage >= stages) return 2 * stages - 1 - vstage;
+  return vstage % stages;
+}
+
+int ScheduleParams::chunk_of_virtual(int vstage) const {
+  return vstage / stages;
 }
 
 Slice ScheduleParams::equal_slice(int i) const {

@@ -17,7 +17,7 @@ struct ScheduleParams {
   int slices = 1;
   std::int64_t minibatch_size = 0;  // samples; 0: one sample per slice (or a composition's sum)
   std::vector<int> replicas;        // per stage; empty: one replica each
-  int chunks = 1;                   // v: model chunks per device (interleaved)
+  int chunks = 1;                   // v: model chunks per device (interleaved; zb-v: 2)
   bool rematerialize = false;       // GPipe: recompute the stage's forward right before its B
   // Minibatches (2BW: batches) the schedule covers; 0 = unbounded (asynchronous kinds only).
   std::int64_t minibatches = 1;
@@ -34,6 +34,14 @@ struct ScheduleParams {
   int stage_of(int device) const;
   int replica_of(int device) const;
   std::int64_t samples() const;  // effective minibatch size
+  // The pipeline position of chunk `chunk` of `stage`, in [0, stages * chunks): chunk * p +
+  // stage (interleaved: a device's chunks are p apart), except zb-v's V order, where stage s
+  // holds virtual stages s and 2p - 1 - s, so that the first and the last are on device 0.
+  int virtual_stage(int stage, int chunk) const;
+  int virtual_stages() const { return stages * chunks; }
+  // The inverse of virtual_stage.
+  int stage_of_virtual(int vstage) const;
+  int chunk_of_virtual(int vstage) const;
   // Slice i of m equal slices: [floor(i*B/m), floor((i+1)*B/m)).
   Slice equal_slice(int i) const;
   // UMPIPE's slice sizes for a stage (equal slices where no composition is given).

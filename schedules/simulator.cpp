@@ -66,7 +66,7 @@ const SimulationResult& Simulator::run(const ActionList& list, const SimulationC
     per_vstage_.resize(V);
     const double share = 1.0 / p.chunks;
     for (int vs = 0; vs < V; ++vs) {
-      const StageCosts& c = costs.stages[vs % p.stages];
+      const StageCosts& c = costs.stages[p.stage_of_virtual(vs)];
       StageCosts& out = per_vstage_[vs];
       out = c;
       if (p.chunks > 1) {
@@ -249,7 +249,7 @@ void Simulator::State::summarize(bool timeline) {
     double weights = 0;
     const int stage = g.device_stage[d];
     for (int chunk = 0; chunk < g.chunks; ++chunk) {
-      weights += per_vstage_[chunk * g.stages + stage].weight_bytes;
+      weights += per_vstage_[p.virtual_stage(stage, chunk)].weight_bytes;
     }
     r.memory[d] = weights * versions_kept(p, stage) + peak_activations;
   }

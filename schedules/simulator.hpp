@@ -21,8 +21,8 @@ struct StageCosts {
 };
 
 struct SimulationCosts {
-  // One entry per stage, whose chunks (interleaved) each take 1/v of it, or one per virtual
-  // stage (chunk c of stage s at c * p + s).
+  // One entry per stage, whose chunks (interleaved, zb-v) each take 1/v of it, or one per
+  // virtual stage (chunk c of stage s at ScheduleParams::virtual_stage(s, c)).
   std::vector<StageCosts> stages;
   double sync = 0;  // SYNC's duration (the all-reduce)
   double step = 0;  // STEP's duration

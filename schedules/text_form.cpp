@@ -208,7 +208,7 @@ void derive_flags(ActionList& list) {
   std::vector<char> split(static_cast<std::size_t>(p.stages) * p.chunks, 0);
   const auto vstage = [&](int d, const Action& a) -> int {
     if (a.chunk < 0 || a.chunk >= p.chunks) return -1;  // the validator names it
-    return a.chunk * p.stages + p.stage_of(d);
+    return p.virtual_stage(p.stage_of(d), a.chunk);
   };
   for (int d = 0; d < static_cast<int>(list.devices.size()); ++d) {
     for (const Action& a : list.devices[d]) {

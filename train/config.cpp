@@ -689,10 +689,12 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
     }
   }
   const bool interleaved = p.schedule == "interleaved";
-  p.chunks = positive(m, "chunks", interleaved ? 2 : 1);
-  if (p.chunks != 1 && !interleaved) {
-    m.fail("chunks", "model chunks per device apply to schedule interleaved only");
+  const bool v_shape = p.schedule == "zb-v";
+  p.chunks = positive(m, "chunks", interleaved || v_shape ? 2 : 1);
+  if (p.chunks != 1 && !interleaved && !v_shape) {
+    m.fail("chunks", "model chunks per device apply to schedules interleaved and zb-v only");
   }
+  if (v_shape && p.chunks != 2) m.fail("chunks", "zb-v holds exactly 2 chunks per device");
   p.rematerialize = m.get_or<bool>("rematerialize", false);
   if (p.rematerialize && p.schedule != "gpipe") {
     m.fail("rematerialize", "applies to schedule gpipe only");
@@ -732,6 +734,8 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
                            std::to_string(stage_count) + " stages, got " +
                            std::to_string(m_slices));
     }
+  }
+  if (interleaved || v_shape) {
     if (stage_count * p.chunks > num_layers) {
       m.fail("chunks", std::to_string(stage_count) + " stages x " + std::to_string(p.chunks) +
                            " chunks need " + std::to_string(stage_count * p.chunks) +

@@ -194,7 +194,7 @@ nlohmann::json PipelineTrace::to_json() const {
     if (x.op == Op::STEP || x.op == Op::SYNC) {
       args.push_back({"round", x.minibatch});
     } else {
-      const int vs = x.chunk * params.stages + params.stage_of(a.device);
+      const int vs = params.virtual_stage(params.stage_of(a.device), x.chunk);
       producers[{vs, static_cast<int>(x.op), x.minibatch, x.slice.begin, x.slice.end}] = i;
       args.push_back({"minibatch", x.minibatch});
       args.push_back({"begin", x.slice.begin});
@@ -253,7 +253,7 @@ nlohmann::json PipelineTrace::to_json() const {
              trace_port_name(r.port));
         continue;
       }
-      const int vs = r.chunk * params.stages + params.stage_of(r.device);
+      const int vs = params.virtual_stage(params.stage_of(r.device), r.chunk);
       const auto it =
           producers.find({vs, static_cast<int>(r.op), r.minibatch, r.slice.begin, r.slice.end});
       if (it == producers.end()) continue;  // a run that stopped before its producer ran

@@ -26,7 +26,7 @@ std::string describe(const schedules::Plan& plan, int num_layers) {
     if (s > 0) cut += "|";
     for (int c = 0; c < plan.schedule.chunks; ++c) {
       if (c > 0) cut += ",";
-      cut += layer_span(v[static_cast<std::size_t>(c * stages + s)]);
+      cut += layer_span(v[static_cast<std::size_t>(plan.schedule.virtual_stage(s, c))]);
     }
     const std::size_t replicas = plan.stages[static_cast<std::size_t>(s)].replicas.size();
     if (replicas > 1) cut += " x" + std::to_string(replicas);
@@ -243,10 +243,10 @@ std::vector<int> stage_of_layers(const schedules::Plan& plan, int num_layers) {
 
 std::vector<int> layers_of_stage(const schedules::Plan& plan, int num_layers, int stage) {
   const std::vector<schedules::LayerRange> v = schedules::virtual_stage_layers(plan, num_layers);
-  const int stages = static_cast<int>(plan.stages.size());
   std::vector<int> out;
   for (int c = 0; c < plan.schedule.chunks; ++c) {
-    const schedules::LayerRange& r = v[static_cast<std::size_t>(c * stages + stage)];
+    const schedules::LayerRange& r =
+        v[static_cast<std::size_t>(plan.schedule.virtual_stage(stage, c))];
     for (int l = r.begin; l < r.end; ++l) out.push_back(l);
   }
   return out;

@@ -374,7 +374,7 @@ void Merger::add_slice(std::size_t k, std::int64_t tid, const json& e, Span span
     a.slice = {arg("begin"), arg("end")};
     a.chunk = static_cast<int>(r.integer(args, "chunk", field + ".args.chunk", 0, p.chunks - 1));
     a.replica = p.replica_of(track.device);
-    const int vs = a.chunk * p.stages + p.stage_of(track.device);
+    const int vs = p.virtual_stage(p.stage_of(track.device), a.chunk);
     producers_[{vs, static_cast<int>(a.op), a.minibatch, a.slice.begin, a.slice.end}] = span;
     if (a.op != Op::W) consumers_.push_back({track.device, a, span});
   }
@@ -422,7 +422,7 @@ void Merger::add_flows_between_ranks() {
         const auto it = loads_.find(r.minibatch);
         if (it != loads_.end()) from = &it->second;
       } else {
-        const int vs = r.chunk * p.stages + p.stage_of(r.device);
+        const int vs = p.virtual_stage(p.stage_of(r.device), r.chunk);
         const auto it =
             producers_.find({vs, static_cast<int>(r.op), r.minibatch, r.slice.begin, r.slice.end});
         if (it != producers_.end()) from = &it->second;

@@ -109,6 +109,8 @@ enum class Schedule {
   pipedream_2bw,    // double-buffered weights, no flush
   interleaved,      // 1F1B over `chunks` model chunks per device
   zb_h1,            // zero bubble H1: backward split into input and weight gradients
+  zb_v,             // zero bubble V: two chunks per device in V order (chunks = 2)
+  zb_2p,            // zero bubble at twice 1F1B's activations
   umpipe,           // UMPIPE with equal slices
 };
 
@@ -128,7 +130,7 @@ struct Plan {
   std::int64_t minibatch = 0;  // samples per minibatch (>= 1)
   // Slices (micro-batches) per minibatch; PipeDream and vertical sync take whole minibatches.
   int slices = 1;
-  int chunks = 1;              // interleaved: model chunks per device
+  int chunks = 1;              // interleaved: model chunks per device; zb_v: 2
   bool rematerialize = false;  // gpipe: recompute a stage's forward before its backward
 
   // `stages` stages of as equal layer counts as can be (the first ones take the remainder),

@@ -13,7 +13,9 @@ using Entry = Graph::Entry;
 
 std::string stage_name(const Graph& g, int vs) {
   if (g.chunks == 1) return "stage " + std::to_string(vs);
-  return "stage " + std::to_string(vs % g.stages) + " chunk " + std::to_string(vs / g.stages);
+  const ScheduleParams& p = g.list->params;
+  return "stage " + std::to_string(p.stage_of_virtual(vs)) + " chunk " +
+         std::to_string(p.chunk_of_virtual(vs));
 }
 
 std::string range(std::int64_t begin, std::int64_t end) {
@@ -115,7 +117,7 @@ void check_fields(Graph& g, const ScheduleParams& p) {
                "slice " + range(a.slice.begin, a.slice.end) + " is outside its minibatch " +
                    range(0, samples) + " (" + std::to_string(samples) + " samples)");
         }
-        g.vstage[id] = a.chunk * g.stages + stage;
+        g.vstage[id] = p.virtual_stage(stage, a.chunk);
         g.samples[id] = a.slice.size();
       }
       check_flags(g, p, id, a);
@@ -259,8 +261,8 @@ void link_stages(Graph& g) {
   if (!g.routing_from_list) {
     // The runtime sends an action's inputs to the device the rule names: it must run there.
     for (int vs = 0; vs < V; ++vs) {
-      const int stage = vs % g.stages;
-      const int chunk = vs / g.stages;
+      const int stage = g.list->params.stage_of_virtual(vs);
+      const int chunk = g.list->params.chunk_of_virtual(vs);
       // A stage of one replica has one device: its bucket holds that device's actions only.
       if (g.list->params.replicas_of(stage) == 1) continue;
       for (const auto& [first, count] : {bucket(0, vs), bucket(1, vs), bucket(2, vs)}) {

@@ -28,7 +28,7 @@ struct Graph {
   std::vector<std::uint32_t> device_begin;  // per device, plus the total at the end
   // Per action.
   std::vector<std::int32_t> device;
-  std::vector<std::int32_t> vstage;  // F/B/W: chunk * p + stage; STEP/SYNC: stage
+  std::vector<std::int32_t> vstage;  // F/B/W: params.virtual_stage(); STEP/SYNC: stage
   std::vector<Op> op;
   std::vector<std::int64_t> samples;
   std::vector<std::int32_t> dest;         // device that receives the output; -1 none, -2 several

@@ -10,7 +10,8 @@ namespace tandem::schedules::detail {
 // Every schedule here is, per device and per round (a minibatch for flush schedules, the whole
 // stream for asynchronous ones), the same shape: `warmup` forwards, then pairs (F(k + warmup),
 // B(k)) while forwards remain, then the remaining backwards, then the epilogue (SYNC, STEP).
-// GPipe is warmup = all; naive model parallelism is warmup = 0; 1F1B is warmup = w_s.
+// GPipe is warmup = all; naive model parallelism is warmup = 0; 1F1B is warmup = w_s. ZB-V,
+// whose order does not pair F and B, gives its round whole as the epilogue.
 struct Pattern {
   static constexpr std::int64_t kUnbounded = -1;
 

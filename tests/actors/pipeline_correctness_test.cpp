@@ -89,6 +89,8 @@ std::vector<Case> cases() {
     out.push_back({M + "_naive", M, ScheduleKind::naive, 2, {1, 1}, 2, 6});
     out.push_back({M + "_interleaved", M, ScheduleKind::interleaved, 2, {1, 1}, 4, 8, 2});
     out.push_back({M + "_zb_h1", M, ScheduleKind::zb_h1, 3, {1, 1, 1}, 4, 8});
+    out.push_back({M + "_zb_v", M, ScheduleKind::zb_v, 2, {1, 1}, 4, 8, 2});
+    out.push_back({M + "_zb_2p", M, ScheduleKind::zb_2p, 3, {1, 1, 1}, 4, 8});
     out.push_back({M + "_umpipe",
                    M,
                    ScheduleKind::umpipe,

@@ -70,8 +70,9 @@ TEST(SchedulePlan, ErrorsNameTheStageAndField) {
 // kind; naive and custom are not a pipeline's.
 TEST(ScheduleKindNames, PipelineNamesAreTheTablesButNaiveAndCustom) {
   const std::vector<std::string_view> names = pipeline_schedule_names();
-  EXPECT_EQ(names, (std::vector<std::string_view>{"gpipe", "1f1b", "pipedream", "pipedream-vsync",
-                                                  "2bw", "interleaved", "zb-h1", "umpipe"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string_view>{"gpipe", "1f1b", "pipedream", "pipedream-vsync", "2bw",
+                                           "interleaved", "zb-h1", "zb-v", "zb-2p", "umpipe"}));
   for (const std::string_view name : names) EXPECT_EQ(to_string(parse_schedule_kind(name)), name);
 }
 

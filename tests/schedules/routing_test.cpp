@@ -74,7 +74,7 @@ void check(const Routing& routing, const ActionList& list, std::int64_t complete
       const std::string what = "d" + std::to_string(d) + " " + to_string(a) + " in " + name(p);
       SCOPED_TRACE(what);
       routing.routes(d, a, routes);
-      const int vs = a.chunk * p.stages + stage;
+      const int vs = p.virtual_stage(stage, a.chunk);
       if (a.op == Op::F || a.op == Op::B || a.op == Op::W) {
         EXPECT_EQ(routing.owner(stage, a.chunk, a.minibatch, a.slice), d);
       }
@@ -129,7 +129,7 @@ void check(const Routing& routing, const ActionList& list, std::int64_t complete
           if (r.device == kLoader) continue;
           EXPECT_EQ(r.op, a.op);
           EXPECT_EQ(r.minibatch, a.minibatch);
-          EXPECT_EQ(r.chunk * p.stages + p.stage_of(r.device),
+          EXPECT_EQ(p.virtual_stage(p.stage_of(r.device), r.chunk),
                     input == (a.op == Op::F) ? vs - 1 : vs + 1);
           ASSERT_TRUE(actions.count(key(r.device, r.op, r.chunk, r.minibatch, r.slice)))
               << "routes to a missing " << to_string(Action{r.op, r.minibatch, r.slice, r.chunk})
@@ -190,6 +190,9 @@ std::vector<ScheduleParams> every_kind() {
   add(ScheduleKind::interleaved, 2, 4)->chunks = 2;
   add(ScheduleKind::interleaved, 3, 6)->chunks = 2;
   add(ScheduleKind::interleaved, 1, 2)->chunks = 3;
+  add(ScheduleKind::zb_v, 3, 5)->chunks = 2;
+  add(ScheduleKind::zb_v, 2, 4)->chunks = 2;
+  add(ScheduleKind::zb_2p, 3, 7)->minibatch_size = 11;
   auto* um = add(ScheduleKind::umpipe, 3, 1);
   um->forward_slices = {{1, 5}, {2, 2, 2}, {3, 3}};
   um->backward_slices = {{4, 2}, {1, 1, 4}, {6}};
