@@ -353,9 +353,10 @@ TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
 }
 
 TEST(ConfigTest, AnUnknownScheduleListsThePipelineSchedules) {
-  expect_error(pipeline("  schedule: warp\n", kTwoStages), 5,
-               {"pipeline.schedule", "unknown schedule 'warp'",
-                "gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, umpipe)"});
+  expect_error(
+      pipeline("  schedule: warp\n", kTwoStages), 5,
+      {"pipeline.schedule", "unknown schedule 'warp'",
+       "gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, zb-v, zb-2p, umpipe)"});
 }
 
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
@@ -381,7 +382,7 @@ TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {
   expect_error(pipeline("  schedule: interleaved\n  slices: 2\n  chunks: 4\n", kTwoStages), 7,
                {"pipeline.chunks", "8 layers"});
   expect_error(pipeline("  schedule: 1f1b\n  chunks: 2\n", kTwoStages), 6,
-               {"pipeline.chunks", "interleaved only"});
+               {"pipeline.chunks", "interleaved and zb-v only"});
   expect_error(pipeline("  schedule: 1f1b\n  rematerialize: true\n", kTwoStages), 6,
                {"pipeline.rematerialize", "gpipe only"});
   expect_error(pipeline("  schedule: gpipe\n  rematerialize: maybe\n", kTwoStages), 6,
