@@ -228,5 +228,26 @@ TYPED_TEST(StagedSend, CloseLetsStagedMessagesLeaveBeforeItsGoodbye) {
             SendStatus::system_stopped);
 }
 
+// The default staging on a real device: a cuda tensor leaves through a copy stream and pinned
+// host memory, byte-exact, and the source may be dropped at once. Skipped without a GPU.
+TYPED_TEST(StagedSend, CudaTensorsLeaveThroughTheDefaultStaging) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  Pair<TypeParam> p(nullptr);
+  ASSERT_TRUE(p.connected());
+  const Tensor host = f32_tensor({256, 1024}, 0.75f);
+  {
+    Tensor on_gpu = host.to(Device::cuda(0));
+    ASSERT_TRUE(p.a->send(0, 1, tensor_message(std::move(on_gpu), 0)).ok());
+  }
+  ASSERT_TRUE(p.a->send(0, 1, tensor_message(i32_tensor({3}, 5), 1)).ok());
+  ASSERT_TRUE(p.b1->wait_for(2));
+  const std::vector<Message> got = p.b1->take();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].tag().minibatch, 0);
+  EXPECT_TRUE(got[0].tensors[0].device().is_cpu());
+  EXPECT_EQ(testing::bytes_of(got[0].tensors[0]), testing::bytes_of(host));
+  EXPECT_EQ(p.a->stats().staged, 1u);
+}
+
 }  // namespace
 }  // namespace tandem::transport
