@@ -123,7 +123,7 @@ std::string to_string(SendStatus s) {
 ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOptions options)
     : options_(options),
       scheduler_(std::move(scheduler)),
-      timers_(std::make_unique<TimerService>()) {
+      timers_(std::make_unique<TimerService>([this] { scheduler_->expect_work(); })) {
   error_handler_ = [](const ActorError& e) {
     spdlog::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type, e.what);
   };

@@ -26,6 +26,10 @@ class Scheduler {
   // Messages an actor handles per resume before it yields; the single source of the budget
   // unless ActorSystemOptions::budget overrides it.
   virtual std::size_t budget() const = 0;
+  // Work from outside the workers is due within microseconds (a timer about to fire): a hint
+  // to have a worker awake for it rather than parked, whose wake-up would cost tens of
+  // microseconds after the work arrived. Thread-safe; the default ignores it.
+  virtual void expect_work() {}
 
  protected:
   // Runs `actor` for at most `budget` messages (see Actor): true when it must be resumed

@@ -1,40 +1,68 @@
 #pragma once
-// An Asio io_context on its own thread, for timers. Nothing here ever runs on
-// an actor worker, so a worker never blocks on I/O or time.
+// The timers of an ActorSystem (send_after, send_at; the sim device's completions): one thread
+// of its own, a heap of deadlines, nothing on an actor worker, so a worker never blocks on time.
+//
+// A timer costs a lock and a heap push, no system call: a pipeline of many sim stages sets one
+// per action, tens of thousands a second. The thread sleeps on a condition variable until
+// shortly before the earliest deadline (waking a sleeping thread takes tens of microseconds,
+// which every cross-stage dependency would pay), then polls the clock to the deadline and runs
+// every timer that is due in one batch.
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <thread>
-
-namespace asio {
-class io_context;
-}
+#include <vector>
 
 namespace tandem {
 
 class TimerService {
  public:
-  TimerService();
+  // `approaching`, when set, is called on the timer thread as it stops sleeping before a
+  // deadline (ActorSystem: Scheduler::expect_work, so that a worker is awake when it fires).
+  explicit TimerService(std::function<void()> approaching = {});
   ~TimerService();
   TimerService(const TimerService&) = delete;
   TimerService& operator=(const TimerService&) = delete;
 
   // Calls fn(true) on the timer thread no earlier than `delay` from now, or fn(false) when the
-  // service stops first. Pending timers fire in deadline order; one whose deadline has
-  // already passed when it reaches the timer thread fires at once.
+  // service stops first. Pending timers fire in deadline order (equal deadlines in the order
+  // they were set); one whose deadline has already passed fires at once.
   void after(std::chrono::nanoseconds delay, std::function<void(bool fired)> fn);
   // The same with an absolute deadline, so several timers can share one base time.
   void at(std::chrono::steady_clock::time_point deadline, std::function<void(bool fired)> fn);
 
-  asio::io_context& context();
-  // Cancels pending timers (their callbacks see fired == false) and joins the thread (unless
-  // called on the timer thread itself). Idempotent, from any thread.
+  // Cancels pending timers (their callbacks see fired == false, on the timer thread) and joins
+  // the thread (unless called on the timer thread itself). Idempotent, from any thread.
   void stop();
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  using Clock = std::chrono::steady_clock;
+  struct Timer {
+    Clock::time_point deadline;
+    std::uint64_t seq = 0;  // ties broken by the order of setting
+    std::function<void(bool)> fn;
+  };
+  // std::push_heap's order: the earliest deadline at the front.
+  static bool later(const Timer& a, const Timer& b) {
+    return a.deadline != b.deadline ? a.deadline > b.deadline : a.seq > b.seq;
+  }
+
+  void run();
+  // With mu_ held: waits until the earliest timer is due (or a change to look at). False when
+  // the service stopped.
+  bool wait_for_due(std::unique_lock<std::mutex>& lock);
+  // With mu_ held: moves the due timers, earliest first, into `batch`.
+  void take_due(std::vector<Timer>& batch);
+
+  std::function<void()> approaching_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Timer> heap_;  // under mu_
+  std::uint64_t next_seq_ = 0;
+  bool stopped_ = false;
+  bool sleeping_ = false;  // the thread waits on cv_ (a new earliest timer must wake it)
   std::thread thread_;
   std::mutex join_mu_;
 };

@@ -95,6 +95,17 @@ void WorkSharingScheduler::schedule(Actor* actor) {
   push_shared(actor);
 }
 
+void WorkSharingScheduler::expect_work() {
+  // One worker is enough, and one already awake (spinning, or being woken) will do.
+  if (sleepers_.load(std::memory_order_relaxed) == 0 ||
+      spinners_.load(std::memory_order_relaxed) != 0 || waking_.load(std::memory_order_relaxed) ||
+      prewake_.exchange(true, std::memory_order_acq_rel)) {
+    return;
+  }
+  { std::lock_guard lock(park_mu_); }
+  park_cv_.notify_one();
+}
+
 void WorkSharingScheduler::push_shared(Actor* actor) {
   ready_.enqueue(actor);
   // A read-modify-write, not a load: it is ordered with the parking worker's increment, so
@@ -178,8 +189,10 @@ Actor* WorkSharingScheduler::watch_slots(const Worker& self, Seen* seen) {
 
 // Sleeps until woken (or a safety-net timeout), then returns what it finds, possibly nothing.
 // `watch`: sleeps kWatchEvery only, takes only what waited in a slot since the last look, and
-// is not woken by schedule() meanwhile (see run()). Sets `woken` when it was notified.
-Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& woken) {
+// is not woken by schedule() meanwhile (see run()). Sets `woken` when it was notified, and
+// `prewoken` when an expect_work() was pending (the caller then spins instead of watching).
+Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& woken,
+                                  bool& prewoken) {
   Actor* actor = nullptr;
   std::unique_lock lock(park_mu_);
   sleepers_.fetch_add(1, std::memory_order_acq_rel);
@@ -196,6 +209,8 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
   if (watch) watchers_.fetch_sub(1, std::memory_order_relaxed);
   sleepers_.fetch_sub(1, std::memory_order_relaxed);
   waking_.store(false, std::memory_order_relaxed);
+  // Whoever leaves the park first answers an expect_work(), with what it found or by spinning.
+  prewoken = prewake_.exchange(false, std::memory_order_acq_rel);
   return actor;
 }
 
@@ -215,7 +230,14 @@ void WorkSharingScheduler::run(std::size_t index) {
     while (actor == nullptr && !stopping_.load(std::memory_order_acquire)) {
       bool woken = false;
       const bool watch = watch_left > 0;
-      actor = park(self, seen.get(), watch, woken);
+      bool prewoken = false;
+      actor = park(self, seen.get(), watch, woken, prewoken);
+      if (actor == nullptr && prewoken) {
+        // Woken ahead of expected work (expect_work): spin for it, as after a resume.
+        actor = spin(self, seen);
+        watch_left = 0;
+        continue;
+      }
       if (watch) {
         --watch_left;
         if (actor == nullptr) actor = watch_slots(self, seen.get());

@@ -21,6 +21,7 @@ class WorkSharingScheduler final : public Scheduler {
   void schedule(Actor* actor) override;
   void stop() override;
   void wait_idle() override;
+  void expect_work() override;
   std::size_t worker_count() const override { return options_.workers; }
   std::size_t budget() const override { return options_.budget; }
 
@@ -45,7 +46,7 @@ class WorkSharingScheduler final : public Scheduler {
   Actor* try_take(Worker& self);
   Actor* spin(Worker& self, std::unique_ptr<Seen[]>& seen);
   Actor* steal(const Worker& self, Seen* seen, std::chrono::steady_clock::time_point now);
-  Actor* park(Worker& self, Seen* seen, bool watch, bool& woken);
+  Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken);
   Actor* watch_slots(const Worker& self, Seen* seen);
 
   WorkSharingOptions options_;
@@ -55,7 +56,8 @@ class WorkSharingScheduler final : public Scheduler {
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<int> spinners_{0};
   std::atomic<int> watchers_{0};
-  std::atomic<bool> waking_{false};  // a worker is being woken for a woken actor
+  std::atomic<bool> waking_{false};   // a worker is being woken for a woken actor
+  std::atomic<bool> prewake_{false};  // a worker is being woken to spin for expected work
   std::atomic<bool> stopping_{false};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
