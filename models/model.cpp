@@ -68,6 +68,12 @@ Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers)
       throw std::invalid_argument("Model: layer " + std::to_string(i) + " is null");
     }
   }
+  param_names_.resize(layers_.size());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    for (const ParamSpec& p : layers_[i]->param_specs()) {
+      param_names_[i].push_back(param_name(static_cast<int>(i), p.name));
+    }
+  }
 }
 
 const Layer& Model::layer(int i) const {
@@ -142,27 +148,36 @@ ParamSet Model::init_params(std::uint64_t seed, int begin, int end, Device devic
   return params;
 }
 
-ParamView Model::layer_params(const ParamSet& params, int i) const {
-  const std::vector<ParamSpec> specs = layer(i).param_specs();
-  if (specs.empty()) return {};
-  const std::int64_t first = params.index_of(param_name(i, specs[0].name));
-  const auto count = static_cast<std::int64_t>(specs.size());
+// The index of layer i's first parameter in `params`, checked contiguous; -1: it has none.
+std::int64_t Model::first_param(const ParamSet& params, int i) const {
+  (void)layer(i);  // range check
+  const std::vector<std::string>& names = param_names_[static_cast<std::size_t>(i)];
+  if (names.empty()) return -1;
+  const std::int64_t first = params.index_of(names[0]);
+  const auto count = static_cast<std::int64_t>(names.size());
   for (std::int64_t j = 1; j < count; ++j) {
     if (first + j >= params.size() ||
-        params.name(first + j) != param_name(i, specs[static_cast<std::size_t>(j)].name)) {
+        params.name(first + j) != names[static_cast<std::size_t>(j)]) {
       throw std::invalid_argument("Model::layer_params: parameters of layer " + std::to_string(i) +
                                   " are not contiguous in the set (missing '" +
-                                  param_name(i, specs[static_cast<std::size_t>(j)].name) + "')");
+                                  names[static_cast<std::size_t>(j)] + "')");
     }
   }
-  return params.range(first, count);
+  return first;
+}
+
+ParamView Model::layer_params(const ParamSet& params, int i) const {
+  const std::int64_t first = first_param(params, i);
+  if (first < 0) return {};
+  return params.range(first,
+                      static_cast<std::int64_t>(param_names_[static_cast<std::size_t>(i)].size()));
 }
 
 std::span<Tensor> Model::layer_params(ParamSet& params, int i) const {
-  const ParamView view = layer_params(static_cast<const ParamSet&>(params), i);
-  if (view.empty()) return {};
-  return params.range(params.index_of(param_name(i, layer(i).param_specs()[0].name)),
-                      static_cast<std::int64_t>(view.size()));
+  const std::int64_t first = first_param(params, i);
+  if (first < 0) return {};
+  return params.range(first,
+                      static_cast<std::int64_t>(param_names_[static_cast<std::size_t>(i)].size()));
 }
 
 Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params, const Tensor& x,

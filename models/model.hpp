@@ -101,6 +101,11 @@ class Model {
  private:
   ModelSpec spec_;
   std::vector<std::shared_ptr<const Layer>> layers_;
+  // Each layer's parameter names in a ParamSet ("3.w"), made once: layer_params runs for every
+  // layer of every action, and building them there cost a vector of specs and a string each.
+  std::vector<std::vector<std::string>> param_names_;
+
+  std::int64_t first_param(const ParamSet& params, int i) const;
 };
 
 }  // namespace tandem::models
