@@ -104,6 +104,10 @@ std::size_t RoutedChannel::max_head_bytes() const {
   return std::numeric_limits<std::size_t>::max();
 }
 
+bool RoutedChannel::stages_for(const RoutedPeer&) const {
+  return true;
+}
+
 void RoutedChannel::add_routed_peer(RoutedPeer& peer) {
   check_not_started("add_peer");
   if (peer.rank == options_.rank || peer.rank < 0 || routed_peer_of_rank(peer.rank) != nullptr) {
@@ -237,7 +241,8 @@ SendResult RoutedChannel::send(Endpoint from, Endpoint to, Message msg) {
         "plane carries",
         from, to, head.size(), max_head_bytes(), options_.transport));
   }
-  std::vector<Event> copies = options_.staging->stage(msg);
+  std::vector<Event> copies;
+  if (stages_for(peer)) copies = options_.staging->stage(msg);
   if (!copies.empty()) ++staged_;
   // Copies that ran already need no callback; one that failed fails the message.
   std::string failed;

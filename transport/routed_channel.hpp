@@ -124,6 +124,10 @@ class RoutedChannel : public ActorChannel {
   virtual SendResult post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) = 0;
   // The largest head the back end carries (checked on the sender's thread).
   virtual std::size_t max_head_bytes() const;
+  // Whether a message to `peer` has its device tensors staged to host memory first (the
+  // default): a back end that moves device memory itself (CUDA IPC) says no for the peers it
+  // serves so. Called on the sender's thread.
+  virtual bool stages_for(const RoutedPeer& peer) const;
 
   // --- for back ends ---
   // Before start(): a new peer (throws std::invalid_argument for this rank, a negative one or
