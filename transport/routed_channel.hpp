@@ -33,6 +33,7 @@
 #include "runtime/actor_system.hpp"
 #include "transport/channel.hpp"
 #include "transport/channel_error.hpp"
+#include "transport/job_proof.hpp"
 #include "transport/send_staging.hpp"
 #include "transport/wire_message.hpp"
 
@@ -94,6 +95,24 @@ struct RoutedChannelOptions {
   bool stop_system_on_error = true;
   std::shared_ptr<SendStaging> staging;  // null: cuda tensors, a copy stream per device
 };
+
+// The skeleton's part of a back end's options (TcpChannelOptions, UcxChannelOptions: their
+// fields are named alike).
+template <class BackEndOptions>
+RoutedChannelOptions skeleton_options(const BackEndOptions& o, std::string channel,
+                                      std::string transport) {
+  RoutedChannelOptions r;
+  r.channel = std::move(channel);
+  r.transport = std::move(transport);
+  r.rank = o.rank;
+  r.job_id = job_id_of(o.credentials.job);
+  r.types = o.types;
+  r.max_data_bytes = o.max_data_bytes;
+  r.on_error = o.on_error;
+  r.stop_system_on_error = o.stop_system_on_error;
+  r.staging = o.staging;
+  return r;
+}
 
 class RoutedChannel : public ActorChannel {
  public:

@@ -846,26 +846,8 @@ struct TcpChannel::Impl {
   }
 };
 
-namespace {
-
-RoutedChannelOptions routed(const TcpChannelOptions& o) {
-  RoutedChannelOptions r;
-  r.channel = "TcpChannel";
-  r.transport = "tcp";
-  r.rank = o.rank;
-  r.job_id = job_id_of(o.credentials.job);
-  r.types = o.types;
-  r.max_data_bytes = o.max_data_bytes;
-  r.on_error = o.on_error;
-  r.stop_system_on_error = o.stop_system_on_error;
-  r.staging = o.staging;
-  return r;
-}
-
-}  // namespace
-
 TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
-    : RoutedChannel(system, routed(options)),
+    : RoutedChannel(system, skeleton_options(options, "TcpChannel", "tcp")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
   // spdlog makes its default logger on first use; made here, before this object's threads
   // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).

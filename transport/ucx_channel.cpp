@@ -1000,26 +1000,8 @@ struct UcxChannel::Impl {
   void deliver(UcxIncoming& in) { owner.deliver(in.head.to, in.head.env, std::move(in.tensors)); }
 };
 
-namespace {
-
-RoutedChannelOptions routed(const UcxChannelOptions& o) {
-  RoutedChannelOptions r;
-  r.channel = "UcxChannel";
-  r.transport = "ucx";
-  r.rank = o.rank;
-  r.job_id = job_id_of(o.credentials.job);
-  r.types = o.types;
-  r.max_data_bytes = o.max_data_bytes;
-  r.on_error = o.on_error;
-  r.stop_system_on_error = o.stop_system_on_error;
-  r.staging = o.staging;
-  return r;
-}
-
-}  // namespace
-
 UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
-    : RoutedChannel(system, routed(options)),
+    : RoutedChannel(system, skeleton_options(options, "UcxChannel", "ucx")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
   // spdlog makes its default logger on first use; made here, before this object's threads
   // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).

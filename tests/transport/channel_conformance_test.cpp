@@ -29,6 +29,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/pipeline_wire_types.hpp"
+#include "numbered_message.hpp"
 #include "runtime/actor_system.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/scheduler.hpp"
@@ -397,22 +398,7 @@ struct UcxTransport {
 
 // --- messages ---
 
-// A forward tensor from `sender`, numbered `seq`, of one of three dtypes and shapes.
-Message numbered(int sender, std::int64_t seq) {
-  Tensor t;
-  switch (seq % 3) {
-    case 0:
-      t = f32_tensor({seq % 5 + 1, 3}, static_cast<float>(seq));
-      break;
-    case 1:
-      t = i32_tensor({seq % 7 + 1}, static_cast<std::int32_t>(seq));
-      break;
-    default:
-      t = bf16_tensor({2, seq % 4 + 1, 2}, static_cast<float>(seq % 100));
-      break;
-  }
-  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
-}
+using testing::numbered;
 
 // 16 MiB, 0-element and scalar tensors, 64 B, 64 KiB and 1 MiB ones, several in one message and
 // an undefined one among them.

@@ -26,6 +26,7 @@
 #include "../actors/pipeline_harness.hpp"
 #include "actors/messages.hpp"
 #include "collector_actor.hpp"
+#include "numbered_message.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
 #include "transport/wire_stripes.hpp"
@@ -441,21 +442,7 @@ void close_both(TcpChannel& a, TcpChannel& b) {
   t.join();
 }
 
-Message numbered(int sender, std::int64_t seq) {
-  Tensor t;
-  switch (seq % 3) {
-    case 0:
-      t = f32_tensor({seq % 5 + 1, 3}, static_cast<float>(seq));
-      break;
-    case 1:
-      t = i32_tensor({seq % 7 + 1}, static_cast<std::int32_t>(seq));
-      break;
-    default:
-      t = bf16_tensor({2, seq % 4 + 1, 2}, static_cast<float>(seq % 100));
-      break;
-  }
-  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
-}
+using testing::numbered;
 
 // Rank 0 (endpoint 0 on `a0`) and rank 1 (endpoint 1 on `b1`) connected to each other.
 bool connect_pair(TcpChannel& a, Actor* a0, TcpChannel& b, Actor* b1) {

@@ -26,6 +26,7 @@
 #include "../actors/pipeline_harness.hpp"
 #include "actors/messages.hpp"
 #include "collector_actor.hpp"
+#include "numbered_message.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
 #include "ucx_fake_peer.hpp"
@@ -125,21 +126,7 @@ struct Pair {
   std::unique_ptr<UcxChannel> a, b;
 };
 
-Message numbered(int sender, std::int64_t seq) {
-  Tensor t;
-  switch (seq % 3) {
-    case 0:
-      t = f32_tensor({seq % 5 + 1, 3}, static_cast<float>(seq));
-      break;
-    case 1:
-      t = i32_tensor({seq % 7 + 1}, static_cast<std::int32_t>(seq));
-      break;
-    default:
-      t = bf16_tensor({2, seq % 4 + 1, 2}, static_cast<float>(seq % 100));
-      break;
-  }
-  return make_message(act::ForwardTensor{act::TensorMeta::of(t)}, {t}, tag_of(seq, 0, 1, sender));
-}
+using testing::numbered;
 
 // Every sender's messages arrived in order, as `make(sender, seq)` made them.
 void expect_in_order(std::vector<Message> got, const std::vector<int>& senders, std::int64_t n,
