@@ -110,25 +110,29 @@ std::string format_plan(const PlannedPipeline& planned) {
 std::string format_ranking(const ScheduleRanking& ranking) {
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof line, "%-16s %-16s %12s %8s %16s  %s\n", "schedule",
-                "stages x replicas", "step ms", "bubble", "memory/device", "");
+  std::snprintf(line, sizeof line, "%-16s %-17s %7s %12s %8s %16s  %s\n", "schedule",
+                "stages x replicas", "slices", "step ms", "bubble", "memory/device", "");
   os << line;
   const RankedSchedule* pick = ranking.pick();
   for (const RankedSchedule& e : ranking.entries) {
     if (!e.dropped.empty()) {
-      std::snprintf(line, sizeof line, "%-16s %-16s %12s %8s %16s  dropped: %s\n", e.name().c_str(),
-                    "-", "-", "-", "-", e.dropped.c_str());
+      std::snprintf(line, sizeof line, "%-16s %-17s %7s %12s %8s %16s  dropped: %s\n",
+                    e.name().c_str(), "-", "-", "-", "-", "-", e.dropped.c_str());
       os << line;
       continue;
     }
-    const bool uniform =
-        e.devices % e.stages == 0 && e.planned.plan.schedule.total_replicas() ==
-                                         e.stages * e.planned.plan.schedule.replicas_of(0);
+    const schedules::ScheduleParams& params = e.planned.plan.schedule;
+    bool uniform = true;
+    for (int st = 0; st < params.stages; ++st) {
+      uniform = uniform && params.replicas_of(st) == params.replicas_of(0);
+    }
     const std::string shape =
         uniform ? std::to_string(e.stages) + " x " + std::to_string(e.devices / e.stages)
                 : std::to_string(e.stages) + " on " + std::to_string(e.devices) + " devices";
-    std::snprintf(line, sizeof line, "%-16s %-16s %12.4g %7.1f%% %16s  %s\n", e.name().c_str(),
-                  shape.c_str(), e.step_ms, 100 * e.bubble,
+    const std::string slices =
+        params.forward_slices.empty() ? std::to_string(params.slices) : std::string("unequal");
+    std::snprintf(line, sizeof line, "%-16s %-17s %7s %12.4g %7.1f%% %16s  %s\n", e.name().c_str(),
+                  shape.c_str(), slices.c_str(), e.step_ms, 100 * e.bubble,
                   human_bytes(e.peak_memory_bytes).c_str(), &e == pick ? "<- pick" : "");
     os << line;
   }

@@ -164,7 +164,8 @@ TEST(ScheduleRanking, FixedCutRanksOnlyWhatRunsIt) {
 TEST(ScheduleRanking, TableShowsColumnsThePickAndReasons) {
   const ScheduleRanking r = rank_on_cut(alike_layers(), workers(2), cut({{0, 4}, {4, 8}}), quick());
   const std::string table = format_ranking(r);
-  for (const char* column : {"schedule", "stages x replicas", "step ms", "bubble", "memory"}) {
+  for (const char* column :
+       {"schedule", "stages x replicas", "slices", "step ms", "bubble", "memory"}) {
     EXPECT_NE(table.find(column), std::string::npos) << column << "\n" << table;
   }
   EXPECT_NE(table.find(r.pick()->name()), std::string::npos);
