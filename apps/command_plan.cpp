@@ -22,6 +22,7 @@
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
 #include "planner/profile.hpp"
+#include "planner/schedule_ranking.hpp"
 #include "schedules/schedule_kind.hpp"
 
 namespace tandem::apps {
@@ -42,6 +43,7 @@ struct PlanOptions {
   std::string output;
   bool json = false;
   bool quiet = false;
+  bool allow_async = false;  // schedule auto: rank the asynchronous schedules too
   std::string cost_model = "overlapped";
   // Least wall time between two GA progress lines; hidden, so tests can ask for every line.
   double progress_interval = 1.0;
@@ -130,7 +132,45 @@ void check_finite(const planner::PlannedPipeline& planned) {
   }
 }
 
+// `--schedule auto`: the ranking's table, then the pick's plan (or only the plan, as JSON).
+void run_auto(const PlanOptions& options, const CLI::App& cmd) {
+  for (const char* flag : {"--stages", "--cost-model"}) {
+    if (cmd.count(flag) > 0) {
+      throw UsageError("plan: " + std::string(flag) +
+                       " does not apply to schedule auto: each schedule is planned its own way");
+    }
+  }
+  if (!options.output.empty()) {
+    check_output("plan: -o", options.output, {options.profile, options.cluster});
+  }
+  planner::RankingOptions ranking_options;
+  ranking_options.allow_async = options.allow_async;
+  ranking_options.minibatch = options.minibatch;
+  ranking_options.slices = options.slices;
+  ranking_options.ga.seed = static_cast<std::uint64_t>(options.seed);
+  ranking_options.ga.population = options.population;
+  ranking_options.ga.generations = options.generations;
+  const planner::Profile profile = planner::load_profile(options.profile);
+  check_sums(profile, options.profile);
+  const planner::Cluster cluster = planner::load_cluster(options.cluster);
+  const planner::ScheduleRanking ranking = planner::rank_planned(profile, cluster, ranking_options);
+  const planner::RankedSchedule* pick = ranking.pick();
+  if (!options.json) std::cout << planner::format_ranking(ranking);
+  if (pick == nullptr) throw std::runtime_error("plan: schedule auto found no schedule that fits");
+  check_finite(pick->planned);
+  std::cout << (options.json ? planner::plan_json(pick->planned)
+                             : "\n" + planner::format_plan(pick->planned));
+  if (options.output.empty()) return;
+  write_output(options.output, "# tandem plan --profile " + options.profile + " --cluster " +
+                                   options.cluster + " --schedule auto\n" +
+                                   planner::pipeline_yaml(pick->planned));
+  (options.json ? std::cerr : std::cout)
+      << "wrote the pipeline section to " << options.output << '\n';
+}
+
 void run_plan(const PlanOptions& options, const CLI::App& cmd) {
+  if (options.schedule == "auto") return run_auto(options, cmd);
+  if (options.allow_async) throw UsageError("plan: --allow-async applies to schedule auto only");
   planner::PlanRequest request;
   try {
     request.schedule = ts::parse_schedule_kind(options.schedule);
@@ -189,7 +229,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--profile", options->profile, "Layer profile (JSON)")->required();
   cmd->add_option("--cluster", options->cluster, "Cluster topology (YAML)")->required();
   cmd->add_option("--schedule,-s", options->schedule,
-                  "pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, zb-2p or umpipe")
+                  "pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, zb-2p, umpipe, or auto (rank "
+                  "every schedule, plan the fastest)")
       ->capture_default_str();
   cmd->add_option("--minibatch", options->minibatch,
                   "Samples per minibatch (default: the profile's)")
@@ -212,6 +253,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--output", options->output, "Write the config's pipeline: section here");
   cmd->add_flag("--json", options->json, "Print the plan as JSON instead of a table");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  cmd->add_flag("--allow-async", options->allow_async,
+                "Schedule auto: rank pipedream, pipedream-vsync and 2bw too (they change the "
+                "optimization)");
   cmd->add_option("--cost-model", options->cost_model,
                   "PipeDream DP objective: overlapped (sync overlaps compute; docs/planner.md) "
                   "or pipedream (PipeDream's own optimizer: sync added, every worker used)")

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "models/model.hpp"
+#include "planner/plan_output.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/simulator.hpp"
@@ -141,6 +142,14 @@ void dry_run(const train::Config& config, std::ostream& out) {
     slices = std::to_string(pipeline.slices.front()) + " slices";
   } else {
     slices = "1 slice";
+  }
+  if (config.schedule_ranking) {
+    out << "schedule: auto ranked every schedule (simulator on the profile; memory: weights x "
+           "versions + kept activations):\n"
+        << planner::format_ranking(*config.schedule_ranking);
+    const planner::RankedSchedule* pick = config.schedule_ranking->pick();
+    out << fmt::format("schedule: auto picked {}: {:.4g} ms per minibatch predicted\n",
+                       pick->name(), pick->step_ms);
   }
   out << fmt::format("plan: schedule {}, {}{}, {} stage{}\n", pipeline.schedule, slices,
                      pipeline.chunks > 1 ? fmt::format(", {} chunks", pipeline.chunks) : "",

@@ -5,13 +5,12 @@
 #include <ostream>
 
 #include "train/config.hpp"
+#include "train/config_flop_profile.hpp"
 
 namespace tandem::apps {
 
-// Durations of the prediction come from each layer's FLOP count at this rate per device (a
-// nominal CPU core: OpenBLAS sgemm runs at ~100 GFLOP/s on one core here, and small layers
-// reach far less).
-inline constexpr double kDryRunFlopsPerSecond = 50e9;
+// Durations of the prediction come from each layer's FLOP count at this rate per device.
+inline constexpr double kDryRunFlopsPerSecond = train::kNominalFlopsPerSecond;
 
 struct DryRunPrediction {
   double step_ms = 0;                // per minibatch, in the steady state for PipeDream-like
@@ -23,7 +22,7 @@ struct DryRunPrediction {
 // The prediction for `config`'s pipeline (a config without one: one stage on cpu).
 DryRunPrediction predict(const train::Config& config);
 
-// Prints the plan and the prediction to `out`.
+// Prints the plan and the prediction to `out`; with `schedule: auto`, first the ranking.
 void dry_run(const train::Config& config, std::ostream& out);
 
 }  // namespace tandem::apps

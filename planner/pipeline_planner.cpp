@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "planner/gpipe_partitioner.hpp"
-#include "planner/layer_op_times.hpp"
 #include "planner/pipedream_dp.hpp"
+#include "planner/stage_model.hpp"
 #include "planner/umpipe_baselines.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
@@ -30,52 +30,6 @@ std::string bytes_text(double bytes) {
   os.precision(3);
   os << bytes / 1073741824.0 << " GiB";
   return os.str();
-}
-
-// Worker w of the cluster: innermost level fastest.
-schedules::Placement placement(const Cluster& cluster, int worker) {
-  schedules::Placement place;
-  const int local = worker % cluster.levels.front().units;
-  if (cluster.levels.size() > 1) {
-    place.host = "host" + std::to_string(worker / cluster.levels.front().units);
-  }
-  place.device = cluster.device == "cuda" ? "cuda:" + std::to_string(local) : "cpu";
-  return place;
-}
-
-// Bandwidth (bytes per ms) between workers a and b: the level where they first share a unit.
-double bandwidth_between(const Cluster& cluster, int a, int b) {
-  long long unit = 1;
-  for (const TopologyLevel& level : cluster.levels) {
-    unit *= level.units;
-    if (a / unit == b / unit) return level.bytes_per_second / 1000.0;
-  }
-  return cluster.levels.back().bytes_per_second / 1000.0;
-}
-
-// Per stage: costs for the simulator (and the GA) from the profile, layers [begin, end).
-struct StageModel {
-  double f_fixed = 0, f_sample = 0, b_fixed = 0, b_sample = 0, w_fixed = 0, w_sample = 0;
-  double weight_bytes = 0, activation_per_sample = 0, output_per_sample = 0;
-};
-
-StageModel stage_model(const Profile& profile, int begin, int end) {
-  StageModel m;
-  const double samples = profile.minibatch;
-  for (int l = begin; l < end; ++l) {
-    const LayerProfile& layer = profile.layers[l];
-    const LayerOpTimes t = layer_op_times(layer);
-    m.f_fixed += t.forward.fixed;
-    m.f_sample += t.forward.scaled / samples;
-    m.b_fixed += t.backward_input.fixed;
-    m.b_sample += t.backward_input.scaled / samples;
-    m.w_fixed += t.backward_weight.fixed;
-    m.w_sample += t.backward_weight.scaled / samples;
-    m.weight_bytes += layer.parameter_bytes;
-    m.activation_per_sample += layer.memory_bytes / samples;
-  }
-  m.output_per_sample = profile.layers[end - 1].activation_bytes / samples;
-  return m;
 }
 
 // The simulator's steady-state time per minibatch of a PipeDream plan: the makespan's growth
@@ -166,7 +120,7 @@ PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
     schedules::StagePlan sp;
     sp.layers = {stage.begin, stage.end};
     sp.replicas.clear();
-    for (const int w : stage.workers) sp.replicas.push_back(placement(cluster, w));
+    for (const int w : stage.workers) sp.replicas.push_back(worker_placement(cluster, w));
     stages.push_back(sp);
     out.stages.push_back(
         {stage.compute_ms, stage.memory_bytes, stage.in_flight, stage.versions, stage.workers});
@@ -306,7 +260,7 @@ PlannedPipeline plan_flush(const Profile& profile, const Cluster& cluster,
     const int end = partition.ends[s];
     schedules::StagePlan sp;
     sp.layers = {begin, end};
-    sp.replicas = {placement(cluster, s)};
+    sp.replicas = {worker_placement(cluster, s)};
     plan_stages.push_back(sp);
     out.stages.push_back({(prefix_time[end] - prefix_time[begin]),
                           result.memory[s],

@@ -107,6 +107,39 @@ std::string format_plan(const PlannedPipeline& planned) {
   return os.str();
 }
 
+std::string format_ranking(const ScheduleRanking& ranking) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-16s %-17s %7s %12s %8s %16s  %s\n", "schedule",
+                "stages x replicas", "slices", "step ms", "bubble", "memory/device", "");
+  os << line;
+  const RankedSchedule* pick = ranking.pick();
+  for (const RankedSchedule& e : ranking.entries) {
+    if (!e.dropped.empty()) {
+      std::snprintf(line, sizeof line, "%-16s %-17s %7s %12s %8s %16s  dropped: %s\n",
+                    e.name().c_str(), "-", "-", "-", "-", "-", e.dropped.c_str());
+      os << line;
+      continue;
+    }
+    const schedules::ScheduleParams& params = e.planned.plan.schedule;
+    bool uniform = true;
+    for (int st = 0; st < params.stages; ++st) {
+      uniform = uniform && params.replicas_of(st) == params.replicas_of(0);
+    }
+    const std::string shape =
+        uniform ? std::to_string(e.stages) + " x " + std::to_string(e.devices / e.stages)
+                : std::to_string(e.stages) + " on " + std::to_string(e.devices) + " devices";
+    const std::string slices =
+        params.forward_slices.empty() ? std::to_string(params.slices) : std::string("unequal");
+    std::snprintf(line, sizeof line, "%-16s %-17s %7s %12.4g %7.1f%% %16s  %s\n", e.name().c_str(),
+                  shape.c_str(), slices.c_str(), e.step_ms, 100 * e.bubble,
+                  human_bytes(e.peak_memory_bytes).c_str(), &e == pick ? "<- pick" : "");
+    os << line;
+  }
+  if (pick == nullptr) os << "no schedule fits: every candidate was dropped\n";
+  return os.str();
+}
+
 std::string pipeline_yaml(const PlannedPipeline& planned) {
   const schedules::Plan& plan = planned.plan;
   const schedules::ScheduleParams& params = plan.schedule;
@@ -122,9 +155,12 @@ std::string pipeline_yaml(const PlannedPipeline& planned) {
       out << YAML::EndMap;
     }
     out << YAML::EndSeq;
-  } else if (!schedules::is_asynchronous(params.kind)) {
+  } else if (!schedules::is_asynchronous(params.kind) ||
+             params.kind == schedules::ScheduleKind::pipedream_2bw) {
     out << YAML::Key << "slices" << YAML::Value << params.slices;
   }
+  if (params.chunks > 1) out << YAML::Key << "chunks" << YAML::Value << params.chunks;
+  if (params.rematerialize) out << YAML::Key << "rematerialize" << YAML::Value << true;
   out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const auto& stage = plan.stages[s];

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <span>
 #include <sstream>
 
@@ -15,9 +17,11 @@
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/profile.hpp"
+#include "planner/schedule_ranking.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/config_flop_profile.hpp"
 #include "train/config_limits.hpp"
 #include "train/config_reader.hpp"
 #include "train/job_plan.hpp"
@@ -571,51 +575,77 @@ void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& w
   }
 }
 
-// `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
-// takes them, slices) from a profile of the model and a cluster file, both named relative to
-// the config; the result is checked like stages written by hand.
-void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
-                    int64_t minibatch, int num_layers, const Machine& machine) {
-  if (m.get<std::string>("partition") != "auto") {
-    m.fail("partition", "expected auto (or give stages instead)");
+// The plan's slices, where the config gives none.
+void slices_of_plan(const schedules::Plan& plan, PipelineLayout& p) {
+  if (!p.slices.empty() || !p.compositions.empty()) return;
+  if (!plan.schedule.forward_slices.empty()) {
+    for (size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
+      p.compositions.push_back({plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
+    }
+  } else if (plan.schedule.slices > 1) {
+    p.slices = {plan.schedule.slices};
   }
-  if (m.has("stages")) m.fail("stages", "give stages or partition: auto, not both");
-  const auto path = [&](std::string_view key) {
-    const std::filesystem::path given = m.get<std::string>(key);
-    return given.is_absolute() ? given : std::filesystem::path(m.file()).parent_path() / given;
-  };
-  if (!m.has("profile")) {
-    m.fail("partition", "partition: auto needs profile: (a file `tandem profile` writes)");
-  }
-  if (!m.has("cluster")) m.fail("partition", "partition: auto needs cluster: (a cluster file)");
+}
+
+// A path the pipeline section names, relative to the config.
+std::filesystem::path config_relative(ConfigMap& m, std::string_view key) {
+  const std::filesystem::path given = m.get<std::string>(key);
+  return given.is_absolute() ? given : std::filesystem::path(m.file()).parent_path() / given;
+}
+
+planner::Profile read_profile(ConfigMap& m, int num_layers) {
   planner::Profile profile;
-  planner::Cluster cluster;
   try {
-    profile = planner::load_profile(path("profile"));
+    profile = planner::load_profile(config_relative(m, "profile"));
   } catch (const std::exception& e) {
     m.fail("profile", e.what());
-  }
-  try {
-    cluster = planner::load_cluster(path("cluster"));
-  } catch (const std::exception& e) {
-    m.fail("cluster", e.what());
   }
   if (static_cast<int64_t>(profile.layers.size()) != num_layers) {
     m.fail("profile", "profiles " + std::to_string(profile.layers.size()) +
                           " layers; the model has " + std::to_string(num_layers) +
                           " (profile this config's model: tandem profile CONFIG -o FILE)");
   }
-  planner::PlanRequest request;
-  request.schedule = schedules::parse_schedule_kind(p.schedule);
-  request.minibatch = static_cast<int>(minibatch);
-  if (!p.slices.empty()) request.slices = static_cast<int>(p.slices.front());
-  planner::PlannedPipeline planned;
+  return profile;
+}
+
+planner::Cluster read_cluster(ConfigMap& m) {
   try {
-    planned = planner::plan_pipeline(profile, cluster, request);
+    return planner::load_cluster(config_relative(m, "cluster"));
   } catch (const std::exception& e) {
-    m.fail("partition", std::string("the planner found no plan: ") + e.what());
+    m.fail("cluster", e.what());
   }
-  const schedules::Plan& plan = planned.plan;
+}
+
+planner::RankingOptions ranking_options(ConfigMap& m, const PipelineLayout& p, int64_t minibatch) {
+  planner::RankingOptions options;
+  options.allow_async = m.get_or<bool>("allow_async", false);
+  options.minibatch = static_cast<int>(minibatch);
+  if (!p.slices.empty()) options.slices = static_cast<int>(p.slices.front());
+  return options;
+}
+
+// `schedule: auto`: the ranking's pick becomes the pipeline's schedule; with none, the error
+// says why each candidate was dropped.
+const schedules::Plan& adopt_pick(ConfigMap& m, const planner::ScheduleRanking& ranking,
+                                  PipelineLayout& p) {
+  const planner::RankedSchedule* pick = ranking.pick();
+  if (pick == nullptr) {
+    std::string reasons;
+    for (const planner::RankedSchedule& e : ranking.entries) {
+      reasons += "\n  " + e.name() + ": " + e.dropped;
+    }
+    m.fail("schedule", "auto found no schedule for this pipeline:" + reasons);
+  }
+  p.schedule = std::string(schedules::to_string(pick->kind));
+  p.rematerialize = pick->rematerialize;
+  p.chunks = pick->planned.plan.schedule.chunks;
+  return pick->planned.plan;
+}
+
+// The stages of a plan the planner made, checked like stages written by hand; slices too, where
+// the config gives none.
+void stages_of_plan(ConfigMap& m, const schedules::Plan& plan, PipelineLayout& p,
+                    std::vector<ConfigLocation>& where, const Machine& machine) {
   std::vector<std::string> hosts;
   for (const schedules::StagePlan& sp : plan.stages) {
     StageSpec st;
@@ -644,27 +674,107 @@ void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>
     if (st.replicas == 1) st.devices.clear();
     p.stages.push_back(st);
   }
-  if (p.slices.empty() && p.compositions.empty()) {
-    if (!plan.schedule.forward_slices.empty()) {
-      for (size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
-        p.compositions.push_back(
-            {plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
-      }
-    } else if (plan.schedule.slices > 1) {
-      p.slices = {plan.schedule.slices};
-    }
-  }
+  slices_of_plan(plan, p);
 }
 
-PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int num_layers,
-                             const Machine& machine, ConfigLocations& where) {
+// `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
+// takes them, slices; with `schedule: auto`, the schedule too) from a profile of the model and
+// a cluster file, both named relative to the config; the result is checked like stages
+// written by hand.
+void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
+                    int64_t minibatch, int num_layers, const Machine& machine,
+                    std::optional<planner::ScheduleRanking>& ranking) {
+  if (m.get<std::string>("partition") != "auto") {
+    m.fail("partition", "expected auto (or give stages instead)");
+  }
+  if (m.has("stages")) m.fail("stages", "give stages or partition: auto, not both");
+  if (!m.has("profile")) {
+    m.fail("partition", "partition: auto needs profile: (a file `tandem profile` writes)");
+  }
+  if (!m.has("cluster")) m.fail("partition", "partition: auto needs cluster: (a cluster file)");
+  const planner::Profile profile = read_profile(m, num_layers);
+  const planner::Cluster cluster = read_cluster(m);
+  if (p.schedule == "auto") {
+    ranking = planner::rank_planned(profile, cluster, ranking_options(m, p, minibatch));
+    stages_of_plan(m, adopt_pick(m, *ranking, p), p, where, machine);
+    return;
+  }
+  planner::PlanRequest request;
+  request.schedule = schedules::parse_schedule_kind(p.schedule);
+  request.minibatch = static_cast<int>(minibatch);
+  if (!p.slices.empty()) request.slices = static_cast<int>(p.slices.front());
+  planner::PlannedPipeline planned;
+  try {
+    planned = planner::plan_pipeline(profile, cluster, request);
+  } catch (const std::exception& e) {
+    m.fail("partition", std::string("the planner found no plan: ") + e.what());
+  }
+  stages_of_plan(m, planned.plan, p, where, machine);
+}
+
+// `schedule: auto` with the config's own stages: every schedule that runs this cut, timed on
+// the config's `profile:` if it names one, else on the model's FLOP counts
+// (train/config_flop_profile.hpp), over the `cluster:`'s links if it names one, else free links
+// and no memory bound (the machine's memory is checked after, for the pick).
+void rank_config_stages(ConfigMap& m, PipelineLayout& p, int64_t minibatch,
+                        const models::Model& model,
+                        std::optional<planner::ScheduleRanking>& ranking) {
+  const planner::Profile profile =
+      m.has("profile") ? read_profile(m, model.num_layers()) : flop_profile(model, minibatch);
+  std::vector<schedules::StagePlan> cut;
+  int devices = 0;
+  for (const StageSpec& st : p.stages) {
+    schedules::StagePlan sp;
+    sp.layers = {static_cast<int>(st.first_layer),
+                 static_cast<int>(st.last_layer < 0 ? model.num_layers() : st.last_layer + 1)};
+    sp.replicas.assign(static_cast<size_t>(st.replicas), schedules::Placement{"", st.device.str()});
+    devices += static_cast<int>(st.replicas);
+    cut.push_back(std::move(sp));
+  }
+  planner::Cluster cluster;
+  if (m.has("cluster")) {
+    cluster = read_cluster(m);
+  } else {
+    cluster.levels.push_back({"device", devices, std::numeric_limits<double>::infinity()});
+  }
+  ranking = planner::rank_on_cut(profile, cluster, cut, ranking_options(m, p, minibatch));
+  const schedules::Plan& plan = adopt_pick(m, *ranking, p);
+  slices_of_plan(plan, p);
+}
+
+// `schedule: auto` chooses what these keys would fix, and `allow_async` applies to it only.
+void check_auto_keys(ConfigMap& m, bool automatic) {
+  if (!automatic) {
+    if (m.has("allow_async")) m.fail("allow_async", "applies to schedule: auto only");
+    return;
+  }
+  if (m.has("chunks")) {
+    m.fail("chunks", "schedule: auto chooses the chunks (2 for interleaved and zb-v)");
+  }
+  if (m.has("rematerialize")) {
+    m.fail("rematerialize", "schedule: auto ranks gpipe with and without re-materialization");
+  }
+  if (m.has("slices") && m.node("slices").IsSequence()) {
+    m.fail("slices", "schedule: auto takes one slice count for every schedule, or none");
+  }
+  (void)m.get_or<bool>("allow_async", false);  // a wrong type fails here, at its line
+}
+
+PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
+                             const models::Model& model, const Machine& machine,
+                             ConfigLocations& where,
+                             std::optional<planner::ScheduleRanking>& ranking) {
+  const int num_layers = model.num_layers();
   PipelineLayout p;
   where.pipeline = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
-  const std::vector<std::string_view> schedules = schedules::pipeline_schedule_names();
+  std::vector<std::string_view> schedules = schedules::pipeline_schedule_names();
+  schedules.push_back("auto");
   if (std::find(schedules.begin(), schedules.end(), p.schedule) == schedules.end()) {
     m.fail("schedule", "unknown schedule '" + p.schedule + "' (expected " + join(schedules) + ")");
   }
+  const bool automatic = p.schedule == "auto";
+  check_auto_keys(m, automatic);
   if (m.has("slices")) {
     const YAML::Node& slices = m.node("slices");
     if (slices.IsSequence() && slices.size() > 0 && slices[0].IsMap()) {
@@ -688,8 +798,8 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
       }
     }
   }
-  const bool interleaved = p.schedule == "interleaved";
-  const bool v_shape = p.schedule == "zb-v";
+  bool interleaved = p.schedule == "interleaved";
+  bool v_shape = p.schedule == "zb-v";
   p.chunks = positive(m, "chunks", interleaved || v_shape ? 2 : 1);
   if (p.chunks != 1 && !interleaved && !v_shape) {
     m.fail("chunks", "model chunks per device apply to schedules interleaved and zb-v only");
@@ -707,10 +817,13 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps, int 
     }
   }
   if (m.has("partition")) {
-    planned_stages(m, p, where.stages, minibatch, num_layers, machine);
+    planned_stages(m, p, where.stages, minibatch, num_layers, machine, ranking);
   } else {
     read_stages(m, p, where.stages, num_layers, machine);
+    if (automatic) rank_config_stages(m, p, minibatch, model, ranking);
   }
+  interleaved = p.schedule == "interleaved";
+  v_shape = p.schedule == "zb-v";
   const auto stage_count = static_cast<int64_t>(p.stages.size());
   if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
     m.fail("slices", "gives " + std::to_string(p.slices.size()) + " values for " +
@@ -857,8 +970,8 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   c.train = read_train(top.map("train"), c.data);
   const models::Model model = models::Model::build(c.model);
   if (auto p = top.find_map("pipeline")) {
-    c.pipeline =
-        read_pipeline(*p, c.train.minibatch, c.train.steps, model.num_layers(), machine, c.where);
+    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model, machine, c.where,
+                               c.schedule_ranking);
   }
   if (auto cl = top.find_map("cluster")) {
     c.where.cluster = cl->where();

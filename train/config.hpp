@@ -22,20 +22,24 @@
 //             lr_schedule {kind* constant | cosine | linear, warmup_steps, final_fraction},
 //             eval {every (0: at the end), samples (1024)},
 //             init_from (a whole-model file, train/model_file.hpp)
-//   pipeline: schedule, slices (a count, a count per stage, or for umpipe per stage
-//               {forward*: [sizes], backward*: [sizes]}), chunks (interleaved, 2),
-//               rematerialize (gpipe, false), precision (f32 | tf32 | bf16: cuda replicas'
-//               matrix products, f32), stages* [{layers "a-b", replicas, device, or
-//               devices [one per replica]}]
+//   pipeline: schedule (a name, or auto: the fastest the planner ranks), allow_async (auto:
+//               rank pipedream, pipedream-vsync and 2bw too, false), slices (a count, a count per
+//               stage, or for umpipe per stage {forward*: [sizes], backward*: [sizes]}), chunks
+//               (interleaved, 2), rematerialize (gpipe, false), precision (f32 | tf32 | bf16: cuda
+//               replicas' matrix products, f32), stages* [{layers "a-b", replicas, device, or
+//               devices [one per replica]}], or partition: auto with profile* and cluster*
+//               (auto with stages: profile and cluster optional)
 //   cluster:  transport auto | tcp | ucx, tcp_lanes (2), stall_timeout (300 s),
 //             collectives auto | gloo | nccl
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "planner/schedule_ranking.hpp"
 #include "train/config_error.hpp"
 #include "train/config_limits.hpp"
 #include "train/job_error.hpp"
@@ -58,6 +62,9 @@ struct ConfigLocations {
 struct Config : JobSpec {
   std::string file;
   ConfigLocations where;
+  // `schedule: auto`: every candidate with its prediction or why it was dropped; the pipeline
+  // holds the pick.
+  std::optional<planner::ScheduleRanking> schedule_ranking;
 };
 
 // A job's error reported at the config line of the key it names.

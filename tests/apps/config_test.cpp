@@ -353,10 +353,10 @@ TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
 }
 
 TEST(ConfigTest, AnUnknownScheduleListsThePipelineSchedules) {
-  expect_error(
-      pipeline("  schedule: warp\n", kTwoStages), 5,
-      {"pipeline.schedule", "unknown schedule 'warp'",
-       "gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, zb-v, zb-2p, umpipe)"});
+  expect_error(pipeline("  schedule: warp\n", kTwoStages), 5,
+               {"pipeline.schedule", "unknown schedule 'warp'",
+                "gpipe, 1f1b, pipedream, pipedream-vsync, 2bw, interleaved, zb-h1, zb-v, zb-2p, "
+                "umpipe, auto)"});
 }
 
 TEST(ConfigTest, BadPipelinesNameFileLineAndKey) {

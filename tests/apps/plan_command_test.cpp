@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/commands.hpp"
+#include "apps/usage_error.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
@@ -117,6 +118,30 @@ TEST_F(PlanCommand, OneFOneBChoosesSlices) {
   EXPECT_EQ(parsed.pipeline->stages.size(), 4u);
   ASSERT_EQ(parsed.pipeline->slices.size(), 1u);
   EXPECT_GE(parsed.pipeline->slices.front(), 1);
+}
+
+TEST_F(PlanCommand, AutoRanksEveryScheduleAndWritesThePick) {
+  const std::string printed = run({"--profile", (kExamples / "profile-gpt14.json").string(),
+                                   "--cluster", (kExamples / "cluster-cpu4.yaml").string(),
+                                   "--schedule", "auto", "-o", output_.string()});
+  for (const char* words : {"stages x replicas", "<- pick", "zb-v", "gpipe+remat",
+                            "dropped: asynchronous", "predicted time per minibatch"}) {
+    EXPECT_NE(printed.find(words), std::string::npos) << words << " in\n" << printed;
+  }
+  const std::string config =
+      "model: {name: gpt, layers: 13, d_model: 8, heads: 2, seq_len: 4, vocab: 8}\n"
+      "data: {kind: markov-text, samples: 64}\n"
+      "train: {minibatch: 32, steps: 1, optimizer: {kind: sgd, lr: 0.1}}\n" +
+      read(output_);
+  const train::Config parsed = train::parse_config(config, "planned.yaml");
+  ASSERT_TRUE(parsed.pipeline.has_value());
+  // The first row of the table is the schedule written.
+  const std::string first_row = printed.substr(printed.find('\n') + 1);
+  EXPECT_EQ(first_row.rfind(parsed.pipeline->schedule + " ", 0), 0u) << printed;
+  EXPECT_THROW(
+      run({"--profile", (kExamples / "profile-gpt14.json").string(), "--cluster",
+           (kExamples / "cluster-cpu4.yaml").string(), "--schedule", "auto", "--stages", "2"}),
+      UsageError);
 }
 
 TEST_F(PlanCommand, ErrorsNameTheProblem) {
