@@ -34,6 +34,7 @@ enum class ProofPurpose : std::uint8_t {
   kControlAdmit = 2,  // rank 0 answering it (0 -> rank)
   kDataTcp = 3,       // a tcp data-plane lane, either direction
   kDataUcx = 4,       // a ucx data-plane endpoint, either direction
+  kDataCudaIpc = 5,   // a cuda-ipc data-plane stream, either direction
 };
 
 struct ProofContext {
