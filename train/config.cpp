@@ -37,7 +37,7 @@ constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", 
                                                                "cluster"};
 
 // Data planes a cluster section may name.
-constexpr std::array<std::string_view, 3> kTransports = {"auto", "tcp", "ucx"};
+constexpr std::array<std::string_view, 4> kTransports = {"auto", "tcp", "ucx", "cuda-ipc"};
 constexpr std::array<std::string_view, 3> kCollectives = {"auto", "gloo", "nccl"};
 
 // Ranks beyond this are a typo (transport/control_frame.hpp's kMaxWorldSize).

@@ -1,5 +1,6 @@
 #include "train/process_group.hpp"
 
+#include <algorithm>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
@@ -14,6 +15,9 @@
 
 #include "actors/pipeline_wire_types.hpp"
 #include "transport/control_frame.hpp"
+#include "transport/cuda_ipc_channel.hpp"
+#include "transport/cuda_ipc_choice.hpp"
+#include "transport/cuda_ipc_memory.hpp"
 #include "transport/gloo_collectives.hpp"
 #include "transport/nccl_collectives.hpp"
 #include "transport/tcp_channel.hpp"
@@ -90,6 +94,29 @@ bool use_nccl(const std::string& choice, const schedules::Plan& plan) {
 #endif
 }
 
+// What choose_data_plane needs of a job before any channel exists: every stage on a cuda
+// device, and (from the control plane) every rank on one host.
+bool stages_on_cuda(const schedules::Plan& plan) {
+  for (const schedules::StagePlan& stage : plan.stages) {
+    for (const schedules::Placement& r : stage.replicas) {
+      if (!Device::parse(r.device).is_cuda()) return false;
+    }
+  }
+  return !plan.stages.empty();
+}
+
+// The cuda device of the first stage replica `rank` runs (stage replica d is endpoint d), or 0.
+int first_cuda_device(const schedules::Plan& plan, const ProcessPlacement& placement, int rank) {
+  transport::Endpoint e = 0;
+  for (const schedules::StagePlan& stage : plan.stages) {
+    for (const schedules::Placement& r : stage.replicas) {
+      const Device d = Device::parse(r.device);
+      if (placement.rank_of(e++) == rank && d.is_cuda()) return d.index();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -102,6 +129,7 @@ struct ProcessGroup::Impl {
   // The channel of the pipeline being prepared (owned by it): one of the two.
   transport::TcpChannel* tcp = nullptr;
   transport::UcxChannel* ucx = nullptr;
+  transport::CudaIpcChannel* ipc = nullptr;
   std::unique_ptr<transport::Collectives> collectives;
   std::string address_key;  // where this rank published its data-plane address this segment
   bool shut_down = false;
@@ -208,11 +236,36 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   m.placement = &placement;
   m.tcp = nullptr;
   m.ucx = nullptr;
+  m.ipc = nullptr;
   m.collectives.reset();
   const int me = rank();
+  transport::DataPlaneFacts facts;
+  facts.cuda_built = transport::cuda_ipc_built();
+  facts.stages_on_cuda = stages_on_cuda(spec.plan);
+  const auto& peers = m.rendezvous->peers();
+  facts.one_host = std::all_of(peers.begin(), peers.end(),
+                               [&peers](const auto& p) { return p.host == peers.front().host; });
+  const transport::DataPlane plane = transport::choose_data_plane(m.opt.transport, facts);
+  const int device = first_cuda_device(spec.plan, placement, me);
   spec.hosts = [&placement, me](transport::Endpoint e) { return placement.rank_of(e) == me; };
-  spec.make_channel = [&m, me](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
-    if (m.opt.transport == "ucx") {
+  spec.make_channel = [&m, me, plane,
+                       device](ActorSystem& system) -> std::unique_ptr<transport::ActorChannel> {
+    if (plane == transport::DataPlane::cuda_ipc) {
+      transport::CudaIpcChannelOptions o;
+      o.credentials = m.rendezvous->credentials();
+      o.rank = me;
+      o.listen_host = m.opt.host;
+      o.types = actors::pipeline_wire_types();
+      o.device = device;
+      o.stop_system_on_error = false;
+      o.on_error = [&m](const transport::ChannelError& e) {
+        if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
+      };
+      auto ch = std::make_unique<transport::CudaIpcChannel>(system, std::move(o));
+      m.ipc = ch.get();
+      return ch;
+    }
+    if (plane == transport::DataPlane::ucx) {
       transport::UcxChannelOptions o;
       o.credentials = m.rendezvous->credentials();
       o.rank = me;
@@ -260,7 +313,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
 
 void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
   Impl& m = *impl_;
-  if (m.tcp == nullptr && m.ucx == nullptr) {
+  if (m.tcp == nullptr && m.ucx == nullptr && m.ipc == nullptr) {
     throw std::logic_error("ProcessGroup::connect before prepare");
   }
   {
@@ -278,13 +331,17 @@ void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
 
 void ProcessGroup::connect_channel(int segment) {
   Impl& m = *impl_;
-  // Each rank publishes where its channel is reached (tcp: "host port"; ucx: its worker's
-  // address) under a key of this segment, then reads the others'.
-  const std::string prefix = (m.ucx != nullptr ? "ucx/" : "tcp/") + std::to_string(segment) + "/";
+  // Each rank publishes where its channel is reached (tcp, cuda-ipc: "host port"; ucx: its
+  // worker's address) under a key of this segment, then reads the others'.
+  const char* plane = m.ucx != nullptr ? "ucx/" : m.ipc != nullptr ? "ipc/" : "tcp/";
+  const std::string prefix = plane + std::to_string(segment) + "/";
   m.address_key = prefix + std::to_string(rank());
+  const std::uint16_t port = m.ipc != nullptr   ? m.ipc->port()
+                             : m.tcp != nullptr ? m.tcp->port()
+                                                : 0;
   m.rendezvous->set(m.address_key, m.ucx != nullptr
                                        ? m.ucx->worker_address()
-                                       : text_bytes(host() + " " + std::to_string(m.tcp->port())));
+                                       : text_bytes(host() + " " + std::to_string(port)));
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank()) continue;
     std::vector<std::byte> addr = m.rendezvous->get(prefix + std::to_string(r), m.opt.join_timeout);
@@ -295,24 +352,30 @@ void ProcessGroup::connect_channel(int segment) {
     }
     const std::string text = bytes_text(addr);
     const auto space = text.rfind(' ');
-    const std::optional<std::size_t> port =
+    const std::optional<std::size_t> peer_port =
         space == std::string::npos ? std::nullopt : parse_count(text.substr(space + 1), 65535);
-    if (!port || *port == 0) {
+    if (!peer_port || *peer_port == 0) {
       throw std::runtime_error("rank " + std::to_string(r) + " published a malformed address '" +
                                transport::printable(text) + "'");
     }
-    m.tcp->add_peer({r, text.substr(0, space), static_cast<std::uint16_t>(*port)});
-  }
-  for (transport::Endpoint e = 0; e < m.placement->endpoints(); ++e) {
-    if (m.placement->rank_of(e) == rank()) continue;
-    if (m.ucx != nullptr) {
-      m.ucx->route(e, m.placement->rank_of(e));
+    const auto p = static_cast<std::uint16_t>(*peer_port);
+    if (m.ipc != nullptr) {
+      m.ipc->add_peer({r, text.substr(0, space), p});
     } else {
-      m.tcp->route(e, m.placement->rank_of(e));
+      m.tcp->add_peer({r, text.substr(0, space), p});
     }
+  }
+  transport::RoutedChannel& channel =
+      m.ucx != nullptr   ? static_cast<transport::RoutedChannel&>(*m.ucx)
+      : m.ipc != nullptr ? static_cast<transport::RoutedChannel&>(*m.ipc)
+                         : static_cast<transport::RoutedChannel&>(*m.tcp);
+  for (transport::Endpoint e = 0; e < m.placement->endpoints(); ++e) {
+    if (m.placement->rank_of(e) != rank()) channel.route(e, m.placement->rank_of(e));
   }
   if (m.ucx != nullptr) {
     m.ucx->start();
+  } else if (m.ipc != nullptr) {
+    m.ipc->start();
   } else {
     m.tcp->start();
   }

@@ -91,8 +91,9 @@ TEST(ProcessPlacement, Errors) {
             "    - {layers: \"0-1\", rank: 0, ranks: [0]}\n    - {layers: \"2-3\", rank: 0}\n");
       },
       "give rank (all replicas) or ranks, not both");
-  expect_error([] { config_with(kFour, "cluster: {transport: carrier-pigeon}\n"); },
-               "cluster.transport: unknown transport 'carrier-pigeon' (expected auto, tcp, ucx)");
+  expect_error(
+      [] { config_with(kFour, "cluster: {transport: carrier-pigeon}\n"); },
+      "cluster.transport: unknown transport 'carrier-pigeon' (expected auto, tcp, ucx, cuda-ipc)");
   {
     const train::Config c =
         config_with("    - {layers: \"0-1\", rank: 0}\n    - {layers: \"2-3\", rank: 3}\n");
