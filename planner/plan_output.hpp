@@ -11,7 +11,8 @@ namespace tandem::planner {
 std::string format_plan(const PlannedPipeline& planned);
 
 // `schedule: auto`'s table: per candidate its schedule, stages x replicas, slices, predicted
-// step time, bubble and peak memory per device, the pick marked, and why each dropped one was dropped.
+// step time, bubble and peak memory per device, the pick marked, and why each dropped one was
+// dropped.
 std::string format_ranking(const ScheduleRanking& ranking);
 
 // The `pipeline:` section of a config (docs/config.md), as YAML text: schedule, slices
