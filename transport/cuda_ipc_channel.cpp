@@ -607,8 +607,14 @@ struct CudaIpcChannel::Impl {
               owner.notify();
               return;
             }
-            return fail_peer(p, ec == asio::error::eof ? "closed the connection without a goodbye"
-                                                       : "reading: " + ec.message());
+            // A reset is a close too: a peer that exits with this side's probe unread resets.
+            if (ec == asio::error::eof) {
+              return fail_peer(p, "closed the connection without a goodbye");
+            }
+            if (ec == asio::error::connection_reset) {
+              return fail_peer(p, "closed the connection without a goodbye (" + ec.message() + ")");
+            }
+            return fail_peer(p, "reading: " + ec.message());
           }
           try {
             if (is_cuda_ipc_frame(p.prefix))

@@ -33,6 +33,7 @@
 #include "runtime/actor_system.hpp"
 #include "runtime/dtype.hpp"
 #include "runtime/scheduler.hpp"
+#include "transport/cuda_ipc_channel.hpp"
 #include "transport/local_channel.hpp"
 #include "transport/tcp_channel.hpp"
 #include "transport/ucx_channel.hpp"
@@ -265,10 +266,11 @@ class ChannelRanks final : public Ranks {
 
 class TcpFake final : public FakeRank1 {
  public:
-  explicit TcpFake(std::uint16_t port) : port_(port), socket_(io_) {}
+  explicit TcpFake(std::uint16_t port, ProofPurpose purpose = ProofPurpose::kDataTcp)
+      : port_(port), purpose_(purpose), socket_(io_) {}
   void join() override {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port_});
-    testing::tcp_client_handshake(socket_, credentials(), 1, 0);
+    testing::tcp_client_handshake(socket_, credentials(), 1, 0, 0, 1, purpose_);
   }
   void send(const Bytes& frame, bool gone_ok) override {
     std::error_code ec;
@@ -284,6 +286,7 @@ class TcpFake final : public FakeRank1 {
 
  private:
   std::uint16_t port_;
+  ProofPurpose purpose_;
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
 };
@@ -308,14 +311,15 @@ struct TcpTransport {
     rank0.add_peer({1, "127.0.0.1", 1});  // never dialled: rank 1 connects to rank 0
     return std::make_unique<TcpFake>(rank0.port());
   }
-  // Random bytes on the channel's live port, from a connection kept open.
-  static std::shared_ptr<void> garbage(TcpChannel& c) {
+  static std::shared_ptr<void> garbage(TcpChannel& c) { return garbage_at(c.port()); }
+  // Random bytes on a live port, from a connection kept open.
+  static std::shared_ptr<void> garbage_at(std::uint16_t port) {
     struct Stranger {
       asio::io_context io;
       asio::ip::tcp::socket socket{io};
     };
     auto s = std::make_shared<Stranger>();
-    s->socket.connect({asio::ip::make_address("127.0.0.1"), c.port()});
+    s->socket.connect({asio::ip::make_address("127.0.0.1"), port});
     Bytes junk(64);
     std::mt19937 rng(9);
     for (auto& x : junk) x = static_cast<std::byte>(rng());
@@ -325,6 +329,43 @@ struct TcpTransport {
   static std::unique_ptr<Ranks> pair() { return std::make_unique<ChannelRanks<TcpTransport>>(); }
   static std::unique_ptr<Ranks> with_fake() {
     return std::make_unique<ChannelRanks<TcpTransport>>(ChannelRanks<TcpTransport>::WithFake{});
+  }
+};
+
+// The cuda-ipc channel on host tensors: tcp's frames and handshake (its own proof purpose);
+// without a GPU every peer is on staging. Its device paths are cuda_ipc_channel_test's.
+struct CudaIpcTransport {
+  static constexpr const char* kName = "cuda_ipc";
+  static constexpr bool kNetwork = true;
+  static constexpr const char* kLost = "without a goodbye";
+  using Channel = CudaIpcChannel;
+  using Options = CudaIpcChannelOptions;
+
+  static Options options(int rank) {
+    Options o;
+    o.credentials = credentials();
+    o.rank = rank;
+    o.types = act::pipeline_wire_types();
+    o.close_linger = 2s;
+    o.warn = [](const std::string&) {};  // the fallback's one warning: expected here
+    return o;
+  }
+  static CudaIpcPeer peer(const CudaIpcChannel& c, int rank) {
+    return {rank, "127.0.0.1", c.port()};
+  }
+  static std::unique_ptr<FakeRank1> fake(CudaIpcChannel& rank0) {
+    rank0.add_peer({1, "127.0.0.1", 1});  // never dialled: rank 1 connects to rank 0
+    return std::make_unique<TcpFake>(rank0.port(), ProofPurpose::kDataCudaIpc);
+  }
+  static std::shared_ptr<void> garbage(CudaIpcChannel& c) {
+    return TcpTransport::garbage_at(c.port());
+  }
+  static std::unique_ptr<Ranks> pair() {
+    return std::make_unique<ChannelRanks<CudaIpcTransport>>();
+  }
+  static std::unique_ptr<Ranks> with_fake() {
+    return std::make_unique<ChannelRanks<CudaIpcTransport>>(
+        ChannelRanks<CudaIpcTransport>::WithFake{});
   }
 };
 
@@ -517,7 +558,7 @@ struct TransportName {
 };
 
 using Transports = ::testing::Types<LocalTransport, TcpTransport, UcxTransport<UcxDefaultTls>,
-                                    UcxTransport<UcxTcpTls>>;
+                                    UcxTransport<UcxTcpTls>, CudaIpcTransport>;
 TYPED_TEST_SUITE(ChannelConformance, Transports, TransportName);
 
 #define SKIP_WITHOUT_NETWORK()                                                               \

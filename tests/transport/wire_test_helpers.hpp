@@ -76,10 +76,12 @@ inline Tag tag_of(std::int64_t minibatch, int begin, int end, int kind, int chun
   return t;
 }
 
-// `from`'s tcp data-plane proof to `to` on `lane`, over `mine` (its nonce) and `theirs`.
+// `from`'s tcp data-plane proof to `to` on `lane`, over `mine` (its nonce) and `theirs`
+// (`purpose`: kDataCudaIpc for the cuda-ipc channel, which shakes hands as tcp does).
 inline WireProof tcp_proof(const JobCredentials& c, std::uint32_t from, std::uint32_t to,
-                           std::uint16_t lane, const JobNonce& mine, const JobNonce& theirs) {
-  return {mine, make_proof(c.token, {ProofPurpose::kDataTcp, c.job, from, to, lane, mine, theirs})};
+                           std::uint16_t lane, const JobNonce& mine, const JobNonce& theirs,
+                           ProofPurpose purpose = ProofPurpose::kDataTcp) {
+  return {mine, make_proof(c.token, {purpose, c.job, from, to, lane, mine, theirs})};
 }
 
 // Reads one whole handshake frame (prefix and meta part) of `meta_bytes`.
@@ -95,20 +97,20 @@ inline std::vector<std::byte> read_handshake_frame(asio::ip::tcp::socket& s,
 // proof (expected to check). Returns the listener's hello.
 inline WireHello tcp_client_handshake(asio::ip::tcp::socket& s, const JobCredentials& c,
                                       std::uint32_t rank, std::uint32_t peer_rank,
-                                      std::uint16_t lane = 0, std::uint16_t lanes = 1) {
+                                      std::uint16_t lane = 0, std::uint16_t lanes = 1,
+                                      ProofPurpose purpose = ProofPurpose::kDataTcp) {
   const JobNonce mine = fresh_nonce();
   asio::write(s, asio::buffer(encode_wire_hello({job_id_of(c.job), rank, lane, lanes, mine})));
   const auto hello = read_handshake_frame(s, kWireHelloMetaBytes);
   const WireHello theirs = decode_wire_hello(std::span(hello).subspan(kWirePrefixBytes));
   EXPECT_EQ(theirs.rank, peer_rank);
-  asio::write(
-      s, asio::buffer(encode_wire_proof(tcp_proof(c, rank, peer_rank, lane, mine, theirs.nonce))));
+  asio::write(s, asio::buffer(encode_wire_proof(
+                     tcp_proof(c, rank, peer_rank, lane, mine, theirs.nonce, purpose))));
   const auto proof = read_handshake_frame(s, kWireProofMetaBytes);
   const WireProof got = decode_wire_proof(std::span(proof).subspan(kWirePrefixBytes));
   EXPECT_EQ(got.nonce, theirs.nonce);
-  EXPECT_TRUE(check_proof(
-      c.token, {ProofPurpose::kDataTcp, c.job, peer_rank, rank, lane, theirs.nonce, mine},
-      got.proof));
+  EXPECT_TRUE(
+      check_proof(c.token, {purpose, c.job, peer_rank, rank, lane, theirs.nonce, mine}, got.proof));
   return theirs;
 }
 
