@@ -29,24 +29,8 @@ using schedules::LayerRange;
 }
 
 std::vector<LayerRange> virtual_stage_layers(const PipelineSpec& spec) {
-  const auto& p = spec.plan.schedule;
-  const int V = p.stages * p.chunks;
-  const int n = spec.model->num_layers();
-  if (!spec.chunk_layers.empty()) {
-    if (static_cast<int>(spec.chunk_layers.size()) != V) {
-      fail(std::to_string(spec.chunk_layers.size()) + " chunk layer ranges for " +
-           std::to_string(V) + " virtual stages");
-    }
-    int next = 0;
-    for (const auto& r : spec.chunk_layers) {
-      if (r.begin != next || r.end <= r.begin) fail("chunk layer ranges must tile the model");
-      next = r.end;
-    }
-    if (next != n) fail("chunk layer ranges end at layer " + std::to_string(next));
-    return spec.chunk_layers;
-  }
   try {
-    return schedules::virtual_stage_layers(spec.plan, n);
+    return schedules::virtual_stage_layers(spec.plan, spec.model->num_layers(), spec.chunk_layers);
   } catch (const schedules::ScheduleError& e) {
     fail(e.what());
   }

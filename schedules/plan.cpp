@@ -81,8 +81,27 @@ void Plan::validate(int num_layers) const {
   schedule.validate();
 }
 
-std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers) {
+std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers,
+                                             std::span<const LayerRange> chunk_layers) {
   const ScheduleParams& p = plan.schedule;
+  if (!chunk_layers.empty()) {
+    const int v = p.stages * p.chunks;
+    if (static_cast<int>(chunk_layers.size()) != v) {
+      throw ScheduleError(std::to_string(chunk_layers.size()) + " chunk layer ranges for " +
+                          std::to_string(v) + " virtual stages");
+    }
+    int next = 0;
+    for (const LayerRange& r : chunk_layers) {
+      if (r.begin != next || r.end <= r.begin) {
+        throw ScheduleError("chunk layer ranges must tile the model");
+      }
+      next = r.end;
+    }
+    if (next != num_layers) {
+      throw ScheduleError("chunk layer ranges end at layer " + std::to_string(next));
+    }
+    return {chunk_layers.begin(), chunk_layers.end()};
+  }
   std::vector<LayerRange> out;
   if (p.chunks == 1) {
     for (const StagePlan& s : plan.stages) out.push_back(s.layers);

@@ -1,4 +1,5 @@
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,12 @@ struct Plan {
   void validate(int num_layers = 0) const;
 };
 
-// The layers of every virtual stage (chunk c of stage s at schedule.virtual_stage(s, c)): the
+// The layers of every virtual stage (chunk c of stage s at schedule.virtual_stage(s, c)):
+// `chunk_layers` when given (one range per virtual stage, tiling the model in order), else the
 // plan's stages, or, with several chunks per device, an even split of the model's `num_layers`
-// layers into stages * chunks ranges. Throws ScheduleError when there are fewer layers than ranges.
-std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers);
+// layers into stages * chunks ranges. Throws ScheduleError when the given ranges do not tile
+// the model or there are fewer layers than ranges.
+std::vector<LayerRange> virtual_stage_layers(const Plan& plan, int num_layers,
+                                             std::span<const LayerRange> chunk_layers = {});
 
 }  // namespace tandem::schedules

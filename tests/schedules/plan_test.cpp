@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -68,6 +69,32 @@ TEST(SchedulePlan, ErrorsNameTheStageAndField) {
 
 // The one table of schedule names: a pipeline may name each of them, and each reads back as its
 // kind; naive and custom are not a pipeline's.
+// Chunked plans: an even split by default, or the ranges given, which must tile the model.
+TEST(SchedulePlan, VirtualStageLayersSplitEvenlyOrTakeTheRangesGiven) {
+  ScheduleParams sp;
+  sp.kind = ScheduleKind::interleaved;
+  sp.chunks = 2;
+  const Plan plan =
+      Plan::make({StagePlan{{0, 4}, {Placement{}}}, StagePlan{{4, 8}, {Placement{}}}}, sp);
+  EXPECT_EQ(virtual_stage_layers(plan, 8),
+            (std::vector<LayerRange>{{0, 2}, {2, 4}, {4, 6}, {6, 8}}));
+  const std::vector<LayerRange> given{{0, 1}, {1, 5}, {5, 7}, {7, 8}};
+  EXPECT_EQ(virtual_stage_layers(plan, 8, given), given);
+  const auto refusal = [&plan](std::vector<LayerRange> ranges) {
+    try {
+      (void)virtual_stage_layers(plan, 8, ranges);
+    } catch (const ScheduleError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal({{0, 2}, {2, 4}, {4, 8}}).find("3 chunk layer ranges for 4"),
+            std::string::npos);
+  EXPECT_NE(refusal({{0, 2}, {3, 4}, {4, 6}, {6, 8}}).find("must tile"), std::string::npos);
+  EXPECT_NE(refusal({{0, 2}, {2, 4}, {4, 6}, {6, 7}}).find("end at layer 7"), std::string::npos);
+  EXPECT_THROW((void)virtual_stage_layers(plan, 3), ScheduleError);
+}
+
 TEST(ScheduleKindNames, PipelineNamesAreTheTablesButNaiveAndCustom) {
   const std::vector<std::string_view> names = pipeline_schedule_names();
   EXPECT_EQ(names,
