@@ -214,6 +214,15 @@ struct Pipeline::Impl {
 
 Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
+  validate();
+  const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
+  prove_runnable();
+  start_system(std::move(scheduler));
+  spawn_stages(vlayers);
+  spawn_loader_and_coordinator();
+}
+
+void Pipeline::validate() {
   check_spec(spec_);
   if (spec_.first_minibatch > 0) {
     // Minibatch b of this run is minibatch first + b of the training.
@@ -222,8 +231,9 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     };
   }
   spec_.plan.validate(spec_.model->num_layers());
-  const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
-  // The whole order is proven runnable before anything starts.
+}
+
+void Pipeline::prove_runnable() {
   if (spec_.order) {
     check_order(*spec_.order, spec_.plan.schedule);
     impl_->order = spec_.order;
@@ -233,6 +243,9 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     impl_->schedule.emplace(spec_.plan.schedule);
     impl_->routing = std::make_shared<schedules::Routing>(spec_.plan.schedule);
   }
+}
+
+void Pipeline::start_system(std::unique_ptr<Scheduler> scheduler) {
   system_ = std::make_unique<ActorSystem>(std::move(scheduler));
   system_->set_error_handler([impl = impl_.get()](const ActorError& e) {
     std::lock_guard lock(impl->error_mu);
@@ -242,6 +255,9 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
                                       : std::make_unique<transport::LocalChannel>(*system_);
   if (!impl_->channel) fail("make_channel made no channel");
   check_replicas_placement();
+}
+
+void Pipeline::spawn_stages(const std::vector<LayerRange>& vlayers) {
   const models::ParamSet whole = initial_weights(spec_);
   const int share = cpu_share(spec_);
   for (int d = 0; d < impl_->routing->params().total_replicas(); ++d) {
@@ -255,7 +271,6 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     }
     impl_->stages.push_back(actor);  // nullptr: runs in another process
   }
-  spawn_loader_and_coordinator();
 }
 
 bool Pipeline::runs_here(transport::Endpoint e) const {

@@ -171,6 +171,15 @@ class Pipeline {
 
  private:
   struct Impl;
+  // The constructor's steps, in order.
+  // The spec and plan checked; the data shifted to the run's first minibatch.
+  void validate();
+  // The schedule (or the explicit order) proven runnable before anything starts; its routing.
+  void prove_runnable();
+  // The actor system, its error handler and the channel.
+  void start_system(std::unique_ptr<Scheduler> scheduler);
+  // A StageActor for every replica this process runs, bound to its endpoint.
+  void spawn_stages(const std::vector<schedules::LayerRange>& vlayers);
   // Whether endpoint `e` runs in this process (PipelineSpec::hosts).
   bool runs_here(transport::Endpoint e) const;
   // Throws when a stage's replicas run in several processes and nothing reduces across them.
