@@ -10,6 +10,7 @@
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "models/executor.hpp"
+#include "schedules/in_place_updates.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule.hpp"
@@ -291,15 +292,20 @@ void Pipeline::check_replicas_placement() const {
 }
 
 ActionSource Pipeline::stage_actions(int d) const {
+  schedules::InPlaceUpdates::Source source;
   if (impl_->order) {
     const std::vector<schedules::Action>* list = &impl_->order->devices[d];
-    return [list, i = std::size_t{0}]() mutable -> std::optional<schedules::Action> {
+    source = [list, i = std::size_t{0}]() mutable -> std::optional<schedules::Action> {
       if (i == list->size()) return std::nullopt;
       return (*list)[i++];
     };
+  } else {
+    auto gen = std::make_shared<schedules::ActionGenerator>(impl_->schedule->generator(d));
+    source = [gen] { return gen->next(); };
   }
-  auto gen = std::make_shared<schedules::ActionGenerator>(impl_->schedule->generator(d));
-  return [gen] { return gen->next(); };
+  // The schedule's decisions the actor obeys: where an update may be written in place.
+  auto lowered = std::make_shared<schedules::InPlaceUpdates>(std::move(source));
+  return [lowered] { return lowered->next(); };
 }
 
 StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,

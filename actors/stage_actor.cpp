@@ -484,23 +484,14 @@ std::int64_t StageActor::next_forward_version() {
   }
 }
 
-const schedules::Action* StageActor::peek_next() {
-  if (ahead_.size() < 2) {
-    auto a = pull();
-    if (!a) return nullptr;
-    ahead_.push_back(*a);
-  }
-  return &ahead_[1];
-}
-
 std::optional<models::FusedUpdate> StageActor::begin_fused_update(const Action& a,
                                                                   std::int64_t version) {
-  if (!s_.fuse_updates || !a.with_weight || contributed_ || version != versions_.latest() ||
+  // Whether the schedule allows it at all is the schedule's decision (Action::update_in_place,
+  // schedules::InPlaceUpdates); what is checked here is the run's state.
+  if (!s_.fuse_updates || !a.update_in_place || version != versions_.latest() ||
       !s_.executor->device().has_data()) {
     return std::nullopt;
   }
-  const Action* next = peek_next();
-  if (next == nullptr || next->op != Op::STEP) return std::nullopt;
   const std::int64_t min_needed = std::min(next_forward_version(), kept_from());
   if (!versions_.hands_over(min_needed)) return std::nullopt;
   // Someone else holds the weights (an evaluation snapshot): they must not change under it.
@@ -508,7 +499,8 @@ std::optional<models::FusedUpdate> StageActor::begin_fused_update(const Action& 
   for (std::int64_t i = 0; i < w.size(); ++i) {
     if (!w[i].storage_unique()) return std::nullopt;
   }
-  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + next->minibatch));
+  // The round's STEP follows, and its round is this backward's minibatch.
+  if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));
   std::optional<models::FusedUpdate> update = s_.optimizer->fused_update();
   if (update) fused_next_ = versions_.begin_update(min_needed);
   return update;

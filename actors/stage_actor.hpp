@@ -202,11 +202,9 @@ class StageActor final : public Actor {
   // The oldest version a minibatch after the run's end uses: kept to the end (a resume needs it).
   std::int64_t kept_from() const;
   models::ParamSet& grads();
-  // The action after the current one (pulled from the schedule when not yet), or none.
-  const Action* peek_next();
   // When backward `a` of weight version `version` may write the round's update straight into
-  // the weights: the optimizer's update is stateless (plain SGD), `a` is its round's only
-  // contribution and the round's STEP comes next (no SYNC: one replica), `version` is the
+  // the weights: the schedule marked it (Action::update_in_place: its round's only contribution,
+  // the round's STEP next), the optimizer's update is stateless (plain SGD), `version` is the
   // latest and nothing else needs it. Then hands the latest version over into fused_next_ and
   // returns the update with the round's learning rate.
   std::optional<models::FusedUpdate> begin_fused_update(const Action& a, std::int64_t version);

@@ -34,6 +34,12 @@ struct Action {
   // F: keeps only its stage input (re-materialization); B: recomputes the stage's forward right
   // before it.
   bool recompute = false;
+  // B with its weight gradient: it is the only contribution to its round's gradient on this
+  // device, and the round's STEP (round == minibatch) comes right after it, with no SYNC
+  // between. The update may then be written straight into the next weights inside the
+  // backward (a stateless optimizer: plain SGD). Set only by InPlaceUpdates (in_place_updates.hpp);
+  // generators leave it false.
+  bool update_in_place = false;
 
   friend bool operator==(const Action&, const Action&) = default;
 };
