@@ -29,24 +29,6 @@ std::string slice_str(std::int64_t begin, std::int64_t end) {
   return out;
 }
 
-const char* port_name(Port p) {
-  switch (p) {
-    case Port::input:
-      return "input";
-    case Port::target:
-      return "target";
-    case Port::activation:
-      return "activation";
-    case Port::gradient:
-      return "gradient";
-  }
-  return "?";
-}
-
-std::string peer_name(int device) {
-  return device == schedules::kLoader ? std::string("the loader") : "d" + std::to_string(device);
-}
-
 // Rows [lo, hi) of a tensor whose row 0 is sample `first`.
 Tensor rows(const Tensor& t, std::int64_t first, std::int64_t lo, std::int64_t hi) {
   if (lo == first && hi - lo == t.dim(0)) return t;
@@ -230,8 +212,8 @@ void StageActor::store(Message& msg, bool forward_lane) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": " + what +
                                 ": the tensor does not match its envelope");
   }
-  const Key key{tag.kind, tag.chunk, tag.minibatch, tag.begin, tag.end};
-  auto [it, inserted] = received_.emplace(key, Received{msg.tensors.front(), meta.rows_total});
+  const bool inserted = received_.put(port, tag.chunk, tag.minibatch, tag.begin, tag.end,
+                                      msg.tensors.front(), meta.rows_total);
   stats_.peak_received = std::max(stats_.peak_received, received_.size());
   if (!inserted) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": duplicate " + what);
@@ -296,12 +278,7 @@ bool StageActor::ready(const Action& a) const {
   // The all-reduce reads the gradients: everything submitted before must be done.
   if (a.op == Op::SYNC) return pending_.empty();
   if (a.op != Op::F && a.op != Op::B) return true;
-  for (const Route& r : routes_.inputs) {
-    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
-                  a.minibatch, r.samples.begin, r.samples.end};
-    if (received_.count(key) == 0) return false;
-  }
-  return true;
+  return received_.has(a, routes_.inputs);
 }
 
 std::string StageActor::describe_wait() const {
@@ -314,15 +291,7 @@ std::string StageActor::describe_wait() const {
   if (a.op == Op::SYNC && !pending_.empty()) {
     return out + " waits for " + std::to_string(pending_.size()) + " device ops to complete";
   }
-  std::string missing;
-  for (const Route& r : routes_.inputs) {
-    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
-                  a.minibatch, r.samples.begin, r.samples.end};
-    if (received_.count(key) != 0) continue;
-    missing += missing.empty() ? "" : ", ";
-    missing += std::string(port_name(r.port)) + " " + slice_str(r.samples.begin, r.samples.end) +
-               " from " + peer_name(r.device);
-  }
+  const std::string missing = received_.missing(a, routes_.inputs);
   return out + " waits for " + (missing.empty() ? "nothing" : missing);
 }
 
@@ -433,31 +402,6 @@ void StageActor::finish() {
   done_.store(true, std::memory_order_release);
 }
 
-Tensor StageActor::take_inputs(const Action& a, Port port, std::uint32_t* rows_total) {
-  std::vector<Tensor> parts;
-  std::int64_t at = a.slice.begin;
-  for (const Route& r : routes_.inputs) {
-    if (r.port != port) continue;
-    const Key key{static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk),
-                  a.minibatch, r.samples.begin, r.samples.end};
-    auto it = received_.find(key);
-    if (r.samples.begin != at) {
-      throw std::logic_error(std::string(port_name(port)) + " routes do not tile the slice at " +
-                             std::to_string(at));
-    }
-    at = r.samples.end;
-    parts.push_back(std::move(it->second.tensor));
-    if (rows_total != nullptr) *rows_total = it->second.rows_total;
-    received_.erase(it);
-  }
-  if (parts.empty()) return Tensor();
-  if (at != a.slice.end) {
-    throw std::logic_error(std::string(port_name(port)) + " routes end at " + std::to_string(at) +
-                           ", not at the slice's end");
-  }
-  return parts.size() == 1 ? parts.front() : concat_rows(parts);
-}
-
 std::int64_t StageActor::version_of(std::int64_t b) const {
   return schedules::weight_version(params_, stage_, s_.first_minibatch + b);
 }
@@ -533,9 +477,9 @@ void StageActor::run_forward(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
   std::uint32_t rows_total = 0;
-  Tensor x = s_.executor->to_device(
-      take_inputs(a, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
-  Tensor targets = last ? take_inputs(a, Port::target, &rows_total) : Tensor();
+  Tensor x = s_.executor->to_device(received_.take(
+      a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
+  Tensor targets = last ? received_.take(a, routes_.inputs, Port::target, &rows_total) : Tensor();
   const std::int64_t v = version_of(a.minibatch);
   versions_.pin(v);
   const models::ParamSet& weights = versions_.get(v);
@@ -654,7 +598,8 @@ void StageActor::run_backward(const Action& a) {
       if (last) dys.push_back(rows(f.dlogits, f.slice.begin, lo, hi));
     }
   }
-  if (!last) dy = s_.executor->to_device(take_inputs(a, Port::gradient, nullptr));
+  if (!last)
+    dy = s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
   // A split backward's W holds the version until it ran.
   if (!a.with_weight) versions_.pin(version);
   // Release what this backward consumed; a forward whose every sample has gone back is done.

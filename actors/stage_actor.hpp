@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "actors/inbox.hpp"
 #include "actors/stage_event.hpp"
 #include "actors/stage_progress.hpp"
 #include "actors/version_store.hpp"
@@ -115,20 +116,6 @@ class StageActor final : public Actor {
 
  private:
   using Action = schedules::Action;
-  struct Key {
-    std::uint8_t port;
-    std::uint8_t chunk;
-    std::int64_t minibatch;
-    std::int64_t begin, end;
-    friend bool operator<(const Key& a, const Key& b) {
-      return std::tie(a.port, a.chunk, a.minibatch, a.begin, a.end) <
-             std::tie(b.port, b.chunk, b.minibatch, b.begin, b.end);
-    }
-  };
-  struct Received {
-    Tensor tensor;
-    std::uint32_t rows_total = 0;
-  };
   // What a forward keeps for its backward.
   struct Forward {
     schedules::Slice slice;
@@ -195,7 +182,6 @@ class StageActor final : public Actor {
   void run_sync(const Action& a);
   void run_step(const Action& a);
 
-  Tensor take_inputs(const Action& a, schedules::Port port, std::uint32_t* rows_total);
   std::int64_t next_forward_version();
   // The version minibatch `b` of this run uses (numbered as in the whole training).
   std::int64_t version_of(std::int64_t b) const;
@@ -228,7 +214,7 @@ class StageActor final : public Actor {
   const schedules::ScheduleParams& params_;
   int stage_ = 0, replica_ = 0;
   VersionStore versions_;
-  std::map<Key, Received> received_;
+  Inbox received_;  // the tensors messages brought, until an action takes them
   std::map<SliceKey, Forward> forwards_;
   std::map<SliceKey, PendingWeight> weights_pending_;
   std::optional<models::ParamSet> grads_;
