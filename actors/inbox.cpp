@@ -7,16 +7,6 @@
 namespace tandem::actors {
 namespace {
 
-// Built with += : GCC 12 warns falsely (-Wrestrict) on "literal" + std::string chains.
-std::string slice_str(std::int64_t begin, std::int64_t end) {
-  std::string out(1, '[');
-  out += std::to_string(begin);
-  out += ',';
-  out += std::to_string(end);
-  out += ')';
-  return out;
-}
-
 std::string peer_name(int device) {
   if (device == schedules::kLoader) return "the loader";
   std::string out(1, 'd');
@@ -25,20 +15,6 @@ std::string peer_name(int device) {
 }
 
 }  // namespace
-
-const char* port_name(schedules::Port port) {
-  switch (port) {
-    case schedules::Port::input:
-      return "input";
-    case schedules::Port::target:
-      return "target";
-    case schedules::Port::activation:
-      return "activation";
-    case schedules::Port::gradient:
-      return "gradient";
-  }
-  return "?";
-}
 
 Inbox::Key Inbox::key_of(const schedules::Action& a, const schedules::Route& r) {
   return {static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk), a.minibatch,
@@ -66,16 +42,16 @@ Tensor Inbox::take(const schedules::Action& a, const std::vector<schedules::Rout
   for (const schedules::Route& r : routes) {
     if (r.port != port) continue;
     if (r.samples.begin != at) {
-      std::string what = port_name(port);
+      std::string what = schedules::to_string(port);
       what += " routes do not tile the slice at ";
       what += std::to_string(at);
       throw std::logic_error(what);
     }
     auto it = held_.find(key_of(a, r));
     if (it == held_.end()) {
-      std::string what = port_name(port);
+      std::string what = schedules::to_string(port);
       what += ' ';
-      what += slice_str(r.samples.begin, r.samples.end);
+      what += schedules::to_string(r.samples);
       what += " has not arrived";
       throw std::logic_error(what);
     }
@@ -86,7 +62,7 @@ Tensor Inbox::take(const schedules::Action& a, const std::vector<schedules::Rout
   }
   if (parts.empty()) return Tensor();
   if (at != a.slice.end) {
-    std::string what = port_name(port);
+    std::string what = schedules::to_string(port);
     what += " routes end at ";
     what += std::to_string(at);
     what += ", not at the slice's end";
@@ -101,9 +77,9 @@ std::string Inbox::missing(const schedules::Action& a,
   for (const schedules::Route& r : routes) {
     if (held_.contains(key_of(a, r))) continue;
     if (!out.empty()) out += ", ";
-    out += port_name(r.port);
+    out += schedules::to_string(r.port);
     out += ' ';
-    out += slice_str(r.samples.begin, r.samples.end);
+    out += schedules::to_string(r.samples);
     out += " from ";
     out += peer_name(r.device);
   }

@@ -16,9 +16,6 @@
 
 namespace tandem::actors {
 
-// "input", "target", "activation", "gradient".
-const char* port_name(schedules::Port port);
-
 class Inbox {
  public:
   // Keeps `tensor` (rows `begin`..`end` of `minibatch` on `port` of `chunk`); `rows_total`

@@ -20,15 +20,6 @@ using schedules::Route;
 using schedules::Slice;
 using Clock = std::chrono::steady_clock;
 
-std::string slice_str(std::int64_t begin, std::int64_t end) {
-  std::string out(1, '[');
-  out += std::to_string(begin);
-  out += ',';
-  out += std::to_string(end);
-  out += ')';
-  return out;
-}
-
 // Rows [lo, hi) of a tensor whose row 0 is sample `first`.
 Tensor rows(const Tensor& t, std::int64_t first, std::int64_t lo, std::int64_t hi) {
   if (lo == first && hi - lo == t.dim(0)) return t;
@@ -198,9 +189,10 @@ void StageActor::store(Message& msg, bool forward_lane) {
   const auto port = static_cast<Port>(tag.kind);
   const TensorMeta meta =
       forward_lane ? msg.as<ForwardTensor>().meta : msg.as<BackwardTensor>().meta;
-  const std::string what =
-      std::string(port_name(port)) + " of minibatch " + std::to_string(tag.minibatch) +
-      " samples " + slice_str(tag.begin, tag.end) + " from actor " + std::to_string(msg.env.source);
+  const std::string what = std::string(schedules::to_string(port)) + " of minibatch " +
+                           std::to_string(tag.minibatch) + " samples " +
+                           schedules::to_string(Slice{tag.begin, tag.end}) + " from actor " +
+                           std::to_string(msg.env.source);
   const bool port_ok =
       forward_lane ? (port == Port::input || port == Port::target || port == Port::activation)
                    : port == Port::gradient;

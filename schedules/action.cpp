@@ -18,6 +18,16 @@ const char* to_string(Op op) {
   return "?";
 }
 
+std::string to_string(const Slice& slice) {
+  // Built with += : GCC 12 warns falsely (-Wrestrict) on "literal" + std::string chains.
+  std::string out(1, '[');
+  out += std::to_string(slice.begin);
+  out += ',';
+  out += std::to_string(slice.end);
+  out += ')';
+  return out;
+}
+
 std::string to_string(const Action& action) {
   std::string out = to_string(action.op);
   if (action.op == Op::STEP || action.op == Op::SYNC) {

@@ -45,6 +45,8 @@ struct Action {
 };
 
 const char* to_string(Op op);
+// "[2,4)".
+std::string to_string(const Slice& slice);
 // For messages: "F(mb 0, [2,4))", "B(mb 3, [0,8), chunk 1)", "STEP(round 2)".
 std::string to_string(const Action& action);
 

@@ -38,6 +38,20 @@ constexpr Slice kEverything{0, std::numeric_limits<std::int64_t>::max()};
 
 }  // namespace
 
+const char* to_string(Port port) {
+  switch (port) {
+    case Port::input:
+      return "input";
+    case Port::target:
+      return "target";
+    case Port::activation:
+      return "activation";
+    case Port::gradient:
+      return "gradient";
+  }
+  return "?";
+}
+
 bool Routing::ends_before(const Entry& entry, const std::pair<std::int64_t, std::int64_t>& key) {
   return entry.minibatch < key.first ||
          (entry.minibatch == key.first && entry.slice.end <= key.second);

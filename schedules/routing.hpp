@@ -13,6 +13,8 @@ inline constexpr int kLoader = -1;  // the peer is the data loader
 
 // What travels on an edge.
 enum class Port : std::uint8_t { input, target, activation, gradient };
+// "input", "target", "activation", "gradient".
+const char* to_string(Port port);
 
 // One edge of an action: the peer action at the other end and the samples exchanged.
 struct Route {

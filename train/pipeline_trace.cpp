@@ -56,17 +56,7 @@ nlohmann::json clock_of(Clock::time_point origin) {
 }  // namespace
 
 const char* trace_port_name(schedules::Port port) {
-  switch (port) {
-    case schedules::Port::input:
-      return "input";
-    case schedules::Port::target:
-      return "target";
-    case schedules::Port::activation:
-      return "activation";
-    case schedules::Port::gradient:
-      return "gradient";
-  }
-  return "tensor";
+  return schedules::to_string(port);
 }
 
 namespace {

@@ -19,13 +19,7 @@ std::string stage_name(const Graph& g, int vs) {
 }
 
 std::string range(std::int64_t begin, std::int64_t end) {
-  // Appended piece by piece: GCC 12 warns (-Wrestrict) on a chain of + starting from "[".
-  std::string out(1, '[');
-  out += std::to_string(begin);
-  out += ',';
-  out += std::to_string(end);
-  out += ')';
-  return out;
+  return to_string(Slice{begin, end});
 }
 
 [[noreturn]] void fail(const Graph& g, std::uint32_t id, const std::string& what) {
