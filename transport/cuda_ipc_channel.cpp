@@ -864,26 +864,8 @@ struct CudaIpcChannel::Impl {
   }
 };
 
-namespace {
-
-RoutedChannelOptions routed(const CudaIpcChannelOptions& o) {
-  RoutedChannelOptions r;
-  r.channel = "CudaIpcChannel";
-  r.transport = "cuda-ipc";
-  r.rank = o.rank;
-  r.job_id = job_id_of(o.credentials.job);
-  r.types = o.types;
-  r.max_data_bytes = o.max_data_bytes;
-  r.on_error = o.on_error;
-  r.stop_system_on_error = o.stop_system_on_error;
-  r.staging = o.staging;
-  return r;
-}
-
-}  // namespace
-
 CudaIpcChannel::CudaIpcChannel(ActorSystem& system, CudaIpcChannelOptions options)
-    : RoutedChannel(system, routed(options)),
+    : RoutedChannel(system, skeleton_options(options, "CudaIpcChannel", "cuda-ipc")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
   (void)spdlog::default_logger_raw();
   auto& d = *impl_;
