@@ -14,9 +14,9 @@ constexpr std::size_t kBulk = 16;
 
 // Dekker-style hand-off between senders and the actor going idle: a sender publishes its
 // message, then looks at the flag; the actor clears the flag, then looks at the inbox. Both
-// sides put a seq_cst read-modify-write between the two (the sender's is the release of its
-// send slot in ActorSystem::send, the actor's the exchange in resume()), so at least one of
-// them sees the other: a message is never stranded and the actor is never scheduled twice.
+// sides' first step is a seq_cst read-modify-write (the sender's the exchange of the inbox's
+// head in Mailbox::push, the actor's the exchange in resume()), so at least one of them sees
+// the other: a message is never stranded and the actor is never scheduled twice.
 // They are atomic operations rather than standalone fences because ThreadSanitizer models
 // the former and not the latter. While the actor is scheduled, senders only read the flag
 // (no read-modify-write on a shared line per message): that is what makes fan-in cheap.
@@ -60,7 +60,7 @@ bool Actor::resume(std::size_t budget) {
   }
   if (failed_ || quiesced_) finish();
   scheduled_.exchange(false, std::memory_order_seq_cst);
-  if (inbox_.size_approx() == 0) return false;
+  if (!inbox_.has_pending()) return false;
   // A message arrived while we were finishing: resume again, unless its sender already
   // claimed the actor (and scheduled it) after our store.
   return !scheduled_.exchange(true, std::memory_order_acq_rel);

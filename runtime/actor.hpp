@@ -28,9 +28,10 @@ class Actor {
   const std::string& name() const { return name_; }
   ActorId id() const { return id_; }
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
-  // Messages accepted and not yet taken in by its thread; from any thread (a lock-free read,
-  // exact when no send is in progress). What a watchdog reads to tell a busy actor from an idle
-  // one without touching its state.
+  // Messages accepted and not yet taken in by its thread; from any thread (a lock-free walk of
+  // the inbox, exact while the actor takes nothing in and no send is in progress, as when it is
+  // stuck in a handler; at most Mailbox::kMaxCounted). What a watchdog reads to tell a busy
+  // actor from an idle one without touching its state.
   std::size_t inbox_size() const { return inbox_.size_approx(); }
 
  protected:

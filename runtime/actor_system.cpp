@@ -79,9 +79,10 @@ SendSlot& my_slot() {
   return *tl_slot;
 }
 
-// Announces a send to `to` for its scope. Both the announcement and its withdrawal are seq_cst
-// read-modify-writes: the first orders it before the sender's read of `stopped`, the second
-// orders the publish before the sender's read of the actor's `scheduled` flag (Actor::claim).
+// Announces a send to `to` for its scope. The announcement is a seq_cst read-modify-write,
+// ordered before the sender's read of `stopped`. The withdrawal is a release store: a stopping
+// actor that reads the slot empty (ActorSystem::sending_to) also sees the message published
+// before it, and the publish itself orders the sender's read of `scheduled` (Actor::claim).
 class SendAnnouncement {
  public:
   explicit SendAnnouncement(const Actor* to) : slot_(my_slot()) {
@@ -91,7 +92,7 @@ class SendAnnouncement {
   SendAnnouncement(const SendAnnouncement&) = delete;
   SendAnnouncement& operator=(const SendAnnouncement&) = delete;
   void withdraw() {
-    if (!withdrawn_) slot_.target.exchange(nullptr, std::memory_order_seq_cst);
+    if (!withdrawn_) slot_.target.store(nullptr, std::memory_order_release);
     withdrawn_ = true;
   }
 
@@ -192,12 +193,17 @@ SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, Actor
 }
 
 void ActorSystem::schedule(Actor* actor) {
-  active_.fetch_add(1, std::memory_order_acq_rel);
-  scheduler_->schedule(actor);
+  scheduler_->schedule(actor);  // it counts the activity (actor_scheduled)
 }
 
 void ActorSystem::activity_done() {
   if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) notify_idle();
+}
+
+void ActorSystem::add_activity(std::int64_t delta) {
+  if (delta != 0 && active_.fetch_add(delta, std::memory_order_acq_rel) + delta == 0) {
+    notify_idle();
+  }
 }
 
 void ActorSystem::notify_idle() {

@@ -99,8 +99,14 @@ class ActorSystem {
     return options_.budget != 0 ? options_.budget : scheduler_->budget();
   }
 
-  // Scheduler interface: an actor returned from resume() without more work.
+  // Scheduler interface. The count of activity (active()) is the schedulers' to keep: one
+  // unit per actor that is scheduled and not yet idle, counted when it is scheduled
+  // (actor_scheduled) and released when resume() returns false (actor_went_idle). A scheduler
+  // may keep units of its own workers' hand-offs locally and settle them in one step
+  // (add_activity), provided the count never reaches 0 while an actor it holds is scheduled.
+  void actor_scheduled() { active_.fetch_add(1, std::memory_order_acq_rel); }
   void actor_went_idle() { activity_done(); }
+  void add_activity(std::int64_t delta);
   // Number of actors scheduled or timers pending; 0 means idle.
   std::int64_t active() const { return active_.load(std::memory_order_acquire); }
   // Blocks (no polling) until active() is 0 or the system stopped: for thread-pool schedulers'

@@ -12,6 +12,7 @@ std::unique_ptr<ManualScheduler> make_manual() {
 }
 
 void ManualScheduler::schedule(Actor* actor) {
+  system_->actor_scheduled();
   {
     std::lock_guard lock(mu_);
     ready_.push_back(actor);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "runtime/actor.hpp"
 #include "runtime/actor_system.hpp"
@@ -64,6 +65,14 @@ void WorkSharingScheduler::start(ActorSystem& system) {
   }
 }
 
+// Activity accounting (ActorSystem::active): an actor woken into this worker's `next` slot
+// takes no unit from the system's count; the worker counts it (Worker::units) and settles when
+// it runs out of work. The count cannot reach 0 meanwhile: the actor whose handler woke it
+// holds a unit the count still has, which only this worker's settle() gives back (so the
+// worker settles before that actor leaves it for the shared queue). An actor
+// leaving the worker by another way takes a unit of the count with it: displaced to the
+// shared queue, pushed there after a yield, or stolen (the thief counts it before it takes
+// it; the owner, finding its slot emptied, drops its own).
 void WorkSharingScheduler::schedule(Actor* actor) {
   if (tl_scheduler == this) {
     // Woken by an actor on one of our workers. Running it next on this worker saves a
@@ -75,24 +84,37 @@ void WorkSharingScheduler::schedule(Actor* actor) {
         watchers_.load(std::memory_order_relaxed) == 0 &&
         !waking_.load(std::memory_order_relaxed) &&
         !waking_.exchange(true, std::memory_order_acq_rel)) {
+      system_->actor_scheduled();
       push_shared(actor);
       return;
     }
     auto* self = static_cast<Worker*>(tl_worker);
     const std::uint64_t tagged =
         (++self->puts << 48) | static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(actor));
+    ++self->units;
     // Only the owner makes the slot non-empty, so an empty slot takes a plain store; a full
     // one is exchanged, as a thief may be taking it at the same moment. The actor displaced
     // goes to the shared queue, where an idle worker can take it.
+    const bool had = std::exchange(self->outstanding, true);
     if (self->next.load(std::memory_order_relaxed) == 0) {
+      if (had) --self->units;  // a thief took the previous one, with a unit of its own
       self->next.store(tagged, std::memory_order_release);
       return;
     }
     const std::uint64_t displaced = self->next.exchange(tagged, std::memory_order_acq_rel);
-    if (actor_of(displaced) != nullptr) push_shared(actor_of(displaced));
+    --self->units;  // the displaced actor's (or, emptied meanwhile, the thief counted it)
+    if (actor_of(displaced) != nullptr) {
+      system_->actor_scheduled();
+      push_shared(actor_of(displaced));
+    }
     return;
   }
+  system_->actor_scheduled();
   push_shared(actor);
+}
+
+void WorkSharingScheduler::settle(Worker& self) {
+  system_->add_activity(std::exchange(self.units, 0));
 }
 
 void WorkSharingScheduler::expect_work() {
@@ -120,10 +142,17 @@ void WorkSharingScheduler::push_shared(Actor* actor) {
   }
 }
 
-Actor* WorkSharingScheduler::try_take(Worker& self) {
-  if (self.next.load(std::memory_order_relaxed) != 0) {
-    if (Actor* a = actor_of(self.next.exchange(0, std::memory_order_acq_rel))) return a;
+// `local_unit`: the actor's activity unit is this worker's (it came from the slot).
+Actor* WorkSharingScheduler::try_take(Worker& self, bool& local_unit) {
+  if (self.outstanding) {
+    self.outstanding = false;
+    if (Actor* a = actor_of(self.next.exchange(0, std::memory_order_acq_rel))) {
+      local_unit = true;
+      return a;
+    }
+    --self.units;  // stolen: the thief counted it
   }
+  local_unit = false;
   Actor* a = nullptr;
   return ready_.try_dequeue(a) ? a : nullptr;
 }
@@ -143,9 +172,12 @@ Actor* WorkSharingScheduler::steal(const Worker& self, Seen* seen, Clock::time_p
       }
       if (now - seen[i].since < kStealAfter) continue;
     }
+    // Counted before it is taken: the owner drops its own unit once it sees the slot empty.
+    system_->actor_scheduled();
     if (victim.next.compare_exchange_strong(slot, 0, std::memory_order_acq_rel)) {
       return actor_of(slot);
     }
+    system_->actor_went_idle();
   }
   return nullptr;
 }
@@ -157,7 +189,7 @@ Actor* WorkSharingScheduler::spin(Worker& self, std::unique_ptr<Seen[]>& seen) {
   Clock::time_point next_poll = start;
   for (std::uint32_t i = 0; actor == nullptr; ++i) {
     TANDEM_CPU_RELAX();
-    if (ready_.size_approx() != 0 && (actor = try_take(self)) != nullptr) break;
+    if (ready_.size_approx() != 0 && ready_.try_dequeue(actor)) break;
     if ((i & 7) != 7) continue;
     // A spinner gives its core to any other runnable thread (a channel's progress thread,
     // another process's worker): with more threads than cores, a spinner that kept its core
@@ -221,8 +253,12 @@ void WorkSharingScheduler::run(std::size_t index) {
   auto seen = std::make_unique<Seen[]>(options_.workers);
   const std::size_t budget = system_->budget();
   while (!stopping_.load(std::memory_order_acquire)) {
-    Actor* actor = try_take(self);
-    if (actor == nullptr) actor = spin(self, seen);
+    bool local_unit = false;
+    Actor* actor = try_take(self, local_unit);
+    if (actor == nullptr) {
+      settle(self);
+      actor = spin(self, seen);
+    }
     // A worker that schedule() woke for nothing (the waker took the actor back itself, as a
     // ping-pong on one worker does) watches the slots for a while, waking itself every
     // kWatchEvery, instead of being woken again (a syscall in the waker) for every message.
@@ -247,12 +283,20 @@ void WorkSharingScheduler::run(std::size_t index) {
     }
     if (actor == nullptr) break;
     if (resume(*actor, budget)) {
-      // Yielded with work left: behind everyone else, for fairness.
+      // Yielded with work left: behind everyone else, for fairness, with a unit of the count.
+      // The units it anchored (those of actors it woke here) are settled first: once it is in
+      // the shared queue, another worker may take it and give its unit back.
+      settle(self);
+      if (local_unit) {
+        --self.units;
+        system_->actor_scheduled();
+      }
       push_shared(actor);
     } else {
-      system_->actor_went_idle();
+      --self.units;
     }
   }
+  settle(self);
   // Actors left in `next` are dropped with the queue at stop: stop() discards pending work.
   tl_scheduler = nullptr;
   tl_worker = nullptr;

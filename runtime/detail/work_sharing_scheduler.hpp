@@ -34,6 +34,12 @@ class WorkSharingScheduler final : public Scheduler {
     // that a thief can tell "the same wake-up, still waiting" from a new one.
     alignas(64) std::atomic<std::uint64_t> next{0};
     std::uint64_t puts = 0;  // owner only
+    // Owner only. Whether `next` may hold what the owner put there (or a thief took it).
+    bool outstanding = false;
+    // Owner only: activity units kept here rather than in the system's count (see
+    // schedule()): +1 per actor woken into `next`, -1 per actor gone idle on this worker.
+    // Settled (ActorSystem::add_activity) before the worker looks for work elsewhere.
+    std::int64_t units = 0;
   };
   // What an idle worker remembers of another worker's `next` slot between two looks.
   struct Seen {
@@ -43,7 +49,8 @@ class WorkSharingScheduler final : public Scheduler {
 
   void run(std::size_t index);
   void push_shared(Actor* actor);
-  Actor* try_take(Worker& self);
+  Actor* try_take(Worker& self, bool& local_unit);
+  void settle(Worker& self);
   Actor* spin(Worker& self, std::unique_ptr<Seen[]>& seen);
   Actor* steal(const Worker& self, Seen* seen, std::chrono::steady_clock::time_point now);
   Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken);

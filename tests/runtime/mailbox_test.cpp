@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "runtime/lanes.hpp"
@@ -47,6 +48,72 @@ TEST(Mailbox, PopIntoNothingDropsAndCounts) {
   for (int i = 0; i < 5; ++i) box.push(make_message(Forward{i}));
   EXPECT_EQ(box.pop_into(nullptr, 16), 5u);
   EXPECT_EQ(box.size_approx(), 0u);
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(Mailbox, PendingAndCountedUntilPopped) {
+  Mailbox box;
+  EXPECT_FALSE(box.has_pending());
+  EXPECT_EQ(box.size_approx(), 0u);
+  for (int i = 0; i < 3; ++i) box.push(make_message(Forward{i}));
+  EXPECT_TRUE(box.has_pending());
+  EXPECT_EQ(box.size_approx(), 3u);
+  Lanes lanes;
+  EXPECT_EQ(box.pop_into(&lanes, 2), 2u);
+  EXPECT_TRUE(box.has_pending());
+  EXPECT_EQ(box.size_approx(), 1u);
+  EXPECT_EQ(box.pop_into(&lanes, 2), 1u);
+  EXPECT_FALSE(box.has_pending());
+}
+
+// A mailbox's first node may be one another mailbox used and gave back, still linked to
+// what followed it there.
+TEST(Mailbox, ANewMailboxOnReusedNodesStartsEmpty) {
+  for (int round = 0; round < 3; ++round) {
+    Mailbox box;
+    EXPECT_FALSE(box.has_pending()) << "round " << round;
+    Lanes lanes;
+    EXPECT_EQ(box.pop_into(&lanes, 16), 0u) << "round " << round;
+    for (int i = 0; i < 5; ++i) box.push(make_message(Forward{i}));
+    EXPECT_EQ(box.pop_into(&lanes, 16), 5u);
+  }
+}
+
+// Nodes go back to a pool and are reused: many more messages than one batch of nodes, pushed
+// by several threads, all arrive once and in each sender's order.
+TEST(Mailbox, ThreadsPushingThroughReusedNodesLoseNothing) {
+  constexpr int kThreads = 3;
+  constexpr int kEach = 20000;
+  Mailbox box;
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t) {
+    producers.emplace_back([&box, t] {
+      for (int i = 0; i < kEach; ++i) box.push(make_message(Control{t * kEach + i}));
+    });
+  }
+  std::vector<int> last(kThreads, -1);
+  int received = 0;
+  Lanes lanes;
+  while (received < kThreads * kEach) {
+    box.pop_into(&lanes, 64);
+    auto& q = lanes[Lane::control];
+    while (!q.empty()) {
+      const int v = q.front().as<Control>().value;
+      q.pop_front();
+      const int t = v / kEach;
+      ASSERT_GT(v % kEach, last[t]) << "thread " << t;
+      last[t] = v % kEach;
+      ++received;
+    }
+  }
+  for (auto& p : producers) p.join();
+  EXPECT_FALSE(box.has_pending());
+  EXPECT_EQ(box.pop_into(&lanes, 64), 0u);
 }
 
 }  // namespace

@@ -145,3 +145,68 @@ TEST(WorkSharing, SystemBudgetComesFromTheSchedulerUnlessOverridden) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+struct Hop {
+  static constexpr std::string_view kName = "test.ws.hop";
+  int left;
+};
+struct Extra {
+  static constexpr std::string_view kName = "test.ws.extra";
+};
+
+// Passes a hop on to its peer until none is left. Plain counter: read after wait_idle.
+class Hopper final : public Actor {
+ public:
+  explicit Hopper(std::string n) : Actor(std::move(n)) {}
+  Actor* peer = nullptr;
+  int hops = 0;
+
+ protected:
+  void on_message(Message& m) override {
+    if (!m.is<Hop>()) return;
+    ++hops;
+    const int left = m.as<Hop>().left;
+    if (left > 0) {
+      ASSERT_TRUE(send(peer, Hop{left - 1}).ok());
+    }
+  }
+};
+
+// Starts a hop chain (woken into this worker's slot, with no unit of the system's count of
+// its own), then yields on the message it sent itself: another worker may take it from the
+// shared queue and see it go idle while the chain still runs.
+class Starter final : public Actor {
+ public:
+  explicit Starter(std::string n) : Actor(std::move(n)) {}
+  Actor* first = nullptr;
+
+ protected:
+  void on_message(Message& m) override {
+    if (!m.is<Hop>()) return;
+    ASSERT_TRUE(send(first, Hop{m.as<Hop>().left}).ok());
+    ASSERT_TRUE(send(this, Extra{}).ok());
+  }
+};
+
+TEST(WorkSharing, WaitIdleWaitsForWakeUpsKeptOnAWorker) {
+  constexpr int kHops = 2000;
+  for (int round = 0; round < 100; ++round) {
+    ActorSystem system(make_work_sharing({.workers = 2, .budget = 1}));
+    auto* a = system.spawn<Hopper>("a");
+    auto* b = system.spawn<Hopper>("b");
+    auto* starter = system.spawn<Starter>("starter");
+    a->peer = b;
+    b->peer = a;
+    starter->first = a;
+    ASSERT_TRUE(system.send(starter, Hop{kHops - 1}).ok());
+    system.wait_idle();
+    ASSERT_EQ(a->hops + b->hops, kHops) << "round " << round;
+    EXPECT_EQ(system.active(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem

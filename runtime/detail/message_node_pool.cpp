@@ -1,0 +1,115 @@
+#include "runtime/detail/message_node_pool.hpp"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace tandem::detail {
+namespace {
+
+constexpr std::size_t kBatch = 256;
+constexpr std::size_t kAhead = 4;  // nodes prefetched ahead of the one taken
+
+struct Batch {
+  std::array<MessageNode*, kBatch> nodes;
+  std::size_t size = 0;
+};
+
+class Pool {
+ public:
+  // A full batch: a given one, or a new slab's nodes in address order.
+  std::unique_ptr<Batch> take_full() {
+    {
+      std::lock_guard lock(mu_);
+      if (!full_.empty()) {
+        auto b = std::move(full_.back());
+        full_.pop_back();
+        return b;
+      }
+    }
+    auto* slab = new MessageNode[kBatch];
+    auto b = std::make_unique<Batch>();
+    for (std::size_t i = 0; i < kBatch; ++i) b->nodes[kBatch - 1 - i] = &slab[i];
+    b->size = kBatch;
+    return b;
+  }
+  void give(std::unique_ptr<Batch> b) {
+    if (b == nullptr || b->size == 0) return;
+    std::lock_guard lock(mu_);
+    full_.push_back(std::move(b));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Batch>> full_;
+};
+
+// Never destroyed: threads may still send while static objects are torn down.
+Pool& pool() {
+  static auto* p = new Pool;
+  return *p;
+}
+
+// Takes from the back of `taking_` (a slab's batch holds its nodes in reverse address order,
+// so they are taken in address order); gives to `filling_`, reversed when full for the same
+// reason.
+class ThreadNodes {
+ public:
+  ~ThreadNodes() {
+    pool().give(std::move(taking_));
+    pool().give(std::move(filling_));
+  }
+  MessageNode* take() {
+    if (taking_ == nullptr || taking_->size == 0) refill();
+    const std::size_t i = --taking_->size;
+    // A node's lines were last written by whoever popped it, often long ago or on another
+    // core: ask for those a few sends ahead now, for writing.
+    if (i >= kAhead) {
+      const auto* ahead = reinterpret_cast<const char*>(taking_->nodes[i - kAhead]);
+      __builtin_prefetch(ahead, 1);
+      __builtin_prefetch(ahead + 64, 1);
+    }
+    return taking_->nodes[i];
+  }
+  void give(MessageNode* n) {
+    if (filling_ == nullptr) filling_ = std::make_unique<Batch>();
+    filling_->nodes[filling_->size++] = n;
+    if (filling_->size == kBatch) {
+      std::reverse(filling_->nodes.begin(), filling_->nodes.end());
+      pool().give(std::move(filling_));
+    }
+  }
+
+ private:
+  void refill() {
+    if (filling_ != nullptr && filling_->size != 0) {
+      std::reverse(filling_->nodes.begin(), filling_->nodes.begin() + filling_->size);
+      std::swap(taking_, filling_);
+      return;
+    }
+    taking_ = pool().take_full();
+  }
+
+  std::unique_ptr<Batch> taking_;
+  std::unique_ptr<Batch> filling_;
+};
+
+ThreadNodes& thread_nodes() {
+  thread_local ThreadNodes nodes;
+  return nodes;
+}
+
+}  // namespace
+
+MessageNode* take_message_node() {
+  return thread_nodes().take();
+}
+
+void give_message_node(MessageNode* n) {
+  thread_nodes().give(n);
+}
+
+}  // namespace tandem::detail
