@@ -85,6 +85,21 @@ bool on_sim(const ts::Plan& plan, const train::Config& config) {
   return sim;
 }
 
+// The prediction's SYNC over links of `bytes_per_ms`: the longest ring all-reduce of a
+// replicated stage's gradients, 2 (r - 1) W / (r B) for W bytes of weights on r replicas (what
+// Gloo moves for sim gradients; the simulator has one SYNC duration for every stage).
+double ring_sync_ms(const models::Model& model, const ts::Plan& plan, double bytes_per_ms) {
+  double sync = 0;
+  for (const ts::StagePlan& stage : plan.stages) {
+    const auto r = static_cast<double>(stage.replicas.size());
+    if (r < 2) continue;
+    const auto weights = static_cast<double>(
+        model.init_params(0, stage.layers.begin, stage.layers.end, Device::sim()).nbytes());
+    sync = std::max(sync, 2 * (r - 1) * weights / (r * bytes_per_ms));
+  }
+  return sync;
+}
+
 BenchReport bench_sim(const train::Config& config, const BenchOptions& options) {
   const models::Model model = models::Model::build(config.model);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
@@ -122,7 +137,10 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
       costs.stages[v].output_bytes = 4 * n;
     }
     costs.latency = options.link_latency_us / 1e3;
-    if (options.link_gbit_s > 0) costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
+    if (options.link_gbit_s > 0) {
+      costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
+      costs.sync = ring_sync_ms(model, plan, costs.bandwidth);
+    }
     costs.contention = true;
     out.durations += fmt::format("; links {} Gbit/s, {} us latency", options.link_gbit_s,
                                  options.link_latency_us);

@@ -36,8 +36,8 @@ void add_bench_command(CLI::App& app) {
                   "stages that compute: keep the run's Chrome trace in FILE (the prediction is "
                   "made from it)");
   sub->add_option("--link-gbit-s", args->link_gbit_s,
-                  "stages on sim: the prediction's link bandwidth between stages, Gbit/s (default: "
-                  "unlimited)")
+                  "stages on sim: the prediction's link bandwidth between stages, Gbit/s, and "
+                  "its all-reduce of replicated stages' gradients over it (default: unlimited)")
       ->check(CLI::Range(1e-6, 1e6));
   sub->add_option("--link-latency-us", args->link_latency_us,
                   "stages on sim: the prediction's link latency, microseconds")

@@ -5,6 +5,7 @@
 //
 //   bench_gpu_block [--layers 2] [--d-model 1024] [--heads d_model/64] [--seq 1024] [--batch 8]
 //                   [--precision f32|tf32|bf16] [--iters 20] [--warmup 5] [--gemm-reps 20]
+//                   [--epilogue-reps 0]
 //
 // What runs: the zoo's GPT (Model::build(gpt_spec), dropout 0) with `layers` blocks; only the
 // block layers [1, 1 + layers) are run (no embedding, final norm or head), through a
@@ -30,6 +31,11 @@
 // conversion of the f32 operands) at the same precision, on the MLP's first product:
 // [batch * seq, d_model] x [d_model, 4 d_model]^T, back to back on a stream of its own; the
 // median over 5 samples of `gemm-reps` products.
+//
+// With --epilogue-reps N > 0, the same product with its bias and GELU, timed two ways the same
+// way (median over 5 samples of N): cuda::gemm then bias_act_forward, as the layers run it, and
+// cuda::linear_forward_epilogue (cuBLASLt's GELU_AUX_BIAS epilogue; at bf16 on bf16 operands, so
+// without the conversions). Printed and reported under "epilogue".
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -51,7 +57,9 @@
 #if TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "models/kernels/cuda/activation.hpp"
 #include "models/kernels/cuda/gemm.hpp"
+#include "models/kernels/cuda/gemm_epilogue.hpp"
 #endif
 
 namespace tandem::models {
@@ -67,12 +75,14 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   int gemm_reps = 20;
+  int epilogue_reps = 0;  // 0: no epilogue comparison
 };
 
 void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--layers N] [--d-model D] [--heads H] [--seq T] [--batch B]\n"
-               "          [--precision f32|tf32|bf16] [--iters N] [--warmup N] [--gemm-reps N]\n",
+               "          [--precision f32|tf32|bf16] [--iters N] [--warmup N] [--gemm-reps N]\n"
+               "          [--epilogue-reps N]\n",
                argv0);
 }
 
@@ -116,6 +126,8 @@ Options parse(int argc, char** argv) {
       o.warmup = static_cast<int>(integer());
     } else if (arg == "--gemm-reps") {
       o.gemm_reps = static_cast<int>(integer());
+    } else if (arg == "--epilogue-reps") {
+      o.epilogue_reps = static_cast<int>(integer());
     } else {
       throw std::invalid_argument("unknown option " + arg);
     }
@@ -204,6 +216,68 @@ double gemm_ceiling(const Options& o, Device device, std::int64_t* m_out, std::i
                     (ms * 1e-3) / 1e12);
   }
   return median(rates);
+}
+
+// Milliseconds per call of `call`: the median over 5 samples of `reps` back-to-back calls, after
+// 5 unmeasured ones (handles, plans, buffers, clocks).
+template <class Call>
+double ms_per_call(int reps, Stream& stream, Call call) {
+  for (int i = 0; i < 5; ++i) call();
+  stream.synchronize();
+  std::vector<double> samples;
+  for (int s = 0; s < 5; ++s) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) call();
+    stream.synchronize();
+    samples.push_back(ms_since(t0) / reps);
+  }
+  return median(samples);
+}
+
+struct EpilogueTimes {
+  double unfused_ms = 0;  // cuda::gemm + bias_act_forward
+  double fused_ms = 0;    // cuda::linear_forward_epilogue
+};
+
+// The MLP's first product with its bias and GELU, both ways (--epilogue-reps).
+EpilogueTimes epilogue_times(const Options& o, Device device) {
+  const cuda::LinearDims d{o.batch * o.seq, o.d_model, 4 * o.d_model};
+  const bool bf16 = o.precision == MatmulPrecision::bf16;
+  const DType operands = bf16 ? DType::bf16 : DType::f32;
+  const Tensor x = random_on(device, {d.rows, d.in}, 21);
+  const Tensor w = random_on(device, {d.out, d.in}, 22);
+  const Tensor b = random_on(device, {d.out}, 23);
+  const Tensor x_op = x.to(operands);
+  const Tensor w_op = w.to(operands);
+  const Tensor b_op = b.to(operands);
+  Tensor y = Tensor::empty({d.rows, d.out}, operands, device);
+  Tensor pre = Tensor::empty({d.rows, d.out}, operands, device);
+  Stream stream(device);
+  void* s = stream.native_handle();
+  const cuda::GemmPrecision precision = gemm_precision(o.precision);
+  auto f = [](const Tensor& t) { return static_cast<const float*>(t.raw_data()); };
+  auto h = [](const Tensor& t) { return static_cast<const BFloat16*>(t.raw_data()); };
+  EpilogueTimes t;
+  Tensor y32 = Tensor::empty({d.rows, d.out}, DType::f32, device);
+  Tensor pre32 = Tensor::empty({d.rows, d.out}, DType::f32, device);
+  auto* y32p = static_cast<float*>(y32.raw_data());
+  auto* pre32p = static_cast<float*>(pre32.raw_data());
+  t.unfused_ms = ms_per_call(o.epilogue_reps, stream, [&] {
+    cuda::gemm(false, true, d.rows, d.out, d.in, 1.0f, f(x), d.in, f(w), d.in, 0.0f, y32p, d.out,
+               precision, s);
+    cuda::bias_act_forward(y32p, f(b), d.rows, d.out, Activation::gelu, pre32p, s);
+  });
+  t.fused_ms = ms_per_call(o.epilogue_reps, stream, [&] {
+    if (bf16) {
+      cuda::linear_forward_epilogue(h(x_op), h(w_op), h(b_op), static_cast<BFloat16*>(y.raw_data()),
+                                    static_cast<BFloat16*>(pre.raw_data()), d, Activation::gelu, s);
+    } else {
+      cuda::linear_forward_epilogue(f(x_op), f(w_op), f(b_op), static_cast<float*>(y.raw_data()),
+                                    static_cast<float*>(pre.raw_data()), d, Activation::gelu,
+                                    precision, s);
+    }
+  });
+  return t;
 }
 
 int run(const Options& o) {
@@ -315,6 +389,15 @@ int run(const Options& o) {
   std::printf("cuBLAS ceiling: cuda::gemm %lldx%lldx%lld (m x n x k) at %s: %.2f TFLOP/s\n",
               static_cast<long long>(gm), static_cast<long long>(gn), static_cast<long long>(gk),
               prec, ceiling);
+  EpilogueTimes epilogue;
+  if (o.epilogue_reps > 0) {
+    epilogue = epilogue_times(o, device);
+    std::printf(
+        "MLP product + bias + GELU at %s: gemm + bias_act_forward %.3f ms, cuBLASLt "
+        "epilogue %.3f ms (%.2fx)\n",
+        prec, epilogue.unfused_ms, epilogue.fused_ms,
+        epilogue.fused_ms > 0 ? epilogue.unfused_ms / epilogue.fused_ms : 0.0);
+  }
 
   const nlohmann::json line = {
       {"suite", "gpu_block"},
@@ -341,7 +424,11 @@ int run(const Options& o) {
         {"cublas_ceiling_tflops", ceiling},
         {"of_ceiling", ceiling > 0 ? tflops(total_flops, t_ms) / ceiling : 0.0}}},
       {"ceiling_gemm", {{"m", gm}, {"n", gn}, {"k", gk}}}};
-  std::printf("BENCH_JSON %s\n", line.dump().c_str());
+  nlohmann::json out = line;
+  if (o.epilogue_reps > 0) {
+    out["epilogue"] = {{"unfused_ms", epilogue.unfused_ms}, {"fused_ms", epilogue.fused_ms}};
+  }
+  std::printf("BENCH_JSON %s\n", out.dump().c_str());
   return 0;
 }
 

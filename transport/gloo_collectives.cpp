@@ -18,8 +18,29 @@
 namespace tandem::transport {
 namespace {
 
+// The most bytes of a sim round one Gloo call carries: bounds the zeros a member holds.
+constexpr std::size_t kSimCallBytes = std::size_t{4} << 20;
+
 std::string who(std::span<const Endpoint> group, Endpoint member, std::int64_t round) {
   return round_text("Gloo", group, member, round);
+}
+
+std::size_t sim_elements(const std::vector<Tensor>& tensors) {
+  std::size_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += t.nbytes();
+  return bytes / sizeof(float);
+}
+
+// `elements` zeros through `reduce`, in calls of at most `capacity` from `buffer`: a sum of
+// zeros is zeros, yet each call moves its bytes around the ring.
+template <class Reduce>
+void reduce_zeros(float* buffer, std::size_t capacity, std::size_t elements, Reduce&& reduce) {
+  std::memset(buffer, 0, capacity * sizeof(float));
+  for (std::size_t left = elements; left > 0;) {
+    const std::size_t n = std::min(left, capacity);
+    reduce(buffer, n);
+    left -= n;
+  }
 }
 
 }  // namespace
@@ -157,6 +178,7 @@ void GlooCollectives::reduce(Member& m, MemberRound& round, std::string& step) {
     opts.setTag(static_cast<std::uint32_t>(round.round));
     opts.setTimeout(options_.timeout);
     gloo::allreduce(opts);
+    reduced_bytes_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
   };
   // Every element is written here (a non-contributor adds zeros): the buffer keeps the
   // previous round's values.
@@ -206,6 +228,11 @@ void GlooCollectives::reduce(Member& m, MemberRound& round, std::string& step) {
       }
       in += n;
     }
+  } else if (size > 1) {
+    // Sim tensors: their size in zeros (the buffer's counters were read above).
+    const std::size_t n = sim_elements(round.tensors);
+    const std::size_t per_call = std::min(n, kSimCallBytes / sizeof(float));
+    if (n > 0) reduce_zeros(m.staging(per_call), per_call, n, reduce);
   }
 }
 

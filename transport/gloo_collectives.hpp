@@ -13,13 +13,20 @@
 // must start its rounds in the same order (the schedules do); the round is Gloo's tag, so a
 // mismatch fails the reduction rather than mixing rounds.
 //
+// Sim tensors (shapes without data) carry zeros of their size through the same reduction, in
+// calls of at most 4 MiB from one buffer, so that a sim stage's gradients cost the links what
+// real ones would (as a sim tensor's message does, transport/wire_message.hpp); their values
+// stay none.
+//
 // Failures never hang: connecting and each Gloo call of a reduction are bounded by `timeout`.
 // A failed reduction (a member that never came, a lost peer, members that disagree on the
 // reduction) does not call its `done` (the tensors it reduces in place may hold partial sums);
 // it calls `on_error` with a message naming the round, the group and the member, drops the
 // context's queued reductions, and every later all_reduce of that member throws
 // GlooCollectivesError with the same message.
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,9 +86,13 @@ class GlooCollectives final : public Collectives {
   GlooCollectives(const GlooCollectives&) = delete;
   GlooCollectives& operator=(const GlooCollectives&) = delete;
 
+  // Payload bytes this object's members have handed to Gloo's all-reduce calls so far (each
+  // member counts its own), counters included: what the links carried, for tests and reports.
+  std::uint64_t reduced_bytes() const { return reduced_bytes_.load(std::memory_order_relaxed); }
+
   // Throws std::invalid_argument, on the caller's thread, when `member` is not in `group`, the
   // group names a member twice, or a tensor is neither an f32 tensor on the CPU nor (all of
-  // them) sim tensors; sim tensors only synchronise the members.
+  // them) sim tensors; sim tensors synchronise the members and move their size in zeros.
   void all_reduce(std::span<const Endpoint> group, Endpoint member, std::int64_t round,
                   std::vector<Tensor> tensors, bool contributes, Reduction op,
                   std::function<void()> done) override;
@@ -97,6 +108,7 @@ class GlooCollectives final : public Collectives {
   RendezvousStore store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::mutex mu_;
+  std::atomic<std::uint64_t> reduced_bytes_{0};
   // Declared last: destroyed (their threads joined) before the device and the store.
   std::map<std::pair<std::vector<Endpoint>, Endpoint>, std::unique_ptr<Member>> members_;
 };

@@ -179,6 +179,21 @@ TEST(BenchCommand, RefusesStagesOnSimAndOnCpuTogether) {
   EXPECT_THROW((void)run_bench(c, BenchOptions{.steps = 1}), train::ConfigError);
 }
 
+// With links, the prediction's SYNC is the replicated stage's ring all-reduce of its weights:
+// 2 (r - 1) W / (r B) more per step than without.
+TEST(BenchCommand, PredictsTheRingAllReduceOfAReplicatedStageOverTheLinks) {
+  const train::Config c =
+      train::parse_config(std::string(kMlp) +
+                              "pipeline:\n  schedule: gpipe\n  slices: 2\n  stages:\n"
+                              "    - {layers: \"0-3\", replicas: 2, device: sim}\n",
+                          "bench.yaml");
+  const BenchReport free_links = run_bench(c, BenchOptions{.steps = 2});
+  const BenchReport slow = run_bench(c, BenchOptions{.steps = 2, .link_gbit_s = 0.008});
+  // mlp [8, 32, 32, 32, 3]: weights and biases, f32; 0.008 Gbit/s is 1000 bytes per ms.
+  const double weights = 4.0 * (8 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3);
+  EXPECT_NEAR(slow.predicted_step_ms - free_links.predicted_step_ms, weights / 1000, 1e-9);
+}
+
 // A profile measured at the slice size gives back its own times; at another size the fixed
 // parts stay and the rest scales, with the backward's fixed part on the input gradient.
 TEST(BenchCommand, SimCostsFollowTheProfilesSplit) {

@@ -369,16 +369,23 @@ TEST(GlooCollectives, AProcessMayHostSeveralMembersOfAGroup) {
   }
 }
 
-TEST(GlooCollectives, SimTensorsOnlySynchroniseAndAGroupOfOneNeedsNoPeer) {
+TEST(GlooCollectives, SimTensorsMoveTheirSizeAndAGroupOfOneNeedsNoPeer) {
   World world(2);
   Events events;
   auto coll = collectives(world, events);
-  for (int r = 0; r < 2; ++r) {
-    coll[static_cast<std::size_t>(r)]->all_reduce(
-        std::vector<Endpoint>{0, 1}, r, 0, {Tensor::zeros({4, 4}, DType::f32, Device::sim())},
-        r == 0, Reduction::mean, events.done());
+  // Round 0: 64 bytes; round 1: 12 MiB, more than one call's 4 MiB. Each member hands Gloo
+  // the two counters (8 bytes) and the tensors' size in zeros, as real gradients would cost.
+  const std::vector<Shape> shapes = {{4, 4}, {3, 1 << 20}};
+  for (std::int64_t round = 0; round < 2; ++round) {
+    for (int r = 0; r < 2; ++r) {
+      coll[static_cast<std::size_t>(r)]->all_reduce(
+          std::vector<Endpoint>{0, 1}, r, round,
+          {Tensor::zeros(shapes[static_cast<std::size_t>(round)], DType::f32, Device::sim())},
+          r == 0, Reduction::mean, events.done());
+    }
   }
-  ASSERT_TRUE(events.wait_done(2)) << events.first_error();
+  ASSERT_TRUE(events.wait_done(4)) << events.first_error();
+  for (const auto& c : coll) EXPECT_EQ(c->reduced_bytes(), 2u * 8u + 64u + (12u << 20));
   // A group of one: the member's own values, or zeros when it did not contribute (as
   // LocalCollectives).
   Tensor own = Tensor::full({3}, 2.5f);
@@ -386,7 +393,7 @@ TEST(GlooCollectives, SimTensorsOnlySynchroniseAndAGroupOfOneNeedsNoPeer) {
   coll[1]->all_reduce(std::vector<Endpoint>{9}, 9, 0, {own}, true, Reduction::mean, events.done());
   coll[1]->all_reduce(std::vector<Endpoint>{9}, 9, 1, {none}, false, Reduction::mean,
                       events.done());
-  ASSERT_TRUE(events.wait_done(4)) << events.first_error();
+  ASSERT_TRUE(events.wait_done(6)) << events.first_error();
   EXPECT_EQ(own.to_float_vector(), (std::vector<float>{2.5f, 2.5f, 2.5f}));
   EXPECT_EQ(none.to_float_vector(), (std::vector<float>{0.0f, 0.0f, 0.0f}));
   EXPECT_TRUE(events.errors().empty());

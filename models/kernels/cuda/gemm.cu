@@ -52,7 +52,8 @@ struct Context {
   cublasHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;
   Tensor workspace;  // cuBLAS's own, for the handle's life
-  Tensor bf16;       // converted operands; grows to the largest call seen
+  std::size_t workspace_bytes = 0;
+  Tensor bf16;  // converted operands; grows to the largest call seen
 
   // At least `bytes` of bf16 scratch for work enqueued on `stream` next. Earlier calls' work
   // may still read the old buffer, and freeing it would let the allocator hand it to another
@@ -98,6 +99,7 @@ Context& context_for(int device, cudaStream_t stream) {
              "cudaDeviceGetAttribute");
   const std::size_t bytes = major >= 9 ? kWorkspaceHopper : kWorkspaceOlder;
   ctx->workspace = device_bytes(bytes, device);
+  ctx->workspace_bytes = bytes;
   check_cublas(cublasSetWorkspace(ctx->handle, ctx->workspace.raw_data(), bytes),
                "cublasSetWorkspace");
   slot = std::move(ctx);
@@ -255,6 +257,17 @@ void run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_
 }
 
 }  // namespace
+
+namespace detail {
+
+GemmWorkspace gemm_workspace(void* stream) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  Context& ctx = context_for(device, as_stream(stream));
+  return {ctx.workspace.raw_data(), ctx.workspace_bytes};
+}
+
+}  // namespace detail
 
 const char* gemm_precision_name(GemmPrecision precision) {
   switch (precision) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 // CUDA twin of models/kernels/cpu/gemm.hpp through cuBLAS: the same row-major convention and
@@ -42,4 +43,16 @@ void gemm_strided_batched(bool trans_a, bool trans_b, std::int64_t m, std::int64
                           std::int64_t stride_c, std::int64_t batch, GemmPrecision precision,
                           void* stream);
 
+namespace detail {
+
+// The cuBLAS workspace of `stream` on the current device (made with the stream's handle on first
+// use; it lives as long as the process), for gemm_epilogue.cu's cuBLASLt calls on the same
+// stream: work on one stream runs in order, so both libraries can use it.
+struct GemmWorkspace {
+  void* data;
+  std::size_t bytes;
+};
+GemmWorkspace gemm_workspace(void* stream);
+
+}  // namespace detail
 }  // namespace tandem::models::cuda
