@@ -1,6 +1,6 @@
-// Actor runtime: ping-pong round trip (1 and 2 workers), a ping-pong of two busy actors that
-// must run on different workers, fan-in 4 senders -> 1 actor, and the inbox's raw
-// enqueue/dequeue throughput.
+// Actor runtime: ping-pong round trip (1 and 2 workers), a ping-pong forced across workers, a
+// ping-pong of two busy actors that must run on different workers, fan-in 4 senders -> 1 actor, and
+// the inbox's raw enqueue/dequeue throughput.
 #include <benchmark/benchmark.h>
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -128,6 +128,56 @@ void BM_PingPongBusy(benchmark::State& state) {
   state.counters["overlap"] = benchmark::Counter(2 * work_s * trips, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PingPongBusy)->ArgName("work_us")->Arg(20)->Arg(200)->UseRealTime()->MinTime(1.0);
+
+// A ping-pong forced across workers: each handler, after passing the ball, keeps its worker
+// until the peer has started on the ball (so the peer cannot run on this worker). What a
+// hand-off between two busy neighbouring stages costs, next to BM_PingPong's on one worker.
+class AcrossPlayer final : public Actor {
+ public:
+  AcrossPlayer(std::atomic<bool>* done, std::atomic<std::uint64_t>* started)
+      : Actor("across-player"), done_(done), started_(started) {}
+  Actor* peer = nullptr;
+
+ protected:
+  void on_message(Message& m) override {
+    const auto left = m.as<Ball>().remaining;
+    started_->store(left, std::memory_order_release);
+    if (left == 0) {
+      raise(done_);
+      return;
+    }
+    (void)send(peer, Ball{left - 1});
+    // Bounded: a peer that cannot start (one worker) does not hang the benchmark.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+    while (started_->load(std::memory_order_acquire) == left &&
+           std::chrono::steady_clock::now() < until) {
+    }
+  }
+
+ private:
+  std::atomic<bool>* done_;
+  std::atomic<std::uint64_t>* started_;
+};
+
+void BM_PingPongAcross(benchmark::State& state) {
+  constexpr std::uint64_t kRoundTrips = 20'000;
+  ActorSystem system(make_work_sharing({.workers = 2}));
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> started{0};
+  auto* a = system.spawn<AcrossPlayer>(&done, &started);
+  auto* b = system.spawn<AcrossPlayer>(&done, &started);
+  a->peer = b;
+  b->peer = a;
+  for (auto _ : state) {
+    done.store(false);
+    (void)system.send(a, Ball{2 * kRoundTrips});
+    wait_for(done);
+  }
+  const auto trips = static_cast<double>(state.iterations() * kRoundTrips);
+  state.counters["round_trip"] =
+      benchmark::Counter(trips, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PingPongAcross)->UseRealTime()->MinTime(1.0);
 
 class Sink final : public Actor {
  public:
