@@ -58,23 +58,29 @@ class Player final : public Actor {
   std::atomic<bool>* done_;
 };
 
-void BM_PingPong(benchmark::State& state) {
-  const auto workers = static_cast<std::size_t>(state.range(0));
-  constexpr std::uint64_t kRoundTrips = 100'000;
-  ActorSystem system(make_work_sharing({.workers = workers}));
-  std::atomic<bool> done{false};
-  auto* a = system.spawn<Player>(&done);
-  auto* b = system.spawn<Player>(&done);
+// Plays `round_trips` round trips between two players per iteration; returns the trips.
+template <class P>
+double play(benchmark::State& state, ActorSystem& system, P* a, P* b, std::atomic<bool>& done,
+            std::uint64_t round_trips) {
   a->peer = b;
   b->peer = a;
   for (auto _ : state) {
     done.store(false);
-    (void)system.send(a, Ball{2 * kRoundTrips});
+    (void)system.send(a, Ball{2 * round_trips});
     wait_for(done);
   }
-  const auto trips = static_cast<double>(state.iterations() * kRoundTrips);
+  const auto trips = static_cast<double>(state.iterations() * round_trips);
   state.counters["round_trip"] =
       benchmark::Counter(trips, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  return trips;
+}
+
+void BM_PingPong(benchmark::State& state) {
+  const auto workers = static_cast<std::size_t>(state.range(0));
+  ActorSystem system(make_work_sharing({.workers = workers}));
+  std::atomic<bool> done{false};
+  const double trips =
+      play(state, system, system.spawn<Player>(&done), system.spawn<Player>(&done), done, 100'000);
   state.counters["msgs_per_s"] = benchmark::Counter(2 * trips, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PingPong)->ArgName("workers")->Arg(1)->Arg(2)->UseRealTime()->MinTime(1.0);
@@ -160,22 +166,11 @@ class AcrossPlayer final : public Actor {
 };
 
 void BM_PingPongAcross(benchmark::State& state) {
-  constexpr std::uint64_t kRoundTrips = 20'000;
   ActorSystem system(make_work_sharing({.workers = 2}));
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> started{0};
-  auto* a = system.spawn<AcrossPlayer>(&done, &started);
-  auto* b = system.spawn<AcrossPlayer>(&done, &started);
-  a->peer = b;
-  b->peer = a;
-  for (auto _ : state) {
-    done.store(false);
-    (void)system.send(a, Ball{2 * kRoundTrips});
-    wait_for(done);
-  }
-  const auto trips = static_cast<double>(state.iterations() * kRoundTrips);
-  state.counters["round_trip"] =
-      benchmark::Counter(trips, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  play(state, system, system.spawn<AcrossPlayer>(&done, &started),
+       system.spawn<AcrossPlayer>(&done, &started), done, 20'000);
 }
 BENCHMARK(BM_PingPongAcross)->UseRealTime()->MinTime(1.0);
 
