@@ -1,6 +1,7 @@
 #include "runtime/actor.hpp"
 
 #include <exception>
+#include <thread>
 
 #include "runtime/actor_system.hpp"
 #include "runtime/message_registry.hpp"
@@ -14,12 +15,12 @@ constexpr std::size_t kBulk = 16;
 
 // Dekker-style hand-off between senders and the actor going idle: a sender publishes its
 // message, then looks at the flag; the actor clears the flag, then looks at the inbox. Both
-// sides' first step is a seq_cst read-modify-write (the sender's the exchange of the inbox's
-// head in Mailbox::push, the actor's the exchange in resume()), so at least one of them sees
-// the other: a message is never stranded and the actor is never scheduled twice.
+// sides' first step is a seq_cst read-modify-write (the sender's the compare-exchange of the
+// inbox's head in Mailbox::push, the actor's the exchange in resume()), so at least one of
+// them sees the other: a message is never stranded and the actor is never scheduled twice.
 // They are atomic operations rather than standalone fences because ThreadSanitizer models
 // the former and not the latter. While the actor is scheduled, senders only read the flag
-// (no read-modify-write on a shared line per message): that is what makes fan-in cheap.
+// (no read-modify-write on it per message).
 bool Actor::claim() {
   return !scheduled_.load(std::memory_order_seq_cst) &&
          !scheduled_.exchange(true, std::memory_order_acq_rel);
@@ -53,9 +54,10 @@ bool Actor::resume(std::size_t budget) {
     if (inbox_.pop_into(&lanes_, kBulk) != 0) continue;
     if (!stopped_.load(std::memory_order_seq_cst) || quiesced_) break;
     // Stopped: what is in the inbox was accepted (its senders were told ok) and is still
-    // handled, but a sender may be between its check of stopped_ and its publish. Once none
-    // is, nothing more can arrive; until then look again soon, staying scheduled.
-    if (system_->sending_to(this)) return true;
+    // handled. Closed, the inbox refuses every later send; a push that got in before may still
+    // be linking its message: until it has, look again soon, staying scheduled.
+    inbox_.close();
+    if (inbox_.has_pending()) return true;
     quiesced_ = true;
   }
   if (failed_ || quiesced_) finish();
@@ -74,8 +76,12 @@ bool Scheduler::resume(Actor& actor, std::size_t budget) {
 void Actor::finish() {
   std::size_t dropped = lanes_.size();
   lanes_.clear();
-  std::size_t n;
-  while ((n = inbox_.pop_into(nullptr, kBulk)) != 0) {
+  // Closed first, so that no send is told ok after this; what got in before is counted, once
+  // its pushes have linked it.
+  inbox_.close();
+  while (inbox_.has_pending()) {
+    const std::size_t n = inbox_.pop_into(nullptr, kBulk);
+    if (n == 0) std::this_thread::yield();
     dropped += n;
   }
   if (dropped != 0) system_->count_dead_letters(dropped);
@@ -123,8 +129,7 @@ void Actor::dispatch(Message& m) {
 }
 
 void Actor::stop_self() {
-  // seq_cst: ordered against the send slots that resume() reads before it declares the
-  // inbox final (ActorSystem::send).
+  // Senders that still see it unset are refused by the inbox once resume() closes it.
   stopped_.store(true, std::memory_order_seq_cst);
 }
 

@@ -13,100 +13,6 @@
 
 namespace tandem {
 
-namespace {
-
-// Every thread that sends owns a slot naming the actor it is sending to, from before its
-// check that the actor accepts messages until after its publish. A stopping actor waits for
-// no slot to name it before it declares its inbox final, so a send either fails or is
-// handled: never "ok" and then dropped. The slot is the sending thread's own cache line, so
-// fan-in senders still share no written line.
-struct SendSlot {
-  alignas(64) std::atomic<const Actor*> target{nullptr};
-  bool in_use = false;  // guarded by SendSlots::mu
-};
-
-class SendSlots {
- public:
-  SendSlot* acquire() {
-    std::lock_guard lock(mu_);
-    for (auto& s : slots_) {
-      if (!s->in_use) {
-        s->in_use = true;
-        return s.get();
-      }
-    }
-    slots_.push_back(std::make_unique<SendSlot>());
-    slots_.back()->in_use = true;
-    return slots_.back().get();
-  }
-  void release(SendSlot* s) {
-    std::lock_guard lock(mu_);
-    s->in_use = false;
-  }
-  bool names(const Actor* actor) {
-    std::lock_guard lock(mu_);
-    for (auto& s : slots_) {
-      if (s->target.load(std::memory_order_seq_cst) == actor) return true;
-    }
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::unique_ptr<SendSlot>> slots_;
-};
-
-// Never destroyed: threads may still send while static objects are torn down.
-SendSlots& send_slots() {
-  static auto* slots = new SendSlots;
-  return *slots;
-}
-
-thread_local SendSlot* tl_slot = nullptr;
-
-struct SlotReturner {
-  ~SlotReturner() {
-    if (tl_slot != nullptr) send_slots().release(tl_slot);
-    tl_slot = nullptr;
-  }
-};
-
-SendSlot& my_slot() {
-  if (tl_slot == nullptr) {
-    static thread_local SlotReturner returner;
-    tl_slot = send_slots().acquire();
-  }
-  return *tl_slot;
-}
-
-// Announces a send to `to` for its scope. The announcement is a seq_cst read-modify-write,
-// ordered before the sender's read of `stopped`. The withdrawal is a release store: a stopping
-// actor that reads the slot empty (ActorSystem::sending_to) also sees the message published
-// before it, and the publish itself orders the sender's read of `scheduled` (Actor::claim).
-class SendAnnouncement {
- public:
-  explicit SendAnnouncement(const Actor* to) : slot_(my_slot()) {
-    slot_.target.exchange(to, std::memory_order_seq_cst);
-  }
-  ~SendAnnouncement() { withdraw(); }
-  SendAnnouncement(const SendAnnouncement&) = delete;
-  SendAnnouncement& operator=(const SendAnnouncement&) = delete;
-  void withdraw() {
-    if (!withdrawn_) slot_.target.store(nullptr, std::memory_order_release);
-    withdrawn_ = true;
-  }
-
- private:
-  SendSlot& slot_;
-  bool withdrawn_ = false;
-};
-
-}  // namespace
-
-bool ActorSystem::sending_to(const Actor* actor) {
-  return send_slots().names(actor);
-}
-
 std::string to_string(SendStatus s) {
   switch (s) {
     case SendStatus::ok:
@@ -162,7 +68,6 @@ SendStatus ActorSystem::target_status(const Actor* to) const {
 
 SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
   if (to == nullptr) return {SendStatus::no_target};
-  SendAnnouncement announced(to);
   if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   msg.env.source = from;
   msg.env.target = to->id_;
@@ -171,23 +76,21 @@ SendResult ActorSystem::send(Actor* to, Message msg, ActorId from) {
     options_.trace->flow_start(msg.trace_flow, from, message_type_name(msg.type()),
                                options_.trace->now_ns());
   }
-  to->inbox_.push(std::move(msg));
-  announced.withdraw();
+  // A stopped actor's inbox is closed: what it refuses was never accepted.
+  if (!to->inbox_.push(std::move(msg))) return {SendStatus::target_stopped};
   if (to->claim()) schedule(to);
   return {};
 }
 
 SendResult ActorSystem::send_bulk(Actor* to, Message* msgs, std::size_t n, ActorId from) {
   if (to == nullptr) return {SendStatus::no_target};
-  SendAnnouncement announced(to);
   if (const SendStatus s = target_status(to); s != SendStatus::ok) return {s};
   if (n == 0) return {};
   for (std::size_t i = 0; i < n; ++i) {
     msgs[i].env.source = from;
     msgs[i].env.target = to->id_;
   }
-  to->inbox_.push_bulk(msgs, n);
-  announced.withdraw();
+  if (!to->inbox_.push_bulk(msgs, n)) return {SendStatus::target_stopped};
   if (to->claim()) schedule(to);
   return {};
 }

@@ -120,9 +120,6 @@ class ActorSystem {
   void schedule(Actor* actor);
   void report(ActorError error);
   void count_dead_letters(std::size_t n) { dead_letters_.fetch_add(n); }
-  // True while some thread is inside send() to `actor`, between its check that the actor
-  // accepts messages and its publish (see send()).
-  static bool sending_to(const Actor* actor);
   void activity_done();
   void notify_idle();
 

@@ -1,5 +1,6 @@
 #include "runtime/mailbox.hpp"
 
+#include <cstdint>
 #include <utility>
 
 #include "runtime/detail/message_node_pool.hpp"
@@ -14,6 +15,27 @@ Mailbox::Node* node_for(Message&& msg) {
   n->next.store(nullptr, std::memory_order_relaxed);
   n->msg = std::move(msg);
   return n;
+}
+
+constexpr std::uintptr_t kClosed = 1;
+
+bool is_closed(const Mailbox::Node* head) {
+  return (reinterpret_cast<std::uintptr_t>(head) & kClosed) != 0;
+}
+
+Mailbox::Node* unmarked(Mailbox::Node* head) {
+  return reinterpret_cast<Mailbox::Node*>(reinterpret_cast<std::uintptr_t>(head) & ~kClosed);
+}
+
+// Back to the pool, unpublished: [first, last] linked through `next`.
+void drop_chain(Mailbox::Node* first, Mailbox::Node* last) {
+  for (Mailbox::Node* n = first;;) {
+    Mailbox::Node* next = n->next.load(std::memory_order_relaxed);
+    n->msg = Message{};
+    detail::give_message_node(n);
+    if (n == last) break;
+    n = next;
+  }
 }
 
 }  // namespace
@@ -37,19 +59,27 @@ Mailbox::~Mailbox() {
   }
 }
 
-void Mailbox::publish(Node* first, Node* last) {
-  Node* prev = head_.exchange(last, std::memory_order_seq_cst);
+bool Mailbox::publish(Node* first, Node* last) {
+  Node* prev = head_.load(std::memory_order_relaxed);
+  do {
+    if (is_closed(prev)) {
+      drop_chain(first, last);
+      return false;
+    }
+  } while (!head_.compare_exchange_weak(prev, last, std::memory_order_seq_cst,
+                                        std::memory_order_relaxed));
   // Until this store the consumer sees the queue end at `prev` (has_pending() is true).
   prev->next.store(first, std::memory_order_release);
+  return true;
 }
 
-void Mailbox::push(Message&& msg) {
+bool Mailbox::push(Message&& msg) {
   Node* n = node_for(std::move(msg));
-  publish(n, n);
+  return publish(n, n);
 }
 
-void Mailbox::push_bulk(Message* msgs, std::size_t n) {
-  if (n == 0) return;
+bool Mailbox::push_bulk(Message* msgs, std::size_t n) {
+  if (n == 0) return !is_closed(head_.load(std::memory_order_acquire));
   Node* first = node_for(std::move(msgs[0]));
   Node* last = first;
   for (std::size_t i = 1; i < n; ++i) {
@@ -57,7 +87,16 @@ void Mailbox::push_bulk(Message* msgs, std::size_t n) {
     last->next.store(next, std::memory_order_relaxed);
     last = next;
   }
-  publish(first, last);
+  return publish(first, last);
+}
+
+void Mailbox::close() {
+  Node* head = head_.load(std::memory_order_relaxed);
+  while (!is_closed(head) &&
+         !head_.compare_exchange_weak(
+             head, reinterpret_cast<Node*>(reinterpret_cast<std::uintptr_t>(head) | kClosed),
+             std::memory_order_seq_cst, std::memory_order_relaxed)) {
+  }
 }
 
 std::size_t Mailbox::pop_into(Lanes* lanes, std::size_t max) {
@@ -90,12 +129,12 @@ std::size_t Mailbox::pop_into(Lanes* lanes, std::size_t max) {
 }
 
 bool Mailbox::has_pending() const {
-  return head_.load(std::memory_order_seq_cst) != tail_.load(std::memory_order_relaxed);
+  return unmarked(head_.load(std::memory_order_seq_cst)) != tail_.load(std::memory_order_relaxed);
 }
 
 std::size_t Mailbox::size_approx() const {
   const Node* n = tail_.load(std::memory_order_acquire);
-  const Node* head = head_.load(std::memory_order_acquire);
+  const Node* head = unmarked(head_.load(std::memory_order_acquire));
   std::size_t count = 0;
   while (n != head && count < kMaxCounted) {
     n = n->next.load(std::memory_order_acquire);

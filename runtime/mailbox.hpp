@@ -22,11 +22,14 @@ class Mailbox {
   Mailbox(const Mailbox&) = delete;
   Mailbox& operator=(const Mailbox&) = delete;
 
-  // Publishes `msg`. The head's exchange is sequentially consistent: a sender's later read of
-  // the actor's `scheduled` flag cannot be ordered before it (the hand-off in Actor::claim).
-  void push(Message&& msg);
-  // Moves msgs[0..n) in, in order and contiguously (one exchange).
-  void push_bulk(Message* msgs, std::size_t n);
+  // Publishes `msg`; false (and `msg` dropped) when the mailbox is closed. The compare-exchange
+  // of the head that publishes it is sequentially consistent: a sender's later read of the
+  // actor's `scheduled` flag cannot be ordered before it (the hand-off in Actor::claim), and
+  // close() is ordered with it: a push either lands before the close or fails.
+  bool push(Message&& msg);
+  // Moves msgs[0..n) in, in order and contiguously (one compare-exchange); false when closed
+  // (then none is in).
+  bool push_bulk(Message* msgs, std::size_t n);
   // Consumer side: moves up to `max` messages into their lanes (nullptr: drops them) and
   // returns how many it took. A push whose exchange is done but whose link is not yet written
   // is not taken yet; has_pending() reports it.
@@ -34,6 +37,9 @@ class Mailbox {
   // Consumer side: whether any push has published since the last pop took everything. A
   // sequentially consistent read of the head, the other half of the hand-off.
   bool has_pending() const;
+  // Consumer side: every later push fails. What was pushed before stays to be popped (a push
+  // may still be linking it: has_pending() tells). Idempotent.
+  void close();
   // Any thread: messages pushed and not yet popped, counted by walking the queue (at most
   // kMaxCounted). Exact while the consumer does not pop and no push is in progress (an actor
   // stuck in a handler); approximate otherwise, never unsafe: nodes are never freed.
@@ -43,9 +49,11 @@ class Mailbox {
   using Node = detail::MessageNode;
 
  private:
-  void publish(Node* first, Node* last);
+  bool publish(Node* first, Node* last);
 
-  alignas(64) std::atomic<Node*> head_;  // the newest node; producers exchange it
+  // The newest node; producers compare-exchange it. Its low bit set: closed (nodes are
+  // 64-byte aligned).
+  alignas(64) std::atomic<Node*> head_;
   // The consumed stub; its successor is the oldest message. Written by the consumer only,
   // atomic for size_approx().
   alignas(64) std::atomic<Node*> tail_;

@@ -19,12 +19,15 @@ struct Batch {
   std::size_t size = 0;
 };
 
+// Full batches and empty ones: a thread trades an empty batch for a full one and the other way
+// round, so batches circulate instead of being allocated on one thread and freed on another.
 class Pool {
  public:
-  // A full batch: a given one, or a new slab's nodes in address order.
-  std::unique_ptr<Batch> take_full() {
+  // A full batch (a given one, or a new slab's nodes in address order) for `empty`.
+  std::unique_ptr<Batch> trade_for_full(std::unique_ptr<Batch> empty) {
     {
       std::lock_guard lock(mu_);
+      if (empty != nullptr) empties_.push_back(std::move(empty));
       if (!full_.empty()) {
         auto b = std::move(full_.back());
         full_.pop_back();
@@ -37,15 +40,21 @@ class Pool {
     b->size = kBatch;
     return b;
   }
-  void give(std::unique_ptr<Batch> b) {
-    if (b == nullptr || b->size == 0) return;
+  // An empty batch for `full`.
+  std::unique_ptr<Batch> trade_for_empty(std::unique_ptr<Batch> full) {
     std::lock_guard lock(mu_);
-    full_.push_back(std::move(b));
+    if (full != nullptr && full->size != 0) full_.push_back(std::move(full));
+    if (empties_.empty()) return std::make_unique<Batch>();
+    auto b = std::move(empties_.back());
+    empties_.pop_back();
+    b->size = 0;
+    return b;
   }
 
  private:
   std::mutex mu_;
   std::vector<std::unique_ptr<Batch>> full_;
+  std::vector<std::unique_ptr<Batch>> empties_;
 };
 
 // Never destroyed: threads may still send while static objects are torn down.
@@ -68,8 +77,8 @@ void sort_for_taking(Batch& b) {
 class ThreadNodes {
  public:
   ~ThreadNodes() {
-    pool().give(std::move(taking_));
-    pool().give(std::move(filling_));
+    pool().trade_for_empty(std::move(taking_));
+    pool().trade_for_empty(std::move(filling_));
   }
   MessageNode* take() {
     if (taking_ == nullptr || taking_->size == 0) refill();
@@ -88,7 +97,7 @@ class ThreadNodes {
     filling_->nodes[filling_->size++] = n;
     if (filling_->size == kBatch) {
       sort_for_taking(*filling_);
-      pool().give(std::move(filling_));
+      filling_ = pool().trade_for_empty(std::move(filling_));
     }
   }
 
@@ -98,7 +107,7 @@ class ThreadNodes {
       std::swap(taking_, filling_);  // this thread's own recent nodes, still in its cache
       return;
     }
-    taking_ = pool().take_full();
+    taking_ = pool().trade_for_full(std::move(taking_));
   }
 
   std::unique_ptr<Batch> taking_;

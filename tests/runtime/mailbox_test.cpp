@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,43 @@ TEST(Mailbox, PendingAndCountedUntilPopped) {
   EXPECT_EQ(box.size_approx(), 1u);
   EXPECT_EQ(box.pop_into(&lanes, 2), 1u);
   EXPECT_FALSE(box.has_pending());
+}
+
+TEST(Mailbox, ClosedRefusesLaterPushesAndKeepsEarlierOnes) {
+  Mailbox box;
+  EXPECT_TRUE(box.push(make_message(Forward{1})));
+  box.close();
+  box.close();  // idempotent
+  EXPECT_FALSE(box.push(make_message(Forward{2})));
+  std::vector<Message> bulk;
+  bulk.push_back(make_message(Forward{3}));
+  EXPECT_FALSE(box.push_bulk(bulk.data(), bulk.size()));
+  EXPECT_TRUE(box.has_pending());
+  EXPECT_EQ(box.size_approx(), 1u);
+  Lanes lanes;
+  EXPECT_EQ(box.pop_into(&lanes, 16), 1u);
+  EXPECT_EQ(lanes[Lane::forward].front().as<Forward>().value, 1);
+  EXPECT_FALSE(box.has_pending());
+}
+
+// Pushes racing a close: each one either was refused or is popped, exactly once.
+TEST(Mailbox, APushRacingACloseIsRefusedOrPopped) {
+  for (int round = 0; round < 50; ++round) {
+    Mailbox box;
+    std::atomic<int> accepted{0};
+    std::thread producer([&] {
+      for (int i = 0; i < 2000; ++i) {
+        if (box.push(make_message(Forward{i}))) accepted.fetch_add(1);
+      }
+    });
+    std::this_thread::yield();
+    box.close();
+    producer.join();
+    Lanes lanes;
+    int popped = 0;
+    while (box.has_pending()) popped += static_cast<int>(box.pop_into(&lanes, 64));
+    EXPECT_EQ(popped, accepted.load()) << "round " << round;
+  }
 }
 
 // A mailbox's first node may be one another mailbox used and gave back, still linked to
