@@ -54,7 +54,7 @@ TEST(Vgg16EmulationProfile, HoldsPipeDreamsTimesAndTheBytesOverSixtyFour) {
 
 TEST(Vgg16EmulationProfile, PlansWhatTheBenchRuns) {
   const Profile p = load_profile(kRoot / "configs/bench/vgg16-pipedream-profile.json");
-  // configs/bench/vgg16-cluster-16.yaml: 16 workers at 156.25 Mbit/s, sync factor 4.
+  // configs/examples/cluster-vgg16-16.yaml: 16 workers at 156.25 Mbit/s, sync factor 4.
   const std::vector<PipeDreamLevel> levels{{16, 156.25e6 / 8 / 1e3}};
   PipeDreamOptions options;
   options.sync_factor = 4;
