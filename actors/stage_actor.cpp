@@ -6,7 +6,6 @@
 
 #include "actors/messages.hpp"
 #include "actors/step_seed.hpp"
-#include "models/concat_rows.hpp"
 #include "runtime/actor_system.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/weight_versions.hpp"
@@ -33,6 +32,7 @@ StageActor::StageActor(std::string name, StageSetup setup)
       s_(std::move(setup)),
       params_(s_.routing->params()),
       versions_(std::move(s_.params), s_.first_round, std::move(s_.older_versions)),
+      activations_(s_.model, s_.chunk_layers),
       end_(s_.minibatches) {
   stage_ = params_.stage_of(s_.device);
   replica_ = params_.replica_of(s_.device);
@@ -56,7 +56,7 @@ bool StageActor::last_vstage(int chunk) const {
 
 void StageActor::note_memory() {
   stats_.peak_bytes =
-      std::max(stats_.peak_bytes, versions_.held() * stats_.weight_bytes + activation_bytes_);
+      std::max(stats_.peak_bytes, versions_.held() * stats_.weight_bytes + activations_.bytes());
 }
 
 std::string StageActor::where(const Action& a) const {
@@ -481,7 +481,7 @@ void StageActor::run_forward(const Action& a) {
   ctx.keep_saved = !a.recompute;
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
-  Forward fwd;
+  KeptForward fwd;
   fwd.slice = a.slice;
   fwd.version = v;
   fwd.recompute = a.recompute;
@@ -526,14 +526,8 @@ void StageActor::run_forward(const Action& a) {
   }
   hold(y);
   hold(fwd.saved);
-  for (const models::Saved& layer : fwd.saved) {
-    for (const Tensor& t : layer) fwd.bytes += t.defined() ? t.nbytes() : 0;
-  }
-  fwd.bytes += (fwd.input.defined() ? fwd.input.nbytes() : 0) +
-               (fwd.dlogits.defined() ? fwd.dlogits.nbytes() : 0);
-  activation_bytes_ += fwd.bytes;
-  forwards_[{a.chunk, a.minibatch, a.slice.begin}] = std::move(fwd);
-  stats_.peak_activations = std::max(stats_.peak_activations, forwards_.size());
+  activations_.keep(a.chunk, a.minibatch, std::move(fwd));
+  stats_.peak_activations = activations_.peak();
   note_memory();
   charge(device_time);
   emit(a, v, &weights, nullptr, started_);
@@ -544,66 +538,15 @@ void StageActor::run_backward(const Action& a) {
   const bool last = last_vstage(a.chunk);
   const bool need_dx = vstage(a.chunk) > 0;
 
-  // The forwards whose samples this backward covers: usually exactly one with the same slice;
-  // UMPIPE may slice backward differently from forward.
-  std::vector<std::map<SliceKey, Forward>::iterator> parts;
-  for (auto it =
-           forwards_.lower_bound({a.chunk, a.minibatch, std::numeric_limits<std::int64_t>::min()});
-       it != forwards_.end() && std::get<0>(it->first) == a.chunk &&
-       std::get<1>(it->first) == a.minibatch;
-       ++it) {
-    if (it->second.slice.overlaps(a.slice)) parts.push_back(it);
-  }
-  if (parts.empty()) throw std::logic_error("no forward kept for these samples");
-  const std::int64_t version =
-      s_.weight_stashing ? parts.front()->second.version : versions_.latest();
-  const bool recompute = parts.front()->second.recompute;
-
-  std::vector<models::Saved> saved;
-  Tensor dy;
-  Tensor input;
-  // Backward slices that cut across forward ones: the parts are joined inside the work below,
-  // through the device's kernels, after the forwards that wrote them.
-  std::vector<std::vector<models::Saved>> pieces;
-  std::vector<std::int64_t> sizes;
-  std::vector<Tensor> dys;
-  const bool whole = parts.size() == 1 && parts.front()->second.slice == a.slice;
-  if (whole) {
-    Forward& f = parts.front()->second;
-    saved = std::move(f.saved);
-    input = f.input;
-    if (last) dy = f.dlogits;
-  } else {
-    if (recompute)
-      throw std::logic_error("re-materialization needs equal forward and backward slices");
-    for (auto& it : parts) {
-      Forward& f = it->second;
-      const std::int64_t lo = std::max(f.slice.begin, a.slice.begin);
-      const std::int64_t hi = std::min(f.slice.end, a.slice.end);
-      if (lo == f.slice.begin && hi == f.slice.end) {
-        pieces.push_back(f.saved);
-      } else {
-        pieces.push_back(s_.model->slice_saved(f.saved, layers.begin, layers.end, f.slice.size(),
-                                               lo - f.slice.begin, hi - f.slice.begin));
-      }
-      sizes.push_back(hi - lo);
-      if (last) dys.push_back(rows(f.dlogits, f.slice.begin, lo, hi));
-    }
-  }
-  if (!last)
-    dy = s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
+  // The forwards' state over this backward's samples (UMPIPE: cut from several, joined below).
+  BackwardState kept = activations_.take_for_backward(a.chunk, a.minibatch, a.slice);
+  const std::int64_t version = s_.weight_stashing ? kept.version : versions_.latest();
+  Tensor dy =
+      last ? kept.dlogits
+           : s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
   // A split backward's W holds the version until it ran.
   if (!a.with_weight) versions_.pin(version);
-  // Release what this backward consumed; a forward whose every sample has gone back is done.
-  for (auto& it : parts) {
-    Forward& f = it->second;
-    f.consumed += std::min(f.slice.end, a.slice.end) - std::max(f.slice.begin, a.slice.begin);
-    if (f.consumed >= f.slice.size()) {
-      versions_.unpin(f.version);
-      activation_bytes_ -= f.bytes;
-      forwards_.erase(it);
-    }
-  }
+  for (const std::int64_t v : kept.released) versions_.unpin(v);
 
   // Plain SGD on a round of one backward (a one-stage run, PipeDream's last stage): the update
   // goes straight into the weights, in the weight-gradient GEMMs, and no gradient is stored.
@@ -622,20 +565,23 @@ void StageActor::run_backward(const Action& a) {
   Tensor dx;
   // What the work reads, held before it runs (Model::backward releases each layer's saved
   // tensors as it goes); what it writes, after.
-  hold(saved);
-  hold(input);
+  hold(kept.saved);
+  hold(kept.input);
   hold(dy);
   hold(weights);
   hold(g);
-  for (const std::vector<models::Saved>& piece : pieces) hold(piece);
-  for (const Tensor& d : dys) hold(d);
+  for (const std::vector<models::Saved>& piece : kept.pieces) hold(piece);
+  for (const Tensor& d : kept.dlogits_pieces) hold(d);
+  std::vector<models::Saved>& saved = kept.saved;
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
-    if (!pieces.empty()) {
-      saved = s_.model->concat_saved(pieces, sizes, layers.begin, layers.end, c.k());
-      if (last) dy = models::concat_rows(c.k(), dys);
+    // Backward slices that cut across forward ones: the pieces are joined here, through the
+    // device's kernels, after the forwards that wrote them.
+    if (!kept.pieces.empty()) {
+      activations_.join(a.chunk, kept, c.k());
+      if (last) dy = kept.dlogits;
     }
-    if (recompute) {
-      saved = s_.model->forward(c, weights, input, layers.begin, layers.end).saved;
+    if (kept.recompute) {
+      saved = s_.model->forward(c, weights, kept.input, layers.begin, layers.end).saved;
     }
     if (a.with_weight) {
       // With a fused update, `g` is `weights`: each layer computes its input gradient before
@@ -650,8 +596,8 @@ void StageActor::run_backward(const Action& a) {
   hold(dx);
   hold(g);
   if (!a.with_weight) {
-    weights_pending_[{a.chunk, a.minibatch, a.slice.begin}] =
-        PendingWeight{std::move(saved), version};
+    activations_.keep_pending_weight(a.chunk, a.minibatch, a.slice,
+                                     PendingWeight{std::move(saved), version});
   } else if (!fused) {
     written_[static_cast<std::size_t>(a.chunk)] = true;
   }
@@ -667,10 +613,7 @@ void StageActor::run_backward(const Action& a) {
 
 void StageActor::run_weight(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
-  auto it = weights_pending_.find({a.chunk, a.minibatch, a.slice.begin});
-  if (it == weights_pending_.end()) throw std::logic_error("no split backward kept for this W");
-  PendingWeight pw = std::move(it->second);
-  weights_pending_.erase(it);
+  PendingWeight pw = activations_.take_pending_weight(a.chunk, a.minibatch, a.slice);
   models::ParamSet& g = grads();
   models::Context ctx;
   ctx.training = true;

@@ -18,9 +18,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "actors/activation_store.hpp"
 #include "actors/inbox.hpp"
 #include "actors/stage_event.hpp"
 #include "actors/stage_progress.hpp"
@@ -116,22 +116,6 @@ class StageActor final : public Actor {
 
  private:
   using Action = schedules::Action;
-  // What a forward keeps for its backward.
-  struct Forward {
-    schedules::Slice slice;
-    std::vector<models::Saved> saved;
-    Tensor input;    // re-materialization: all that is kept
-    Tensor dlogits;  // last virtual stage: gradient of the loss
-    std::int64_t version = 0;
-    std::int64_t consumed = 0;  // samples whose backward ran
-    bool recompute = false;
-    std::size_t bytes = 0;  // what it keeps
-  };
-  // What a split backward keeps for its W.
-  struct PendingWeight {
-    std::vector<models::Saved> saved;
-    std::int64_t version = 0;
-  };
   struct Send {
     transport::Endpoint to;
     Message msg;
@@ -148,8 +132,6 @@ class StageActor final : public Actor {
     Event started, done;       // done.elapsed_since(started): its device time (busy_s), when timed
     std::vector<Tensor> held;  // what the work reads or writes (see hold)
   };
-  using SliceKey = std::tuple<int, std::int64_t, std::int64_t>;  // chunk, minibatch, begin
-
   // What progress() reads of the worker's state, copied by the worker under progress_mu_.
   struct Published {
     std::optional<schedules::Action> running;  // inside execute()
@@ -214,9 +196,8 @@ class StageActor final : public Actor {
   const schedules::ScheduleParams& params_;
   int stage_ = 0, replica_ = 0;
   VersionStore versions_;
-  Inbox received_;  // the tensors messages brought, until an action takes them
-  std::map<SliceKey, Forward> forwards_;
-  std::map<SliceKey, PendingWeight> weights_pending_;
+  Inbox received_;               // the tensors messages brought, until an action takes them
+  ActivationStore activations_;  // what forwards keep for backwards, and B for W
   std::optional<models::ParamSet> grads_;
   // The next version, already updated by a fused backward; its STEP publishes it.
   std::optional<models::ParamSet> fused_next_;
@@ -228,7 +209,6 @@ class StageActor final : public Actor {
   std::deque<Action> ahead_;  // current action first, then lookahead
   bool have_current_ = false;
   bool source_done_ = false;
-  std::size_t activation_bytes_ = 0;                                 // kept by forwards_ now
   std::int64_t stop_at_ = std::numeric_limits<std::int64_t>::max();  // StopAt: run's new end
   std::int64_t end_ = 0;  // the run's minibatches: s_.minibatches, or stop_at_ when earlier
   bool running_ = false;  // a SYNC is in flight: nothing runs until it completes
