@@ -1,6 +1,7 @@
-// `tandem bench CONFIG [--steps N] [--profile P.json] [--trace FILE] [--json]`: runs the config's
-// plan for N steps and prints samples/s, per-replica utilization, bubble and step time beside
-// the simulator's prediction, with the ratio (apps/bench_run.hpp), then one BENCH_JSON line.
+// `tandem bench CONFIG [--steps N] [--profile P.json] [--trace FILE] [--json] [--realtime]`:
+// runs the config's plan for N steps and prints samples/s, per-replica utilization, bubble and
+// step time beside the simulator's prediction, with the ratio (apps/bench_run.hpp), then one
+// BENCH_JSON line.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "apps/bench_run.hpp"
 #include "apps/commands.hpp"
 #include "apps/output_file.hpp"
+#include "runtime/realtime_scheduling.hpp"
 #include "train/cluster_options.hpp"
 #include "train/process_group.hpp"
 
@@ -19,6 +21,7 @@ void add_bench_command(CLI::App& app) {
     std::string config, profile, trace;
     std::int64_t steps = 0;
     bool json = false;
+    bool realtime = false;
     double link_gbit_s = 0, link_latency_us = 0;
   };
   auto args = std::make_shared<Args>();
@@ -43,7 +46,13 @@ void add_bench_command(CLI::App& app) {
                   "stages on sim: the prediction's link latency, microseconds")
       ->check(CLI::Range(0.0, 1e9));
   sub->add_flag("--json", args->json, "print one JSON object instead of the table");
+  sub->add_flag(
+      "--realtime", args->realtime,
+      "run the runtime's threads under real-time scheduling (SCHED_RR, the lowest priority): "
+      "on a machine shared with busy processes, hand-offs are not delayed behind them "
+      "(needs CAP_SYS_NICE or `ulimit -r` >= 1; docs/cli.md)");
   sub->callback([args, sub] {
+    if (args->realtime) use_realtime_scheduling();  // before any thread of the run starts
     BenchOptions options;
     if (sub->count("--steps") > 0) options.steps = args->steps;
     options.link_gbit_s = args->link_gbit_s;

@@ -1,6 +1,7 @@
 // `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--trace FILE] [--checkpoint DIR
-// [--checkpoint-every N]] [--resume DIR] [--elastic] [--join HOST:PORT] [--dry-run] [--quiet]`:
-// trains through the pipeline runtime; without a config, the embedded default pipeline.
+// [--checkpoint-every N]] [--resume DIR] [--elastic] [--join HOST:PORT] [--dry-run] [--quiet]
+// [--realtime]`: trains through the pipeline runtime; without a config, the embedded default
+// pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "apps/dry_run.hpp"
 #include "apps/trainer_report.hpp"
 #include "apps/usage_error.hpp"
+#include "runtime/realtime_scheduling.hpp"
 
 namespace tandem::apps {
 
@@ -21,6 +23,7 @@ void add_train_command(CLI::App& app) {
     bool quiet = false;
     bool dry_run = false;
     bool elastic = false;
+    bool realtime = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -51,6 +54,11 @@ void add_train_command(CLI::App& app) {
       "the job's token in TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE): taken in at its "
       "next checkpoint, resuming from --checkpoint DIR, the job's");
   sub->add_flag("--quiet", args->quiet, "print only the final summary");
+  sub->add_flag(
+      "--realtime", args->realtime,
+      "run the runtime's threads under real-time scheduling (SCHED_RR, the lowest priority): "
+      "on a machine shared with busy processes, hand-offs are not delayed behind them "
+      "(needs CAP_SYS_NICE or `ulimit -r` >= 1; docs/cli.md)");
   sub->add_flag("--dry-run", args->dry_run,
                 "validate the config, print the plan and the simulator's predicted step time and "
                 "memory per stage, and exit without training");
@@ -62,6 +70,7 @@ void add_train_command(CLI::App& app) {
               std::cout);
       return;
     }
+    if (args->realtime) use_realtime_scheduling();  // before any thread of the run starts
     TrainCommand command;
     if (!args->config.empty()) command.config = args->config;
     if (sub->count("--metrics-json") > 0) command.metrics_json = args->metrics_json;
