@@ -62,10 +62,9 @@ StageFigures figures(const models::Model& model, int begin, int end) {
   return f;
 }
 
-std::string layers_text(const train::StageSpec& st, int num_layers) {
-  const int64_t last = st.last_layer < 0 ? num_layers - 1 : st.last_layer;
-  return st.first_layer == last ? std::to_string(last)
-                                : std::to_string(st.first_layer) + "-" + std::to_string(last);
+std::string range_text(const ts::LayerRange& r) {
+  return r.end - r.begin == 1 ? std::to_string(r.begin)
+                              : std::to_string(r.begin) + "-" + std::to_string(r.end - 1);
 }
 
 std::string devices_text(const train::StageSpec& st) {
@@ -92,11 +91,17 @@ DryRunPrediction predict(const train::Config& config) {
       train::pipeline_plan(pipeline, config.train.minibatch, model.num_layers(), minibatches);
   const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
 
+  // One cost entry per virtual stage, with the layers the runtime gives it: a chunked plan
+  // splits the model evenly (ts::virtual_stage_layers), whatever its stages' layer ranges say.
+  DryRunPrediction out;
+  out.stage_layers.resize(plan.stages.size());
   ts::SimulationCosts costs;
-  std::vector<double> extra_bytes;  // per stage: gradients and optimizer state
+  std::vector<double> extra_bytes(plan.stages.size(), 0.0);  // gradients and optimizer state
   const double state = 1 + optimizer_floats(config.train.optimizer);
-  for (const auto& stage : plan.stages) {
-    const StageFigures f = figures(model, stage.layers.begin, stage.layers.end);
+  const std::vector<ts::LayerRange> vstages =
+      ts::virtual_stage_layers(plan, static_cast<int>(model.num_layers()));
+  for (std::size_t v = 0; v < vstages.size(); ++v) {
+    const StageFigures f = figures(model, vstages[v].begin, vstages[v].end);
     ts::StageCosts c;
     c.forward = ts::Cost::affine(0, f.forward_ms);
     c.backward = ts::Cost::affine(0, f.backward_input_ms);
@@ -105,7 +110,12 @@ DryRunPrediction predict(const train::Config& config) {
     c.activation_bytes = 4 * f.activation_floats;
     c.output_bytes = 4 * f.output_floats;
     costs.stages.push_back(c);
-    extra_bytes.push_back(4 * f.parameters * state);
+    const auto stage =
+        static_cast<std::size_t>(plan.schedule.stage_of_virtual(static_cast<int>(v)));
+    extra_bytes.at(stage) += 4 * f.parameters * state;
+    std::string& text = out.stage_layers.at(stage);
+    if (!text.empty()) text += ',';
+    text += range_text(vstages[v]);
   }
   if (!costs.stages.empty()) {
     for (size_t s = 1; s < costs.stages.size(); ++s) {
@@ -113,7 +123,6 @@ DryRunPrediction predict(const train::Config& config) {
     }
   }
   const ts::SimulationResult r = ts::simulate(list, costs);
-  DryRunPrediction out;
   out.step_ms = r.makespan / static_cast<double>(minibatches);
   out.bubble = r.bubble;
   out.busy_ms = r.busy;
@@ -162,9 +171,8 @@ void dry_run(const train::Config& config, std::ostream& out) {
     // Replicas of a stage are alike: show the first's device figures.
     const double busy = device < p.busy_ms.size() ? p.busy_ms[device] : 0.0;
     const double memory = device < p.memory_bytes.size() ? p.memory_bytes[device] : 0.0;
-    out << fmt::format("{:<6} {:<10} {:<9} {:<16} {:>12.4g} {:>14}\n", s,
-                       layers_text(st, model.num_layers()), st.replicas, devices_text(st), busy,
-                       train::human_bytes(memory));
+    out << fmt::format("{:<6} {:<10} {:<9} {:<16} {:>12.4g} {:>14}\n", s, p.stage_layers.at(s),
+                       st.replicas, devices_text(st), busy, train::human_bytes(memory));
     device += static_cast<size_t>(st.replicas);
   }
   out << fmt::format(

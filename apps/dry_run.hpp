@@ -17,6 +17,8 @@ struct DryRunPrediction {
   double bubble = 0;                 // idle share of the devices
   std::vector<double> busy_ms;       // per device, over the simulated minibatches
   std::vector<double> memory_bytes;  // per device: weights, gradients, optimizer state, stashes
+  // Per stage, the layers the runtime gives it ("0-1,8-9": its chunks, when it holds several).
+  std::vector<std::string> stage_layers;
 };
 
 // The prediction for `config`'s pipeline (a config without one: one stage on cpu).

@@ -56,6 +56,35 @@ TEST(DryRun, EverySchedulePredicts) {
   }
 }
 
+// A chunked plan's stages hold the runtime's even split of the model, whatever the config's
+// layer ranges say: the prediction costs those virtual stages (as `schedule: auto` and `tandem
+// bench` do) and the table shows each stage's chunks.
+TEST(DryRun, ChunkedSchedulesArePredictedOnTheirVirtualStages) {
+  const auto on_sim = [](const std::string& schedule) {
+    std::string text = config(schedule, "  slices: 4\n");
+    for (std::size_t at = 0; (at = text.find("\"}", at)) != std::string::npos; at += 2) {
+      text.replace(at, 2, "\", device: sim}");
+    }
+    return train::parse_config(text, "d.yaml");
+  };
+  const train::Config ranked = on_sim("auto");
+  ASSERT_TRUE(ranked.schedule_ranking.has_value());
+  for (const char* schedule : {"interleaved", "zb-v", "1f1b"}) {
+    const planner::RankedSchedule* entry = nullptr;
+    for (const planner::RankedSchedule& e : ranked.schedule_ranking->entries) {
+      if (e.name() == schedule) entry = &e;
+    }
+    ASSERT_NE(entry, nullptr) << schedule;
+    ASSERT_TRUE(entry->dropped.empty()) << schedule << ": " << entry->dropped;
+    EXPECT_NEAR(predict(on_sim(schedule)).step_ms, entry->step_ms, 1e-9 * entry->step_ms)
+        << schedule;
+  }
+  const DryRunPrediction v = predict(on_sim("zb-v"));
+  ASSERT_EQ(v.stage_layers.size(), 4u);
+  EXPECT_EQ(v.stage_layers[0], "0,7");  // 8 layers in 8 chunks, placed as a V
+  EXPECT_EQ(v.stage_layers[3], "3,4");
+}
+
 TEST(DryRun, TrainCommandFlagTrainsNothing) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("tandem_dry_run_" + std::to_string(::getpid()) + ".yaml");
