@@ -1,7 +1,7 @@
 #include "actors/activation_store.hpp"
 
 #include <algorithm>
-#include <limits>
+#include <iterator>
 #include <stdexcept>
 #include <utility>
 
@@ -61,13 +61,18 @@ void ActivationStore::keep(int chunk, std::int64_t minibatch, KeptForward f) {
 BackwardState ActivationStore::take_for_backward(int chunk, std::int64_t minibatch,
                                                  schedules::Slice slice) {
   // Usually exactly one forward with the same slice; UMPIPE may slice backward differently.
+  // A minibatch's forwards cover disjoint samples, keyed by their first: the overlapping ones
+  // start at the last forward beginning at or before the slice (found in log time, as a deep
+  // pipeline keeps as many forwards of one minibatch as it has stages) and run while they
+  // begin before its end.
   std::vector<std::map<Key, Kept>::iterator> parts;
-  for (auto it =
-           forwards_.lower_bound({chunk, minibatch, std::numeric_limits<std::int64_t>::min()});
-       it != forwards_.end() && std::get<0>(it->first) == chunk &&
-       std::get<1>(it->first) == minibatch;
-       ++it) {
-    if (it->second.forward.slice.overlaps(slice)) parts.push_back(it);
+  const auto of_this = [&](std::map<Key, Kept>::iterator i) {
+    return std::get<0>(i->first) == chunk && std::get<1>(i->first) == minibatch;
+  };
+  auto at = forwards_.upper_bound({chunk, minibatch, slice.begin});
+  if (at != forwards_.begin() && of_this(std::prev(at))) --at;
+  for (; at != forwards_.end() && of_this(at) && at->second.forward.slice.begin < slice.end; ++at) {
+    if (at->second.forward.slice.overlaps(slice)) parts.push_back(at);
   }
   if (parts.empty()) {
     throw std::logic_error(name("no forward kept for backward of", chunk, minibatch, slice));
