@@ -306,8 +306,6 @@ __global__ void __launch_bounds__(kFwdThreads)
   float o[8][4] = {};
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-  // Not unrolled: an unrolled pair would keep both stages' addresses in registers.
-#pragma unroll 1
   for (int kt = 0; kt < key_tiles; ++kt) {
     // Tile kt has landed, and every warp is done with tile kt - 1, whose stage is refilled next.
     cp_async_wait_all();
@@ -541,8 +539,6 @@ __global__ void __launch_bounds__(kBwdThreads)
 
   float dk[8][4] = {};
   float dv[8][4] = {};
-  // Not unrolled: an unrolled pair would keep both stages' addresses in registers.
-#pragma unroll 1
   for (int qt = qt0; qt < q_tiles; ++qt) {
     const int i = (qt - qt0) & 1;
     // Tile qt has landed, and every warp is done with tile qt - 1 (its stage and dS^T).
