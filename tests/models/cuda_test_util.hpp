@@ -1,7 +1,8 @@
 #pragma once
 // Helpers of the GPU kernel tests (cuda_kernels_test.cpp, cuda_gemm_test.cpp,
-// cuda_conv_test.cpp): the error norm, random inputs, and moving vectors to and from cuda:0
-// through the runtime. CUDA builds only; the tests include it under #if TANDEM_HAVE_CUDA.
+// cuda_conv_test.cpp, the attention tests): the error norm, random inputs, moving vectors to and
+// from cuda:0 through the runtime, and the attention's log-sum-exp reference. CUDA builds only; the
+// tests include it under #if TANDEM_HAVE_CUDA.
 //
 // Error norm: max_i |gpu_i - ref_i| / max_i |ref_i|, the error relative to the largest reference
 // magnitude, so elements near zero neither dominate nor escape. A NaN or infinity anywhere in
@@ -87,6 +88,48 @@ inline std::vector<float> download(const Tensor& t, Stream& stream) {
 inline std::vector<std::int32_t> download_ids(const Tensor& t, Stream& stream) {
   stream.synchronize();
   return t.to_int_vector();
+}
+
+// log sum_{j <= i} exp(q_i . k_j / 8) of causal attention with heads of 64, in double, per
+// [b, h, i], from packed qkv [batch, seq, 3 * heads * 64]: the reference of the fused kernels'
+// log-sum-exp.
+inline std::vector<float> reference_lse(const std::vector<float>& qkv, std::int64_t batch,
+                                        std::int64_t seq, std::int64_t heads) {
+  const std::int64_t d = heads * 64;
+  std::vector<float> out(static_cast<std::size_t>(batch * heads * seq));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t i = 0; i < seq; ++i) {
+        std::vector<double> scores;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (std::int64_t c = 0; c < 64; ++c) {
+            dot += static_cast<double>(qkv[(b * seq + i) * 3 * d + h * 64 + c]) *
+                   qkv[(b * seq + j) * 3 * d + d + h * 64 + c];
+          }
+          scores.push_back(dot / 8.0);
+        }
+        const double m = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (double x : scores) sum += std::exp(x - m);
+        out[static_cast<std::size_t>((b * heads + h) * seq + i)] =
+            static_cast<float>(m + std::log(sum));
+      }
+    }
+  }
+  return out;
+}
+
+// The largest absolute difference (log-sum-exp is a log: absolute error is what matters).
+inline double max_abs_diff(const std::vector<float>& got, const std::vector<float>& want) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (got.size() != want.size()) return kInf;
+  double e = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return kInf;
+    e = std::max(e, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  return e;
 }
 
 }  // namespace tandem::models::cuda_test
