@@ -2,7 +2,6 @@
 // ping-pong of two busy actors that must run on different workers, fan-in 4 senders -> 1 actor, and
 // the inbox's raw enqueue/dequeue throughput.
 #include <benchmark/benchmark.h>
-#include <concurrentqueue/concurrentqueue.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +10,8 @@
 
 #include "benches/json_line_reporter.hpp"
 #include "runtime/actor_system.hpp"
+#include "runtime/lanes.hpp"
+#include "runtime/mailbox.hpp"
 
 namespace tandem {
 namespace {
@@ -246,18 +247,17 @@ void BM_FanIn4to1Bulk(benchmark::State& state) {
 BENCHMARK(BM_FanIn4to1)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_FanIn4to1Bulk)->UseRealTime()->MinTime(1.0);
 
-// The inbox alone: one thread enqueues envelopes, then drains them in bulk.
+// The inbox alone (runtime/mailbox): one thread pushes messages, then takes them into lanes.
 void BM_InboxEnqueueDequeue(benchmark::State& state) {
-  moodycamel::ConcurrentQueue<Message> q;
-  moodycamel::ProducerToken ptok(q);
-  moodycamel::ConsumerToken ctok(q);
+  Mailbox box;
+  Lanes lanes;
   constexpr std::size_t kBatch = 1024;
-  std::array<Message, 16> buf;
   for (auto _ : state) {
-    for (std::size_t i = 0; i < kBatch; ++i) q.enqueue(ptok, make_message(Item{i}));
+    for (std::size_t i = 0; i < kBatch; ++i) (void)box.push(make_message(Item{i}));
     std::size_t got = 0;
-    while (got < kBatch) got += q.try_dequeue_bulk(ctok, buf.begin(), buf.size());
-    benchmark::DoNotOptimize(buf);
+    while (got < kBatch) got += box.pop_into(&lanes, 16);
+    benchmark::DoNotOptimize(lanes);
+    lanes.clear();
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
@@ -265,17 +265,18 @@ BENCHMARK(BM_InboxEnqueueDequeue);
 
 // Producer and consumer on two threads.
 void BM_InboxTwoThreads(benchmark::State& state) {
-  moodycamel::ConcurrentQueue<Message> q;
+  Mailbox box;
+  Lanes lanes;
   constexpr std::uint64_t kItems = 1'000'000;
   for (auto _ : state) {
     std::thread producer([&] {
-      moodycamel::ProducerToken ptok(q);
-      for (std::uint64_t i = 0; i < kItems; ++i) q.enqueue(ptok, make_message(Item{i}));
+      for (std::uint64_t i = 0; i < kItems; ++i) (void)box.push(make_message(Item{i}));
     });
-    moodycamel::ConsumerToken ctok(q);
-    std::array<Message, 64> buf;
     std::uint64_t got = 0;
-    while (got < kItems) got += q.try_dequeue_bulk(ctok, buf.begin(), buf.size());
+    while (got < kItems) {
+      got += box.pop_into(&lanes, 64);
+      lanes.clear();
+    }
     producer.join();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kItems));

@@ -27,7 +27,7 @@ Mailbox::Node* unmarked(Mailbox::Node* head) {
   return reinterpret_cast<Mailbox::Node*>(reinterpret_cast<std::uintptr_t>(head) & ~kClosed);
 }
 
-// Back to the pool, unpublished: [first, last] linked through `next`.
+// Back to the pool, messages dropped: [first, last] linked through `next`.
 void drop_chain(Mailbox::Node* first, Mailbox::Node* last) {
   for (Mailbox::Node* n = first;;) {
     Mailbox::Node* next = n->next.load(std::memory_order_relaxed);
@@ -49,14 +49,8 @@ Mailbox::Mailbox() {
 
 Mailbox::~Mailbox() {
   // What was never popped is dropped; the nodes go back to this thread's cache.
-  Node* n = tail_.load(std::memory_order_relaxed);
-  while (n != nullptr) {
-    Node* next = n->next.load(std::memory_order_relaxed);
-    n->msg = Message{};
-    n->next.store(nullptr, std::memory_order_relaxed);
-    detail::give_message_node(n);
-    n = next;
-  }
+  drop_chain(tail_.load(std::memory_order_relaxed),
+             unmarked(head_.load(std::memory_order_relaxed)));
 }
 
 bool Mailbox::publish(Node* first, Node* last) {

@@ -31,8 +31,8 @@ class Mailbox {
   // (then none is in).
   bool push_bulk(Message* msgs, std::size_t n);
   // Consumer side: moves up to `max` messages into their lanes (nullptr: drops them) and
-  // returns how many it took. A push whose exchange is done but whose link is not yet written
-  // is not taken yet; has_pending() reports it.
+  // returns how many it took. A push whose compare-exchange is done but whose link is not yet
+  // written is not taken yet; has_pending() reports it.
   std::size_t pop_into(Lanes* lanes, std::size_t max);
   // Consumer side: whether any push has published since the last pop took everything. A
   // sequentially consistent read of the head, the other half of the hand-off.
