@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <memory>
 
+#include "runtime/thread_slice.hpp"
+
 namespace tandem {
 
 class Actor;
@@ -43,6 +45,9 @@ struct WorkSharingOptions {
   // How long an idle worker spins before it parks. Bounded in time, not iterations, so that
   // the progress threads (timers, UCX, CUDA) get the core back quickly whatever the CPU.
   std::chrono::nanoseconds spin = std::chrono::microseconds(50);
+  // The scheduler slice each worker asks the system for (runtime/thread_slice.hpp): short, so
+  // that a woken worker preempts busy neighbours at once. Zero: the system's default.
+  std::chrono::microseconds slice = kRuntimeThreadSlice;
 };
 
 // A fixed pool of workers sharing one ready queue. An actor woken by a worker runs next on

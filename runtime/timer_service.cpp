@@ -9,9 +9,12 @@ namespace {
 constexpr std::chrono::microseconds kPollBeforeDeadline{60};
 }  // namespace
 
-TimerService::TimerService(std::function<void()> approaching)
+TimerService::TimerService(std::function<void()> approaching, std::chrono::microseconds slice)
     : approaching_(std::move(approaching)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, slice] {
+    if (slice.count() > 0) (void)request_thread_slice(slice);  // best effort
+    run();
+  });
 }
 
 TimerService::~TimerService() {

@@ -15,13 +15,18 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/thread_slice.hpp"
+
 namespace tandem {
 
 class TimerService {
  public:
   // `approaching`, when set, is called on the timer thread as it stops sleeping before a
   // deadline (ActorSystem: Scheduler::expect_work, so that a worker is awake when it fires).
-  explicit TimerService(std::function<void()> approaching = {});
+  // `slice`: the scheduler slice the timer thread asks for (runtime/thread_slice.hpp); zero:
+  // the system's default.
+  explicit TimerService(std::function<void()> approaching = {},
+                        std::chrono::microseconds slice = kRuntimeThreadSlice);
   ~TimerService();
   TimerService(const TimerService&) = delete;
   TimerService& operator=(const TimerService&) = delete;

@@ -23,6 +23,7 @@ std::unique_ptr<Scheduler> make_work_sharing(WorkSharingOptions options) {
   }
   if (options.budget == 0) options.budget = 1;
   if (options.spin < std::chrono::nanoseconds::zero()) options.spin = {};
+  if (options.slice < std::chrono::microseconds::zero()) options.slice = {};
   return std::make_unique<detail::WorkSharingScheduler>(options);
 }
 
@@ -248,6 +249,7 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
 
 void WorkSharingScheduler::run(std::size_t index) {
   Worker& self = workers_[index];
+  if (options_.slice.count() > 0) (void)request_thread_slice(options_.slice);  // best effort
   tl_scheduler = this;
   tl_worker = &self;
   auto seen = std::make_unique<Seen[]>(options_.workers);
