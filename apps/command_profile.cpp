@@ -1,4 +1,5 @@
-// `tandem profile CONFIG.yaml -o profile.json [--repeats N] [--warmup N] [--minibatch B]`:
+// `tandem profile CONFIG.yaml -o profile.json [--repeats N] [--warmup N] [--minibatch B]
+// [--concurrent K] [--no-step]`:
 // measures the config's model layer by layer (train/model_profiler.hpp) and writes the
 // planner's profile JSON, the input of `tandem plan --profile`.
 #include <fmt/format.h>
@@ -94,6 +95,15 @@ void add_profile_command(CLI::App& app) {
   cmd->add_flag(
       "--no-fixed-parts", [args](std::int64_t) { args->options.fixed_parts = false; },
       "skip the one-sample runs that estimate the per-call fixed parts");
+  cmd->add_option("--concurrent", args->options.concurrent,
+                  "copies of every measurement run at once, each on its share of the cores: "
+                  "what each of that many cpu stages in one process sees (schedule: auto's "
+                  "predictions for them)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_flag(
+      "--no-step", [args](std::int64_t) { args->options.step = false; },
+      "skip timing the optimizer's update of each layer's weights");
   cmd->add_flag("--quiet", args->quiet, "no per-layer progress on stderr");
   cmd->callback([args] { run_profile(*args); });
 }

@@ -35,6 +35,7 @@ ts::SimulationCosts cut_costs(const Profile& profile, const Cluster& cluster,
     sc.backward = ts::Cost::affine(m.b_fixed, m.b_sample);
     sc.weight = ts::Cost::affine(m.w_fixed, m.w_sample);
     sc.weight_bytes = m.weight_bytes;
+    sc.step = m.step;
     sc.activation_bytes = m.activation_per_sample;
     sc.input_bytes = previous_output;  // what re-materialization keeps
     previous_output = m.output_per_sample;

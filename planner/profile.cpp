@@ -72,7 +72,7 @@ LayerProfile parse_layer(const json& object, const std::string& where, std::stri
   reject_unknown_keys(
       object,
       {"name", "forward_ms", "backward_ms", "backward_weight_ms", "activation_bytes",
-       "parameter_bytes", "memory_bytes", "forward_fixed_ms", "backward_fixed_ms"},
+       "parameter_bytes", "memory_bytes", "forward_fixed_ms", "backward_fixed_ms", "step_ms"},
       source, where);
   LayerProfile layer;
   layer.name = read_string(object, "name", where, source);
@@ -84,6 +84,7 @@ LayerProfile parse_layer(const json& object, const std::string& where, std::stri
   layer.memory_bytes = read_number(object, "memory_bytes", where, source, true);
   layer.forward_fixed_ms = read_number(object, "forward_fixed_ms", where, source, false);
   layer.backward_fixed_ms = read_number(object, "backward_fixed_ms", where, source, false);
+  layer.step_ms = read_number(object, "step_ms", where, source, false);
   check_not_above(layer.backward_weight_ms, layer.backward_ms, where + ".backward_weight_ms",
                   "backward_ms", source);
   check_not_above(layer.forward_fixed_ms, layer.forward_ms, where + ".forward_fixed_ms",
@@ -97,7 +98,7 @@ LayerProfile parse_layer(const json& object, const std::string& where, std::stri
 
 Profile parse_profile(const json& root, std::string_view source) {
   if (!root.is_object()) fail(source, "", "expected a JSON object, got " + type_of(root));
-  reject_unknown_keys(root, {"model", "device", "minibatch", "layers"}, source, "");
+  reject_unknown_keys(root, {"model", "device", "minibatch", "concurrent", "layers"}, source, "");
   Profile profile;
   profile.model = read_string(root, "model", "", source);
   profile.device = read_string(root, "device", "", source);
@@ -110,6 +111,15 @@ Profile parse_profile(const json& root, std::string_view source) {
   const auto samples = minibatch->get<long long>();
   if (samples < 1 || samples > (1 << 30)) fail(source, "minibatch", "must be positive");
   profile.minibatch = static_cast<int>(samples);
+
+  if (const auto concurrent = root.find("concurrent"); concurrent != root.end()) {
+    if (!concurrent->is_number_integer()) {
+      fail(source, "concurrent", "expected an integer, got " + type_of(*concurrent));
+    }
+    const auto copies = concurrent->get<long long>();
+    if (copies < 1 || copies > 4096) fail(source, "concurrent", "must be in 1..4096");
+    profile.concurrent = static_cast<int>(copies);
+  }
 
   const auto layers = root.find("layers");
   if (layers == root.end()) fail(source, "layers", "missing");
@@ -146,6 +156,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
   if (!profile.model.empty()) root["model"] = profile.model;
   if (!profile.device.empty()) root["device"] = profile.device;
   root["minibatch"] = profile.minibatch;
+  if (profile.concurrent != 1) root["concurrent"] = profile.concurrent;
   json layers = json::array();
   for (const LayerProfile& layer : profile.layers) {
     json entry = json::object();
@@ -158,6 +169,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     entry["memory_bytes"] = layer.memory_bytes;
     if (layer.forward_fixed_ms > 0) entry["forward_fixed_ms"] = layer.forward_fixed_ms;
     if (layer.backward_fixed_ms > 0) entry["backward_fixed_ms"] = layer.backward_fixed_ms;
+    if (layer.step_ms > 0) entry["step_ms"] = layer.step_ms;
     layers.push_back(std::move(entry));
   }
   root["layers"] = std::move(layers);

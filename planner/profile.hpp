@@ -22,12 +22,17 @@ struct LayerProfile {
   double memory_bytes = 0;      // kept per in-flight minibatch (saved tensors for backward)
   double forward_fixed_ms = 0;
   double backward_fixed_ms = 0;
+  // The optimizer's update of the layer's weights (STEP), once per minibatch; 0: not measured.
+  double step_ms = 0;
 };
 
 struct Profile {
   std::string model;   // informational
   std::string device;  // informational: where it was measured
   int minibatch = 1;   // samples per minibatch the times refer to
+  // How many copies of each measurement ran at once, each on its share of the cores: what
+  // each of `concurrent` stages sharing the machine sees (`tandem profile --concurrent`).
+  int concurrent = 1;
   std::vector<LayerProfile> layers;
 };
 

@@ -19,6 +19,7 @@ StageModel stage_model(const Profile& profile, int begin, int end) {
     m.w_fixed += t.backward_weight.fixed;
     m.w_sample += t.backward_weight.scaled / samples;
     m.weight_bytes += layer.parameter_bytes;
+    m.step += layer.step_ms;
     m.activation_per_sample += layer.memory_bytes / samples;
   }
   m.output_per_sample = profile.layers[end - 1].activation_bytes / samples;

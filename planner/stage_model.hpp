@@ -13,6 +13,7 @@ namespace tandem::planner {
 struct StageModel {
   double f_fixed = 0, f_sample = 0, b_fixed = 0, b_sample = 0, w_fixed = 0, w_sample = 0;
   double weight_bytes = 0, activation_per_sample = 0, output_per_sample = 0;
+  double step = 0;  // the optimizer's update of the stage's weights
 };
 
 StageModel stage_model(const Profile& profile, int begin, int end);

@@ -75,6 +75,7 @@ const SimulationResult& Simulator::run(const ActionList& list, const SimulationC
         out.weight = c.weight.scaled(share);
         out.weight_bytes = c.weight_bytes * share;
         out.activation_bytes = c.activation_bytes * share;
+        out.step = c.step * share;
       }
     }
   } else if (static_cast<int>(costs.stages.size()) == V) {
@@ -117,9 +118,14 @@ void Simulator::State::time_actions(const SimulationCosts& costs) {
       case Op::W:
         d = per_vstage_[vs].weight(b);
         break;
-      case Op::STEP:
+      case Op::STEP: {
         d = costs.step;
+        const int stage = g.device_stage[g.device[id]];
+        for (int chunk = 0; chunk < g.chunks; ++chunk) {
+          d += per_vstage_[g.list->params.virtual_stage(stage, chunk)].step;
+        }
         break;
+      }
       case Op::SYNC:
         d = costs.sync;
         break;

@@ -18,6 +18,7 @@ struct StageCosts {
   double weight_bytes = 0;      // one version of the weights
   double activation_bytes = 0;  // per sample: kept from F until B (W when split)
   double input_bytes = 0;       // per sample: all that re-materialization keeps
+  double step = 0;              // this stage's (chunk's) part of STEP: its weights' update
 };
 
 struct SimulationCosts {
@@ -25,7 +26,7 @@ struct SimulationCosts {
   // virtual stage (chunk c of stage s at ScheduleParams::virtual_stage(s, c)).
   std::vector<StageCosts> stages;
   double sync = 0;  // SYNC's duration (the all-reduce)
-  double step = 0;  // STEP's duration
+  double step = 0;  // STEP's duration beyond its stage's own `step`s (those of its chunks)
   // A message between devices arrives latency + bytes / bandwidth after its sender ends.
   double latency = 0;
   double bandwidth = std::numeric_limits<double>::infinity();

@@ -1,14 +1,22 @@
 #include "train/model_profiler.hpp"
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "models/data/data_spec.hpp"
+#include "models/kernels/cpu/threading.hpp"
 #include "models/model.hpp"
+#include "models/optimizer.hpp"
 #include "train/job_error.hpp"
 
 namespace tandem::train {
@@ -24,62 +32,172 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
+  if (n == 0) return 0;  // not measured
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// One layer's medians.
 struct LayerRun {
-  double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0;
-  Tensor y;  // the layer's output: the next layer's input
-  double memory_bytes = 0;
+  double forward_ms = 0, backward_input_ms = 0, backward_weight_ms = 0, step_ms = 0;
+  double output_bytes = 0;  // the layer's output
+  double memory_bytes = 0;  // what its forward keeps for its backward
 };
 
-// `first`: layer 0, whose backward runs fused without dx (Model::backward's need_dx = false).
-LayerRun time_layer(const models::Layer& layer, models::ParamView params, const Tensor& x,
-                    bool first, const ProfileOptions& options) {
+// Each round's times of one layer in one copy of the measurement.
+struct Rounds {
+  std::vector<double> forward, backward_input, backward_weight, step;
+};
+
+// What the forward keeps for the backward, each storage once.
+double saved_bytes(const std::vector<Tensor>& saved) {
+  double bytes = 0;
+  std::vector<const Tensor*> seen;
+  for (const Tensor& t : saved) {
+    if (!t.defined()) continue;
+    const bool again = std::any_of(seen.begin(), seen.end(),
+                                   [&](const Tensor* s) { return s->shares_storage(t); });
+    if (!again) bytes += static_cast<double>(t.nbytes());
+    seen.push_back(&t);
+  }
+  return bytes;
+}
+
+// One copy of the measurement: round after round, every layer's forward in order, then every
+// layer's B and W in reverse (each layer's dy the input gradient of the layer after it), then
+// the optimizer's update of each layer's weights (`params`, the copy's own), as a training step
+// runs them; so each op finds the caches as training leaves them, not warm from its own last
+// run. Layer 0's backward runs fused without dx (Model::backward's need_dx = false).
+// `before_round` lines the copies up, so that their rounds overlap.
+std::vector<Rounds> time_rounds(const models::Model& model, const models::ParamSet& params,
+                                const Tensor& x, const ProfileOptions& options,
+                                const models::OptimizerSpec& spec,
+                                const std::function<void()>& before_round,
+                                std::vector<LayerRun>& shapes) {
+  const int layers = model.num_layers();
   models::Context ctx;
   ctx.training = true;
   ctx.seed = 1;
-  const Tensor dy = Tensor::full(layer.output_shape(x.shape()), 0.01f, layer.output_dtype());
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params) grads.push_back(Tensor::zeros(p.shape(), p.dtype()));
-  const models::GradSink sink{grads, 1.0f, 0.0f};
-  std::vector<double> forward, backward_input, backward_weight;
-  LayerRun run;
+  // Each layer's own copy of its weights (an update must not find them shared, or it copies
+  // them), named by position: the optimizer keys its state by name.
+  std::vector<std::unique_ptr<models::Optimizer>> optimizers;
+  std::vector<models::ParamSet> layer_params(static_cast<std::size_t>(layers));
+  std::vector<models::ParamSet> layer_grads(static_cast<std::size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    const auto k = static_cast<std::size_t>(l);
+    const models::ParamView p = model.layer_params(params, l);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      layer_params[k].add(std::to_string(i), p[i].clone());
+      layer_grads[k].add(std::to_string(i), Tensor::zeros(p[i].shape(), p[i].dtype()));
+    }
+    optimizers.push_back(models::make_optimizer(spec));
+  }
+  std::vector<Rounds> out(static_cast<std::size_t>(layers));
+  shapes.assign(static_cast<std::size_t>(layers), LayerRun{});
+  std::vector<models::ForwardResult> kept(static_cast<std::size_t>(layers));
   for (int round = 0; round < options.warmup + options.repeats; ++round) {
-    const auto t0 = Clock::now();
-    models::ForwardResult f = layer.forward(ctx, params, x);
-    const auto t1 = Clock::now();
-    if (round == 0) {
-      // What the forward keeps for the backward, each storage once.
-      std::vector<const Tensor*> seen;
-      for (const Tensor& t : f.saved) {
-        if (!t.defined()) continue;
-        const bool again = std::any_of(seen.begin(), seen.end(),
-                                       [&](const Tensor* s) { return s->shares_storage(t); });
-        if (!again) run.memory_bytes += static_cast<double>(t.nbytes());
-        seen.push_back(&t);
+    if (before_round) before_round();
+    const bool timed = round >= options.warmup;
+    Tensor h = x;
+    for (int l = 0; l < layers; ++l) {
+      const auto k = static_cast<std::size_t>(l);
+      const auto t0 = Clock::now();
+      kept[k] = model.layer(l).forward(ctx, layer_params[k].range(0, layer_params[k].size()), h);
+      if (timed) out[k].forward.push_back(ms_between(t0, Clock::now()));
+      h = kept[k].y;
+      shapes[k].output_bytes = static_cast<double>(h.nbytes());
+      shapes[k].memory_bytes = saved_bytes(kept[k].saved);
+    }
+    Tensor dy = Tensor::full(h.shape(), 0.01f, h.dtype());
+    for (int l = layers - 1; l >= 0; --l) {
+      const auto k = static_cast<std::size_t>(l);
+      const models::Layer& layer = model.layer(l);
+      const models::ParamView view =
+          std::as_const(layer_params[k]).range(0, layer_params[k].size());
+      const models::GradSink sink{layer_grads[k].range(0, layer_grads[k].size()), 1.0f, 0.0f};
+      const auto t0 = Clock::now();
+      auto t1 = t0;
+      if (l == 0) {
+        layer.backward_into(ctx, view, kept[k].saved, dy, false, sink);
+      } else {
+        Tensor dx = layer.backward_input(ctx, view, kept[k].saved, dy);
+        t1 = Clock::now();
+        layer.backward_weight_into(ctx, kept[k].saved, dy, sink);
+        dy = std::move(dx);
+      }
+      const auto t2 = Clock::now();
+      kept[k] = {};
+      if (timed) {
+        out[k].backward_input.push_back(ms_between(t0, t1));
+        out[k].backward_weight.push_back(ms_between(t1, t2));
       }
     }
-    Clock::time_point t2 = t1;
-    if (first) {
-      layer.backward_into(ctx, params, f.saved, dy, false, sink);
-    } else {
-      const Tensor dx = layer.backward_input(ctx, params, f.saved, dy);
-      t2 = Clock::now();
-      layer.backward_weight_into(ctx, f.saved, dy, sink);
+    for (int l = 0; l < layers; ++l) {
+      const auto k = static_cast<std::size_t>(l);
+      const auto t0 = Clock::now();
+      if (options.step && !layer_params[k].empty()) {
+        optimizers[k]->step(layer_params[k], layer_grads[k]);
+      }
+      if (timed && options.step) out[k].step.push_back(ms_between(t0, Clock::now()));
     }
-    const auto t3 = Clock::now();
-    if (round >= options.warmup) {
-      forward.push_back(ms_between(t0, t1));
-      backward_input.push_back(ms_between(t1, t2));
-      backward_weight.push_back(ms_between(t2, t3));
-    }
-    if (round + 1 == options.warmup + options.repeats) run.y = f.y;
   }
-  run.forward_ms = median(forward);
-  run.backward_input_ms = median(backward_input);
-  run.backward_weight_ms = median(backward_weight);
-  return run;
+  return out;
+}
+
+// `options.concurrent` copies at once, each on its own thread, weights and input, and on
+// cores / copies threads of the kernels' pool (at least one); each layer's medians are over
+// every copy's rounds.
+std::vector<LayerRun> time_model(const models::Model& model, const models::ParamSet& params,
+                                 const Tensor& x, const ProfileOptions& options,
+                                 const models::OptimizerSpec& spec) {
+  const int copies = options.concurrent;
+  std::vector<std::vector<Rounds>> rounds(static_cast<std::size_t>(copies));
+  std::vector<LayerRun> shapes;
+  if (copies == 1) {
+    rounds[0] = time_rounds(model, params, x, options, spec, {}, shapes);
+  } else {
+    const int threads = std::max(1, models::cpu::num_threads() / copies);
+    std::barrier line_up(copies);
+    std::vector<std::thread> workers;
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(copies));
+    std::vector<std::vector<LayerRun>> copy_shapes(static_cast<std::size_t>(copies));
+    for (int c = 0; c < copies; ++c) {
+      workers.emplace_back([&, c] {
+        const auto k = static_cast<std::size_t>(c);
+        try {
+          const Tensor input = x.clone();
+          models::cpu::run_on_threads(threads, [&] {
+            rounds[k] = time_rounds(
+                model, params, input, options, spec, [&] { line_up.arrive_and_wait(); },
+                copy_shapes[k]);
+          });
+        } catch (...) {
+          errors[k] = std::current_exception();
+          line_up.arrive_and_drop();  // the others go on without this copy
+        }
+      });
+    }
+    for (std::thread& t : workers) t.join();
+    for (const std::exception_ptr& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    shapes = std::move(copy_shapes[0]);
+  }
+  for (std::size_t l = 0; l < shapes.size(); ++l) {
+    Rounds all;
+    for (const std::vector<Rounds>& copy : rounds) {
+      const Rounds& r = copy[l];
+      for (auto [to, from] :
+           {std::pair{&all.forward, &r.forward}, std::pair{&all.backward_input, &r.backward_input},
+            std::pair{&all.backward_weight, &r.backward_weight}, std::pair{&all.step, &r.step}}) {
+        to->insert(to->end(), from->begin(), from->end());
+      }
+    }
+    shapes[l].forward_ms = median(all.forward);
+    shapes[l].backward_input_ms = median(all.backward_input);
+    shapes[l].backward_weight_ms = median(all.backward_weight);
+    shapes[l].step_ms = median(all.step);
+  }
+  return shapes;
 }
 
 // The intercept at zero samples of the line through (1, at_one) and (samples, at_all).
@@ -95,6 +213,9 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
                                const ProfileProgress& progress) {
   if (options.repeats < 1) throw std::invalid_argument("profile: repeats must be >= 1");
   if (options.warmup < 0) throw std::invalid_argument("profile: warmup must be >= 0");
+  if (options.concurrent < 1 || options.concurrent > 256) {
+    throw std::invalid_argument("profile: concurrent must be in 1..256");
+  }
   const int64_t minibatch = options.minibatch > 0 ? options.minibatch : job.train.minibatch;
   if (minibatch < 1 || minibatch > 1'000'000'000) {
     throw std::invalid_argument("profile: minibatch must be in 1..1e9");
@@ -131,30 +252,34 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
   profile.model = job.model.describe();
   profile.device = "cpu";
   profile.minibatch = static_cast<int>(minibatch);
-  Tensor x = inputs;
-  Tensor one = inputs.slice(0, 1).clone();
+  profile.concurrent = options.concurrent;
+  const std::vector<LayerRun> all = time_model(model, params, inputs, options, job.train.optimizer);
+  std::vector<LayerRun> single;
+  if (options.fixed_parts && minibatch > 1) {
+    ProfileOptions at_one = options;
+    at_one.step = false;  // the update does not depend on the samples
+    single = time_model(model, params, inputs.slice(0, 1).clone(), at_one, job.train.optimizer);
+  }
   const int layers = model.num_layers();
   for (int i = 0; i < layers; ++i) {
-    const models::Layer& layer = model.layer(i);
-    const models::ParamView layer_params = model.layer_params(params, i);
-    const LayerRun all = time_layer(layer, layer_params, x, i == 0, options);
+    const auto k = static_cast<std::size_t>(i);
     planner::LayerProfile entry;
-    entry.name = layer.describe();
-    entry.forward_ms = all.forward_ms;
-    entry.backward_weight_ms = all.backward_weight_ms;
-    entry.backward_ms = all.backward_input_ms + all.backward_weight_ms;
-    entry.activation_bytes = static_cast<double>(all.y.nbytes());
-    for (const Tensor& p : layer_params) entry.parameter_bytes += static_cast<double>(p.nbytes());
-    entry.memory_bytes = all.memory_bytes;
-    if (options.fixed_parts && minibatch > 1) {
-      const LayerRun single = time_layer(layer, layer_params, one, i == 0, options);
-      entry.forward_fixed_ms = fixed_part(single.forward_ms, entry.forward_ms, minibatch);
-      entry.backward_fixed_ms = fixed_part(single.backward_input_ms + single.backward_weight_ms,
-                                           entry.backward_ms, minibatch);
-      one = single.y;
+    entry.name = model.layer(i).describe();
+    entry.forward_ms = all[k].forward_ms;
+    entry.backward_weight_ms = all[k].backward_weight_ms;
+    entry.backward_ms = all[k].backward_input_ms + all[k].backward_weight_ms;
+    entry.activation_bytes = all[k].output_bytes;
+    for (const Tensor& p : model.layer_params(params, i)) {
+      entry.parameter_bytes += static_cast<double>(p.nbytes());
+    }
+    entry.memory_bytes = all[k].memory_bytes;
+    entry.step_ms = all[k].step_ms;
+    if (!single.empty()) {
+      entry.forward_fixed_ms = fixed_part(single[k].forward_ms, entry.forward_ms, minibatch);
+      entry.backward_fixed_ms = fixed_part(
+          single[k].backward_input_ms + single[k].backward_weight_ms, entry.backward_ms, minibatch);
     }
     profile.layers.push_back(entry);
-    x = all.y;
     if (progress) progress(i, layers, entry);
   }
   return profile;

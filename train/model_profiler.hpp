@@ -12,7 +12,8 @@
 // next layer saves as its input, counts for both: each keeps it when a stage cut falls
 // between them). The fixed parts come from a second measurement on one sample:
 // fixed = (B t(1) - t(B)) / (B - 1), the intercept of the line through both, kept within
-// [0, t(B)].
+// [0, t(B)]. STEP is the config's optimizer updating the layer's weights (its own copy) from
+// the gradients W wrote, once per round.
 #include <cstdint>
 #include <functional>
 
@@ -26,6 +27,11 @@ struct ProfileOptions {
   int repeats = 10;         // timed rounds per layer (>= 1)
   int warmup = 2;           // untimed rounds first (>= 0)
   bool fixed_parts = true;  // also time one sample to estimate the fixed parts
+  bool step = true;         // also time the config's optimizer on each layer's weights
+  // Copies of every measurement run at once, each on its own thread, weights and input, and on
+  // cores / concurrent threads of the kernels' pool: what each of `concurrent` cpu stages of
+  // one process sees when they all compute (they share the cores and the memory bandwidth).
+  int concurrent = 1;
 };
 
 // Called after each layer with its 0-based index, the layer count and its entry.

@@ -119,6 +119,31 @@ TEST_F(ProfileCommand, MinibatchOptionScalesTheSizes) {
   }
 }
 
+// Two copies at once, each on its share of the cores: the same layers and sizes, the copies'
+// count recorded, and the optimizer's update of every layer with weights timed.
+TEST_F(ProfileCommand, ConcurrentCopiesAreRecordedAndTheUpdateIsTimed) {
+  run({"profile", config_.string(), "-o", profile_.string(), "--repeats", "2", "--warmup", "0",
+       "--concurrent", "2", "--quiet"});
+  const planner::Profile profile = planner::load_profile(profile_);
+  const models::Model model = models::Model::build(train::parse_config(kConfig, "mlp.yaml").model);
+  EXPECT_EQ(profile.concurrent, 2);
+  ASSERT_EQ(profile.layers.size(), static_cast<std::size_t>(model.num_layers()));
+  for (const auto& layer : profile.layers) {
+    SCOPED_TRACE(layer.name);
+    EXPECT_GT(layer.forward_ms, 0);
+    if (layer.parameter_bytes > 0) {
+      EXPECT_GT(layer.step_ms, 0);
+    }
+  }
+  run({"profile", config_.string(), "-o", profile_.string(), "--repeats", "1", "--warmup", "0",
+       "--no-step", "--quiet"});
+  const planner::Profile unstepped = planner::load_profile(profile_);
+  EXPECT_EQ(unstepped.concurrent, 1);
+  for (const auto& layer : unstepped.layers) EXPECT_EQ(layer.step_ms, 0);
+  EXPECT_THROW(run({"profile", config_.string(), "-o", profile_.string(), "--concurrent", "0"}),
+               std::exception);
+}
+
 TEST_F(ProfileCommand, ErrorsNameTheProblem) {
   // More samples per minibatch than the data holds.
   try {

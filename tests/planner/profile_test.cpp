@@ -21,8 +21,8 @@ json two_layers() {
        "activation_bytes": 4096, "parameter_bytes": 1024, "memory_bytes": 8192},
       {"forward_ms": 0.5, "backward_ms": 1, "backward_weight_ms": 0,
        "activation_bytes": 16, "parameter_bytes": 0, "memory_bytes": 0,
-       "forward_fixed_ms": 0.25, "backward_fixed_ms": 0.5}
-    ]})");
+       "forward_fixed_ms": 0.25, "backward_fixed_ms": 0.5, "step_ms": 0.125}
+    ], "concurrent": 2})");
 }
 
 // The message of the error parse_profile throws, or "" when it does not throw.
@@ -51,6 +51,25 @@ TEST(Profile, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(profile.layers[0].forward_fixed_ms, 0);
   EXPECT_DOUBLE_EQ(profile.layers[1].forward_fixed_ms, 0.25);
   EXPECT_DOUBLE_EQ(profile.layers[1].backward_fixed_ms, 0.5);
+  EXPECT_DOUBLE_EQ(profile.layers[0].step_ms, 0);
+  EXPECT_DOUBLE_EQ(profile.layers[1].step_ms, 0.125);
+  EXPECT_EQ(profile.concurrent, 2);
+}
+
+TEST(Profile, ConcurrentCopiesAreACountFromOne) {
+  json root = two_layers();
+  root.erase("concurrent");
+  EXPECT_EQ(parse_profile(root, "profile.json").concurrent, 1);
+  root["concurrent"] = 0;
+  EXPECT_NE(error_of(root).find("concurrent: must be in 1..4096"), std::string::npos)
+      << error_of(root);
+  root["concurrent"] = 1.5;
+  EXPECT_NE(error_of(root).find("concurrent: expected an integer"), std::string::npos)
+      << error_of(root);
+  root = two_layers();
+  root["layers"][0]["step_ms"] = -1;
+  EXPECT_NE(error_of(root).find("layers[0].step_ms: negative"), std::string::npos)
+      << error_of(root);
 }
 
 TEST(Profile, MissingFieldNamesFileAndField) {
@@ -129,6 +148,8 @@ TEST(Profile, SaveThenLoadRoundTrips) {
   EXPECT_EQ(profile_to_json(loaded), profile_to_json(original));
   EXPECT_EQ(loaded.layers[1].name, "");
   EXPECT_DOUBLE_EQ(loaded.layers[1].backward_fixed_ms, 0.5);
+  EXPECT_DOUBLE_EQ(loaded.layers[1].step_ms, 0.125);
+  EXPECT_EQ(loaded.concurrent, 2);
 }
 
 TEST(Profile, SaveRejectsWhatLoadWouldReject) {

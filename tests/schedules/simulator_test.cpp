@@ -146,6 +146,35 @@ TEST(ScheduleSimulator, ChunkCosts) {
   EXPECT_THROW(simulate(list, wrong), ScheduleError);
 }
 
+// STEP takes the global step plus its stage's own (each chunk's part of it).
+TEST(ScheduleSimulator, StepTakesItsStagesOwnUpdate) {
+  // GPipe, 2 stages, 1 slice: F0 [0,1], F1 [1,2], B1 [2,4], B0 [4,6]; stage 1's STEP starts at
+  // 4 and stage 0's at 6.
+  const ActionList list = make(ScheduleKind::gpipe, 2, 1);
+  SimulationCosts costs = SimulationCosts::uniform(2, 1, 2);
+  EXPECT_NEAR(simulate(list, costs).makespan, 6, kTol);
+  costs.stages[1].step = 3;
+  EXPECT_NEAR(simulate(list, costs).makespan, 7, kTol);
+  costs.step = 0.5;
+  EXPECT_NEAR(simulate(list, costs).makespan, 7.5, kTol);
+  costs.stages[0].step = 2;  // 6 + 0.5 + 2
+  EXPECT_NEAR(simulate(list, costs).makespan, 8.5, kTol);
+
+  ScheduleParams sp;
+  sp.kind = ScheduleKind::interleaved;
+  sp.stages = 2;
+  sp.slices = 2;
+  sp.chunks = 2;
+  const ActionList chunked = Schedule(sp).materialize();
+  SimulationCosts per_stage = SimulationCosts::uniform(2, 2, 4);
+  SimulationCosts per_chunk = SimulationCosts::uniform(4, 1, 2);
+  for (int s = 0; s < 2; ++s) per_stage.stages[s].step = 10;
+  for (int v = 0; v < 4; ++v) per_chunk.stages[v].step = 5;
+  const double without = simulate(chunked, SimulationCosts::uniform(4, 1, 2)).makespan;
+  EXPECT_NEAR(simulate(chunked, per_stage).makespan, without + 10, kTol);
+  EXPECT_NEAR(simulate(chunked, per_chunk).makespan, without + 10, kTol);
+}
+
 TEST(ScheduleSimulator, RejectsBadCosts) {
   const ActionList list = make(ScheduleKind::gpipe, 2, 2);
   SimulationCosts costs = SimulationCosts::uniform(2, 1, 2);

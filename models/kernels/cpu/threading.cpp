@@ -3,6 +3,7 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,11 @@ void set_gemm_threading(GemmThreading policy) {
   init_threading();
   g_policy.store(policy);
   apply_policy(policy);
+}
+
+void run_on_threads(int threads, const std::function<void()>& fn) {
+  tbb::task_arena arena(std::max(1, threads));
+  arena.execute(fn);
 }
 
 int num_threads() {

@@ -4,6 +4,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <cstdint>
+#include <functional>
 
 namespace tandem::models::cpu {
 
@@ -21,7 +22,10 @@ void init_threading();
 GemmThreading gemm_threading();
 // Switches policy (benchmarks only; not while kernels run on other threads).
 void set_gemm_threading(GemmThreading policy);
-int num_threads();            // workers of the oneTBB pool
+int num_threads();  // workers of the oneTBB pool
+// Runs fn on the calling thread with the kernels' parallel loops limited to `threads` workers
+// (a oneTBB arena of its own): a share of the cores, as a profile of concurrent stages takes.
+void run_on_threads(int threads, const std::function<void()>& fn);
 const char* blas_corename();  // OpenBLAS kernel set in use, "unknown" for other BLAS
 
 // Runs body(begin, end) over [0, n), in parallel when n exceeds `grain` (the smallest chunk
