@@ -30,7 +30,12 @@ std::string to_string(SendStatus s) {
 ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOptions options)
     : options_(options),
       scheduler_(std::move(scheduler)),
-      timers_(std::make_unique<TimerService>([this] { scheduler_->expect_work(); })) {
+      timers_(scheduler_->drives_timers()
+                  ? std::make_unique<TimerService>(
+                        DrivenTimers{[this](std::chrono::steady_clock::time_point deadline) {
+                          scheduler_->timer_set(deadline);
+                        }})
+                  : std::make_unique<TimerService>([this] { scheduler_->expect_work(); })) {
   error_handler_ = [](const ActorError& e) {
     spdlog::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type, e.what);
   };

@@ -32,6 +32,12 @@ class Scheduler {
   // to have a worker awake for it rather than parked, whose wake-up would cost tens of
   // microseconds after the work arrived. Thread-safe; the default ignores it.
   virtual void expect_work() {}
+  // Whether the workers run the system's timers (TimerService in driven mode, given to start()
+  // through ActorSystem::timers()): an idle worker sleeps until the next deadline and runs what
+  // the timer wakes itself. The default: the timers' own thread does.
+  virtual bool drives_timers() const { return false; }
+  // Driven timers: a timer set on any thread became the earliest (TimerService's `earlier`).
+  virtual void timer_set(std::chrono::steady_clock::time_point deadline) { (void)deadline; }
 
  protected:
   // Runs `actor` for at most `budget` messages (see Actor): true when it must be resumed
@@ -48,6 +54,8 @@ struct WorkSharingOptions {
   // The scheduler slice each worker asks the system for (runtime/thread_slice.hpp): short, so
   // that a woken worker preempts busy neighbours at once. Zero: the system's default.
   std::chrono::microseconds slice = kRuntimeThreadSlice;
+  // Whether idle workers run the system's timers (Scheduler::drives_timers).
+  bool drive_timers = true;
 };
 
 // A fixed pool of workers sharing one ready queue. An actor woken by a worker runs next on

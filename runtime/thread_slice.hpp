@@ -20,6 +20,11 @@ inline constexpr std::chrono::microseconds kRuntimeThreadSlice{100};
 // or lacks the call (a seccomp filter, a non-Linux system): the thread keeps the default.
 bool request_thread_slice(std::chrono::microseconds slice);
 
+// Asks that the calling thread's timed waits end on time rather than up to the default 50 us
+// late (Linux's timer slack, which lets the kernel batch wake-ups): a worker that waits for a
+// timer's deadline (runtime/timer_service.hpp, driven) wakes then. False where unsupported.
+bool request_precise_timers();
+
 // The calling thread's slice as the kernel reports it (the system's default when it asked for
 // none); zero for a real-time thread or when the system cannot say.
 std::chrono::microseconds thread_slice();

@@ -17,6 +17,9 @@ TimerService::TimerService(std::function<void()> approaching, std::chrono::micro
   });
 }
 
+TimerService::TimerService(DrivenTimers driven)
+    : earlier_(std::move(driven.earlier)), driven_(true) {}
+
 TimerService::~TimerService() {
   stop();
 }
@@ -26,20 +29,51 @@ void TimerService::after(std::chrono::nanoseconds delay, std::function<void(bool
 }
 
 void TimerService::at(Clock::time_point deadline, std::function<void(bool)> fn) {
-  bool wake = false;
+  bool earliest = false;
   {
     std::lock_guard lock(mu_);
-    if (!stopped_) {
+    if (stopped_) {
+      earliest = true;  // fires below, cancelled
+    } else {
       Timer t{deadline, next_seq_++, std::move(fn)};
+      earliest = heap_.empty() || later(heap_.front(), t);
       // A new earliest deadline may come before the sleeping thread means to wake.
-      wake = sleeping_ && (heap_.empty() || later(heap_.front(), t));
+      if (earliest && sleeping_) cv_.notify_one();
       heap_.push_back(std::move(t));
       std::push_heap(heap_.begin(), heap_.end(), later);
-      if (wake) cv_.notify_one();
-      return;
+      if (earliest) publish_earliest();
+      fn = nullptr;
     }
   }
-  fn(false);
+  if (fn) {
+    fn(false);
+    return;
+  }
+  if (earliest && earlier_) earlier_(deadline);
+}
+
+void TimerService::publish_earliest() {
+  const Clock::time_point front = heap_.empty() ? Clock::time_point::max() : heap_.front().deadline;
+  earliest_.store(front.time_since_epoch().count(), std::memory_order_release);
+}
+
+TimerService::Clock::time_point TimerService::next_deadline() const noexcept {
+  return Clock::time_point(Clock::duration(earliest_.load(std::memory_order_acquire)));
+}
+
+bool TimerService::run_due() {
+  if (Clock::now() < next_deadline()) return false;
+  thread_local std::vector<Timer> batch;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return false;
+    take_due(batch);
+    publish_earliest();
+  }
+  const bool any = !batch.empty();
+  for (Timer& t : batch) t.fn(true);
+  batch.clear();
+  return any;
 }
 
 bool TimerService::wait_for_due(std::unique_lock<std::mutex>& lock) {
@@ -85,26 +119,36 @@ void TimerService::run() {
   std::unique_lock lock(mu_);
   while (wait_for_due(lock)) {
     take_due(batch);
+    publish_earliest();
     lock.unlock();
     for (Timer& t : batch) t.fn(true);
     batch.clear();
     lock.lock();
   }
-  // Stopped: every pending timer hears so, in deadline order, on this thread.
+  cancel_pending(lock);
+}
+
+// Stopped: every pending timer hears so, in deadline order, on this thread.
+void TimerService::cancel_pending(std::unique_lock<std::mutex>& lock) {
   std::vector<Timer> cancelled;
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), later);
     cancelled.push_back(std::move(heap_.back()));
     heap_.pop_back();
   }
+  publish_earliest();
   lock.unlock();
   for (Timer& t : cancelled) t.fn(false);
 }
 
 void TimerService::stop() {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     stopped_ = true;
+    if (driven_) {  // no thread: cancelled here
+      cancel_pending(lock);
+      return;
+    }
   }
   cv_.notify_one();
   // A callback that stops the service cannot join its own thread: a later stop() (the

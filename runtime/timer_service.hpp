@@ -1,12 +1,15 @@
 #pragma once
-// The timers of an ActorSystem (send_after, send_at; the sim device's completions): one thread
-// of its own, a heap of deadlines, nothing on an actor worker, so a worker never blocks on time.
+// The timers of an ActorSystem (send_after, send_at; the sim device's completions): a heap of
+// deadlines, run either by a thread of its own or, driven, by whoever calls run_due() (the
+// work-sharing scheduler's idle workers, which then wake at a deadline and run the actor its
+// timer sends to themselves: one thread woken per timed hand-off instead of two).
 //
 // A timer costs a lock and a heap push, no system call: a pipeline of many sim stages sets one
-// per action, tens of thousands a second. The thread sleeps on a condition variable until
+// per action, tens of thousands a second. The thread (or the driving worker) sleeps until
 // shortly before the earliest deadline (waking a sleeping thread takes tens of microseconds,
 // which every cross-stage dependency would pay), then polls the clock to the deadline and runs
 // every timer that is due in one batch.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +22,12 @@
 
 namespace tandem {
 
+// Driven mode: no thread of its own. `earlier` is called on the setting thread, outside the
+// service's lock, whenever a new timer becomes the earliest, with its deadline.
+struct DrivenTimers {
+  std::function<void(std::chrono::steady_clock::time_point)> earlier;
+};
+
 class TimerService {
  public:
   // `approaching`, when set, is called on the timer thread as it stops sleeping before a
@@ -27,6 +36,7 @@ class TimerService {
   // the system's default.
   explicit TimerService(std::function<void()> approaching = {},
                         std::chrono::microseconds slice = kRuntimeThreadSlice);
+  explicit TimerService(DrivenTimers driven);
   ~TimerService();
   TimerService(const TimerService&) = delete;
   TimerService& operator=(const TimerService&) = delete;
@@ -38,8 +48,15 @@ class TimerService {
   // The same with an absolute deadline, so several timers can share one base time.
   void at(std::chrono::steady_clock::time_point deadline, std::function<void(bool fired)> fn);
 
-  // Cancels pending timers (their callbacks see fired == false, on the timer thread) and joins
-  // the thread (unless called on the timer thread itself). Idempotent, from any thread.
+  // The earliest pending deadline; time_point::max() when none (or stopped). Lock-free.
+  std::chrono::steady_clock::time_point next_deadline() const noexcept;
+  // Driven mode: runs every timer due by now on the calling thread, earliest first. False when
+  // none was due. Threads may call it concurrently: each timer fires once.
+  bool run_due();
+
+  // Cancels pending timers (their callbacks see fired == false, on the timer thread; driven, on
+  // the calling thread) and joins the thread (unless called on the timer thread itself).
+  // Idempotent, from any thread.
   void stop();
 
  private:
@@ -60,8 +77,15 @@ class TimerService {
   bool wait_for_due(std::unique_lock<std::mutex>& lock);
   // With mu_ held: moves the due timers, earliest first, into `batch`.
   void take_due(std::vector<Timer>& batch);
+  // With mu_ held: publishes the heap's front for next_deadline().
+  void publish_earliest();
+  // With mu_ held (released on return): cancels every pending timer on the calling thread.
+  void cancel_pending(std::unique_lock<std::mutex>& lock);
 
   std::function<void()> approaching_;
+  std::function<void(Clock::time_point)> earlier_;  // driven mode
+  const bool driven_ = false;
+  std::atomic<Clock::rep> earliest_{Clock::time_point::max().time_since_epoch().count()};
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Timer> heap_;  // under mu_

@@ -46,6 +46,17 @@ constexpr auto kSlotPollEvery = std::chrono::microseconds(1);
 // A watching worker (see run()) looks at the slots this often, for this many rounds (10 ms).
 constexpr auto kWatchEvery = std::chrono::microseconds(200);
 constexpr int kWatchRounds = 50;
+// A worker waiting for a timer wakes this long before its deadline and polls the clock to it: a
+// wake-up from a condition variable lands tens of microseconds late on these machines.
+constexpr auto kTimerLead = std::chrono::microseconds(60);
+// A worker that keeps finding work looks at the timers every this many resumes.
+constexpr std::uint32_t kTimerCheckEvery = 16;
+// A spinner's yield that kept it off its core this long means another thread wanted the core
+// (a busy neighbour, or the kernels' own threads): the workers then stop spinning and polling
+// for kContendedFor, since a thread that runs past its scheduler slice beside busy threads
+// waits a whole slice of theirs (about 1.4 ms here) to run again.
+constexpr auto kPreemptedGap = std::chrono::microseconds(50);
+constexpr auto kContendedFor = std::chrono::seconds(5);
 
 Actor* actor_of(std::uint64_t slot) {
   return reinterpret_cast<Actor*>(static_cast<std::uintptr_t>(slot & kPtrMask));
@@ -60,6 +71,7 @@ WorkSharingScheduler::~WorkSharingScheduler() {
 
 void WorkSharingScheduler::start(ActorSystem& system) {
   system_ = &system;
+  if (options_.drive_timers) timers_ = &system.timers();
   workers_ = std::make_unique<Worker[]>(options_.workers);
   for (std::size_t i = 0; i < options_.workers; ++i) {
     workers_[i].thread = std::thread([this, i] { run(i); });
@@ -129,6 +141,45 @@ void WorkSharingScheduler::expect_work() {
   park_cv_.notify_one();
 }
 
+// Driven timers. An idle worker parks until the next deadline (one of them: the waiter), so the
+// worker woken is the one that runs the actor the timer sends to, with no hand-off from a
+// timer thread. A timer set while the waiter sleeps past it wakes the waiter; one set from
+// outside the workers while none waits wakes a parked worker to wait for it; one set by a
+// worker needs nothing: that worker looks at the timers before it parks.
+void WorkSharingScheduler::timer_set(Clock::time_point deadline) {
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;  // see park(): seq_cst pairs
+  std::lock_guard lock(park_mu_);
+  if (waiter_parked_) {
+    if (deadline - kTimerLead < waiter_until_) timer_cv_.notify_one();
+  } else if (tl_scheduler != this) {
+    park_cv_.notify_one();
+  }
+}
+
+// Runs the due timers on this worker. Their sends wake actors into this worker's slot, counted
+// in its units; an anchor unit keeps the system from looking idle until they are settled, as a
+// running actor's unit does for the actors its handler wakes.
+bool WorkSharingScheduler::fire_timers(Worker& self) {
+  self.since_timer_check = 0;
+  if (timers_ == nullptr || Clock::now() < timers_->next_deadline()) return false;
+  system_->actor_scheduled();
+  const bool fired = timers_->run_due();
+  settle(self);
+  system_->actor_went_idle();
+  return fired;
+}
+
+// Polls the clock up to the next deadline (at most twice kTimerLead away).
+void WorkSharingScheduler::await_deadline() const {
+  const Clock::time_point limit = Clock::now() + 2 * kTimerLead;
+  const Clock::time_point due = std::min(timers_->next_deadline(), limit);
+  while (Clock::now() < due && !stopping_.load(std::memory_order_relaxed)) TANDEM_CPU_RELAX();
+}
+
+bool WorkSharingScheduler::contended(Clock::time_point now) const {
+  return now.time_since_epoch().count() < contended_until_.load(std::memory_order_relaxed);
+}
+
 void WorkSharingScheduler::push_shared(Actor* actor) {
   ready_.enqueue(actor);
   // A read-modify-write, not a load: it is ordered with the parking worker's increment, so
@@ -138,8 +189,14 @@ void WorkSharingScheduler::push_shared(Actor* actor) {
     // after us or already waits. The notify comes after the unlock: notified under the lock,
     // the woken worker blocked at once on the mutex we still held and had to be woken again
     // (two futex waits and wakes per hand-off, seen in `perf trace` of a channel's deliveries).
-    { std::lock_guard lock(park_mu_); }
-    park_cv_.notify_one();
+    bool waiter_only = false;
+    {
+      std::lock_guard lock(park_mu_);
+      waiter_only = waiter_parked_ && sleepers_.load(std::memory_order_relaxed) == 1;
+    }
+    // The timer waiter sleeps on its own condition variable: when it is the only one parked,
+    // it is the one to wake.
+    (waiter_only ? timer_cv_ : park_cv_).notify_one();
   }
 }
 
@@ -184,10 +241,12 @@ Actor* WorkSharingScheduler::steal(const Worker& self, Seen* seen, Clock::time_p
 }
 
 Actor* WorkSharingScheduler::spin(Worker& self, std::unique_ptr<Seen[]>& seen) {
+  const Clock::time_point start = Clock::now();
+  if (contended(start)) return nullptr;
   spinners_.fetch_add(1, std::memory_order_acq_rel);
   Actor* actor = nullptr;
-  const Clock::time_point start = Clock::now();
   Clock::time_point next_poll = start;
+  Clock::time_point before_yield = start;
   for (std::uint32_t i = 0; actor == nullptr; ++i) {
     TANDEM_CPU_RELAX();
     if (ready_.size_approx() != 0 && ready_.try_dequeue(actor)) break;
@@ -198,6 +257,12 @@ Actor* WorkSharingScheduler::spin(Worker& self, std::unique_ptr<Seen[]>& seen) {
     // streaming 1 MiB messages: one-way latency 386 us with 50 us spins, 870 us with 500 us).
     std::this_thread::yield();
     const Clock::time_point now = Clock::now();
+    if (now - before_yield > kPreemptedGap) {
+      contended_until_.store((now + kContendedFor).time_since_epoch().count(),
+                             std::memory_order_relaxed);
+      break;
+    }
+    before_yield = now;
     if (now >= next_poll) {
       next_poll = now + kSlotPollEvery;
       if ((actor = steal(self, seen.get(), now)) != nullptr) break;
@@ -224,19 +289,36 @@ Actor* WorkSharingScheduler::watch_slots(const Worker& self, Seen* seen) {
 // `watch`: sleeps kWatchEvery only, takes only what waited in a slot since the last look, and
 // is not woken by schedule() meanwhile (see run()). Sets `woken` when it was notified, and
 // `prewoken` when an expect_work() was pending (the caller then spins instead of watching).
-Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& woken,
-                                  bool& prewoken) {
+Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken,
+                                  bool& timer_soon) {
   Actor* actor = nullptr;
   std::unique_lock lock(park_mu_);
-  sleepers_.fetch_add(1, std::memory_order_acq_rel);
+  // seq_cst with timer_set(): either it sees this worker parked, or this worker sees its timer.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (watch) watchers_.fetch_add(1, std::memory_order_acq_rel);
   // A parked worker takes what waits in another's slot too: schedule() counted on a
   // spinning worker to take it over, and that worker is this one, about to sleep.
   if (!stopping_.load(std::memory_order_acquire) && !ready_.try_dequeue(actor) &&
       (actor = steal(self, watch ? seen : nullptr, Clock::now())) == nullptr) {
-    // The 50 ms timeout is a safety net only; a push takes the lock before it notifies.
-    woken = park_cv_.wait_for(lock, watch ? kWatchEvery : std::chrono::milliseconds(50)) ==
-            std::cv_status::no_timeout;
+    const Clock::time_point due =
+        timers_ != nullptr ? timers_->next_deadline() : Clock::time_point::max();
+    if (due != Clock::time_point::max() && !waiter_parked_) {
+      // The timer waiter: sleeps until the deadline, or shortly before it to poll the clock
+      // the rest of the way where no other thread wants the core.
+      const Clock::time_point now = Clock::now();
+      const Clock::time_point until = contended(now) ? due : due - kTimerLead;
+      if (until > now) {
+        waiter_parked_ = true;
+        waiter_until_ = until;
+        woken = timer_cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+        waiter_parked_ = false;
+      }
+      timer_soon = true;
+    } else {
+      // The 50 ms timeout is a safety net only; a push takes the lock before it notifies.
+      woken = park_cv_.wait_for(lock, watch ? kWatchEvery : std::chrono::milliseconds(50)) ==
+              std::cv_status::no_timeout;
+    }
     if (!ready_.try_dequeue(actor)) actor = steal(self, seen, Clock::now());
   }
   if (watch) watchers_.fetch_sub(1, std::memory_order_relaxed);
@@ -250,26 +332,39 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
 void WorkSharingScheduler::run(std::size_t index) {
   Worker& self = workers_[index];
   if (options_.slice.count() > 0) (void)request_thread_slice(options_.slice);  // best effort
+  if (options_.drive_timers) (void)request_precise_timers();                   // best effort
   tl_scheduler = this;
   tl_worker = &self;
   auto seen = std::make_unique<Seen[]>(options_.workers);
   const std::size_t budget = system_->budget();
   while (!stopping_.load(std::memory_order_acquire)) {
     bool local_unit = false;
+    if (++self.since_timer_check >= kTimerCheckEvery) (void)fire_timers(self);
     Actor* actor = try_take(self, local_unit);
     if (actor == nullptr) {
       settle(self);
-      actor = spin(self, seen);
+      if (fire_timers(self)) actor = try_take(self, local_unit);
     }
+    if (actor == nullptr) actor = spin(self, seen);
     // A worker that schedule() woke for nothing (the waker took the actor back itself, as a
     // ping-pong on one worker does) watches the slots for a while, waking itself every
     // kWatchEvery, instead of being woken again (a syscall in the waker) for every message.
     int watch_left = 0;
     while (actor == nullptr && !stopping_.load(std::memory_order_acquire)) {
+      if (fire_timers(self)) {
+        actor = try_take(self, local_unit);
+        watch_left = 0;
+        continue;
+      }
       bool woken = false;
       const bool watch = watch_left > 0;
       bool prewoken = false;
-      actor = park(self, seen.get(), watch, woken, prewoken);
+      bool timer_soon = false;
+      actor = park(self, seen.get(), watch, woken, prewoken, timer_soon);
+      if (actor == nullptr && timer_soon) {
+        if (!contended(Clock::now())) await_deadline();  // then the loop's top runs the timer
+        continue;
+      }
       if (actor == nullptr && prewoken) {
         // Woken ahead of expected work (expect_work): spin for it, as after a resume.
         actor = spin(self, seen);
@@ -279,8 +374,8 @@ void WorkSharingScheduler::run(std::size_t index) {
       if (watch) {
         --watch_left;
         if (actor == nullptr) actor = watch_slots(self, seen.get());
-      } else if (woken && actor == nullptr) {
-        watch_left = kWatchRounds;
+      } else if (woken && actor == nullptr && !contended(Clock::now())) {
+        watch_left = kWatchRounds;  // not beside busy threads: its wake-ups would cost slices
       }
     }
     if (actor == nullptr) break;
@@ -308,6 +403,7 @@ void WorkSharingScheduler::stop() {
   if (!stopping_.exchange(true)) {
     std::lock_guard lock(park_mu_);
     park_cv_.notify_all();
+    timer_cv_.notify_all();
   }
   // A worker (an actor's handler, the error handler) cannot join itself: it only signals,
   // and the next stop() from another thread, or the destructor, joins everyone.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runtime/scheduler.hpp"
+#include "runtime/timer_service.hpp"
 
 namespace tandem::detail {
 
@@ -22,6 +23,8 @@ class WorkSharingScheduler final : public Scheduler {
   void stop() override;
   void wait_idle() override;
   void expect_work() override;
+  bool drives_timers() const override { return options_.drive_timers; }
+  void timer_set(std::chrono::steady_clock::time_point deadline) override;
   std::size_t worker_count() const override { return options_.workers; }
   std::size_t budget() const override { return options_.budget; }
 
@@ -40,6 +43,8 @@ class WorkSharingScheduler final : public Scheduler {
     // schedule()): +1 per actor woken into `next`, -1 per actor gone idle on this worker.
     // Settled (ActorSystem::add_activity) before the worker looks for work elsewhere.
     std::int64_t units = 0;
+    // Owner only: resumes since this worker last looked at the timers while it had work.
+    std::uint32_t since_timer_check = 0;
   };
   // What an idle worker remembers of another worker's `next` slot between two looks.
   struct Seen {
@@ -53,7 +58,11 @@ class WorkSharingScheduler final : public Scheduler {
   void settle(Worker& self);
   Actor* spin(Worker& self, std::unique_ptr<Seen[]>& seen);
   Actor* steal(const Worker& self, Seen* seen, std::chrono::steady_clock::time_point now);
-  Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken);
+  Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken, bool& timer_soon);
+  bool fire_timers(Worker& self);
+  void await_deadline() const;
+  // Whether a spinner found its core wanted by another thread within kContendedFor of `now`.
+  bool contended(std::chrono::steady_clock::time_point now) const;
   Actor* watch_slots(const Worker& self, Seen* seen);
 
   WorkSharingOptions options_;
@@ -68,6 +77,14 @@ class WorkSharingScheduler final : public Scheduler {
   std::atomic<bool> stopping_{false};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
+  // Driven timers (see run()): the system's TimerService, and the one parked worker that waits
+  // for its next deadline (on timer_cv_, until waiter_until_; both under park_mu_).
+  TimerService* timers_ = nullptr;
+  std::condition_variable timer_cv_;
+  bool waiter_parked_ = false;
+  std::chrono::steady_clock::time_point waiter_until_;
+  // Until when (steady_clock ticks) the workers neither spin nor poll the clock (see spin()).
+  std::atomic<std::chrono::steady_clock::rep> contended_until_{0};
   std::mutex join_mu_;  // serialises joins when several threads call stop()
 };
 

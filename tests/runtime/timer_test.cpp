@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "runtime/actor_system.hpp"
 #include "runtime/manual_scheduler.hpp"
+#include "runtime/timer_service.hpp"
 
 namespace tandem {
 namespace {
@@ -82,6 +84,93 @@ TEST(Timers, PendingTimersAreCancelledByStop) {
   system.stop();  // must not wait an hour
   EXPECT_EQ(system.active(), 0);
   EXPECT_TRUE(r->got.empty());
+}
+
+// Workers run the timers themselves (driven mode) and with the timers' own thread: the same
+// order and the same promise.
+TEST(Timers, FireInOrderWithTheTimersOwnThread) {
+  ActorSystem system(make_work_sharing({.workers = 2, .drive_timers = false}));
+  auto* r = system.spawn<Recorder>();
+  check_order_and_deadlines(system, r, false, nullptr);
+}
+
+// A worker waiting for a far deadline is woken for an earlier timer set meanwhile, from outside
+// the workers and from an actor: the early alarm must not wait for the late one.
+class Setter final : public Actor {
+ public:
+  using Actor::Actor;
+  Actor* target = nullptr;
+
+ protected:
+  void on_message(Message&) override {
+    system().send_after(std::chrono::milliseconds(20), target, Alarm{2});
+  }
+};
+
+struct SetNow {
+  static constexpr std::string_view kName = "test.set_now";
+};
+
+TEST(Timers, AnEarlierTimerWakesTheWorkerWaitingForALaterOne) {
+  for (const bool from_actor : {false, true}) {
+    SCOPED_TRACE(from_actor ? "set by an actor" : "set from outside");
+    // One worker: the waiter, with no other parked worker whose safety-net wake-up would find
+    // the early timer instead.
+    ActorSystem system(make_work_sharing({.workers = 1}));
+    auto* r = system.spawn<Recorder>();
+    auto* setter = system.spawn<Setter>("setter");
+    setter->target = r;
+    const auto start = Clock::now();
+    const auto late = std::chrono::milliseconds(600);
+    system.send_after(late, r, Alarm{1});
+    // The worker parks until the late deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (from_actor) {
+      ASSERT_TRUE(system.send(setter, SetNow{}).ok());
+    } else {
+      system.send_after(std::chrono::milliseconds(20), r, Alarm{2});
+    }
+    system.wait_idle();
+    ASSERT_EQ(r->got.size(), 2u);
+    EXPECT_EQ(r->got[0].first, 2);
+    // Not a timing bound: without the wake-up it arrives with the late one, at 600 ms.
+    EXPECT_LT(r->got[0].second - start, late / 2) << "the early alarm waited for the late one";
+  }
+}
+
+TEST(TimerService, DrivenRunsDueTimersOnTheCallingThreadAndSaysWhenOneBecomesEarliest) {
+  std::vector<Clock::time_point> earliest;
+  TimerService timers(DrivenTimers{[&](Clock::time_point d) { earliest.push_back(d); }});
+  EXPECT_EQ(timers.next_deadline(), Clock::time_point::max());
+  EXPECT_FALSE(timers.run_due());
+  const auto base = Clock::now();
+  std::vector<int> fired;
+  const auto on = [&](int i) {
+    return [&fired, i, caller = std::this_thread::get_id()](bool ok) {
+      EXPECT_EQ(std::this_thread::get_id(), caller);
+      if (ok) fired.push_back(i);
+    };
+  };
+  timers.at(base + std::chrono::hours(2), on(3));
+  timers.at(base - std::chrono::milliseconds(2), on(1));  // earlier: said
+  timers.at(base + std::chrono::hours(1), on(2));         // not the earliest: not said
+  timers.at(base - std::chrono::milliseconds(1), on(0));  // later than the earliest: not said
+  ASSERT_EQ(earliest.size(), 2u);
+  EXPECT_EQ(earliest[1], base - std::chrono::milliseconds(2));
+  EXPECT_EQ(timers.next_deadline(), base - std::chrono::milliseconds(2));
+  EXPECT_TRUE(timers.run_due());
+  EXPECT_EQ(fired, (std::vector<int>{1, 0}));  // the due ones, earliest first
+  EXPECT_EQ(timers.next_deadline(), base + std::chrono::hours(1));
+  EXPECT_FALSE(timers.run_due());
+
+  std::vector<bool> cancelled;
+  timers.at(base + std::chrono::hours(3), [&](bool ok) { cancelled.push_back(ok); });
+  timers.stop();  // pending timers hear so here, on the calling thread
+  EXPECT_EQ(cancelled, (std::vector<bool>{false}));
+  EXPECT_EQ(timers.next_deadline(), Clock::time_point::max());
+  timers.at(base, [&](bool ok) { cancelled.push_back(ok); });  // after stop: at once, cancelled
+  EXPECT_EQ(cancelled, (std::vector<bool>{false, false}));
+  EXPECT_EQ(fired.size(), 2u);  // 2 and 3 were cancelled by stop, not fired
 }
 
 }  // namespace
