@@ -159,6 +159,9 @@ void dry_run(const train::Config& config, std::ostream& out) {
     const planner::RankedSchedule* pick = config.schedule_ranking->pick();
     out << fmt::format("schedule: auto picked {}: {:.4g} ms per minibatch predicted\n",
                        pick->name(), pick->step_ms);
+    for (const std::string& note : config.schedule_ranking->notes) {
+      out << "note: " << note << "\n";
+    }
   }
   out << fmt::format("plan: schedule {}, {}{}, {} stage{}\n", pipeline.schedule, slices,
                      pipeline.chunks > 1 ? fmt::format(", {} chunks", pipeline.chunks) : "",

@@ -43,6 +43,8 @@ struct ScheduleRanking {
   // The ranked entries by predicted step time (ties: synchronous first, then less memory),
   // then the dropped ones in candidate order.
   std::vector<RankedSchedule> entries;
+  // What the predictions rest on that the reader should know (`--dry-run` prints them).
+  std::vector<std::string> notes;
 
   // The fastest ranked entry; nullptr when every candidate was dropped.
   const RankedSchedule* pick() const;

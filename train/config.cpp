@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -712,6 +713,37 @@ void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>
   stages_of_plan(m, planned.plan, p, where, machine);
 }
 
+// cpu stages of one process share its cores: their ops run at the speed of a profile measured
+// with as many copies at once (`tandem profile --concurrent`), which the ranking says when the
+// profile differs, or when there is none (the FLOP counts know nothing of this machine).
+void note_profile_fit(bool measured, const planner::Profile& profile, const PipelineLayout& p,
+                      planner::ScheduleRanking& ranking) {
+  std::map<int64_t, int> cpu_per_rank;
+  for (const StageSpec& st : p.stages) {
+    for (int64_t r = 0; r < st.replicas; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const Device& d = i < st.devices.size() ? st.devices[i] : st.device;
+      if (d.kind() != DeviceKind::cpu) continue;
+      ++cpu_per_rank[i < st.ranks.size() ? st.ranks[i] : 0];
+    }
+  }
+  int most = 0;
+  for (const auto& [rank, n] : cpu_per_rank) most = std::max(most, n);
+  if (most == 0) return;
+  if (!measured) {
+    ranking.notes.push_back(
+        "timed on the model's FLOP counts at a nominal speed: the order of schedules, not this "
+        "machine's step time; `tandem profile CONFIG --concurrent " +
+        std::to_string(most) + " -o P.json` and `profile: P.json` predict it");
+  } else if (profile.concurrent != most) {
+    ranking.notes.push_back(
+        "the profile was measured " + std::to_string(profile.concurrent) + " cop" +
+        (profile.concurrent == 1 ? "y" : "ies") + " at a time, but " + std::to_string(most) +
+        " cpu stages share one process's cores here: `tandem profile " + "CONFIG --concurrent " +
+        std::to_string(most) + "` measures what they see");
+  }
+}
+
 // `schedule: auto` with the config's own stages: every schedule that runs this cut, timed on
 // the config's `profile:` if it names one, else on the model's FLOP counts
 // (train/config_flop_profile.hpp), over the `cluster:`'s links if it names one, else free links
@@ -738,6 +770,7 @@ void rank_config_stages(ConfigMap& m, PipelineLayout& p, int64_t minibatch,
     cluster.levels.push_back({"device", devices, std::numeric_limits<double>::infinity()});
   }
   ranking = planner::rank_on_cut(profile, cluster, cut, ranking_options(m, p, minibatch));
+  note_profile_fit(m.has("profile"), profile, p, *ranking);
   const schedules::Plan& plan = adopt_pick(m, *ranking, p);
   slices_of_plan(plan, p);
 }

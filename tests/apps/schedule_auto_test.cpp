@@ -1,6 +1,7 @@
 // `schedule: auto`: the config's pipeline takes the fastest schedule the planner ranks, on the
 // config's own stages or with `partition: auto`; what it refuses names file:line; the dry run
 // prints the ranking.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -123,6 +124,47 @@ TEST(ScheduleAuto, DryRunPrintsTheRankingAndThePick) {
       text.substr(header_end + 1, text.find('\n', header_end + 1) - header_end - 1);
   EXPECT_EQ(first_row.rfind(c.schedule_ranking->pick()->name(), 0), 0u) << first_row;
   EXPECT_NE(first_row.find("<- pick"), std::string::npos) << first_row;
+}
+
+// cpu stages of one process share its cores: the ranking says when its profile was measured
+// with another count of copies at once, or when there is no profile at all.
+TEST(ScheduleAuto, NotesWhenTheProfileDoesNotMatchTheStagesSharingTheCores) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tandem_auto_notes_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto write_profile = [&](int concurrent) {
+    const fs::path path = dir / fmt::format("p{}.json", concurrent);
+    std::ofstream out(path);
+    out << "{\"minibatch\": 16, \"concurrent\": " << concurrent << ", \"layers\": [";
+    for (int l = 0; l < 8; ++l) {
+      out << (l ? "," : "")
+          << "{\"forward_ms\": 1, \"backward_ms\": 2, \"backward_weight_ms\": 1, "
+             "\"activation_bytes\": 1024, \"parameter_bytes\": 4096, \"memory_bytes\": 1024}";
+    }
+    out << "]}";
+    return path.string();
+  };
+  const auto notes = [&](const std::string& profile_line) {
+    std::string pipeline = "  schedule: auto\n";
+    pipeline += profile_line;
+    pipeline += kFourStages;
+    const train::Config c = train::parse_config(config(pipeline), "auto.yaml");
+    std::ostringstream out;
+    dry_run(c, out);
+    return std::pair{c.schedule_ranking->notes, out.str()};
+  };
+  const auto [flops, flops_text] = notes("");
+  ASSERT_EQ(flops.size(), 1u);
+  EXPECT_NE(flops[0].find("FLOP counts"), std::string::npos) << flops[0];
+  EXPECT_NE(flops[0].find("--concurrent 4"), std::string::npos) << flops[0];
+  EXPECT_NE(flops_text.find("note: timed on the model's FLOP counts"), std::string::npos)
+      << flops_text;
+  const auto [one, one_text] = notes("  profile: " + write_profile(1) + "\n");
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("measured 1 copy at a time, but 4 cpu stages"), std::string::npos)
+      << one[0];
+  EXPECT_TRUE(notes("  profile: " + write_profile(4) + "\n").first.empty());
+  fs::remove_all(dir);
 }
 
 TEST(ScheduleAuto, WithPartitionAutoThePlannerCutsEachSchedule) {
