@@ -131,13 +131,18 @@ TEST(ScheduleSimulator, SyncWaitsForEveryReplica) {
   EXPECT_NEAR(r.makespan, 6.5, kTol);
 }
 
-TEST(ScheduleSimulator, ChunkCosts) {
+// Interleaved, 2 stages of 2 chunks, 2 slices.
+ActionList interleaved_two_by_two() {
   ScheduleParams sp;
   sp.kind = ScheduleKind::interleaved;
   sp.stages = 2;
   sp.slices = 2;
   sp.chunks = 2;
-  const ActionList list = Schedule(sp).materialize();
+  return Schedule(sp).materialize();
+}
+
+TEST(ScheduleSimulator, ChunkCosts) {
+  const ActionList list = interleaved_two_by_two();
   // Per-stage costs are split across chunks; per-chunk costs are taken as they are.
   SimulationCosts per_stage = SimulationCosts::uniform(2, 2, 4);
   SimulationCosts per_chunk = SimulationCosts::uniform(4, 1, 2);
@@ -160,12 +165,7 @@ TEST(ScheduleSimulator, StepTakesItsStagesOwnUpdate) {
   costs.stages[0].step = 2;  // 6 + 0.5 + 2
   EXPECT_NEAR(simulate(list, costs).makespan, 8.5, kTol);
 
-  ScheduleParams sp;
-  sp.kind = ScheduleKind::interleaved;
-  sp.stages = 2;
-  sp.slices = 2;
-  sp.chunks = 2;
-  const ActionList chunked = Schedule(sp).materialize();
+  const ActionList chunked = interleaved_two_by_two();
   SimulationCosts per_stage = SimulationCosts::uniform(2, 2, 4);
   SimulationCosts per_chunk = SimulationCosts::uniform(4, 1, 2);
   for (int s = 0; s < 2; ++s) per_stage.stages[s].step = 10;
