@@ -338,9 +338,14 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
     }
   }
   setup.minibatches = p.minibatches;
-  setup.executor = spec_.make_executor ? spec_.make_executor(device, cpu_threads)
-                                       : models::make_executor(device, spec_.sim_costs, cpu_threads,
-                                                               spec_.matmul_precision);
+  // A sim stage's STEP also updates its own layers' weights (SimCosts::step_ms).
+  models::SimCosts costs = spec_.sim_costs;
+  for (const schedules::LayerRange& chunk : setup.chunk_layers) {
+    for (int l = chunk.begin; l < chunk.end; ++l) costs.optimizer_step_ms += costs.layer_step(l);
+  }
+  setup.executor = spec_.make_executor
+                       ? spec_.make_executor(device, cpu_threads)
+                       : models::make_executor(device, costs, cpu_threads, spec_.matmul_precision);
   if (!setup.executor) fail("make_executor returned no executor for " + device.str());
   setup.channel = impl_->channel.get();
   setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;

@@ -282,6 +282,7 @@ models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double 
     c.forward_ms.push_back(on_slice(t.forward));
     c.backward_input_ms.push_back(on_slice(t.backward_input));
     c.backward_weight_ms.push_back(on_slice(t.backward_weight));
+    c.step_ms.push_back(l.step_ms);
   }
   c.optimizer_step_ms = optimizer_step_ms;
   return c;
@@ -305,13 +306,14 @@ ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                          const std::vector<ts::LayerRange>& vstages) {
   ts::SimulationCosts c;
   for (const auto& r : vstages) {
-    double f = 0, b = 0, w = 0;
+    double f = 0, b = 0, w = 0, step = 0;
     for (int i = r.begin; i < r.end; ++i) {
       f += sim.forward(i);
       if (i > 0) b += sim.backward_input(i);
       w += sim.backward_weight(i);
+      step += sim.layer_step(i);
     }
-    c.stages.push_back({.forward = f, .backward = b, .weight = w});
+    c.stages.push_back({.forward = f, .backward = b, .weight = w, .step = step});
   }
   c.step = sim.optimizer_step_ms;
   c.sync = 0;

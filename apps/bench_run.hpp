@@ -35,7 +35,8 @@ namespace tandem::apps {
 // per-minibatch times, split as the planner splits them (its stage costs): a fixed part plus
 // the rest scaled by slice_samples / profile.minibatch; the backward's fixed part is charged to
 // the input gradient, the weight gradient gets what remains of it. The sim device charges per
-// op, not per sample, so slices of unequal sizes all take the mean size's durations.
+// op, not per sample, so slices of unequal sizes all take the mean size's durations. Each layer's
+// step_ms becomes SimCosts::step_ms, which a stage's STEP adds to optimizer_step_ms.
 // Throws std::invalid_argument when the slice or the profile's minibatch is not positive.
 models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double slice_samples,
                                         double optimizer_step_ms = 0);
@@ -47,7 +48,8 @@ models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_s
 // Exactly what the sim device charges, per virtual stage, as the simulator's costs: F the
 // layers' forwards; B their input gradients (none for the model's first layer, whose input
 // needs none) and W their weight gradients (added to B where the schedule does not split it);
-// STEP optimizer_step_ms; SYNC and message latency 0 (in-process, messages only).
+// STEP optimizer_step_ms plus each stage's layers' step_ms; SYNC and message latency 0
+// (in-process, messages only).
 schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                                 const std::vector<schedules::LayerRange>& vstages);
 

@@ -34,5 +34,8 @@ double SimCosts::backward_input(int layer) const {
 double SimCosts::backward_weight(int layer) const {
   return entry(backward_weight_ms, layer, "backward_weight_ms");
 }
+double SimCosts::layer_step(int layer) const {
+  return step_ms.empty() ? 0.0 : entry(step_ms, layer, "step_ms");
+}
 
 }  // namespace tandem::models

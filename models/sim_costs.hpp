@@ -13,6 +13,9 @@ struct SimCosts {
   std::vector<double> backward_weight_ms;  // charged on every backward of the layer (0 for
                                            // layers without parameters, as a profile measures)
   double optimizer_step_ms = 0;            // one Optimizer::sim_step
+  // Per layer, the optimizer's update of its weights (a profile's step_ms); empty: none. A stage
+  // built from these costs charges optimizer_step_ms plus its layers' entries per step.
+  std::vector<double> step_ms;
 
   // The same durations for each of `num_layers` layers.
   static SimCosts uniform(int num_layers, double forward, double backward_input,
@@ -22,6 +25,8 @@ struct SimCosts {
   double forward(int layer) const;
   double backward_input(int layer) const;
   double backward_weight(int layer) const;
+  // step_ms's entry, 0 when the table is empty.
+  double layer_step(int layer) const;
 };
 
 }  // namespace tandem::models

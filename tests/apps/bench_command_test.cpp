@@ -216,6 +216,21 @@ TEST(BenchCommand, SimCostsFollowTheProfilesSplit) {
   EXPECT_THROW((void)sim_costs_from_profile(p, 0), std::invalid_argument);
 }
 
+// A profile's per-layer update (step_ms) becomes each stage's own part of STEP, as the schedule
+// ranking charges it: the sim stage adds its layers' entries to optimizer_step_ms.
+TEST(BenchCommand, EachStagesStepTakesItsLayersUpdate) {
+  planner::Profile p = uneven_profile(3);
+  for (int i = 0; i < 3; ++i) p.layers[static_cast<std::size_t>(i)].step_ms = 0.25 * (i + 1);
+  const models::SimCosts sim = sim_costs_from_profile(p, p.minibatch, 0.5);
+  ASSERT_EQ(sim.step_ms.size(), 3u);
+  EXPECT_DOUBLE_EQ(sim.layer_step(2), 0.75);
+  const schedules::SimulationCosts costs = sim_simulation_costs(sim, {{0, 1}, {1, 3}});
+  EXPECT_DOUBLE_EQ(costs.step, 0.5);
+  EXPECT_DOUBLE_EQ(costs.stages[0].step, 0.25);
+  EXPECT_DOUBLE_EQ(costs.stages[1].step, 1.25);
+  EXPECT_DOUBLE_EQ(models::SimCosts::uniform(3, 1, 1, 1).layer_step(1), 0);  // none given
+}
+
 // The command line: the table ends with a BENCH_JSON line; --json prints one object.
 std::string run_cli(const std::string& args, int* code) {
   const std::string command = std::string(TANDEM_CLI) + " " + args + " 2>&1";
