@@ -24,7 +24,7 @@
 #include "models/layer.hpp"
 #include "models/layers/attention.hpp"
 #include "models/layers/transformer_block.hpp"
-#include "tests/models/cuda_test_util.hpp"
+#include "tests/models/cuda_attention_test_util.hpp"
 #endif
 
 namespace tandem::models {
@@ -36,16 +36,6 @@ using namespace cuda_test;  // NOLINT(google-build-using-namespace): test helper
 constexpr double kBf16Tolerance = 2e-2;
 // A whole layer chains several bf16 products (and layer norm's backward through them).
 constexpr double kLayerTolerance = 4e-2;
-
-struct Shape4 {
-  std::int64_t batch, seq, heads;
-  std::int64_t qkv_size() const { return batch * seq * 3 * heads * 64; }
-  std::int64_t out_size() const { return batch * seq * heads * 64; }
-  std::string label() const {
-    return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
-           " heads=" + std::to_string(heads);
-  }
-};
 
 // One position; a partial tile; exactly one tile; several tiles with a partial last one; the
 // benchmark's sequence length.
@@ -93,13 +83,7 @@ TEST(CudaFlashAttention, BackwardMatchesTheMaterialisedAttention) {
   for (const Shape4& s : kShapes) {
     const std::vector<float> qkv = random_floats(s.qkv_size(), 42, -1.0f, 1.0f);
     const std::vector<float> dout = random_floats(s.out_size(), 43);
-    std::vector<float> out(static_cast<std::size_t>(s.out_size()));
-    std::vector<float> probs(static_cast<std::size_t>(s.batch * s.heads * s.seq * s.seq));
-    cpu::causal_attention_forward(qkv.data(), out.data(), probs.data(), s.batch, s.seq, s.heads,
-                                  64);
-    std::vector<float> want(qkv.size());
-    cpu::causal_attention_backward(qkv.data(), probs.data(), dout.data(), want.data(), s.batch,
-                                   s.seq, s.heads, 64);
+    const std::vector<float> want = cpu_reference(qkv, dout, s).dqkv;
     const Tensor gqkv = upload(qkv);
     const Tensor gdout = upload(dout);
     Tensor gout = poisoned(s.out_size());
@@ -111,25 +95,7 @@ TEST(CudaFlashAttention, BackwardMatchesTheMaterialisedAttention) {
         cuda::flash_attention_scratch_bytes(s.batch, s.seq, s.heads) / sizeof(float)));
     cuda::flash_attention_backward(dev(gqkv), dev(gout), dev(glse), dev(gdout), dev(gdqkv), s.batch,
                                    s.seq, s.heads, 64, scratch.raw_data(), stream.native_handle());
-    const std::vector<float> got = download(gdqkv, stream);
-    EXPECT_LE(rel_error(got, want), kBf16Tolerance) << s.label() << " dqkv";
-    // Each part on its own, so that a small one (dq at seq 1 is 0) cannot hide in the others.
-    const std::int64_t d = s.heads * 64;
-    for (int part = 0; part < 3; ++part) {
-      std::vector<float> g, w;
-      for (std::int64_t row = 0; row < s.batch * s.seq; ++row) {
-        for (std::int64_t c = 0; c < d; ++c) {
-          const auto i = static_cast<std::size_t>(row * 3 * d + part * d + c);
-          g.push_back(got[i]);
-          w.push_back(want[i]);
-        }
-      }
-      double largest = 0;
-      for (float v : w) largest = std::max(largest, std::abs(static_cast<double>(v)));
-      if (largest < 1e-6) continue;  // dq of a single position is exactly 0
-      EXPECT_LE(rel_error(g, w), kBf16Tolerance) << s.label() << " part "
-                                                 << "qkv"[part];
-    }
+    expect_dqkv_near(download(gdqkv, stream), want, s, "dqkv", kBf16Tolerance);
   }
 #endif
 }
