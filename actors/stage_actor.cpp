@@ -40,6 +40,7 @@ StageActor::StageActor(std::string name, StageSetup setup)
   stats_.stage = stage_;
   stats_.replica = replica_;
   stats_.device_name = s_.executor->device().str();
+  holds_ = s_.executor->uses_memory_after_return();
   stats_.peak_versions = versions_.held();
   written_.assign(static_cast<std::size_t>(params_.chunks), false);
   const models::ParamSet& w = versions_.get(versions_.latest());
@@ -329,14 +330,16 @@ void StageActor::charge(const models::Completion& done) {
 }
 
 void StageActor::hold(const Tensor& t) {
-  if (t.defined()) held_.push_back(t);
+  if (holds_ && t.defined()) held_.push_back(t);
 }
 
 void StageActor::hold(const models::ParamSet& p) {
+  if (!holds_) return;  // a copy per parameter and action, for nothing on cpu and sim
   for (std::int64_t i = 0; i < p.size(); ++i) hold(p[i]);
 }
 
 void StageActor::hold(const std::vector<models::Saved>& saved) {
+  if (!holds_) return;
   for (const models::Saved& layer : saved) {
     for (const Tensor& t : layer) hold(t);
   }

@@ -221,6 +221,8 @@ class StageActor final : public Actor {
   Event ready_;                           // or then (an asynchronous device's completion)
   Event ready_started_;                   // timed, before the current action's device work
   std::vector<Tensor> held_;              // by the current action, until ready_ (hold)
+  // Whether hold() keeps anything: only where the device uses the tensors after run() returns.
+  bool holds_ = false;
   // Actions submitted to an asynchronous device, by sequence number.
   std::map<std::uint64_t, Pending> pending_;
   std::chrono::steady_clock::time_point started_;

@@ -29,6 +29,7 @@ class CpuExecutor final : public Executor {
     if (threads > 0) arena_.emplace(threads);
   }
   Device device() const override { return Device::cpu(); }
+  bool uses_memory_after_return() const override { return false; }
   Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     ctx.sim_clock = nullptr;
     const auto start = std::chrono::steady_clock::now();
@@ -58,6 +59,7 @@ class SimExecutor final : public Executor {
  public:
   explicit SimExecutor(const SimCosts& costs) : clock_(costs) {}
   Device device() const override { return Device::sim(); }
+  bool uses_memory_after_return() const override { return false; }
   Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     const double before = clock_.elapsed_ms();
     ctx.sim_clock = &clock_;

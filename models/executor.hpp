@@ -42,6 +42,10 @@ class Executor {
   // is ordered like a stream: it starts once the previously submitted work is done, so the
   // caller may submit more before that and learn each one's completion separately.
   virtual Completion run(Context ctx, const std::function<void(const Context&)>& work) = 0;
+  // Whether work that run() returned from may still read or write its tensors (cuda: until
+  // Completion::done), so the caller must keep them alive until then. True unless the executor
+  // says otherwise: cpu (the work is over on return) and sim (it touches no memory).
+  virtual bool uses_memory_after_return() const { return true; }
 
   // `t` where this executor computes: itself when it is there already (always for cpu and sim),
   // else a copy ordered before the work run() submits next (cuda: enqueued on its stream, the

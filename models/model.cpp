@@ -69,8 +69,10 @@ Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers)
     }
   }
   param_names_.resize(layers_.size());
+  param_specs_.resize(layers_.size());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    for (const ParamSpec& p : layers_[i]->param_specs()) {
+    param_specs_[i] = layers_[i]->param_specs();
+    for (const ParamSpec& p : param_specs_[i]) {
       param_names_[i].push_back(param_name(static_cast<int>(i), p.name));
     }
   }
@@ -194,11 +196,11 @@ Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params, c
     const Layer& l = layer(i);
     const ParamView p = layer_params(params, i);
     using Role = detail::OpDevices::Role;
-    detail::OpDevices devices("forward", i, l);
+    detail::OpDevices devices("forward", i, l, param_specs_[static_cast<std::size_t>(i)]);
     devices.add(Role::input, out.y);
     devices.add(Role::parameter, p);
-    ForwardResult r = devices.sim() ? detail::sim_forward(l, i, ctx, p, out.y, devices.op())
-                                    : l.forward(ctx, p, out.y);
+    ForwardResult r =
+        devices.sim() ? detail::sim_forward(devices, ctx, p, out.y) : l.forward(ctx, p, out.y);
     out.y = std::move(r.y);
     out.saved.push_back(std::move(r.saved));
   }
@@ -221,13 +223,13 @@ Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<S
     const ParamView p = layer_params(params, i);
     const GradSink sink{layer_params(grads, i), alpha, beta};
     using Role = detail::OpDevices::Role;
-    detail::OpDevices devices("backward", i, l);
+    detail::OpDevices devices("backward", i, l, param_specs_[static_cast<std::size_t>(i)]);
     devices.add(Role::output_gradient, g);
     devices.add(Role::parameter, p);
     devices.add(Role::gradient, sink.grads);
     devices.add(Role::saved, s);
     const bool dx = need_dx || i > begin;
-    g = devices.sim() ? detail::sim_backward(l, i, ctx, p, s, g, dx, sink, devices.op())
+    g = devices.sim() ? detail::sim_backward(devices, ctx, p, s, g, dx, sink)
                       : l.backward_into(ctx, p, s, g, dx, sink);
     s.clear();  // activations are dead once their layer's backward ran
   }
@@ -243,16 +245,16 @@ Tensor Model::backward_input(const Context& ctx, const ParamSet& params, std::ve
     const Layer& l = layer(i);
     const ParamView p = layer_params(params, i);
     using Role = detail::OpDevices::Role;
-    detail::OpDevices devices("backward_input", i, l);
+    detail::OpDevices devices("backward_input", i, l, param_specs_[static_cast<std::size_t>(i)]);
     devices.add(Role::output_gradient, g);
     devices.add(Role::parameter, p);
     devices.add(Role::saved, s);
     const bool dx = need_dx || i > begin;
-    const bool weights = !l.param_specs().empty();
+    const bool weights = !devices.specs().empty();
     if (devices.sim()) {
       // Keeps {input, dy} for every layer: W charges backward_weight_ms for every layer, as the
       // fused path does.
-      g = detail::sim_backward_input(l, i, ctx, p, s, g, dx, devices.op());
+      g = detail::sim_backward_input(devices, ctx, p, s, g, dx);
       continue;
     }
     if (weights && s.empty()) {
@@ -283,12 +285,12 @@ void Model::backward_weight(const Context& ctx, std::vector<Saved>& saved, int b
     const Layer& l = layer(i);
     const GradSink sink{layer_params(grads, i), alpha, beta};
     using Role = detail::OpDevices::Role;
-    detail::OpDevices devices("backward_weight", i, l);
+    detail::OpDevices devices("backward_weight", i, l, param_specs_[static_cast<std::size_t>(i)]);
     devices.add(Role::gradient, sink.grads);
     devices.add(Role::saved, s);
     if (devices.sim()) {
-      detail::sim_backward_weight(l, i, ctx, s, sink, devices.op());
-    } else if (!l.param_specs().empty()) {
+      detail::sim_backward_weight(devices, ctx, s, sink);
+    } else if (!devices.specs().empty()) {
       if (s.empty() || !s.back().defined()) {
         throw std::invalid_argument(devices.op() +
                                     ": no output gradient in the saved state (backward_input "

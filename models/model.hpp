@@ -104,6 +104,8 @@ class Model {
   // Each layer's parameter names in a ParamSet ("3.w"), made once: layer_params runs for every
   // layer of every action, and building them there cost a vector of specs and a string each.
   std::vector<std::vector<std::string>> param_names_;
+  // Each layer's param_specs(), built once: the sim ops check against them on every call.
+  std::vector<std::vector<ParamSpec>> param_specs_;
 
   std::int64_t first_param(const ParamSet& params, int i) const;
 };

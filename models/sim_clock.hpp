@@ -19,6 +19,8 @@ class SimClock {
   // Adds ms to the elapsed time and returns it; throws std::invalid_argument naming `op` when
   // ms is negative or not finite (a bad cost table).
   double charge(double ms, std::string_view op);
+  // Whether charge() takes ms: finite and >= 0.
+  static bool valid(double ms);
   double elapsed_ms() const { return elapsed_ms_; }
   std::int64_t ops() const { return ops_; }  // charges so far
   void reset() {

@@ -7,23 +7,29 @@
 namespace tandem::models::detail {
 namespace {
 
-SimClock& clock_of(const Context& ctx, const std::string& op) {
+SimClock& clock_of(const Context& ctx, const OpDevices& op) {
   if (ctx.sim_clock == nullptr) {
-    throw std::invalid_argument(op +
+    throw std::invalid_argument(op.op() +
                                 ": sim tensors need a SimClock in the context (ctx.sim_clock)");
   }
   return *ctx.sim_clock;
 }
 
-void require_shapes(std::span<const Tensor> ts, const std::vector<ParamSpec>& specs,
-                    const std::string& op, const char* what) {
+// SimClock::charge, with the op's name built only when it throws.
+void charge(SimClock& clock, double ms, const OpDevices& op) {
+  if (!SimClock::valid(ms)) (void)clock.charge(ms, op.op());
+  (void)clock.charge(ms, {});
+}
+
+void require_shapes(std::span<const Tensor> ts, const OpDevices& op, const char* what) {
+  const std::vector<ParamSpec>& specs = op.specs();
   if (ts.size() != specs.size()) {
-    throw std::invalid_argument(op + ": expects " + std::to_string(specs.size()) + " " + what +
+    throw std::invalid_argument(op.op() + ": expects " + std::to_string(specs.size()) + " " + what +
                                 " tensors, got " + std::to_string(ts.size()));
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (ts[i].shape() != specs[i].shape || ts[i].dtype() != DType::f32) {
-      throw std::invalid_argument(op + ": " + what + " '" + specs[i].name + "' must be f32" +
+      throw std::invalid_argument(op.op() + ": " + what + " '" + specs[i].name + "' must be f32" +
                                   shape_str(specs[i].shape) + ", got " + ts[i].describe());
     }
   }
@@ -31,25 +37,25 @@ void require_shapes(std::span<const Tensor> ts, const std::vector<ParamSpec>& sp
 
 // The input gradient of a sim backward (shared by the fused and the split paths, so that they
 // check and charge the same).
-Tensor sim_dx(const Layer& layer, int index, SimClock& clock, ParamView params, const Saved& saved,
-              const Tensor& dy, bool need_dx, const std::string& op) {
-  require_shapes(params, layer.param_specs(), op, "parameter");
+Tensor sim_dx(const OpDevices& op, SimClock& clock, ParamView params, const Saved& saved,
+              const Tensor& dy, bool need_dx) {
+  require_shapes(params, op, "parameter");
   if (saved.empty() || !saved.front().defined()) {
-    throw std::invalid_argument(op +
+    throw std::invalid_argument(op.op() +
                                 ": backward needs the saved input, got none (forward run "
                                 "without ctx.keep_saved?)");
   }
   const Tensor& x = saved.front();
-  const Shape y_shape = layer.output_shape(x.shape());
+  const Shape y_shape = op.layer().output_shape(x.shape());
   if (!dy.defined() || dy.shape() != y_shape) {
-    throw std::invalid_argument(op + ": output gradient must have shape " + shape_str(y_shape) +
-                                ", got " + dy.describe());
+    throw std::invalid_argument(op.op() + ": output gradient must have shape " +
+                                shape_str(y_shape) + ", got " + dy.describe());
   }
   Tensor dx;
   // Token ids have no gradient (as Embedding::backward_input).
   if (need_dx && x.dtype() != DType::i32) {
     dx = Tensor::empty(x.shape(), DType::f32, Device::sim());
-    clock.charge(clock.costs().backward_input(index), op);
+    charge(clock, clock.costs().backward_input(op.index()), op);
   }
   return dx;
 }
@@ -82,8 +88,7 @@ std::string OpDevices::op() const {
 
 std::string OpDevices::label(Role role, std::size_t k) const {
   auto param_name = [&] {
-    const std::vector<ParamSpec> specs = layer_.param_specs();
-    return k < specs.size() ? "'" + specs[k].name + "'" : std::to_string(k);
+    return k < specs_.size() ? "'" + specs_[k].name + "'" : std::to_string(k);
   };
   switch (role) {
     case Role::input:
@@ -100,53 +105,53 @@ std::string OpDevices::label(Role role, std::size_t k) const {
   return "tensor";
 }
 
-ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, ParamView params,
-                          const Tensor& x, const std::string& op) {
+ForwardResult sim_forward(const OpDevices& op, const Context& ctx, ParamView params,
+                          const Tensor& x) {
   SimClock& clock = clock_of(ctx, op);
-  require_shapes(params, layer.param_specs(), op, "parameter");
+  require_shapes(params, op, "parameter");
+  const Layer& layer = op.layer();
   const DType want = layer.input_dtype();
   if (x.dtype() != want && !(want == DType::f32 && x.dtype() == DType::bf16)) {
-    throw std::invalid_argument(op + ": input must be " + std::string(dtype_name(want)) + ", got " +
-                                x.describe());
+    throw std::invalid_argument(op.op() + ": input must be " + std::string(dtype_name(want)) +
+                                ", got " + x.describe());
   }
   ForwardResult r;
   r.y = Tensor::empty(layer.output_shape(x.shape()), layer.output_dtype(), Device::sim());
   if (ctx.keep_saved) r.saved.push_back(x);
-  clock.charge(clock.costs().forward(index), op);
+  charge(clock, clock.costs().forward(op.index()), op);
   return r;
 }
 
-Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView params,
-                    const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
-                    const std::string& op) {
+Tensor sim_backward(const OpDevices& op, const Context& ctx, ParamView params, const Saved& saved,
+                    const Tensor& dy, bool need_dx, const GradSink& sink) {
   SimClock& clock = clock_of(ctx, op);
-  require_shapes(sink.grads, layer.param_specs(), op, "gradient");
-  Tensor dx = sim_dx(layer, index, clock, params, saved, dy, need_dx, op);
-  clock.charge(clock.costs().backward_weight(index), op);
+  require_shapes(sink.grads, op, "gradient");
+  Tensor dx = sim_dx(op, clock, params, saved, dy, need_dx);
+  charge(clock, clock.costs().backward_weight(op.index()), op);
   return dx;
 }
 
-Tensor sim_backward_input(const Layer& layer, int index, const Context& ctx, ParamView params,
-                          Saved& saved, const Tensor& dy, bool need_dx, const std::string& op) {
+Tensor sim_backward_input(const OpDevices& op, const Context& ctx, ParamView params, Saved& saved,
+                          const Tensor& dy, bool need_dx) {
   SimClock& clock = clock_of(ctx, op);
-  Tensor dx = sim_dx(layer, index, clock, params, saved, dy, need_dx, op);
+  Tensor dx = sim_dx(op, clock, params, saved, dy, need_dx);
   saved.resize(1);  // drop the dy of an earlier B
   saved.push_back(dy);
   return dx;
 }
 
-void sim_backward_weight(const Layer& layer, int index, const Context& ctx, const Saved& saved,
-                         const GradSink& sink, const std::string& op) {
+void sim_backward_weight(const OpDevices& op, const Context& ctx, const Saved& saved,
+                         const GradSink& sink) {
   SimClock& clock = clock_of(ctx, op);
-  require_shapes(sink.grads, layer.param_specs(), op, "gradient");
+  require_shapes(sink.grads, op, "gradient");
   if (saved.size() != 2 || !saved[0].defined() || !saved[1].defined() ||
-      saved[1].shape() != layer.output_shape(saved[0].shape())) {
-    throw std::invalid_argument(op +
+      saved[1].shape() != op.layer().output_shape(saved[0].shape())) {
+    throw std::invalid_argument(op.op() +
                                 ": weight gradient needs the state of backward_input "
                                 "({input, output gradient}), got " +
                                 std::to_string(saved.size()) + " saved tensors");
   }
-  clock.charge(clock.costs().backward_weight(index), op);
+  charge(clock, clock.costs().backward_weight(op.index()), op);
 }
 
 }  // namespace tandem::models::detail

@@ -19,12 +19,20 @@ class OpDevices {
  public:
   enum class Role : std::uint8_t { input, output_gradient, parameter, gradient, saved };
 
-  OpDevices(const char* op, int index, const Layer& layer)
-      : op_(op), index_(index), layer_(layer) {}
+  // `specs`: the layer's param_specs(), which the model keeps (a layer builds them anew on
+  // every call).
+  OpDevices(const char* op, int index, const Layer& layer, const std::vector<ParamSpec>& specs)
+      : op_(op), index_(index), layer_(layer), specs_(specs) {}
   void add(Role role, const Tensor& t, std::size_t k = 0);  // k: which parameter / saved tensor
   void add(Role role, std::span<const Tensor> ts);
   bool sim() const { return first_ != nullptr && first_->device().is_sim(); }
   std::string op() const;  // "Model::forward layer 3 (linear(16->16))"
+
+  // The op these tensors are for, as the sim ops below take it: they name it (op()) only in
+  // their errors.
+  const Layer& layer() const { return layer_; }
+  int index() const { return index_; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
 
  private:
   std::string label(Role role, std::size_t k) const;
@@ -32,32 +40,32 @@ class OpDevices {
   const char* op_;
   int index_;
   const Layer& layer_;
+  const std::vector<ParamSpec>& specs_;
   const Tensor* first_ = nullptr;
   Role first_role_ = Role::input;
   std::size_t first_k_ = 0;
 };
 
-// A layer's forward on sim tensors: an output of the layer's output shape and dtype, the input
-// (a shape, no data) saved for backward when ctx.keep_saved, and forward_ms[index] charged to
-// ctx.sim_clock. Checks shapes as the CPU kernels do.
-ForwardResult sim_forward(const Layer& layer, int index, const Context& ctx, ParamView params,
-                          const Tensor& x, const std::string& op);
+// A layer's forward on sim tensors (the layer and index of `op`): an output of the layer's
+// output shape and dtype, the input (a shape, no data) saved for backward when ctx.keep_saved,
+// and forward_ms[index] charged to ctx.sim_clock. Checks shapes as the CPU kernels do.
+ForwardResult sim_forward(const OpDevices& op, const Context& ctx, ParamView params,
+                          const Tensor& x);
 
 // A layer's fused backward on sim tensors: dx of the input's shape (f32; none for token ids)
 // when need_dx, charging backward_input_ms[index] then, and backward_weight_ms[index] always.
 // The gradient sink is checked but never written.
-Tensor sim_backward(const Layer& layer, int index, const Context& ctx, ParamView params,
-                    const Saved& saved, const Tensor& dy, bool need_dx, const GradSink& sink,
-                    const std::string& op);
+Tensor sim_backward(const OpDevices& op, const Context& ctx, ParamView params, const Saved& saved,
+                    const Tensor& dy, bool need_dx, const GradSink& sink);
 
 // B of a split backward on sim tensors: dx as sim_backward, charging backward_input_ms[index]
 // when it is made; then appends dy to saved, so that saved = {input, dy} for W.
-Tensor sim_backward_input(const Layer& layer, int index, const Context& ctx, ParamView params,
-                          Saved& saved, const Tensor& dy, bool need_dx, const std::string& op);
+Tensor sim_backward_input(const OpDevices& op, const Context& ctx, ParamView params, Saved& saved,
+                          const Tensor& dy, bool need_dx);
 
 // W of a split backward on sim tensors, on the state sim_backward_input left: checks it and the
 // sink and charges backward_weight_ms[index] (for every layer, as the fused sim_backward).
-void sim_backward_weight(const Layer& layer, int index, const Context& ctx, const Saved& saved,
-                         const GradSink& sink, const std::string& op);
+void sim_backward_weight(const OpDevices& op, const Context& ctx, const Saved& saved,
+                         const GradSink& sink);
 
 }  // namespace tandem::models::detail

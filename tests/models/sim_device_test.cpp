@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grad_check.hpp"
+#include "models/executor.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 #include "models/sim_clock.hpp"
@@ -197,13 +198,40 @@ TEST(SimDevice, NeedsAClockAndACompleteTable) {
   negative.forward_ms[0] = -1;
   SimClock bad(negative);
   ctx.sim_clock = &bad;
-  EXPECT_TRUE(contains(error_of([&] { m.forward(ctx, p, x, 0, 1); }), "Model::forward layer 0"));
+  const std::string negative_msg = error_of([&] { m.forward(ctx, p, x, 0, 1); });
+  EXPECT_TRUE(contains(negative_msg, "Model::forward layer 0")) << negative_msg;
+  EXPECT_TRUE(contains(negative_msg, "-1.0")) << negative_msg;
+  EXPECT_EQ(bad.ops(), 0);
 
-  // Shapes are checked as on the CPU.
+  // Shapes are checked as on the CPU, against the layer's parameter specs.
   SimClock ok(SimCosts::uniform(2, 1, 1, 1));
   ctx.sim_clock = &ok;
   const Tensor wrong = Tensor::empty({2, 7}, DType::f32, Device::sim());
   EXPECT_THROW(m.forward(ctx, p, wrong, 0, 1), std::invalid_argument);
+  ParamSet reshaped;
+  for (std::int64_t i = 0; i < p.size(); ++i) {
+    reshaped.add(p.name(i), i == 0 ? Tensor::empty({5, 7}, DType::f32, Device::sim()) : p[i]);
+  }
+  const std::string shape_msg = error_of([&] { m.forward(ctx, reshaped, x, 0, 1); });
+  EXPECT_TRUE(contains(shape_msg, "Model::forward layer 0")) << shape_msg;
+  EXPECT_TRUE(contains(shape_msg, "parameter 'weight' must be f32[5, 6]")) << shape_msg;
+  EXPECT_EQ(ok.ops(), 0);
+}
+
+// Only an executor whose work goes on after run() returns needs its tensors kept by the caller
+// (a stage holds them until the completion); cpu work is over and sim work reads nothing.
+TEST(SimDevice, OnlyExecutorsWhoseWorkOutlivesRunNeedItsTensorsKept) {
+  EXPECT_FALSE(make_executor(Device::sim())->uses_memory_after_return());
+  EXPECT_FALSE(make_executor(Device::cpu())->uses_memory_after_return());
+  struct Unknown final : Executor {
+    Device device() const override { return Device::cpu(); }
+    Completion run(Context, const std::function<void(const Context&)>&) override { return {}; }
+    LossResult loss(const Context&, const Tensor&, const Tensor&, float) const override {
+      return {};
+    }
+    void step(const Context&, Optimizer&, ParamSet&, const ParamSet&) const override {}
+  };
+  EXPECT_TRUE(Unknown().uses_memory_after_return());  // what is not known to be safe is held
 }
 
 TEST(SimDevice, OptimizersStepSimParametersAsTimedNoOps) {
