@@ -57,6 +57,13 @@ constexpr std::uint32_t kTimerCheckEvery = 16;
 // waits a whole slice of theirs (about 1.4 ms here) to run again.
 constexpr auto kPreemptedGap = std::chrono::microseconds(50);
 constexpr auto kContendedFor = std::chrono::seconds(5);
+// A timer fired this late says the same of the waiter: it was woken, but the kernel kept it off
+// the cores (beside busy threads, a thread that used its share waits for the next tick, 4 ms).
+constexpr auto kLateTimer = std::chrono::microseconds(200);
+// Beside busy threads, the parked workers other than the waiter wake this long after the
+// waiter's deadline and fire the timers themselves if it has not: one thread kept off its
+// core then no longer holds up every stage's completions.
+constexpr auto kBackupAfter = std::chrono::microseconds(300);
 
 Actor* actor_of(std::uint64_t slot) {
   return reinterpret_cast<Actor*>(static_cast<std::uintptr_t>(slot & kPtrMask));
@@ -161,11 +168,20 @@ void WorkSharingScheduler::timer_set(Clock::time_point deadline) {
 // running actor's unit does for the actors its handler wakes.
 bool WorkSharingScheduler::fire_timers(Worker& self) {
   self.since_timer_check = 0;
-  if (timers_ == nullptr || Clock::now() < timers_->next_deadline()) return false;
+  const bool backup = std::exchange(self.backup_woke, false);
+  if (timers_ == nullptr) return false;
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point due = timers_->next_deadline();
+  if (now < due) return false;
+  if (now - due > kLateTimer) {
+    contended_until_.store((now + kContendedFor).time_since_epoch().count(),
+                           std::memory_order_relaxed);
+  }
   system_->actor_scheduled();
   const bool fired = timers_->run_due();
   settle(self);
   system_->actor_went_idle();
+  if (fired && backup) backup_fires_.fetch_add(1, std::memory_order_relaxed);
   return fired;
 }
 
@@ -316,8 +332,12 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
       timer_soon = true;
     } else {
       // The 50 ms timeout is a safety net only; a push takes the lock before it notifies.
-      woken = park_cv_.wait_for(lock, watch ? kWatchEvery : std::chrono::milliseconds(50)) ==
-              std::cv_status::no_timeout;
+      const Clock::time_point now = Clock::now();
+      Clock::time_point until = now + (watch ? kWatchEvery : std::chrono::milliseconds(50));
+      const bool backup = waiter_parked_ && contended(now) && waiter_until_ + kBackupAfter < until;
+      if (backup) until = waiter_until_ + kBackupAfter;
+      woken = park_cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+      self.backup_woke = backup && !woken;
     }
     if (!ready_.try_dequeue(actor)) actor = steal(self, seen, Clock::now());
   }
@@ -362,6 +382,7 @@ void WorkSharingScheduler::run(std::size_t index) {
       bool timer_soon = false;
       actor = park(self, seen.get(), watch, woken, prewoken, timer_soon);
       if (actor == nullptr && timer_soon) {
+        if (auto* woke = waiter_woke_for_tests.load(std::memory_order_relaxed)) woke();
         if (!contended(Clock::now())) await_deadline();  // then the loop's top runs the timer
         continue;
       }

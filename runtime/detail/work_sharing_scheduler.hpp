@@ -13,6 +13,10 @@
 
 namespace tandem::detail {
 
+// A test seam: when set, the timer waiter calls it each time its deadline wakes it, before it
+// fires the timers, standing for the kernel keeping it off its core (see kBackupAfter).
+inline std::atomic<void (*)()> waiter_woke_for_tests{nullptr};
+
 class WorkSharingScheduler final : public Scheduler {
  public:
   explicit WorkSharingScheduler(WorkSharingOptions options);
@@ -27,6 +31,9 @@ class WorkSharingScheduler final : public Scheduler {
   void timer_set(std::chrono::steady_clock::time_point deadline) override;
   std::size_t worker_count() const override { return options_.workers; }
   std::size_t budget() const override { return options_.budget; }
+  // How often a parked worker fired timers that the waiter, woken for them, had not fired
+  // kBackupAfter past its deadline (beside busy threads).
+  std::uint64_t backup_fires() const { return backup_fires_.load(std::memory_order_relaxed); }
 
  private:
   struct Worker {
@@ -45,6 +52,8 @@ class WorkSharingScheduler final : public Scheduler {
     std::int64_t units = 0;
     // Owner only: resumes since this worker last looked at the timers while it had work.
     std::uint32_t since_timer_check = 0;
+    // Owner only: woken as the waiter's backup (see park()), until it next looks at the timers.
+    bool backup_woke = false;
   };
   // What an idle worker remembers of another worker's `next` slot between two looks.
   struct Seen {
@@ -61,7 +70,8 @@ class WorkSharingScheduler final : public Scheduler {
   Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken, bool& timer_soon);
   bool fire_timers(Worker& self);
   void await_deadline() const;
-  // Whether a spinner found its core wanted by another thread within kContendedFor of `now`.
+  // Whether a spinner found its core wanted by another thread, or a timer fired late, within
+  // kContendedFor of `now`.
   bool contended(std::chrono::steady_clock::time_point now) const;
   Actor* watch_slots(const Worker& self, Seen* seen);
 
@@ -85,6 +95,7 @@ class WorkSharingScheduler final : public Scheduler {
   std::chrono::steady_clock::time_point waiter_until_;
   // Until when (steady_clock ticks) the workers neither spin nor poll the clock (see spin()).
   std::atomic<std::chrono::steady_clock::rep> contended_until_{0};
+  std::atomic<std::uint64_t> backup_fires_{0};
   std::mutex join_mu_;  // serialises joins when several threads call stop()
 };
 

@@ -1,11 +1,15 @@
 // Timers fire in deadline order and never early.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "runtime/actor_system.hpp"
+#include "runtime/detail/work_sharing_scheduler.hpp"
 #include "runtime/manual_scheduler.hpp"
 #include "runtime/timer_service.hpp"
 
@@ -136,6 +140,67 @@ TEST(Timers, AnEarlierTimerWakesTheWorkerWaitingForALaterOne) {
     // Not a timing bound: without the wake-up it arrives with the late one, at 600 ms.
     EXPECT_LT(r->got[0].second - start, late / 2) << "the early alarm waited for the late one";
   }
+}
+
+// Counts alarms where the test thread can read them while the system runs.
+class Counter final : public Actor {
+ public:
+  Counter() : Actor("counter") {}
+  std::atomic<int> got{0};
+
+ protected:
+  void on_message(Message&) override { got.fetch_add(1, std::memory_order_release); }
+};
+
+// The seam's stall: the next waiter woken for its deadline stays away kStall, as a thread the
+// kernel keeps off its core beside busy ones (there for a tick, 4 ms, at a time).
+std::atomic<bool> stall_next{false};
+std::atomic<int> stalls_done{0};
+constexpr auto kStall = std::chrono::milliseconds(500);
+void stall_once() {
+  if (!stall_next.exchange(false)) return;
+  std::this_thread::sleep_for(kStall);
+  stalls_done.fetch_add(1);
+}
+
+void wait_for(const std::atomic<int>& n, int want) {
+  while (n.load(std::memory_order_acquire) < want) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+TEST(Timers, AParkedWorkerFiresTheTimersOfAWaiterKeptOffItsCore) {
+  struct Seam {
+    Seam() { detail::waiter_woke_for_tests.store(&stall_once); }
+    ~Seam() { detail::waiter_woke_for_tests.store(nullptr); }
+  } seam;
+  auto owned = std::make_unique<detail::WorkSharingScheduler>(WorkSharingOptions{.workers = 2});
+  const detail::WorkSharingScheduler& scheduler = *owned;
+  ActorSystem system(std::move(owned));
+  auto* r = system.spawn<Counter>();
+  stalls_done = 0;
+
+  // A timer fired far past its deadline (by the other worker's safety-net wake-up, the waiter
+  // being away) says that the workers share their cores with busy threads. (A slow machine
+  // may have said so already, a spinner finding its yield slow: then the other worker backs
+  // the waiter up at once.)
+  stall_next = true;
+  system.send_after(std::chrono::milliseconds(20), r, Alarm{1});
+  wait_for(r->got, 1);
+  wait_for(stalls_done, 1);
+  const std::uint64_t before = scheduler.backup_fires();
+
+  // Then the parked worker backs the waiter up: it wakes shortly after the waiter's deadline
+  // and fires the timer the waiter, kept away, has not. The deadline is past the other
+  // worker's 50 ms safety net, so that it parks again as the backup while the waiter waits,
+  // and half-way between two of its wake-ups, so that it is parked as the backup then.
+  stall_next = true;
+  system.send_after(std::chrono::milliseconds(225), r, Alarm{2});
+  wait_for(r->got, 2);
+  EXPECT_EQ(scheduler.backup_fires(), before + 1) << "not fired by the waiter's backup";
+  EXPECT_EQ(stalls_done.load(), 1) << "the alarm came only after the waiter's stall";
+  wait_for(stalls_done, 2);
+  system.wait_idle();
 }
 
 TEST(TimerService, DrivenRunsDueTimersOnTheCallingThreadAndSaysWhenOneBecomesEarliest) {
