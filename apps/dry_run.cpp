@@ -168,15 +168,35 @@ void dry_run(const train::Config& config, std::ostream& out) {
                      pipeline.stages.size(), pipeline.stages.size() == 1 ? "" : "s");
   out << fmt::format("{:<6} {:<10} {:<9} {:<16} {:>12} {:>14}\n", "stage", "layers", "replicas",
                      "devices", "busy ms", "memory/device");
+  // Under schedule: auto the figures are the pick's, from the costs it was ranked on.
+  const planner::RankedSchedule* pick =
+      config.schedule_ranking ? config.schedule_ranking->pick() : nullptr;
+  const std::vector<planner::PlannedStage>* ranked =
+      pick != nullptr && pick->planned.stages.size() == pipeline.stages.size()
+          ? &pick->planned.stages
+          : nullptr;
   size_t device = 0;
   for (size_t s = 0; s < pipeline.stages.size(); ++s) {
     const train::StageSpec& st = pipeline.stages[s];
     // Replicas of a stage are alike: show the first's device figures.
-    const double busy = device < p.busy_ms.size() ? p.busy_ms[device] : 0.0;
-    const double memory = device < p.memory_bytes.size() ? p.memory_bytes[device] : 0.0;
+    double busy = device < p.busy_ms.size() ? p.busy_ms[device] : 0.0;
+    double memory = device < p.memory_bytes.size() ? p.memory_bytes[device] : 0.0;
+    if (ranked != nullptr) {
+      busy = (*ranked)[s].compute_ms;
+      memory = (*ranked)[s].memory_bytes;
+    }
     out << fmt::format("{:<6} {:<10} {:<9} {:<16} {:>12.4g} {:>14}\n", s, p.stage_layers.at(s),
                        st.replicas, devices_text(st), busy, train::human_bytes(memory));
     device += static_cast<size_t>(st.replicas);
+  }
+  if (pick != nullptr) {
+    // One prediction for the run, the ranking's (on the profile when there is one), not a
+    // second one from FLOP counts.
+    out << fmt::format(
+        "predicted step time: {:.4g} ms per minibatch, bubble {:.1f}% (simulator, as ranked "
+        "above)\n",
+        pick->step_ms, 100 * pick->bubble);
+    return;
   }
   out << fmt::format(
       "predicted step time: {:.4g} ms per minibatch, bubble {:.1f}% (simulator; durations from "

@@ -118,6 +118,15 @@ TEST(ScheduleAuto, DryRunPrintsTheRankingAndThePick) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("plan: schedule " + pick), std::string::npos) << text;
+  // The run's predicted step and its stages' busy times are the pick's, not a second estimate
+  // from another cost source.
+  for (const planner::PlannedStage& st : c.schedule_ranking->pick()->planned.stages) {
+    EXPECT_NE(text.find(fmt::format(" {:.4g} ", st.compute_ms)), std::string::npos) << text;
+  }
+  EXPECT_NE(text.find(fmt::format("predicted step time: {:.4g} ms per minibatch",
+                                  c.schedule_ranking->pick()->step_ms)),
+            std::string::npos)
+      << text;
   // The pick's row comes first and carries the mark.
   const auto header_end = text.find('\n', text.find("stages x replicas"));
   const std::string first_row =
