@@ -23,11 +23,11 @@ void ParamSet::add(std::string name, Tensor tensor) {
 }
 
 bool ParamSet::contains(std::string_view name) const {
-  return index_.contains(std::string(name));
+  return index_.contains(name);
 }
 
 std::int64_t ParamSet::index_of(std::string_view name) const {
-  const auto it = index_.find(std::string(name));
+  const auto it = index_.find(name);
   if (it == index_.end()) {
     throw std::out_of_range("ParamSet: no parameter named '" + std::string(name) + "' (" +
                             std::to_string(size()) + " parameters)");

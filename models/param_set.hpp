@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,7 +86,15 @@ class ParamSet {
  private:
   std::vector<std::string> names_;
   std::vector<Tensor> tensors_;
-  std::unordered_map<std::string, std::int64_t> index_;
+  // Looked up by string_view without a temporary string (a layer's names pass the small-string
+  // size: a lookup per layer op would allocate).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+  std::unordered_map<std::string, std::int64_t, NameHash, std::equal_to<>> index_;
 };
 
 // Fills `tensor` per spec, deterministically from (seed, stream): the same seed and stream give
