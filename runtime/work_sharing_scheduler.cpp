@@ -57,8 +57,10 @@ constexpr std::uint32_t kTimerCheckEvery = 16;
 // waits a whole slice of theirs (about 1.4 ms here) to run again.
 constexpr auto kPreemptedGap = std::chrono::microseconds(50);
 constexpr auto kContendedFor = std::chrono::seconds(5);
-// A timer fired this late says the same of the waiter: it was woken, but the kernel kept it off
-// the cores (beside busy threads, a thread that used its share waits for the next tick, 4 ms).
+// A timer waiter running this late past its deadline says the same: it was woken, but the
+// kernel kept it off the cores (beside busy threads, a thread that used its share waits for the
+// next tick, 4 ms). Measured by the waiter itself: a timer fired late by a worker that was
+// running long handlers says nothing of the machine.
 constexpr auto kLateTimer = std::chrono::microseconds(200);
 // Beside busy threads, the parked workers other than the waiter wake this long after the
 // waiter's deadline and fire the timers themselves if it has not: one thread kept off its
@@ -169,20 +171,30 @@ void WorkSharingScheduler::timer_set(Clock::time_point deadline) {
 bool WorkSharingScheduler::fire_timers(Worker& self) {
   self.since_timer_check = 0;
   const bool backup = std::exchange(self.backup_woke, false);
-  if (timers_ == nullptr) return false;
-  const Clock::time_point now = Clock::now();
-  const Clock::time_point due = timers_->next_deadline();
-  if (now < due) return false;
-  if (now - due > kLateTimer) {
-    contended_until_.store((now + kContendedFor).time_since_epoch().count(),
-                           std::memory_order_relaxed);
-  }
+  if (timers_ == nullptr || Clock::now() < timers_->next_deadline()) return false;
   system_->actor_scheduled();
   const bool fired = timers_->run_due();
   settle(self);
   system_->actor_went_idle();
   if (fired && backup) backup_fires_.fetch_add(1, std::memory_order_relaxed);
   return fired;
+}
+
+// The waiter, its deadline past, is running again (under `lock`): when the kernel kept it off
+// its core for over kLateTimer, the cores are contended. Until it runs it still counts as
+// parked, so a worker that parks meanwhile backs it up at once.
+void WorkSharingScheduler::note_waiter_woke(std::unique_lock<std::mutex>& lock,
+                                            Clock::time_point until) {
+  if (auto* woke = waiter_woke_for_tests.load(std::memory_order_relaxed)) {
+    lock.unlock();
+    woke();
+    lock.lock();
+  }
+  const Clock::time_point now = Clock::now();
+  if (now - until > kLateTimer) {
+    contended_until_.store((now + kContendedFor).time_since_epoch().count(),
+                           std::memory_order_relaxed);
+  }
 }
 
 // Polls the clock up to the next deadline (at most twice kTimerLead away).
@@ -327,6 +339,7 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
         waiter_parked_ = true;
         waiter_until_ = until;
         woken = timer_cv_.wait_until(lock, until) == std::cv_status::no_timeout;
+        if (!woken) note_waiter_woke(lock, until);
         waiter_parked_ = false;
       }
       timer_soon = true;
@@ -382,7 +395,6 @@ void WorkSharingScheduler::run(std::size_t index) {
       bool timer_soon = false;
       actor = park(self, seen.get(), watch, woken, prewoken, timer_soon);
       if (actor == nullptr && timer_soon) {
-        if (auto* woke = waiter_woke_for_tests.load(std::memory_order_relaxed)) woke();
         if (!contended(Clock::now())) await_deadline();  // then the loop's top runs the timer
         continue;
       }

@@ -14,7 +14,8 @@
 namespace tandem::detail {
 
 // A test seam: when set, the timer waiter calls it each time its deadline wakes it, before it
-// fires the timers, standing for the kernel keeping it off its core (see kBackupAfter).
+// runs again (still counted as parked, park_mu_ released), standing for the kernel keeping it
+// off its core (see kBackupAfter).
 inline std::atomic<void (*)()> waiter_woke_for_tests{nullptr};
 
 class WorkSharingScheduler final : public Scheduler {
@@ -70,8 +71,10 @@ class WorkSharingScheduler final : public Scheduler {
   Actor* park(Worker& self, Seen* seen, bool watch, bool& woken, bool& prewoken, bool& timer_soon);
   bool fire_timers(Worker& self);
   void await_deadline() const;
-  // Whether a spinner found its core wanted by another thread, or a timer fired late, within
-  // kContendedFor of `now`.
+  void note_waiter_woke(std::unique_lock<std::mutex>& lock,
+                        std::chrono::steady_clock::time_point until);
+  // Whether a spinner found its core wanted by another thread, or the timer waiter ran late,
+  // within kContendedFor of `now`.
   bool contended(std::chrono::steady_clock::time_point now) const;
   Actor* watch_slots(const Worker& self, Seen* seen);
 

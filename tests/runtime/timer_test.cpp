@@ -180,8 +180,8 @@ TEST(Timers, AParkedWorkerFiresTheTimersOfAWaiterKeptOffItsCore) {
   auto* r = system.spawn<Counter>();
   stalls_done = 0;
 
-  // A timer fired far past its deadline (by the other worker's safety-net wake-up, the waiter
-  // being away) says that the workers share their cores with busy threads. (A slow machine
+  // A waiter running far past its deadline says that the workers share their cores with busy
+  // threads (meanwhile the other worker's safety-net wake-up fires the timer). (A slow machine
   // may have said so already, a spinner finding its yield slow: then the other worker backs
   // the waiter up at once.)
   stall_next = true;
