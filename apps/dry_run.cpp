@@ -194,8 +194,12 @@ void dry_run(const train::Config& config, std::ostream& out) {
     // second one from FLOP counts.
     out << fmt::format(
         "predicted step time: {:.4g} ms per minibatch, bubble {:.1f}% (simulator, as ranked "
-        "above)\n",
-        pick->step_ms, 100 * pick->bubble);
+        "above{})\n",
+        pick->step_ms, 100 * pick->bubble,
+        ranked != nullptr ? ""
+                          : fmt::format("; the table's busy times from FLOP counts at {:.0f} "
+                                        "GFLOP/s per device",
+                                        kDryRunFlopsPerSecond / 1e9));
     return;
   }
   out << fmt::format(
