@@ -52,6 +52,7 @@ void ActivationStore::keep(int chunk, std::int64_t minibatch, KeptForward f) {
     for (const Tensor& t : layer) kept.bytes += bytes_of(t);
   }
   kept.bytes += bytes_of(f.input) + bytes_of(f.dlogits);
+  for (const Tensor& t : f.inputs) kept.bytes += bytes_of(t);
   kept.forward = std::move(f);
   bytes_ += kept.bytes;
   forwards_.emplace(key, std::move(kept));
@@ -84,6 +85,7 @@ BackwardState ActivationStore::take_for_backward(int chunk, std::int64_t minibat
   if (parts.size() == 1 && first.slice == slice) {
     out.saved = std::move(first.saved);
     out.input = first.input;
+    out.inputs = first.inputs;
     out.dlogits = first.dlogits;
   } else {
     if (out.recompute) {

@@ -26,6 +26,7 @@ struct KeptForward {
   schedules::Slice slice;
   std::vector<models::Saved> saved;  // each layer's state (none when re-materialized)
   Tensor input;                      // re-materialization: all that is kept
+  std::vector<Tensor> inputs;        // a graph model's re-materialization: every input
   Tensor dlogits;                    // last virtual stage: gradient of the loss
   std::int64_t version = 0;          // the weight version the forward ran with
   bool recompute = false;
@@ -40,6 +41,7 @@ struct BackwardState {
   std::vector<models::Saved> saved;
   Tensor dlogits;
   Tensor input;
+  std::vector<Tensor> inputs;  // a graph model's re-materialized forward: every input
   // A backward slice across forward slices: the pieces cut to its samples, in sample order,
   // with their sample counts, that join() turns into `saved` and `dlogits`. Empty when one
   // forward of the same slice was taken as it was kept.

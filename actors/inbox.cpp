@@ -17,14 +17,22 @@ std::string peer_name(int device) {
 }  // namespace
 
 Inbox::Key Inbox::key_of(const schedules::Action& a, const schedules::Route& r) {
-  return {static_cast<std::uint8_t>(r.port), static_cast<std::uint8_t>(a.chunk), a.minibatch,
-          r.samples.begin, r.samples.end};
+  return {static_cast<std::uint8_t>(r.port),
+          static_cast<std::uint8_t>(a.chunk),
+          a.minibatch,
+          r.samples.begin,
+          r.samples.end,
+          r.edge};
 }
 
 bool Inbox::put(schedules::Port port, int chunk, std::int64_t minibatch, std::int64_t begin,
-                std::int64_t end, Tensor tensor, std::uint32_t rows_total) {
-  const Key key{static_cast<std::uint8_t>(port), static_cast<std::uint8_t>(chunk), minibatch, begin,
-                end};
+                std::int64_t end, Tensor tensor, std::uint32_t rows_total, std::uint16_t edge) {
+  const Key key{static_cast<std::uint8_t>(port),
+                static_cast<std::uint8_t>(chunk),
+                minibatch,
+                begin,
+                end,
+                edge};
   const bool inserted = held_.emplace(key, Held{std::move(tensor), rows_total}).second;
   peak_ = std::max(peak_, held_.size());
   return inserted;
@@ -37,10 +45,20 @@ bool Inbox::has(const schedules::Action& a, const std::vector<schedules::Route>&
 
 Tensor Inbox::take(const schedules::Action& a, const std::vector<schedules::Route>& routes,
                    schedules::Port port, std::uint32_t* rows_total) {
+  return take_where(a, routes, port, -1, rows_total);
+}
+
+Tensor Inbox::take(const schedules::Action& a, const std::vector<schedules::Route>& routes,
+                   schedules::Port port, std::uint16_t edge) {
+  return take_where(a, routes, port, edge, nullptr);
+}
+
+Tensor Inbox::take_where(const schedules::Action& a, const std::vector<schedules::Route>& routes,
+                         schedules::Port port, int edge, std::uint32_t* rows_total) {
   std::vector<Tensor> parts;
   std::int64_t at = a.slice.begin;
   for (const schedules::Route& r : routes) {
-    if (r.port != port) continue;
+    if (r.port != port || (edge >= 0 && r.edge != edge)) continue;
     if (r.samples.begin != at) {
       std::string what = schedules::to_string(port);
       what += " routes do not tile the slice at ";

@@ -105,6 +105,7 @@ inline Tag tensor_tag(const schedules::Route& r) {
   t.begin = static_cast<std::int32_t>(r.samples.begin);
   t.end = static_cast<std::int32_t>(r.samples.end);
   t.kind = static_cast<std::uint8_t>(r.port);
+  t.aux = r.edge;  // which tensor edge of a graph model (0 for a chain)
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage_edges.hpp"
 #include "models/executor.hpp"
 #include "schedules/in_place_updates.hpp"
 #include "schedules/pipeline_rules.hpp"
@@ -217,7 +218,7 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
   validate();
   const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
-  prove_runnable();
+  prove_runnable(vlayers);
   start_system(std::move(scheduler));
   spawn_stages(vlayers);
   spawn_loader_and_coordinator();
@@ -234,15 +235,17 @@ void Pipeline::validate() {
   spec_.plan.validate(spec_.model->num_layers());
 }
 
-void Pipeline::prove_runnable() {
+void Pipeline::prove_runnable(const std::vector<LayerRange>& vlayers) {
+  // A graph model's tensors travel along their edges, straight to the stages that read them.
+  std::vector<schedules::TensorEdge> edges = tensor_edges(*spec_.model, vlayers);
   if (spec_.order) {
     check_order(*spec_.order, spec_.plan.schedule);
     impl_->order = spec_.order;
-    impl_->routing = std::make_shared<schedules::Routing>(*impl_->order);
+    impl_->routing = std::make_shared<schedules::Routing>(*impl_->order, std::move(edges));
   } else {
     check_schedule(spec_.plan.schedule);
     impl_->schedule.emplace(spec_.plan.schedule);
-    impl_->routing = std::make_shared<schedules::Routing>(spec_.plan.schedule);
+    impl_->routing = std::make_shared<schedules::Routing>(spec_.plan.schedule, std::move(edges));
   }
 }
 

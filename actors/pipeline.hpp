@@ -175,7 +175,7 @@ class Pipeline {
   // The spec and plan checked; the data shifted to the run's first minibatch.
   void validate();
   // The schedule (or the explicit order) proven runnable before anything starts; its routing.
-  void prove_runnable();
+  void prove_runnable(const std::vector<schedules::LayerRange>& vlayers);
   // The actor system, its error handler and the channel.
   void start_system(std::unique_ptr<Scheduler> scheduler);
   // A StageActor for every replica this process runs, bound to its endpoint.

@@ -42,6 +42,9 @@ StageActor::StageActor(std::string name, StageSetup setup)
   stats_.device_name = s_.executor->device().str();
   holds_ = s_.executor->uses_memory_after_return();
   stats_.peak_versions = versions_.held();
+  std::vector<int> vstages;
+  for (int c = 0; c < params_.chunks; ++c) vstages.push_back(vstage(c));
+  edges_ = StageEdges(*s_.model, s_.chunk_layers, vstages, *s_.routing);
   written_.assign(static_cast<std::size_t>(params_.chunks), false);
   const models::ParamSet& w = versions_.get(versions_.latest());
   for (const Tensor& t : w.range(0, w.size())) stats_.weight_bytes += t.nbytes();
@@ -197,7 +200,9 @@ void StageActor::store(Message& msg, bool forward_lane) {
   const bool port_ok =
       forward_lane ? (port == Port::input || port == Port::target || port == Port::activation)
                    : port == Port::gradient;
-  if (!port_ok || tag.minibatch < 0 || tag.end <= tag.begin || tag.chunk >= params_.chunks) {
+  const bool edge_ok = edges_.graph() ? tag.aux < s_.routing->edges().size() : tag.aux == 0;
+  if (!port_ok || !edge_ok || tag.minibatch < 0 || tag.end <= tag.begin ||
+      tag.chunk >= params_.chunks) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": malformed message: " + what);
   }
   if (msg.tensors.size() != 1 || !meta.describes(msg.tensors.front()) ||
@@ -206,7 +211,7 @@ void StageActor::store(Message& msg, bool forward_lane) {
                                 ": the tensor does not match its envelope");
   }
   const bool inserted = received_.put(port, tag.chunk, tag.minibatch, tag.begin, tag.end,
-                                      msg.tensors.front(), meta.rows_total);
+                                      msg.tensors.front(), meta.rows_total, tag.aux);
   stats_.peak_received = std::max(stats_.peak_received, received_.size());
   if (!inserted) {
     throw std::invalid_argument("stage " + std::to_string(stage_) + ": duplicate " + what);
@@ -471,9 +476,16 @@ void StageActor::emit(const Action& a, std::int64_t version, const models::Param
 void StageActor::run_forward(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
+  const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
   std::uint32_t rows_total = 0;
-  Tensor x = s_.executor->to_device(received_.take(
-      a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
+  std::vector<Tensor> ins;
+  Tensor x;
+  if (ce != nullptr) {
+    ins = take_inputs(a, *ce);
+  } else {
+    x = s_.executor->to_device(received_.take(
+        a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
+  }
   Tensor targets = last ? received_.take(a, routes_.inputs, Port::target, &rows_total) : Tensor();
   const std::int64_t v = version_of(a.minibatch);
   versions_.pin(v);
@@ -488,17 +500,25 @@ void StageActor::run_forward(const Action& a) {
   fwd.slice = a.slice;
   fwd.version = v;
   fwd.recompute = a.recompute;
-  if (a.recompute) fwd.input = x;
+  if (a.recompute) {
+    fwd.input = x;
+    fwd.inputs = ins;
+  }
   Tensor y;
+  std::vector<Tensor> outputs;
   models::LossResult loss;
   // What the work reads, held before it runs; what it writes, after.
   hold(x);
+  for (const Tensor& t : ins) hold(t);
   hold(targets);
   hold(weights);
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
-    models::Model::RangeForward r = s_.model->forward(c, weights, x, layers.begin, layers.end);
+    models::Model::RangeForward r =
+        ce != nullptr ? s_.model->forward(c, weights, ins, layers.begin, layers.end)
+                      : s_.model->forward(c, weights, x, layers.begin, layers.end);
     if (!a.recompute) fwd.saved = std::move(r.saved);
     y = std::move(r.y);
+    if (ce != nullptr) outputs = std::move(r.outputs);
     if (last) {
       const float scale = 1.0f / static_cast<float>(std::max<std::uint32_t>(1, rows_total));
       loss = s_.executor->loss(c, y, targets, scale);
@@ -520,6 +540,13 @@ void StageActor::run_forward(const Action& a) {
                           {}, tag);
     };
     sends_.push_back({s_.coordinator, Message{}, report});
+  } else if (ce != nullptr) {
+    const auto input = std::find(ce->read_edge.begin(), ce->read_edge.end(), -1);
+    send_outputs(a, *ce, outputs,
+                 input == ce->read_edge.end()
+                     ? Tensor()
+                     : ins[static_cast<std::size_t>(input - ce->read_edge.begin())]);
+    for (const Tensor& t : outputs) hold(t);
   } else {
     for (const Route& r : routes_.outputs) {
       Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
@@ -540,13 +567,19 @@ void StageActor::run_backward(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
   const bool need_dx = vstage(a.chunk) > 0;
+  const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
 
   // The forwards' state over this backward's samples (UMPIPE: cut from several, joined below).
   BackwardState kept = activations_.take_for_backward(a.chunk, a.minibatch, a.slice);
   const std::int64_t version = s_.weight_stashing ? kept.version : versions_.latest();
-  Tensor dy =
-      last ? kept.dlogits
-           : s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
+  Tensor dy;
+  std::vector<std::vector<Tensor>> received;
+  if (ce != nullptr) {
+    received = take_gradients(a, *ce);
+  } else {
+    dy = last ? kept.dlogits
+              : s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
+  }
   // A split backward's W holds the version until it ran.
   if (!a.with_weight) versions_.pin(version);
   for (const std::int64_t v : kept.released) versions_.unpin(v);
@@ -566,10 +599,15 @@ void StageActor::run_backward(const Action& a) {
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Tensor dx;
+  std::vector<Tensor> dxs;
   // What the work reads, held before it runs (Model::backward releases each layer's saved
   // tensors as it goes); what it writes, after.
   hold(kept.saved);
   hold(kept.input);
+  for (const Tensor& t : kept.inputs) hold(t);
+  for (const std::vector<Tensor>& r : received) {
+    for (const Tensor& t : r) hold(t);
+  }
   hold(dy);
   hold(weights);
   hold(g);
@@ -584,9 +622,17 @@ void StageActor::run_backward(const Action& a) {
       if (last) dy = kept.dlogits;
     }
     if (kept.recompute) {
-      saved = s_.model->forward(c, weights, kept.input, layers.begin, layers.end).saved;
+      saved = ce != nullptr
+                  ? s_.model->forward(c, weights, kept.inputs, layers.begin, layers.end).saved
+                  : s_.model->forward(c, weights, kept.input, layers.begin, layers.end).saved;
     }
-    if (a.with_weight) {
+    if (ce != nullptr) {
+      const std::vector<Tensor> dys = sum_gradients(*ce, received, kept.dlogits, c.k());
+      dxs =
+          a.with_weight
+              ? s_.model->backward(c, weights, saved, dys, layers.begin, layers.end, g, alpha, beta)
+              : s_.model->backward_input(c, weights, saved, dys, layers.begin, layers.end);
+    } else if (a.with_weight) {
       // With a fused update, `g` is `weights`: each layer computes its input gradient before
       // it writes its weights (GradSink's contract).
       dx = s_.model->backward(c, weights, saved, dy, layers.begin, layers.end, need_dx, g, alpha,
@@ -605,10 +651,15 @@ void StageActor::run_backward(const Action& a) {
     written_[static_cast<std::size_t>(a.chunk)] = true;
   }
   contributed_ = true;
-  for (const Route& r : routes_.outputs) {
-    Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
-    const TensorMeta meta = TensorMeta::of(part);
-    sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
+  if (ce != nullptr) {
+    for (const Tensor& t : dxs) hold(t);
+    send_gradients(a, *ce, dxs);
+  } else {
+    for (const Route& r : routes_.outputs) {
+      Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
+      const TensorMeta meta = TensorMeta::of(part);
+      sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
+    }
   }
   charge(device_time);
   emit(a, version, fused ? nullptr : &weights, nullptr, started_);
@@ -689,6 +740,74 @@ void StageActor::run_step(const Action& a) {
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
   written_.assign(written_.size(), false);
   contributed_ = false;
+}
+
+std::vector<Tensor> StageActor::take_inputs(const Action& a, const ChunkEdges& ce) {
+  std::vector<Tensor> ins;
+  ins.reserve(ce.reads.size());
+  for (const int e : ce.read_edge) {
+    const Tensor t =
+        e < 0 ? received_.take(a, routes_.inputs, Port::input, nullptr)
+              : received_.take(a, routes_.inputs, Port::activation, static_cast<std::uint16_t>(e));
+    ins.push_back(s_.executor->to_device(t));
+  }
+  return ins;
+}
+
+void StageActor::send_outputs(const Action& a, const ChunkEdges& ce,
+                              const std::vector<Tensor>& outputs, const Tensor& model_input) {
+  for (const Route& r : routes_.outputs) {
+    const int q = ce.give_of_edge.at(r.edge);
+    const Tensor& y = q < 0 ? model_input : outputs.at(static_cast<std::size_t>(q));
+    Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
+    const TensorMeta meta = TensorMeta::of(part);
+    sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
+  }
+}
+
+std::vector<std::vector<Tensor>> StageActor::take_gradients(const Action& a, const ChunkEdges& ce) {
+  std::vector<std::vector<Tensor>> out(ce.gives.size());
+  for (std::size_t q = 0; q < ce.gives.size(); ++q) {
+    for (const std::uint16_t e : ce.gradient_edges[q]) {
+      out[q].push_back(
+          s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, e)));
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> StageActor::sum_gradients(const ChunkEdges& ce,
+                                              const std::vector<std::vector<Tensor>>& received,
+                                              const Tensor& dlogits,
+                                              const models::Kernels& k) const {
+  std::vector<Tensor> dys;
+  dys.reserve(ce.gives.size());
+  for (std::size_t q = 0; q < ce.gives.size(); ++q) {
+    Tensor sum = ce.gives[q] == s_.model->num_layers() - 1 ? dlogits : Tensor();
+    for (const Tensor& t : received[q]) {
+      if (!sum.defined() || t.device().is_sim()) {
+        if (!sum.defined()) sum = t;
+        continue;
+      }
+      Tensor next = k.empty(sum.shape());
+      k.add(static_cast<const float*>(sum.raw_data()), static_cast<const float*>(t.raw_data()),
+            static_cast<float*>(next.raw_data()), next.numel());
+      sum = std::move(next);
+    }
+    dys.push_back(std::move(sum));
+  }
+  return dys;
+}
+
+void StageActor::send_gradients(const Action& a, const ChunkEdges& ce,
+                                const std::vector<Tensor>& dxs) {
+  for (const Route& r : routes_.outputs) {
+    const int k = ce.read_of_edge.at(r.edge);
+    const Tensor& dx = dxs.at(static_cast<std::size_t>(k));
+    Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
+    const TensorMeta meta = TensorMeta::of(part);
+    sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
+  }
 }
 
 }  // namespace tandem::actors

@@ -22,6 +22,7 @@
 
 #include "actors/activation_store.hpp"
 #include "actors/inbox.hpp"
+#include "actors/stage_edges.hpp"
 #include "actors/stage_event.hpp"
 #include "actors/stage_progress.hpp"
 #include "actors/version_store.hpp"
@@ -160,6 +161,17 @@ class StageActor final : public Actor {
 
   void run_forward(const Action& a);
   void run_backward(const Action& a);
+  // A graph model's F and B (StageEdges): several inputs and outputs per action.
+  std::vector<Tensor> take_inputs(const Action& a, const ChunkEdges& ce);
+  void send_outputs(const Action& a, const ChunkEdges& ce, const std::vector<Tensor>& outputs,
+                    const Tensor& model_input);
+  std::vector<std::vector<Tensor>> take_gradients(const Action& a, const ChunkEdges& ce);
+  // The gradient of each of the range's outputs: `received` summed in order (inside the
+  // backward's device work), the loss's `dlogits` for the model's last layer.
+  std::vector<Tensor> sum_gradients(const ChunkEdges& ce,
+                                    const std::vector<std::vector<Tensor>>& received,
+                                    const Tensor& dlogits, const models::Kernels& k) const;
+  void send_gradients(const Action& a, const ChunkEdges& ce, const std::vector<Tensor>& dxs);
   void run_weight(const Action& a);
   void run_sync(const Action& a);
   void run_step(const Action& a);
@@ -195,6 +207,7 @@ class StageActor final : public Actor {
   StageSetup s_;
   const schedules::ScheduleParams& params_;
   int stage_ = 0, replica_ = 0;
+  StageEdges edges_;  // empty for a chain
   VersionStore versions_;
   Inbox received_;               // the tensors messages brought, until an action takes them
   ActivationStore activations_;  // what forwards keep for backwards, and B for W

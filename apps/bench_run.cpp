@@ -129,12 +129,10 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
   ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
   if (options.link_gbit_s > 0 || options.link_latency_us > 0) {
     // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp).
-    const std::vector<Shape> outputs = model.activation_shapes(1);
+    // Everything that crosses the stage's last cut (a graph's skip edges included).
+    const std::vector<double> cuts = model.cut_elements(1);
     for (std::size_t v = 0; v < vstages.size(); ++v) {
-      const Shape& shape = outputs.at(static_cast<std::size_t>(vstages[v].end - 1));
-      double n = 1;
-      for (const auto d : shape) n *= static_cast<double>(d);
-      costs.stages[v].output_bytes = 4 * n;
+      costs.stages[v].output_bytes = 4 * cuts.at(static_cast<std::size_t>(vstages[v].end - 1));
     }
     costs.latency = options.link_latency_us / 1e3;
     if (options.link_gbit_s > 0) {
@@ -289,12 +287,11 @@ models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double 
 }
 
 models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples) {
-  const std::vector<Shape> outputs = model.activation_shapes(1);
+  const std::vector<Shape> inputs = model.input_shapes(1);
   const double ms = slice_samples * 1e3 / kDryRunFlopsPerSecond;
   models::SimCosts c;
   for (int l = 0; l < model.num_layers(); ++l) {
-    const Shape input = l == 0 ? model.input_shape(1) : outputs[static_cast<std::size_t>(l - 1)];
-    const models::LayerCost cost = model.layer(l).cost(input);
+    const models::LayerCost cost = model.layer(l).cost(inputs[static_cast<std::size_t>(l)]);
     c.forward_ms.push_back(cost.forward_flops * ms);
     c.backward_input_ms.push_back(cost.backward_input_flops * ms);
     c.backward_weight_ms.push_back(cost.backward_weight_flops * ms);

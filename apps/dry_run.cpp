@@ -42,10 +42,10 @@ struct StageFigures {
 StageFigures figures(const models::Model& model, int begin, int end) {
   StageFigures f;
   const std::vector<Shape> outputs = model.activation_shapes(1);
+  const std::vector<Shape> inputs = model.input_shapes(1);
   const double ms_per_flop = 1e3 / kDryRunFlopsPerSecond;
   for (int l = begin; l < end; ++l) {
-    const Shape input = l == 0 ? model.input_shape(1) : outputs[static_cast<size_t>(l - 1)];
-    const models::LayerCost c = model.layer(l).cost(input);
+    const models::LayerCost c = model.layer(l).cost(inputs[static_cast<size_t>(l)]);
     f.forward_ms += c.forward_flops * ms_per_flop;
     f.backward_input_ms += c.backward_input_flops * ms_per_flop;
     f.backward_weight_ms += c.backward_weight_flops * ms_per_flop;
@@ -57,7 +57,7 @@ StageFigures figures(const models::Model& model, int begin, int end) {
     double n = 1;
     for (const auto d : outputs[static_cast<size_t>(l)]) n *= static_cast<double>(d);
     f.activation_floats += n;
-    if (l == end - 1) f.output_floats = n;
+    if (l == end - 1) f.output_floats = model.cut_elements(1)[static_cast<size_t>(l)];
   }
   return f;
 }

@@ -1,5 +1,7 @@
 #include "models/layer.hpp"
 
+#include <stdexcept>
+
 namespace tandem::models {
 
 LayerCost Layer::cost(const Shape& /*input*/) const {
@@ -36,6 +38,30 @@ BackwardResult Layer::backward(const Context& ctx, ParamView params, Saved& save
   BackwardResult out;
   for (const ParamSpec& spec : param_specs()) out.grads.push_back(ctx.k().empty(spec.shape));
   out.dx = backward_into(ctx, params, saved, dy, need_dx, GradSink{out.grads, 1.0f, 0.0f});
+  return out;
+}
+
+Shape Layer::output_shape_n(std::span<const Shape> inputs) const {
+  if (inputs.size() != 1) {
+    throw std::invalid_argument(describe() + ": reads one tensor, got " +
+                                std::to_string(inputs.size()));
+  }
+  return output_shape(inputs[0]);
+}
+
+ForwardResult Layer::forward_n(const Context& ctx, ParamView params,
+                               std::span<const Tensor> xs) const {
+  if (xs.size() != 1) {
+    throw std::invalid_argument(describe() + ": reads one tensor, got " +
+                                std::to_string(xs.size()));
+  }
+  return forward(ctx, params, xs[0]);
+}
+
+std::vector<Tensor> Layer::backward_input_n(const Context& ctx, ParamView params, Saved& saved,
+                                            const Tensor& dy, const std::vector<bool>& want) const {
+  std::vector<Tensor> out(1);
+  if (!want.empty() && want[0]) out[0] = backward_input(ctx, params, saved, dy);
   return out;
 }
 

@@ -128,6 +128,21 @@ class Layer {
   // split backward runs B even where no input gradient is wanted.
   virtual bool weight_needs_backward_input() const { return false; }
 
+  // How many tensors the layer reads: 1, or more for the layers that merge (add, concat,
+  // multiply). A layer of arity > 1 has no parameters and implements the three calls below
+  // instead of output_shape, forward and backward_input (which it never gets); for arity 1 they
+  // call those.
+  virtual int arity() const { return 1; }
+  virtual Shape output_shape_n(std::span<const Shape> inputs) const;
+  virtual ForwardResult forward_n(const Context& ctx, ParamView params,
+                                  std::span<const Tensor> xs) const;
+  // One gradient per input, in order; an undefined tensor where want[k] is false. The
+  // gradients may share storage with dy or with each other (add passes dy on to every input):
+  // the caller never writes them in place.
+  virtual std::vector<Tensor> backward_input_n(const Context& ctx, ParamView params, Saved& saved,
+                                               const Tensor& dy,
+                                               const std::vector<bool>& want) const;
+
   // Conveniences that allocate the gradients.
   std::vector<Tensor> backward_weight(const Context& ctx, const Saved& saved,
                                       const Tensor& dy) const;

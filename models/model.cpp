@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "models/concat_rows.hpp"
+#include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
 #include "models/detail/sim_ops.hpp"
 #include "runtime/counter_rng.hpp"
@@ -61,13 +62,15 @@ Shape record_shape(const Tensor& t, std::int64_t batch, const std::string& label
 
 }  // namespace
 
-Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers)
+Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
+             std::vector<std::vector<int>> sources)
     : spec_(std::move(spec)), layers_(std::move(layers)) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i] == nullptr) {
       throw std::invalid_argument("Model: layer " + std::to_string(i) + " is null");
     }
   }
+  link(std::move(sources));
   param_names_.resize(layers_.size());
   param_specs_.resize(layers_.size());
   for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -76,6 +79,84 @@ Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers)
       param_names_[i].push_back(param_name(static_cast<int>(i), p.name));
     }
   }
+}
+
+void Model::link(std::vector<std::vector<int>> sources) {
+  const int n = num_layers();
+  chain_ = sources.empty();
+  if (chain_) {
+    for (int i = 0; i < n; ++i) sources.push_back({i - 1});
+  }
+  if (static_cast<int>(sources.size()) != n) {
+    throw std::invalid_argument("Model: " + std::to_string(sources.size()) + " source lists for " +
+                                std::to_string(n) + " layers");
+  }
+  consumers_.assign(static_cast<std::size_t>(n) + 1, {});
+  for (int i = 0; i < n; ++i) {
+    const Layer& l = layer(i);
+    const std::vector<int>& src = sources[static_cast<std::size_t>(i)];
+    const std::string who = "Model: layer " + std::to_string(i) + " (" + l.describe() + ")";
+    if (static_cast<int>(src.size()) != l.arity()) {
+      throw std::invalid_argument(who + " reads " + std::to_string(l.arity()) + " tensors, given " +
+                                  std::to_string(src.size()) + " sources");
+    }
+    for (const int from : src) {
+      if (from < kModelInput || from >= i) {
+        throw std::invalid_argument(who + " reads layer " + std::to_string(from) +
+                                    ", which is not earlier");
+      }
+      std::vector<int>& c = consumers_[from == kModelInput ? static_cast<std::size_t>(n)
+                                                           : static_cast<std::size_t>(from)];
+      if (c.empty() || c.back() != i) c.push_back(i);
+    }
+  }
+  for (int i = 0; i + 1 < n; ++i) {
+    if (consumers_[static_cast<std::size_t>(i)].empty()) {
+      throw std::invalid_argument("Model: layer " + std::to_string(i) + " (" + layer(i).describe() +
+                                  ")'s output is never read");
+    }
+  }
+  sources_ = std::move(sources);
+}
+
+const std::vector<int>& Model::sources(int i) const {
+  (void)layer(i);  // range check
+  return sources_[static_cast<std::size_t>(i)];
+}
+
+const std::vector<int>& Model::consumers(int producer) const {
+  if (producer == kModelInput) return consumers_.back();
+  (void)layer(producer);  // range check
+  return consumers_[static_cast<std::size_t>(producer)];
+}
+
+std::vector<int> Model::range_inputs(int begin, int end) const {
+  if (begin < 0 || end > num_layers() || begin >= end) {
+    throw std::out_of_range("Model::range_inputs: range " + range_str(begin, end) + " of " +
+                            std::to_string(num_layers()) + " layers");
+  }
+  std::vector<int> out;
+  for (int i = begin; i < end; ++i) {
+    for (const int from : sources_[static_cast<std::size_t>(i)]) {
+      if (from < begin) out.push_back(from);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> Model::range_outputs(int begin, int end) const {
+  if (begin < 0 || end > num_layers() || begin >= end) {
+    throw std::out_of_range("Model::range_outputs: range " + range_str(begin, end) + " of " +
+                            std::to_string(num_layers()) + " layers");
+  }
+  std::vector<int> out;
+  for (int i = begin; i < end; ++i) {
+    const std::vector<int>& c = consumers_[static_cast<std::size_t>(i)];
+    if ((!c.empty() && c.back() >= end) || i == num_layers() - 1) out.push_back(i);
+  }
+  return out;
 }
 
 const Layer& Model::layer(int i) const {
@@ -98,6 +179,11 @@ std::string Model::describe() const {
 
 Shape Model::input_shape(std::int64_t batch) const {
   if (spec_.name == "mlp") return {batch, spec_.widths.at(0)};
+  if (spec_.name == "graph") {
+    Shape s{batch};
+    s.insert(s.end(), spec_.graph.input_shape.begin(), spec_.graph.input_shape.end());
+    return s;
+  }
   if (spec_.name == "gpt") return {batch, spec_.seq_len};
   if (spec_.name == "vgg16") return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
   throw std::invalid_argument("Model::input_shape: unknown model '" + spec_.name + "'");
@@ -114,12 +200,51 @@ Shape Model::target_shape(std::int64_t batch) const {
 
 std::vector<Shape> Model::activation_shapes(std::int64_t batch) const {
   std::vector<Shape> shapes;
-  Shape s = input_shape(batch);
-  for (const auto& l : layers_) {
-    s = l->output_shape(s);
-    shapes.push_back(s);
+  const Shape input = input_shape(batch);
+  std::vector<Shape> in;
+  for (int i = 0; i < num_layers(); ++i) {
+    in.clear();
+    for (const int from : sources_[static_cast<std::size_t>(i)]) {
+      in.push_back(from == kModelInput ? input : shapes[static_cast<std::size_t>(from)]);
+    }
+    shapes.push_back(layer(i).output_shape_n(in));
   }
   return shapes;
+}
+
+std::vector<Shape> Model::input_shapes(std::int64_t batch) const {
+  const std::vector<Shape> outputs = activation_shapes(batch);
+  std::vector<Shape> out;
+  for (int i = 0; i < num_layers(); ++i) {
+    const int from = sources_[static_cast<std::size_t>(i)].front();
+    out.push_back(from == kModelInput ? input_shape(batch)
+                                      : outputs[static_cast<std::size_t>(from)]);
+  }
+  return out;
+}
+
+std::vector<double> Model::cut_elements(std::int64_t batch) const {
+  const std::vector<Shape> outputs = activation_shapes(batch);
+  auto numel = [](const Shape& s) {
+    double n = 1;
+    for (const auto d : s) n *= static_cast<double>(d);
+    return n;
+  };
+  const int n = num_layers();
+  std::vector<double> out(static_cast<std::size_t>(n), 0.0);
+  if (n == 0) return out;
+  out.back() = numel(outputs.back());
+  // A tensor read last by layer j crosses every cut from its producer up to j.
+  for (int p = kModelInput; p < n - 1; ++p) {
+    const std::vector<int>& c = consumers(p);
+    if (c.empty()) continue;
+    const double e =
+        numel(p == kModelInput ? input_shape(batch) : outputs[static_cast<std::size_t>(p)]);
+    for (int cut = std::max(p, 0); cut < c.back() && cut < n - 1; ++cut) {
+      out[static_cast<std::size_t>(cut)] += e;
+    }
+  }
+  return out;
 }
 
 std::string Model::param_name(int layer, const std::string& local) const {
@@ -189,6 +314,14 @@ Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params, c
                             std::to_string(end) + ") outside " + std::to_string(num_layers()) +
                             " layers");
   }
+  if (begin < end && !plain_range(begin, end)) {
+    const std::size_t reads = range_inputs(begin, end).size();
+    if (reads != 1) {
+      throw std::invalid_argument("Model::forward: range " + range_str(begin, end) + " reads " +
+                                  std::to_string(reads) + " tensors, given one");
+    }
+    return forward(ctx, params, std::span<const Tensor>(&x, 1), begin, end);
+  }
   RangeForward out;
   out.y = x;
   out.saved.reserve(static_cast<std::size_t>(end - begin));
@@ -204,7 +337,176 @@ Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params, c
     out.y = std::move(r.y);
     out.saved.push_back(std::move(r.saved));
   }
+  out.outputs.push_back(out.y);
   return out;
+}
+
+bool Model::plain_range(int begin, int end) const {
+  return chain_ || (end - begin == 1 && layer(begin).arity() == 1);
+}
+
+std::span<const Tensor> Model::single(const Tensor& dy, int begin, int end) const {
+  const std::size_t reads = range_inputs(begin, end).size();
+  const std::size_t gives = range_outputs(begin, end).size();
+  if (reads != 1 || gives != 1) {
+    throw std::invalid_argument("Model::backward: range " + range_str(begin, end) + " reads " +
+                                std::to_string(reads) + " and gives " + std::to_string(gives) +
+                                " tensors; the one-tensor call needs one of each");
+  }
+  return {&dy, 1};
+}
+
+Model::RangeForward Model::forward(const Context& ctx, const ParamSet& params,
+                                   std::span<const Tensor> inputs, int begin, int end) const {
+  const std::vector<int> reads = range_inputs(begin, end);
+  if (inputs.size() != reads.size()) {
+    throw std::invalid_argument("Model::forward: range " + range_str(begin, end) + " reads " +
+                                std::to_string(reads.size()) + " tensors, given " +
+                                std::to_string(inputs.size()));
+  }
+  // Every value the range reads: its inputs, then its own layers' outputs (each dropped after
+  // its last reader in the range unless a later range reads it).
+  std::vector<Tensor> values(static_cast<std::size_t>(end - begin));
+  auto value = [&](int from) -> const Tensor& {
+    if (from >= begin) return values[static_cast<std::size_t>(from - begin)];
+    const auto at = std::lower_bound(reads.begin(), reads.end(), from) - reads.begin();
+    return inputs[static_cast<std::size_t>(at)];
+  };
+  const std::vector<int> outs = range_outputs(begin, end);
+  RangeForward out;
+  out.saved.reserve(static_cast<std::size_t>(end - begin));
+  std::vector<Tensor> xs;
+  for (int i = begin; i < end; ++i) {
+    const Layer& l = layer(i);
+    const ParamView p = layer_params(params, i);
+    xs.clear();
+    for (const int from : sources_[static_cast<std::size_t>(i)]) xs.push_back(value(from));
+    using Role = detail::OpDevices::Role;
+    detail::OpDevices devices("forward", i, l, param_specs_[static_cast<std::size_t>(i)]);
+    devices.add(Role::input, xs);
+    devices.add(Role::parameter, p);
+    ForwardResult r;
+    if (devices.sim()) {
+      r = l.arity() == 1 ? detail::sim_forward(devices, ctx, p, xs[0])
+                         : detail::sim_forward_n(devices, ctx, xs);
+    } else {
+      r = l.arity() == 1 ? l.forward(ctx, p, xs[0]) : l.forward_n(ctx, p, xs);
+    }
+    values[static_cast<std::size_t>(i - begin)] = std::move(r.y);
+    out.saved.push_back(std::move(r.saved));
+    // Inputs read for the last time in this range are dropped.
+    for (const int from : sources_[static_cast<std::size_t>(i)]) {
+      if (from < begin) continue;
+      const std::vector<int>& c = consumers_[static_cast<std::size_t>(from)];
+      const bool later = std::any_of(c.begin(), c.end(), [&](int j) { return j > i; });
+      if (!later) values[static_cast<std::size_t>(from - begin)] = Tensor();
+    }
+  }
+  for (const int o : outs) out.outputs.push_back(values[static_cast<std::size_t>(o - begin)]);
+  out.y = out.outputs.back();
+  return out;
+}
+
+std::vector<Tensor> Model::backward(const Context& ctx, const ParamSet& params,
+                                    std::vector<Saved>& saved, std::span<const Tensor> dys,
+                                    int begin, int end, ParamSet& grads, float alpha,
+                                    float beta) const {
+  return graph_backward(ctx, params, saved, dys, begin, end, &grads, alpha, beta, false);
+}
+
+std::vector<Tensor> Model::backward_input(const Context& ctx, const ParamSet& params,
+                                          std::vector<Saved>& saved, std::span<const Tensor> dys,
+                                          int begin, int end) const {
+  return graph_backward(ctx, params, saved, dys, begin, end, nullptr, 1.0f, 0.0f, true);
+}
+
+std::vector<Tensor> Model::graph_backward(const Context& ctx, const ParamSet& params,
+                                          std::vector<Saved>& saved, std::span<const Tensor> dys,
+                                          int begin, int end, ParamSet* grads, float alpha,
+                                          float beta, bool split) const {
+  const char* who = split ? "Model::backward_input" : "Model::backward";
+  check_range(who, begin, end, num_layers(), saved.size());
+  const std::vector<int> reads = range_inputs(begin, end);
+  const std::vector<int> outs = range_outputs(begin, end);
+  if (dys.size() != outs.size()) {
+    throw std::invalid_argument(std::string(who) + ": range " + range_str(begin, end) + " gives " +
+                                std::to_string(outs.size()) + " tensors, given " +
+                                std::to_string(dys.size()) + " gradients");
+  }
+  // The gradient reaching each layer's output, and each range input, summed as it arrives.
+  // Gradients of later ranges come first: their readers are later layers.
+  std::vector<Tensor> acc(static_cast<std::size_t>(end - begin));
+  std::vector<Tensor> dx(reads.size());
+  for (std::size_t q = 0; q < outs.size(); ++q) {
+    acc[static_cast<std::size_t>(outs[q] - begin)] = dys[q];
+  }
+  auto add_to = [&](Tensor& slot, const Tensor& d) {
+    if (!d.defined()) return;
+    if (!slot.defined() || slot.device().is_sim()) {
+      if (!slot.defined()) slot = d;
+      return;
+    }
+    const Kernels& k = ctx.k();
+    Tensor sum = k.empty(slot.shape());
+    k.add(detail::ptr(slot), detail::ptr(d), detail::ptr(sum), sum.numel());
+    slot = std::move(sum);
+  };
+  for (int i = end - 1; i >= begin; --i) {
+    Tensor g = std::move(acc[static_cast<std::size_t>(i - begin)]);
+    if (!g.defined()) {
+      throw std::invalid_argument(std::string(who) + ": no gradient reached layer " +
+                                  std::to_string(i) + " (" + layer(i).describe() + ")");
+    }
+    Saved& st = saved[static_cast<std::size_t>(i - begin)];
+    const std::vector<Tensor> d = layer_backward(ctx, params, st, g, i, grads, alpha, beta, split);
+    const std::vector<int>& src = sources_[static_cast<std::size_t>(i)];
+    for (std::size_t k = 0; k < src.size(); ++k) {
+      if (src[k] == kModelInput) continue;
+      if (src[k] >= begin) {
+        add_to(acc[static_cast<std::size_t>(src[k] - begin)], d[k]);
+      } else {
+        const auto at = std::lower_bound(reads.begin(), reads.end(), src[k]) - reads.begin();
+        add_to(dx[static_cast<std::size_t>(at)], d[k]);
+      }
+    }
+  }
+  return dx;
+}
+
+std::vector<Tensor> Model::layer_backward(const Context& ctx, const ParamSet& params, Saved& s,
+                                          const Tensor& g, int i, ParamSet* grads, float alpha,
+                                          float beta, bool split) const {
+  const Layer& l = layer(i);
+  const ParamView p = layer_params(params, i);
+  const std::vector<int>& src = sources_[static_cast<std::size_t>(i)];
+  std::vector<bool> want(src.size());
+  for (std::size_t k = 0; k < src.size(); ++k) want[k] = src[k] != kModelInput;
+  using Role = detail::OpDevices::Role;
+  detail::OpDevices devices(split ? "backward_input" : "backward", i, l,
+                            param_specs_[static_cast<std::size_t>(i)]);
+  devices.add(Role::output_gradient, g);
+  devices.add(Role::parameter, p);
+  devices.add(Role::saved, s);
+  if (l.arity() > 1) {
+    // Merge layers have no parameters: B is all there is, and W has nothing to do.
+    std::vector<Tensor> d = devices.sim() ? detail::sim_backward_input_n(devices, ctx, s, g, want)
+                                          : l.backward_input_n(ctx, p, s, g, want);
+    s.clear();
+    return d;
+  }
+  std::vector<Tensor> d(1);
+  if (split) {
+    std::vector<Saved> one(1);
+    one[0] = std::move(s);
+    d[0] = backward_input(ctx, params, one, g, i, i + 1, want[0]);
+    s = std::move(one[0]);
+  } else {
+    std::vector<Saved> one(1);
+    one[0] = std::move(s);
+    d[0] = backward(ctx, params, one, g, i, i + 1, want[0], *grads, alpha, beta);
+    s = std::move(one[0]);
+  }
+  return d;
 }
 
 Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
@@ -215,6 +517,11 @@ Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<S
     throw std::invalid_argument("Model::backward: range [" + std::to_string(begin) + ", " +
                                 std::to_string(end) + ") with " + std::to_string(saved.size()) +
                                 " saved states");
+  }
+  if (!plain_range(begin, end)) {
+    std::vector<Tensor> d = graph_backward(ctx, params, saved, single(dy, begin, end), begin, end,
+                                           &grads, alpha, beta, false);
+    return need_dx ? d.front() : Tensor();
   }
   Tensor g = dy;
   for (int i = end - 1; i >= begin; --i) {
@@ -239,6 +546,11 @@ Tensor Model::backward(const Context& ctx, const ParamSet& params, std::vector<S
 Tensor Model::backward_input(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
                              const Tensor& dy, int begin, int end, bool need_dx) const {
   check_range("Model::backward_input", begin, end, num_layers(), saved.size());
+  if (!plain_range(begin, end)) {
+    std::vector<Tensor> d = graph_backward(ctx, params, saved, single(dy, begin, end), begin, end,
+                                           nullptr, 1.0f, 0.0f, true);
+    return need_dx ? d.front() : Tensor();
+  }
   Tensor g = dy;
   for (int i = end - 1; i >= begin; --i) {
     Saved& s = saved[static_cast<std::size_t>(i - begin)];
@@ -283,6 +595,10 @@ void Model::backward_weight(const Context& ctx, std::vector<Saved>& saved, int b
   for (int i = end - 1; i >= begin; --i) {
     Saved& s = saved[static_cast<std::size_t>(i - begin)];
     const Layer& l = layer(i);
+    if (l.arity() > 1) {  // a merge: no weights, and B left nothing
+      s.clear();
+      continue;
+    }
     const GradSink sink{layer_params(grads, i), alpha, beta};
     using Role = detail::OpDevices::Role;
     detail::OpDevices devices("backward_weight", i, l, param_specs_[static_cast<std::size_t>(i)]);

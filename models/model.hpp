@@ -13,8 +13,13 @@
 
 namespace tandem::models {
 
-// A flat list of layers (the planner cuts it into stages) followed by softmax cross-entropy on
-// the last layer's logits. Immutable; copies share the layers.
+// An ordered list of layers (the planner cuts it into stages) followed by softmax cross-entropy
+// on the last layer's logits. Immutable; copies share the layers.
+//
+// Each layer reads the previous layer's output (a chain), or, in a graph model, the tensors its
+// `sources` name: the model input or any earlier layer's output. A range of layers [begin, end)
+// (a stage) then reads range_inputs() from outside and gives range_outputs() to later ranges;
+// for a chain those are the layer before the range and its last layer.
 //
 // Parameters are named "<layer index>.<local name>" ("3.weight"), so the parameter sets of
 // stages [0, k) and [k, n) merge into the whole model's, and the values a layer gets from
@@ -23,7 +28,24 @@ class Model {
  public:
   // Throws std::invalid_argument naming the spec field that is wrong.
   static Model build(const ModelSpec& spec);
-  Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers);
+  // `sources[i]`: what layer i reads, in order (kModelInput or an earlier layer), as many as its
+  // arity(); empty for a chain. Throws std::invalid_argument naming the layer when a source is
+  // not earlier, the count is not the arity, or a layer's output (but the last's) is never read.
+  Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
+        std::vector<std::vector<int>> sources = {});
+
+  // ---- edges ----
+  static constexpr int kModelInput = -1;
+  bool is_chain() const { return chain_; }
+  const std::vector<int>& sources(int layer) const;
+  // The layers reading layer `producer`'s output (kModelInput: the model input), ascending.
+  const std::vector<int>& consumers(int producer) const;
+  // What layers [begin, end) read from outside: kModelInput first when they read it, then the
+  // earlier layers, ascending. Never empty for a non-empty range.
+  std::vector<int> range_inputs(int begin, int end) const;
+  // The layers of [begin, end) whose outputs layers at or after `end` read, ascending, plus the
+  // model's last layer when the range holds it (the loss reads it). Ends with end - 1.
+  std::vector<int> range_outputs(int begin, int end) const;
 
   const ModelSpec& spec() const { return spec_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
@@ -36,6 +58,13 @@ class Model {
   Shape target_shape(std::int64_t batch) const;
   // Output shape of every layer for a minibatch (entry i = output of layer i).
   std::vector<Shape> activation_shapes(std::int64_t batch) const;
+  // The shape of each layer's first input (what its cost() is asked about).
+  std::vector<Shape> input_shapes(std::int64_t batch) const;
+  // Per cut after layer i (i < n - 1): the elements of every tensor that crosses it, i.e. made
+  // at or before layer i (the model input included) and read after it; for a chain, layer i's
+  // output. Entry n - 1 is the last layer's output. What a stage ending at layer i sends on
+  // when every tensor is relayed, and what a planner charges on a link at that cut.
+  std::vector<double> cut_elements(std::int64_t batch) const;
 
   // Deterministic initialisation of layers [begin, end) (default: all). On the sim device the
   // parameters have shapes and no data.
@@ -55,11 +84,16 @@ class Model {
   // `grads` untouched. An op that mixes sim and data tensors throws std::invalid_argument
   // naming the op, the layer and both tensors.
   struct RangeForward {
-    Tensor y;
-    std::vector<Saved> saved;  // one per layer of the range
+    Tensor y;                     // the output of layer end - 1
+    std::vector<Saved> saved;     // one per layer of the range
+    std::vector<Tensor> outputs;  // graph ranges: one per range_outputs(), y last
   };
+  // x is the range's one input (throws std::invalid_argument when it reads several).
   RangeForward forward(const Context& ctx, const ParamSet& params, const Tensor& x, int begin,
                        int end) const;
+  // Any range: `inputs` holds one tensor per range_inputs(), in that order.
+  RangeForward forward(const Context& ctx, const ParamSet& params, std::span<const Tensor> inputs,
+                       int begin, int end) const;
   // Backward of layers [begin, end) (fused B+W per layer), from the gradient of the range's
   // output; returns the gradient of its input when need_dx. Gradients go to `grads` (a set with
   // the range's parameter names) as grads = alpha * g + beta * grads (grads may be `params`
@@ -67,6 +101,18 @@ class Model {
   Tensor backward(const Context& ctx, const ParamSet& params, std::vector<Saved>& saved,
                   const Tensor& dy, int begin, int end, bool need_dx, ParamSet& grads,
                   float alpha = 1.0f, float beta = 0.0f) const;
+
+  // Any range: `dys` holds the gradient of each range_outputs() tensor, in order; returns the
+  // gradient of each range_inputs() tensor (undefined for the model input). A tensor read by
+  // several layers gets their gradients summed, the later reader's first (so that a range
+  // sums them in the order the whole model does).
+  std::vector<Tensor> backward(const Context& ctx, const ParamSet& params,
+                               std::vector<Saved>& saved, std::span<const Tensor> dys, int begin,
+                               int end, ParamSet& grads, float alpha = 1.0f,
+                               float beta = 0.0f) const;
+  std::vector<Tensor> backward_input(const Context& ctx, const ParamSet& params,
+                                     std::vector<Saved>& saved, std::span<const Tensor> dys,
+                                     int begin, int end) const;
 
   // Input gradient of layers [begin, end) from the gradient of the range's output (B of a split
   // backward); keeps in `saved` what backward_weight needs (each layer's output gradient,
@@ -108,6 +154,25 @@ class Model {
   std::vector<std::vector<ParamSpec>> param_specs_;
 
   std::int64_t first_param(const ParamSet& params, int i) const;
+  void link(std::vector<std::vector<int>> sources);
+  // Whether the layer-by-layer loop of the one-tensor calls runs [begin, end) as it is: a chain,
+  // or one layer of one input.
+  bool plain_range(int begin, int end) const;
+  // dy as the gradients of a range that reads one tensor and gives one; throws otherwise.
+  std::span<const Tensor> single(const Tensor& dy, int begin, int end) const;
+  // The general backward of a graph range; `split`: B of a split backward (W later).
+  std::vector<Tensor> graph_backward(const Context& ctx, const ParamSet& params,
+                                     std::vector<Saved>& saved, std::span<const Tensor> dys,
+                                     int begin, int end, ParamSet* grads, float alpha, float beta,
+                                     bool split) const;
+  // Layer i's backward inside graph_backward: the gradient of each of its sources.
+  std::vector<Tensor> layer_backward(const Context& ctx, const ParamSet& params, Saved& s,
+                                     const Tensor& g, int i, ParamSet* grads, float alpha,
+                                     float beta, bool split) const;
+
+  bool chain_ = true;
+  std::vector<std::vector<int>> sources_;    // per layer
+  std::vector<std::vector<int>> consumers_;  // per layer, then the model input's last
 };
 
 }  // namespace tandem::models

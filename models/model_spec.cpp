@@ -17,6 +17,24 @@ std::string ModelSpec::describe() const {
   } else if (name == "vgg16") {
     s << "width_mult=" << width_mult << ", in_channels=" << in_channels
       << ", image_size=" << image_size << ", classes=" << classes;
+  } else if (name == "graph") {
+    // Every node with its kind, size and inputs: two graphs that differ anywhere describe
+    // differently (a checkpoint compares descriptions).
+    s << graph.input_name << "=[";
+    for (std::size_t i = 0; i < graph.input_shape.size(); ++i) {
+      s << (i ? "," : "") << graph.input_shape[i];
+    }
+    s << "]";
+    for (const GraphNode& n : graph.nodes) {
+      s << "; " << n.name << "=" << n.layer;
+      if (n.layer == "linear") s << ":" << n.out << ":" << n.activation;
+      if (n.layer == "dropout") s << ":" << n.p;
+      if (!n.inputs.empty()) {
+        s << "(";
+        for (std::size_t i = 0; i < n.inputs.size(); ++i) s << (i ? "," : "") << n.inputs[i];
+        s << ")";
+      }
+    }
   }
   if (dropout > 0) s << ", dropout=" << dropout;
   s << ")";

@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "models/graph_spec.hpp"
+
 namespace tandem::models {
 
 // What to build: Model::build(spec). Fields not used by a model's `name` are ignored.
 struct ModelSpec {
-  std::string name = "mlp";  // "mlp" | "gpt" | "vgg16"
+  std::string name = "mlp";  // "mlp" | "gpt" | "vgg16" | "graph"
 
   // mlp: in_features, hidden..., classes (at least two entries). Hidden layers are
   // Linear+ReLU, the last Linear gives the logits.
@@ -29,6 +31,9 @@ struct ModelSpec {
   std::int64_t in_channels = 3;
   std::int64_t image_size = 224;
   std::int64_t classes = 10;
+
+  // graph: the layers and their edges (models/graph_spec.hpp).
+  GraphSpec graph;
 
   // Dropout probability (gpt: embedding, attention output and MLP output; vgg16: classifier;
   // mlp: none). 0 disables it.

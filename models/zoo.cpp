@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/graph_builder.hpp"
 #include "models/layers/activation.hpp"
 #include "models/layers/conv2d.hpp"
 #include "models/layers/dropout.hpp"
@@ -100,8 +101,9 @@ Model Model::build(const ModelSpec& spec) {
   if (spec.name == "mlp") return Model(spec, build_mlp(spec));
   if (spec.name == "gpt") return Model(spec, build_gpt(spec));
   if (spec.name == "vgg16") return Model(spec, build_vgg16(spec));
+  if (spec.name == "graph") return build_graph(spec);
   throw std::invalid_argument("model spec: field 'name' is '" + spec.name +
-                              "' (expected mlp, gpt or vgg16)");
+                              "' (expected mlp, gpt, vgg16 or graph)");
 }
 
 }  // namespace tandem::models

@@ -78,6 +78,54 @@ Routing::Routing(ScheduleParams params) : params_(std::move(params)) {
   }
 }
 
+Routing::Routing(ScheduleParams params, std::vector<TensorEdge> edges)
+    : Routing(std::move(params)) {
+  attach(std::move(edges));
+}
+
+Routing::Routing(const ActionList& list, std::vector<TensorEdge> edges) : Routing(list) {
+  attach(std::move(edges));
+}
+
+void Routing::attach(std::vector<TensorEdge> edges) {
+  if (edges.size() > 65535) fail(params_, std::to_string(edges.size()) + " tensor edges (> 65535)");
+  edges_in_.assign(static_cast<std::size_t>(virtual_stages_), {});
+  edges_out_.assign(static_cast<std::size_t>(virtual_stages_), {});
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    const TensorEdge& e = edges[i];
+    if (e.from < 0 || e.to >= virtual_stages_ || e.from >= e.to) {
+      fail(params_, "tensor edge " + std::to_string(i) + " from virtual stage " +
+                        std::to_string(e.from) + " to " + std::to_string(e.to) +
+                        " does not go forward between the " + std::to_string(virtual_stages_) +
+                        " virtual stages");
+    }
+    edges_out_[static_cast<std::size_t>(e.from)].push_back(static_cast<std::uint16_t>(i));
+    edges_in_[static_cast<std::size_t>(e.to)].push_back(static_cast<std::uint16_t>(i));
+  }
+  for (int vs = 1; vs < virtual_stages_ && !edges.empty(); ++vs) {
+    if (edges_in_[static_cast<std::size_t>(vs)].empty()) {
+      fail(params_, "virtual stage " + std::to_string(vs) + " receives no tensor edge");
+    }
+  }
+  edges_ = std::move(edges);
+}
+
+void Routing::edge_routes(int vs, const Action& action, bool inputs,
+                          std::vector<Route>& out) const {
+  const bool forward = action.op == Op::F;
+  // F reads its incoming edges and writes its outgoing ones; B the other way round.
+  const bool incoming = forward == inputs;
+  for (const std::uint16_t i : (incoming ? edges_in_ : edges_out_)[static_cast<std::size_t>(vs)]) {
+    const TensorEdge& e = edges_[i];
+    if (!forward && !e.gradient) continue;
+    const int peer = incoming ? e.from : e.to;
+    const std::size_t first = out.size();
+    overlapping(forward ? forward_[peer] : backward_[peer], peer, action.op,
+                forward ? Port::activation : Port::gradient, action.minibatch, action.slice, out);
+    for (std::size_t k = first; k < out.size(); ++k) out[k].edge = i;
+  }
+}
+
 Routing::Routing(const ActionList& list) : params_(list.params) {
   params_.validate();
   const ScheduleParams& p = params_;
@@ -214,12 +262,16 @@ void Routing::inputs(int device, const Action& action, std::vector<Route>& out) 
   if (action.op == Op::F) {
     if (vs == 0) {
       out.push_back(Route{kLoader, Port::input, Op::F, 0, b, action.slice, action.slice});
+    } else if (!edges_.empty()) {
+      edge_routes(vs, action, true, out);
     } else {
       overlapping(forward_[vs - 1], vs - 1, Op::F, Port::activation, b, action.slice, out);
     }
     if (vs == last) {
       out.push_back(Route{kLoader, Port::target, Op::F, 0, b, action.slice, action.slice});
     }
+  } else if (!edges_.empty()) {
+    edge_routes(vs, action, true, out);
   } else if (vs < last) {
     overlapping(backward_[vs + 1], vs + 1, Op::B, Port::gradient, b, action.slice, out);
   }
@@ -235,7 +287,9 @@ void Routing::routes(int device, const Action& action, Routes& out) const {
   if (action.op != Op::F && action.op != Op::B) return;
   const int vs = vstage_of(device, action);
   const std::int64_t b = action.minibatch;
-  if (action.op == Op::F) {
+  if (!edges_.empty()) {
+    edge_routes(vs, action, false, out.outputs);
+  } else if (action.op == Op::F) {
     if (vs + 1 < virtual_stages_) {
       overlapping(forward_[vs + 1], vs + 1, Op::F, Port::activation, b, action.slice, out.outputs);
     }

@@ -16,6 +16,19 @@ enum class Port : std::uint8_t { input, target, activation, gradient };
 // "input", "target", "activation", "gradient".
 const char* to_string(Port port);
 
+// A tensor that a graph model's F on virtual stage `from` sends straight to F on virtual stage
+// `to` (from < to), and, when `gradient`, whose gradient B on `to` sends straight back to B on
+// `from`: no stage in between relays it. `item` says which tensor it is (the model's producing
+// layer; the routing never interprets it). A tensor read on several later virtual stages has an
+// edge to each.
+struct TensorEdge {
+  int from = 0;
+  int to = 0;
+  int item = 0;
+  bool gradient = true;
+  friend bool operator==(const TensorEdge&, const TensorEdge&) = default;
+};
+
 // One edge of an action: the peer action at the other end and the samples exchanged.
 struct Route {
   int device = kLoader;  // peer device (ScheduleParams numbering) or kLoader
@@ -25,6 +38,9 @@ struct Route {
   std::int64_t minibatch = 0;  // (2BW: the batch)
   Slice slice;                 // the peer action's slice: the tag the message travels under
   Slice samples;  // the samples of it exchanged: intersection of the two actions' slices
+  // Activations and gradients of a routing with tensor edges: the index of the edge in
+  // Routing::edges() (it travels in the message's tag). 0 otherwise.
+  std::uint16_t edge = 0;
   friend bool operator==(const Route&, const Route&) = default;
 };
 
@@ -51,11 +67,19 @@ class Routing {
   // Every generated kind, bounded or unbounded. Throws ScheduleError for invalid parameters
   // and for `custom` (which has no rule, only an order).
   explicit Routing(ScheduleParams params);
+  // A graph model's routing: activations and gradients travel along `edges` (virtual stages),
+  // one route per edge and peer action, instead of from each virtual stage to the next. Every
+  // virtual stage but the first must receive at least one edge. Throws ScheduleError for edges
+  // outside the virtual stages, not forward, or more than 65535.
+  Routing(ScheduleParams params, std::vector<TensorEdge> edges);
   // Custom orders (any slicing, any replica placement): peers are the list's own actions.
   // Throws ScheduleError when two actions of a stage compute the same samples.
   explicit Routing(const ActionList& list);
+  Routing(const ActionList& list, std::vector<TensorEdge> edges);
 
   const ScheduleParams& params() const { return params_; }
+  // Empty for a chain (each virtual stage sends to the next).
+  const std::vector<TensorEdge>& edges() const { return edges_; }
 
   // Clears `out` and fills it (no allocation once `out` has capacity): the hot path of the graph
   // builder and of the actors.
@@ -94,6 +118,7 @@ class Routing {
   // (minibatch, sample): whether `entry` ends at or before it.
   static bool ends_before(const Entry& entry, const std::pair<std::int64_t, std::int64_t>& key);
   void place();  // device numbering and empty partitions, from params_
+  void attach(std::vector<TensorEdge> edges);
   const Partition& partition(Op op, int vstage) const;
   // The device of the action of `part` holding `sample` of the minibatch; kLoader if none.
   int find_owner(const Partition& part, int stage, std::int64_t minibatch,
@@ -121,6 +146,9 @@ class Routing {
   // The equal slice of `part` holding `sample`.
   std::int64_t equal_index(const Partition& part, std::int64_t sample) const;
   void sync_peers(int device, const Action& action, std::vector<Route>& out) const;
+  // Routes along tensor edges: F's inputs (incoming edges), F's outputs (outgoing), B's inputs
+  // (outgoing edges with a gradient), B's outputs (incoming with a gradient).
+  void edge_routes(int vs, const Action& action, bool inputs, std::vector<Route>& out) const;
 
   ScheduleParams params_;
   bool from_list_ = false;
@@ -130,6 +158,8 @@ class Routing {
   std::vector<int> first_device_;              // per stage, plus the device count at the end
   std::vector<int> device_stage_;              // per device
   std::vector<Partition> forward_, backward_;  // per virtual stage
+  std::vector<TensorEdge> edges_;
+  std::vector<std::vector<std::uint16_t>> edges_in_, edges_out_;  // per virtual stage
 };
 
 }  // namespace tandem::schedules

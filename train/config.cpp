@@ -14,6 +14,7 @@
 #include <span>
 #include <sstream>
 
+#include "models/graph_builder.hpp"
 #include "models/model.hpp"
 #include "planner/cluster.hpp"
 #include "planner/pipeline_planner.hpp"
@@ -103,6 +104,7 @@ double in_range(ConfigMap& m, std::string_view key, double fallback, double lo, 
 // The key a model's size grows with, for errors about its size.
 std::string_view size_key(const models::ModelSpec& spec) {
   if (spec.name == "mlp") return "widths";
+  if (spec.name == "graph") return "graph";
   if (spec.name == "vgg16") return "width_mult";
   // GPT: the blocks or the embedding and head, whichever holds more.
   const auto d = static_cast<double>(spec.d_model);
@@ -122,10 +124,71 @@ void check_parameters(ConfigMap& m, const models::ModelSpec& spec, double parame
   }
 }
 
+// The most nodes a graph may have: enough for any model written by hand or generated, and a
+// bound on what a hostile config can make the reader build.
+constexpr size_t kMaxGraphNodes = 100000;
+
+models::GraphNode read_graph_node(ConfigMap n) {
+  models::GraphNode node;
+  node.name = n.get<std::string>("name");
+  node.layer = n.get<std::string>("layer");
+  node.inputs = n.get_or<std::vector<std::string>>("inputs", {});
+  if (node.layer == "linear") {
+    node.out = dimension(n, "out");
+    node.activation = n.get_or<std::string>("activation", "none");
+  } else if (node.layer == "dropout") {
+    node.p = static_cast<float>(in_range(n, "p", 0.0, 0.0, 1.0));
+  }
+  n.finish();
+  return node;
+}
+
+// model: {input: {name, shape}, graph: [{name, layer, inputs, ...}, ...]}. Errors about a node
+// point at its line.
+void read_graph(ConfigMap& m, models::ModelSpec& spec) {
+  ConfigMap in = m.map("input");
+  spec.graph.input_name = in.get_or<std::string>("name", "input");
+  spec.graph.input_shape = in.get<std::vector<int64_t>>("shape");
+  if (spec.graph.input_shape.empty() || spec.graph.input_shape.size() > 3) {
+    in.fail("shape", "needs 1 to 3 dimensions per sample");
+  }
+  for (const int64_t d : spec.graph.input_shape) {
+    if (d < 1 || d > kMaxDimension) {
+      in.fail("shape", "dimensions must be in [1, " + std::to_string(kMaxDimension) + "], got " +
+                           std::to_string(d));
+    }
+  }
+  in.finish();
+  const YAML::Node& nodes = m.node("graph");
+  if (!nodes.IsSequence() || nodes.size() == 0) m.fail("graph", "expected a list of nodes");
+  if (nodes.size() > kMaxGraphNodes) {
+    m.fail("graph", std::to_string(nodes.size()) + " nodes, more than the " +
+                        std::to_string(kMaxGraphNodes) + " a graph may have");
+  }
+  std::vector<ConfigLocation> where;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    ConfigMap n(nodes[i], m.file(), m.key_path("graph") + "[" + std::to_string(i) + "]");
+    where.push_back(n.where());
+    spec.graph.nodes.push_back(read_graph_node(std::move(n)));
+  }
+  try {
+    (void)models::build_graph(spec);
+  } catch (const models::GraphError& e) {
+    if (e.node() < 0) m.fail("graph", e.what());
+    throw ConfigError(where[static_cast<size_t>(e.node())],
+                      m.key_path("graph") + "[" + std::to_string(e.node()) + "]", e.what());
+  }
+}
+
 models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parameters) {
   models::ModelSpec spec;
-  spec.name = m.get<std::string>("name");
-  if (spec.name == "mlp") {
+  // A graph is the model: `graph:` alone names it.
+  spec.name = m.has("graph") ? m.get_or<std::string>("name", "graph") : m.get<std::string>("name");
+  if (spec.name == "graph") {
+    read_graph(m, spec);
+  } else if (m.has("graph")) {
+    m.fail("graph", "a graph is its own model: drop 'name: " + spec.name + "'");
+  } else if (spec.name == "mlp") {
     spec.widths = m.get<std::vector<int64_t>>("widths");
     if (spec.widths.size() < 2) m.fail("widths", "needs at least [in_features, classes]");
     for (size_t i = 0; i < spec.widths.size(); ++i) {
@@ -166,9 +229,9 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     }
     spec.classes = dimension(m, "classes", spec.classes);
   } else {
-    m.fail("name", "unknown model '" + spec.name + "' (expected mlp, gpt or vgg16)");
+    m.fail("name", "unknown model '" + spec.name + "' (expected mlp, gpt, vgg16 or graph)");
   }
-  if (spec.name != "mlp") {
+  if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
   }
   m.finish();
@@ -188,6 +251,7 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
 // Per-sample input size, classes and task the model expects.
 int64_t model_classes(const models::ModelSpec& s) {
   if (s.name == "mlp") return s.widths.back();
+  if (s.name == "graph") return models::Model::build(s).activation_shapes(1).back().back();
   if (s.name == "gpt") return s.vocab;
   return s.classes;
 }
@@ -247,14 +311,21 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   const auto seed = static_cast<uint64_t>(non_negative(m, "seed", 1));
   data::DataSpec out;
   if (kind == "teacher") {
-    require_model(m, model, {"mlp"}, kind);
+    require_model(m, model, {"mlp", "graph"}, kind);
+    // A graph reads feature vectors like an mlp when its input has one dimension.
+    const int64_t width =
+        model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
+    if (model.name == "graph" && model.graph.input_shape.size() != 1) {
+      m.fail("kind", "data 'teacher' gives feature vectors; the graph's input '" +
+                         model.graph.input_name + "' has " +
+                         std::to_string(model.graph.input_shape.size()) + " dimensions");
+    }
     data::TeacherData d;
     d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
-    d.spec.features = positive(m, "features", model.widths.front());
-    if (d.spec.features != model.widths.front()) {
-      m.fail("features", "must equal the model's input width " +
-                             std::to_string(model.widths.front()) + ", got " +
+    d.spec.features = positive(m, "features", width);
+    if (d.spec.features != width) {
+      m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
                              std::to_string(d.spec.features));
     }
     d.spec.hidden = dimension(m, "hidden", d.spec.hidden);

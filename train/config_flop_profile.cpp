@@ -10,12 +10,13 @@ planner::Profile flop_profile(const models::Model& model, int64_t minibatch) {
   profile.device =
       "nominal " + std::to_string(static_cast<int>(kNominalFlopsPerSecond / 1e9)) + " GFLOP/s";
   profile.minibatch = static_cast<int>(minibatch);
-  const std::vector<Shape> outputs = model.activation_shapes(1);
+  const std::vector<Shape> inputs = model.input_shapes(1);
+  // What crosses the cut after each layer (a graph's skip edges cross several).
+  const std::vector<double> cuts = model.cut_elements(1);
   const double ms_per_flop = 1e3 / kNominalFlopsPerSecond;
   const auto samples = static_cast<double>(minibatch);
   for (int l = 0; l < model.num_layers(); ++l) {
-    const Shape input = l == 0 ? model.input_shape(1) : outputs[static_cast<size_t>(l - 1)];
-    const models::LayerCost c = model.layer(l).cost(input);
+    const models::LayerCost c = model.layer(l).cost(inputs[static_cast<size_t>(l)]);
     planner::LayerProfile layer;
     layer.name = std::to_string(l);
     layer.forward_ms = c.forward_flops * ms_per_flop * samples;
@@ -26,9 +27,7 @@ planner::Profile flop_profile(const models::Model& model, int64_t minibatch) {
       for (const auto d : p.shape) n *= static_cast<double>(d);
       layer.parameter_bytes += 4 * n;
     }
-    double n = 1;
-    for (const auto d : outputs[static_cast<size_t>(l)]) n *= static_cast<double>(d);
-    layer.activation_bytes = 4 * n * samples;
+    layer.activation_bytes = 4 * cuts[static_cast<size_t>(l)] * samples;
     layer.memory_bytes = layer.activation_bytes;
     profile.layers.push_back(layer);
   }

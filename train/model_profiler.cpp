@@ -97,34 +97,67 @@ std::vector<Rounds> time_rounds(const models::Model& model, const models::ParamS
   for (int round = 0; round < options.warmup + options.repeats; ++round) {
     if (before_round) before_round();
     const bool timed = round >= options.warmup;
-    Tensor h = x;
+    // Each layer reads its sources (a graph's edges; the previous layer in a chain).
+    std::vector<Tensor> values(static_cast<std::size_t>(layers));
+    std::vector<Tensor> xs;
     for (int l = 0; l < layers; ++l) {
       const auto k = static_cast<std::size_t>(l);
+      xs.clear();
+      for (const int from : model.sources(l)) {
+        xs.push_back(from == models::Model::kModelInput ? x
+                                                        : values[static_cast<std::size_t>(from)]);
+      }
+      const models::Layer& layer = model.layer(l);
+      const models::ParamView view = layer_params[k].range(0, layer_params[k].size());
       const auto t0 = Clock::now();
-      kept[k] = model.layer(l).forward(ctx, layer_params[k].range(0, layer_params[k].size()), h);
+      kept[k] =
+          layer.arity() == 1 ? layer.forward(ctx, view, xs[0]) : layer.forward_n(ctx, view, xs);
       if (timed) out[k].forward.push_back(ms_between(t0, Clock::now()));
-      h = kept[k].y;
-      shapes[k].output_bytes = static_cast<double>(h.nbytes());
+      values[k] = kept[k].y;
+      shapes[k].output_bytes = static_cast<double>(values[k].nbytes());
       shapes[k].memory_bytes = saved_bytes(kept[k].saved);
     }
-    Tensor dy = Tensor::full(h.shape(), 0.01f, h.dtype());
+    // The gradient reaching each layer's output, summed over its readers (untimed).
+    std::vector<Tensor> grad(static_cast<std::size_t>(layers));
+    grad.back() = Tensor::full(values.back().shape(), 0.01f, values.back().dtype());
+    values.assign(values.size(), Tensor());
     for (int l = layers - 1; l >= 0; --l) {
       const auto k = static_cast<std::size_t>(l);
       const models::Layer& layer = model.layer(l);
       const models::ParamView view =
           std::as_const(layer_params[k]).range(0, layer_params[k].size());
       const models::GradSink sink{layer_grads[k].range(0, layer_grads[k].size()), 1.0f, 0.0f};
+      const std::vector<int>& sources = model.sources(l);
+      const Tensor dy = std::move(grad[k]);
+      std::vector<Tensor> dxs;
       const auto t0 = Clock::now();
       auto t1 = t0;
-      if (l == 0) {
+      if (layer.arity() > 1) {
+        std::vector<bool> want;
+        for (const int from : sources) want.push_back(from != models::Model::kModelInput);
+        dxs = layer.backward_input_n(ctx, view, kept[k].saved, dy, want);
+        t1 = Clock::now();
+      } else if (sources[0] == models::Model::kModelInput) {
         layer.backward_into(ctx, view, kept[k].saved, dy, false, sink);
+        dxs.emplace_back();
       } else {
-        Tensor dx = layer.backward_input(ctx, view, kept[k].saved, dy);
+        dxs.push_back(layer.backward_input(ctx, view, kept[k].saved, dy));
         t1 = Clock::now();
         layer.backward_weight_into(ctx, kept[k].saved, dy, sink);
-        dy = std::move(dx);
       }
       const auto t2 = Clock::now();
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        if (sources[i] == models::Model::kModelInput) continue;
+        Tensor& g = grad[static_cast<std::size_t>(sources[i])];
+        if (!g.defined()) {
+          g = dxs[i];
+          continue;
+        }
+        Tensor sum = Tensor::empty(g.shape());
+        models::cpu_kernels().add(g.data<float>(), dxs[i].data<float>(), sum.data<float>(),
+                                  sum.numel());
+        g = std::move(sum);
+      }
       kept[k] = {};
       if (timed) {
         out[k].backward_input.push_back(ms_between(t0, t1));
@@ -261,6 +294,7 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
     single = time_model(model, params, inputs.slice(0, 1).clone(), at_one, job.train.optimizer);
   }
   const int layers = model.num_layers();
+  const std::vector<double> cuts = model.cut_elements(1);
   for (int i = 0; i < layers; ++i) {
     const auto k = static_cast<std::size_t>(i);
     planner::LayerProfile entry;
@@ -268,7 +302,9 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
     entry.forward_ms = all[k].forward_ms;
     entry.backward_weight_ms = all[k].backward_weight_ms;
     entry.backward_ms = all[k].backward_input_ms + all[k].backward_weight_ms;
-    entry.activation_bytes = all[k].output_bytes;
+    // What crosses the cut after the layer: its output for a chain; a graph's skip edges too.
+    entry.activation_bytes =
+        model.is_chain() ? all[k].output_bytes : 4 * cuts[k] * static_cast<double>(minibatch);
     for (const Tensor& p : model.layer_params(params, i)) {
       entry.parameter_bytes += static_cast<double>(p.nbytes());
     }

@@ -122,6 +122,44 @@ ForwardResult sim_forward(const OpDevices& op, const Context& ctx, ParamView par
   return r;
 }
 
+ForwardResult sim_forward_n(const OpDevices& op, const Context& ctx, std::span<const Tensor> xs) {
+  SimClock& clock = clock_of(ctx, op);
+  std::vector<Shape> shapes;
+  for (const Tensor& x : xs) shapes.push_back(x.shape());
+  ForwardResult r;
+  r.y = Tensor::empty(op.layer().output_shape_n(shapes), op.layer().output_dtype(), Device::sim());
+  if (ctx.keep_saved) r.saved.assign(xs.begin(), xs.end());
+  charge(clock, clock.costs().forward(op.index()), op);
+  return r;
+}
+
+std::vector<Tensor> sim_backward_input_n(const OpDevices& op, const Context& ctx,
+                                         const Saved& saved, const Tensor& dy,
+                                         const std::vector<bool>& want) {
+  SimClock& clock = clock_of(ctx, op);
+  if (saved.size() != want.size()) {
+    throw std::invalid_argument(op.op() + ": backward needs the " + std::to_string(want.size()) +
+                                " saved inputs, got " + std::to_string(saved.size()) +
+                                " (forward run without ctx.keep_saved?)");
+  }
+  std::vector<Shape> shapes;
+  for (const Tensor& x : saved) shapes.push_back(x.shape());
+  const Shape y_shape = op.layer().output_shape_n(shapes);
+  if (!dy.defined() || dy.shape() != y_shape) {
+    throw std::invalid_argument(op.op() + ": output gradient must have shape " +
+                                shape_str(y_shape) + ", got " + dy.describe());
+  }
+  std::vector<Tensor> dx(want.size());
+  bool any = false;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    if (!want[k]) continue;
+    dx[k] = Tensor::empty(saved[k].shape(), DType::f32, Device::sim());
+    any = true;
+  }
+  if (any) charge(clock, clock.costs().backward_input(op.index()), op);
+  return dx;
+}
+
 Tensor sim_backward(const OpDevices& op, const Context& ctx, ParamView params, const Saved& saved,
                     const Tensor& dy, bool need_dx, const GradSink& sink) {
   SimClock& clock = clock_of(ctx, op);

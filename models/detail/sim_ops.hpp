@@ -52,6 +52,14 @@ class OpDevices {
 ForwardResult sim_forward(const OpDevices& op, const Context& ctx, ParamView params,
                           const Tensor& x);
 
+// A merge layer's forward (arity > 1) on sim tensors: its output shape, the inputs (shapes)
+// saved when ctx.keep_saved, forward_ms[index] charged.
+ForwardResult sim_forward_n(const OpDevices& op, const Context& ctx, std::span<const Tensor> xs);
+// Its backward: a gradient of each wanted input's shape, backward_input_ms[index] charged.
+std::vector<Tensor> sim_backward_input_n(const OpDevices& op, const Context& ctx,
+                                         const Saved& saved, const Tensor& dy,
+                                         const std::vector<bool>& want);
+
 // A layer's fused backward on sim tensors: dx of the input's shape (f32; none for token ids)
 // when need_dx, charging backward_input_ms[index] then, and backward_weight_ms[index] always.
 // The gradient sink is checked but never written.

@@ -64,6 +64,23 @@ class CpuKernels final : public Kernels {
     });
   }
 
+  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
+    cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) dst[i] = a[i] * b[i];
+    });
+  }
+
+  void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+               std::int64_t rows, std::int64_t cols) const override {
+    const std::int64_t grain =
+        std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols));
+    cpu::parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        std::copy_n(src + r * src_ld, cols, dst + r * dst_ld);
+      }
+    });
+  }
+
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) const override {

@@ -47,6 +47,13 @@ class Kernels {
   virtual void scale(float* x, std::int64_t n, float beta) const = 0;
   // dst[i] = a[i] + b[i]; dst may alias a or b.
   virtual void add(const float* a, const float* b, float* dst, std::int64_t n) const = 0;
+  // dst[i] = a[i] * b[i]; dst may alias a or b.
+  virtual void multiply(const float* a, const float* b, float* dst, std::int64_t n) const = 0;
+  // Columns of row-major matrices: dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows,
+  // c < cols (concatenating along the last dimension and splitting its gradient). The ranges
+  // may not overlap.
+  virtual void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+                       std::int64_t rows, std::int64_t cols) const = 0;
 
   // --- dense algebra (models/kernels/cpu/gemm.hpp) ---
   virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -53,6 +53,13 @@ class DeferredCpuKernels final : public models::Kernels {
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override {
     stream_.enqueue([=] { models::cpu_kernels().add(a, b, dst, n); });
   }
+  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
+    stream_.enqueue([=] { models::cpu_kernels().multiply(a, b, dst, n); });
+  }
+  void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+               std::int64_t rows, std::int64_t cols) const override {
+    stream_.enqueue([=] { models::cpu_kernels().copy_2d(src, src_ld, dst, dst_ld, rows, cols); });
+  }
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) const override {

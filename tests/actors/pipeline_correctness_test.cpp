@@ -15,7 +15,7 @@ using schedules::ScheduleParams;
 
 struct Case {
   std::string name;
-  std::string model;  // mlp | gpt
+  std::string model;  // mlp | gpt | graph
   ScheduleKind kind;
   int stages;
   std::vector<int> replicas;
@@ -49,7 +49,9 @@ class FlushContract : public ::testing::TestWithParam<std::tuple<Case, bool>> {}
 
 TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
   const auto& [c, threads] = GetParam();
-  const models::Model model = c.model == "gpt" ? tiny_gpt() : tiny_mlp();
+  const models::Model model = c.model == "gpt"     ? tiny_gpt()
+                              : c.model == "graph" ? tiny_graph()
+                                                   : tiny_mlp();
   constexpr std::int64_t kMinibatches = 3;
   const std::uint64_t seed = 11;
   auto data = [&](std::int64_t b) { return make_minibatch(model, c.minibatch, b); };
@@ -78,7 +80,9 @@ TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* m : {"mlp", "gpt"}) {
+  // graph: edges that skip stages travel straight to the stage that reads them, under every
+  // schedule (tiny_graph).
+  for (const char* m : {"mlp", "gpt", "graph"}) {
     const std::string M = m;
     out.push_back({M + "_gpipe_1stage", M, ScheduleKind::gpipe, 1, {1}, 2, 8});
     out.push_back({M + "_gpipe_2stages", M, ScheduleKind::gpipe, 2, {1, 1}, 4, 8});
@@ -103,6 +107,12 @@ std::vector<Case> cases() {
                    {{1, 3, 4}, {4, 4}, {2, 6}},
                    {{3, 5}, {8}, {5, 3}}});
   }
+  // Four stages of tiny_graph, skip edges over two cuts, the first stage replicated.
+  out.push_back({"graph_1f1b_2111", "graph", ScheduleKind::one_f_one_b, 4, {2, 1, 1, 1}, 4, 8});
+  out.push_back({"graph_gpipe_4stages", "graph", ScheduleKind::gpipe, 4, {1, 1, 1, 1}, 4, 8});
+  out.push_back({"graph_zb_h1_4stages", "graph", ScheduleKind::zb_h1, 4, {1, 1, 1, 1}, 4, 8});
+  out.push_back(
+      {"graph_interleaved_4stages", "graph", ScheduleKind::interleaved, 2, {1, 1}, 4, 8, 2});
   return out;
 }
 

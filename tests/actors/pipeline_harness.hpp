@@ -32,6 +32,34 @@ inline models::Model tiny_gpt(float dropout = 0.1f) {
   return models::Model::build(s);
 }
 
+// 12 layers with edges that skip stages: cut into 4 stages ([0,3) [3,6) [6,9) [9,12)), layer 1's
+// output and the sum of layer 4 jump over two cuts, the model input is read on stage 2, and
+// add, multiply and concat merge.
+inline models::Model tiny_graph() {
+  models::ModelSpec s;
+  s.name = "graph";
+  s.graph.input_shape = {6};
+  auto node = [](std::string name, std::string layer, std::vector<std::string> inputs = {},
+                 std::int64_t out = 0, std::string act = "none") {
+    models::GraphNode n;
+    n.name = std::move(name);
+    n.layer = std::move(layer);
+    n.inputs = std::move(inputs);
+    n.out = out;
+    n.activation = std::move(act);
+    return n;
+  };
+  s.graph.nodes = {
+      node("h0", "linear", {}, 12, "relu"), node("h1", "linear", {}, 12, "relu"),
+      node("h2", "linear", {}, 12, "gelu"), node("h3", "linear", {}, 12),
+      node("r1", "add", {"h3", "h0"}),      node("h5", "linear", {}, 12, "relu"),
+      node("g", "linear", {"input"}, 12),   node("m", "multiply", {"h5", "g"}),
+      node("c", "concat", {"m", "h1"}),     node("h9", "linear", {}, 12, "relu"),
+      node("r2", "add", {"h9", "r1"}),      node("out", "linear", {}, 5),
+  };
+  return models::Model::build(s);
+}
+
 inline std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -63,8 +91,10 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
     }
     return d;
   }
-  const std::int64_t in_f = spec.widths.front();
-  const std::int64_t classes = spec.widths.back();
+  const bool graph = spec.name == "graph";
+  const std::int64_t in_f = graph ? spec.graph.input_shape.front() : spec.widths.front();
+  const std::int64_t classes =
+      graph ? model.activation_shapes(1).back().back() : spec.widths.back();
   std::vector<float> in(static_cast<std::size_t>(samples * in_f));
   std::vector<std::int32_t> tg(static_cast<std::size_t>(samples));
   for (std::size_t i = 0; i < in.size(); ++i) {

@@ -50,6 +50,7 @@ struct AsyncCase {
   std::vector<int> replicas;
   int slices = 1;
   std::int64_t minibatches = 12;  // 2BW: batches
+  bool graph = false;             // tiny_graph: its skip edges carry tensors of version(b, s)
 };
 
 std::ostream& operator<<(std::ostream& os, const AsyncCase& c) {
@@ -61,7 +62,7 @@ class Asynchronous : public ::testing::TestWithParam<AsyncCase> {};
 // Runs `minibatches` of the setup and checks versions and gradients; returns the worst
 // relative gradient error over all steps.
 double run_and_check(const AsyncCase& c, bool stashing, bool check_versions) {
-  const models::Model model = tiny_mlp();
+  const models::Model model = c.graph ? tiny_graph() : tiny_mlp();
   const std::uint64_t seed = 5;
   const std::int64_t samples = 4;
   ScheduleParams p;
@@ -133,14 +134,20 @@ TEST_P(Asynchronous, VersionsFollowTheFormulaAndGradientsUseThem) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, Asynchronous,
-    ::testing::Values(AsyncCase{"pipedream_straight", ScheduleKind::pipedream, {1, 1, 1, 1}},
-                      AsyncCase{"pipedream_211", ScheduleKind::pipedream, {2, 1, 1}},
-                      AsyncCase{"pipedream_121", ScheduleKind::pipedream, {1, 2, 1}},
-                      AsyncCase{"vertical_sync", ScheduleKind::pipedream_vsync, {1, 1, 1, 1}},
-                      // A last SYNC round that only replica 0 has a minibatch for.
-                      AsyncCase{
-                          "pipedream_211_partial_round", ScheduleKind::pipedream, {2, 1, 1}, 1, 9},
-                      AsyncCase{"two_bw", ScheduleKind::pipedream_2bw, {1, 1, 1}, 4, 4}),
+    ::testing::Values(
+        AsyncCase{"pipedream_straight", ScheduleKind::pipedream, {1, 1, 1, 1}},
+        AsyncCase{"pipedream_211", ScheduleKind::pipedream, {2, 1, 1}},
+        AsyncCase{"pipedream_121", ScheduleKind::pipedream, {1, 2, 1}},
+        AsyncCase{"vertical_sync", ScheduleKind::pipedream_vsync, {1, 1, 1, 1}},
+        // A last SYNC round that only replica 0 has a minibatch for.
+        AsyncCase{"pipedream_211_partial_round", ScheduleKind::pipedream, {2, 1, 1}, 1, 9},
+        AsyncCase{"two_bw", ScheduleKind::pipedream_2bw, {1, 1, 1}, 4, 4},
+        // Edges over two cuts: the consumer of a skip gets the tensor its
+        // producer computed with that stage's version for the minibatch.
+        AsyncCase{"graph_pipedream_straight", ScheduleKind::pipedream, {1, 1, 1, 1}, 1, 12, true},
+        AsyncCase{"graph_pipedream_2111", ScheduleKind::pipedream, {2, 1, 1, 1}, 1, 12, true},
+        AsyncCase{"graph_vertical_sync", ScheduleKind::pipedream_vsync, {1, 1, 1, 1}, 1, 12, true},
+        AsyncCase{"graph_two_bw", ScheduleKind::pipedream_2bw, {1, 1, 1, 1}, 4, 4, true}),
     [](const auto& test) { return test.param.name; });
 
 TEST(Asynchronous, WithoutStashingTheGradientsAreWrong) {

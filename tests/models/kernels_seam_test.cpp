@@ -95,6 +95,15 @@ class RecordingKernels final : public Kernels {
     seen("add", {a, b, dst});
     inner_.add(a, b, dst, n);
   }
+  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
+    seen("multiply", {a, b, dst});
+    inner_.multiply(a, b, dst, n);
+  }
+  void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+               std::int64_t rows, std::int64_t cols) const override {
+    seen("copy_2d", {src, dst});
+    inner_.copy_2d(src, src_ld, dst, dst_ld, rows, cols);
+  }
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) const override {

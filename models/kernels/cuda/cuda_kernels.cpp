@@ -70,6 +70,23 @@ void CudaKernels::copy_bytes(const void* src, void* dst, std::size_t bytes) cons
   }
 }
 
+void CudaKernels::copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+                          std::int64_t rows, std::int64_t cols) const {
+  if (rows <= 0 || cols <= 0) return;
+  constexpr auto f = sizeof(float);
+  const cudaError_t status = cudaMemcpy2DAsync(
+      dst, static_cast<std::size_t>(dst_ld) * f, src, static_cast<std::size_t>(src_ld) * f,
+      static_cast<std::size_t>(cols) * f, static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice,
+      static_cast<cudaStream_t>(native_));
+  if (status != cudaSuccess) {
+    throw std::runtime_error(std::string("CudaKernels::copy_2d: ") + cudaGetErrorString(status));
+  }
+}
+
+void CudaKernels::multiply(const float* a, const float* b, float* dst, std::int64_t n) const {
+  cuda::multiply(a, b, dst, n, native_);
+}
+
 void CudaKernels::scale(float* x, std::int64_t n, float beta) const {
   cuda::scale(x, n, beta, native_);
 }

@@ -32,6 +32,9 @@ class CudaKernels final : public Kernels {
   void copy_bytes(const void* src, void* dst, std::size_t bytes) const override;
   void scale(float* x, std::int64_t n, float beta) const override;
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override;
+  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override;
+  void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
+               std::int64_t rows, std::int64_t cols) const override;
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
             const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
             float* c, std::int64_t ldc) const override;

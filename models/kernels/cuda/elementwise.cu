@@ -18,6 +18,13 @@ __global__ void add_kernel(const float* a, const float* b, float* dst, std::int6
   }
 }
 
+__global__ void multiply_kernel(const float* a, const float* b, float* dst, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = a[i] * b[i];
+  }
+}
+
 __global__ void row_bias_act_kernel(float* y, const float* bias, std::int64_t rows,
                                     std::int64_t cols, bool relu) {
   const std::int64_t n = rows * cols;
@@ -54,6 +61,13 @@ void scale(float* x, std::int64_t n, float beta, void* stream) {
   if (n <= 0) return;
   scale_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, n, beta);
   detail::check_launch("scale");
+}
+
+void multiply(const float* a, const float* b, float* dst, std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  multiply_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(a, b, dst,
+                                                                                         n);
+  detail::check_launch("multiply");
 }
 
 void add(const float* a, const float* b, float* dst, std::int64_t n, void* stream) {

@@ -16,6 +16,9 @@ void scale(float* x, std::int64_t n, float beta, void* stream);
 // dst[i] = a[i] + b[i]; dst may alias a or b.
 void add(const float* a, const float* b, float* dst, std::int64_t n, void* stream);
 
+// dst[i] = a[i] * b[i]; dst may alias a or b.
+void multiply(const float* a, const float* b, float* dst, std::int64_t n, void* stream);
+
 // In place on row-major [rows, cols]: y[r, :] = act(y[r, :] + bias[r]); act none or relu.
 void row_bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
                           cpu::Activation act, void* stream);

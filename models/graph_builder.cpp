@@ -1,0 +1,132 @@
+#include "models/graph_builder.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "models/layers/activation.hpp"
+#include "models/layers/dropout.hpp"
+#include "models/layers/flatten.hpp"
+#include "models/layers/layer_norm.hpp"
+#include "models/layers/linear.hpp"
+#include "models/layers/merge_layer.hpp"
+
+namespace tandem::models {
+namespace {
+
+using Layers = std::vector<std::shared_ptr<const Layer>>;
+
+[[noreturn]] void fail(const GraphNode& n, std::size_t index, const std::string& why) {
+  throw GraphError(static_cast<int>(index),
+                   "model graph node " + std::to_string(index) + " '" + n.name + "': " + why);
+}
+
+cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
+  if (n.activation == "none") return cpu::Activation::none;
+  if (n.activation == "relu") return cpu::Activation::relu;
+  if (n.activation == "gelu") return cpu::Activation::gelu;
+  fail(n, index, "unknown activation '" + n.activation + "' (expected none, relu or gelu)");
+}
+
+// The layer of node `n` reading tensors of `in` shapes.
+std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
+                                        const std::vector<Shape>& in) {
+  const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
+  if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");
+  if (!merge && in.size() != 1) {
+    fail(n, index, n.layer + " reads one input, given " + std::to_string(in.size()));
+  }
+  const std::int64_t last = in[0].empty() ? 0 : in[0].back();
+  if (n.layer == "linear") {
+    if (n.out <= 0) fail(n, index, "linear needs 'out' > 0");
+    return std::make_shared<Linear>(last, n.out, activation_of(n, index));
+  }
+  if (n.layer == "relu") return std::make_shared<ReLU>();
+  if (n.layer == "gelu") return std::make_shared<GELU>();
+  if (n.layer == "layer_norm") return std::make_shared<LayerNorm>(last);
+  if (n.layer == "flatten") return std::make_shared<Flatten>();
+  if (n.layer == "dropout") {
+    if (!(n.p >= 0 && n.p < 1)) fail(n, index, "dropout needs 'p' in [0, 1)");
+    return std::make_shared<Dropout>(n.p, index);
+  }
+  if (n.layer == "add") return std::make_shared<AddLayer>(static_cast<int>(in.size()));
+  if (n.layer == "multiply") {
+    if (in.size() != 2) fail(n, index, "multiply reads exactly two inputs");
+    return std::make_shared<MultiplyLayer>();
+  }
+  if (n.layer == "concat") {
+    std::vector<std::int64_t> widths;
+    for (const Shape& s : in) widths.push_back(s.empty() ? 0 : s.back());
+    return std::make_shared<ConcatLayer>(std::move(widths));
+  }
+  fail(n, index,
+       "unknown layer '" + n.layer +
+           "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat or "
+           "multiply)");
+}
+
+}  // namespace
+
+Model build_graph(const ModelSpec& spec) {
+  const GraphSpec& g = spec.graph;
+  if (g.nodes.empty()) throw GraphError(-1, "model graph: has no nodes");
+  if (g.input_shape.empty()) throw GraphError(-1, "model graph: the input has no shape");
+  for (const std::int64_t d : g.input_shape) {
+    if (d <= 0) throw GraphError(-1, "model graph: input dimensions must be positive");
+  }
+  std::map<std::string, int> index;  // name -> layer (Model::kModelInput for the input)
+  index[g.input_name] = Model::kModelInput;
+  Shape batch_input{1};
+  batch_input.insert(batch_input.end(), g.input_shape.begin(), g.input_shape.end());
+  std::vector<Shape> shapes;  // per node, for a batch of 1
+  Layers layers;
+  std::vector<std::vector<int>> sources;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const GraphNode& n = g.nodes[i];
+    if (n.name.empty()) fail(n, i, "has no name");
+    std::vector<int> src;
+    if (n.inputs.empty()) {
+      src.push_back(static_cast<int>(i) - 1);
+    } else {
+      for (const std::string& in : n.inputs) {
+        const auto it = index.find(in);
+        if (it == index.end()) {
+          const bool later =
+              std::any_of(g.nodes.begin() + static_cast<std::ptrdiff_t>(i), g.nodes.end(),
+                          [&](const GraphNode& m) { return m.name == in; });
+          fail(n, i,
+               later ? "reads '" + in + "', which is not earlier (the graph must be in order; " +
+                           "an edge back would be a cycle)"
+                     : "reads '" + in + "', which is neither an earlier node nor the input '" +
+                           g.input_name + "'");
+        }
+        src.push_back(it->second);
+      }
+    }
+    if (index.contains(n.name)) fail(n, i, "the name is used twice");
+    std::vector<Shape> in;
+    for (const int s : src) {
+      in.push_back(s == Model::kModelInput ? batch_input : shapes[static_cast<std::size_t>(s)]);
+    }
+    std::shared_ptr<const Layer> layer = make_layer(n, i, in);
+    try {
+      shapes.push_back(layer->output_shape_n(in));
+    } catch (const std::invalid_argument& e) {
+      fail(n, i, e.what());
+    }
+    layers.push_back(std::move(layer));
+    sources.push_back(std::move(src));
+    index[n.name] = static_cast<int>(i);
+  }
+  // Model names the layer whose output nothing reads; the node is what the user wrote.
+  for (std::size_t i = 0; i + 1 < g.nodes.size(); ++i) {
+    const int me = static_cast<int>(i);
+    const bool read = std::any_of(sources.begin(), sources.end(), [&](const std::vector<int>& s) {
+      return std::find(s.begin(), s.end(), me) != s.end();
+    });
+    if (!read) fail(g.nodes[i], i, "its output is never read (only the last node's may be)");
+  }
+  return Model(spec, std::move(layers), std::move(sources));
+}
+
+}  // namespace tandem::models

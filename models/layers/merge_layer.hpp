@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/layer.hpp"
+
+namespace tandem::models {
+
+// A layer of a graph model that reads several tensors of one batch (add, concat, multiply). It
+// has no parameters; the single-input calls of Layer are never made on it (Model dispatches on
+// arity()) and throw std::logic_error.
+class MergeLayer : public Layer {
+ public:
+  explicit MergeLayer(int arity);
+  int arity() const override { return arity_; }
+  Shape output_shape(const Shape& input) const override;
+  ForwardResult forward(const Context& ctx, ParamView params, const Tensor& x) const override;
+  Tensor backward_input(const Context& ctx, ParamView params, Saved& saved,
+                        const Tensor& dy) const override;
+
+ protected:
+  // Throws std::invalid_argument naming the layer unless there are arity() shapes, each of rank
+  // >= 2 with the same dimension 0 (the batch).
+  void require_inputs(std::span<const Shape> inputs) const;
+
+ private:
+  [[noreturn]] void single_input() const;
+  int arity_;
+};
+
+// The element-wise sum of its inputs (a residual connection); all of one shape.
+class AddLayer final : public MergeLayer {
+ public:
+  explicit AddLayer(int arity) : MergeLayer(arity) {}
+  std::string kind() const override { return "add"; }
+  std::string describe() const override;
+  Shape output_shape_n(std::span<const Shape> inputs) const override;
+  ForwardResult forward_n(const Context& ctx, ParamView params,
+                          std::span<const Tensor> xs) const override;
+  std::vector<Tensor> backward_input_n(const Context& ctx, ParamView params, Saved& saved,
+                                       const Tensor& dy,
+                                       const std::vector<bool>& want) const override;
+};
+
+// Its inputs joined along the last dimension, whose sizes (`widths`, fixed when the graph is
+// built) may differ; the other dimensions agree.
+class ConcatLayer final : public MergeLayer {
+ public:
+  explicit ConcatLayer(std::vector<std::int64_t> widths);
+  std::string kind() const override { return "concat"; }
+  std::string describe() const override;
+  Shape output_shape_n(std::span<const Shape> inputs) const override;
+  ForwardResult forward_n(const Context& ctx, ParamView params,
+                          std::span<const Tensor> xs) const override;
+  std::vector<Tensor> backward_input_n(const Context& ctx, ParamView params, Saved& saved,
+                                       const Tensor& dy,
+                                       const std::vector<bool>& want) const override;
+
+ private:
+  std::vector<std::int64_t> widths_;
+  std::int64_t total_ = 0;
+};
+
+// The element-wise product of two inputs of one shape (a gate); keeps both for backward.
+class MultiplyLayer final : public MergeLayer {
+ public:
+  MultiplyLayer() : MergeLayer(2) {}
+  std::string kind() const override { return "multiply"; }
+  std::string describe() const override { return "multiply"; }
+  Shape output_shape_n(std::span<const Shape> inputs) const override;
+  ForwardResult forward_n(const Context& ctx, ParamView params,
+                          std::span<const Tensor> xs) const override;
+  std::vector<Tensor> backward_input_n(const Context& ctx, ParamView params, Saved& saved,
+                                       const Tensor& dy,
+                                       const std::vector<bool>& want) const override;
+};
+
+}  // namespace tandem::models
