@@ -49,6 +49,16 @@ class CudaKernels final : public Kernels {
                             Activation act) const override;
   void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                float* out) const override;
+  void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                std::int64_t n) const override;
+  void exp(const float* x, float* y, std::int64_t n) const override;
+  void log(const float* x, float* y, std::int64_t n) const override;
+  void fill(float* x, std::int64_t n, float value) const override;
+  void softmax_forward(const float* x, float* y, std::int64_t rows,
+                       std::int64_t cols) const override;
+  void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                        std::int64_t cols) const override;
+  void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override;
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,
                           float eps) const override;
