@@ -51,6 +51,10 @@ models::Activation to_models(Activation act) {
       return models::Activation::relu;
     case Activation::gelu:
       return models::Activation::gelu;
+    case Activation::sigmoid:
+      return models::Activation::sigmoid;
+    case Activation::tanh:
+      return models::Activation::tanh;
     case Activation::none:
       break;
   }
@@ -132,6 +136,37 @@ void DeviceKernels::activation_backward(Activation act, const Tensor& dy, const 
   if (dy.numel() > 0) impl_.act_backward(in_ptr(dy), s, out_ptr(dx), dy.numel(), to_models(act));
 }
 
+void DeviceKernels::check_map(const char* kernel, const Tensor& x, const Tensor& y) const {
+  check(kernel, "x", x);
+  check(kernel, "y", y);
+  same_numel(kernel, "y", y, x.numel());
+}
+
+void DeviceKernels::multiply(const Tensor& a, const Tensor& b, float alpha, float beta,
+                             Tensor& out) const {
+  check("multiply", "a", a);
+  check("multiply", "b", b);
+  check("multiply", "out", out);
+  same_numel("multiply", "b", b, a.numel());
+  same_numel("multiply", "out", out, a.numel());
+  if (a.numel() > 0) impl_.multiply(in_ptr(a), in_ptr(b), alpha, beta, out_ptr(out), a.numel());
+}
+
+void DeviceKernels::exp(const Tensor& x, Tensor& y) const {
+  check_map("exp", x, y);
+  if (x.numel() > 0) impl_.exp(in_ptr(x), out_ptr(y), x.numel());
+}
+
+void DeviceKernels::log(const Tensor& x, Tensor& y) const {
+  check_map("log", x, y);
+  if (x.numel() > 0) impl_.log(in_ptr(x), out_ptr(y), x.numel());
+}
+
+void DeviceKernels::fill(Tensor& x, float value) const {
+  check("fill", "x", x);
+  if (x.numel() > 0) impl_.fill(out_ptr(x), x.numel(), value);
+}
+
 void DeviceKernels::gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
                          float beta, Tensor& c) const {
   check("gemm", "a", a);
@@ -204,6 +239,24 @@ void DeviceKernels::bias_activation_backward(Activation act, const Tensor& dy, c
                           beta);
 }
 
+void DeviceKernels::softmax(const Tensor& x, Tensor& y) const {
+  check_map("softmax", x, y);
+  const Matrix xm = matrix(x);
+  if (x.numel() > 0) impl_.softmax_forward(in_ptr(x), out_ptr(y), xm.rows, xm.cols);
+}
+
+void DeviceKernels::softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) const {
+  check("softmax_backward", "dy", dy);
+  check("softmax_backward", "y", y);
+  check("softmax_backward", "dx", dx);
+  same_numel("softmax_backward", "y", y, dy.numel());
+  same_numel("softmax_backward", "dx", dx, dy.numel());
+  const Matrix ym = matrix(y);
+  if (dy.numel() > 0) {
+    impl_.softmax_backward(in_ptr(y), in_ptr(dy), out_ptr(dx), ym.rows, ym.cols);
+  }
+}
+
 void DeviceKernels::column_sum(const Tensor& x, float alpha, float beta, Tensor& out) const {
   check("column_sum", "x", x);
   check("column_sum", "out", out);
@@ -228,6 +281,30 @@ void DeviceKernels::row_sum(const Tensor& x, float alpha, float beta, Tensor& ou
     return;
   }
   impl_.row_sum(in_ptr(x), xm.rows, xm.cols, alpha, beta, out_ptr(out));
+}
+
+std::pair<std::int64_t, std::int64_t> DeviceKernels::check_per_row(const char* kernel,
+                                                                   const Tensor& x,
+                                                                   const Tensor& out) const {
+  check(kernel, "x", x);
+  check(kernel, "out", out);
+  const Matrix xm = matrix(x);
+  same_numel(kernel, "out", out, xm.rows);
+  if (xm.rows > 0 && xm.cols == 0) {
+    refuse(kernel, "x is " + x.describe() + ", wants at least one column");
+  }
+  return {xm.rows, xm.cols};
+}
+
+void DeviceKernels::row_mean(const Tensor& x, float alpha, float beta, Tensor& out) const {
+  const auto [rows, cols] = check_per_row("row_mean", x, out);
+  if (rows == 0) return;
+  impl_.row_sum(in_ptr(x), rows, cols, alpha / static_cast<float>(cols), beta, out_ptr(out));
+}
+
+void DeviceKernels::row_max(const Tensor& x, Tensor& out) const {
+  const auto [rows, cols] = check_per_row("row_max", x, out);
+  if (rows > 0) impl_.row_max(in_ptr(x), rows, cols, out_ptr(out));
 }
 
 }  // namespace tandem::api

@@ -24,10 +24,15 @@
 
 namespace tandem {
 
+// Sigmoid and tanh are activations here rather than calls of their own: a gate or a bounded
+// output is an activation like relu, so activation, activation_backward and the fused
+// bias_activation(_backward) take them all, and layers::linear may end in any of them.
 enum class Activation : std::uint8_t {
-  none,  // identity
-  relu,  // max(x, 0)
-  gelu,  // x * Phi(x), the tanh approximation (as PyTorch's approximate="tanh")
+  none,     // identity
+  relu,     // max(x, 0)
+  gelu,     // x * Phi(x), the tanh approximation (as PyTorch's approximate="tanh")
+  sigmoid,  // 1 / (1 + exp(-x))
+  tanh,     // tanh(x)
 };
 
 class Kernels {
@@ -56,10 +61,25 @@ class Kernels {
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) const = 0;
   // y = act(x); y may be x.
   virtual void activation(Activation act, const Tensor& x, Tensor& y) const = 0;
-  // dx = dy * act'(.), where `saved` is the activation's output for relu and its input for gelu
-  // (none copies dy); dx may be dy.
+  // dx = dy * act'(.), where `saved` is the activation's output for relu, sigmoid and tanh
+  // (dy * y * (1 - y), dy * (1 - y^2)) and its input for gelu (none copies dy); dx may be dy.
   virtual void activation_backward(Activation act, const Tensor& dy, const Tensor& saved,
                                    Tensor& dx) const = 0;
+  // out = a * b; out may be a or b. (Kernels of an application's own that override the form
+  // below keep this one visible with `using Kernels::multiply;`.)
+  void multiply(const Tensor& a, const Tensor& b, Tensor& out) const {
+    multiply(a, b, 1.0f, 0.0f, out);
+  }
+  // out = alpha * a * b + beta * out (a product rule's accumulation in backward); beta = 0
+  // writes out without reading it (which may hold NaN). out may be a or b.
+  virtual void multiply(const Tensor& a, const Tensor& b, float alpha, float beta,
+                        Tensor& out) const = 0;
+  // y = exp(x); y may be x. Overflows to inf, underflows to 0.
+  virtual void exp(const Tensor& x, Tensor& y) const = 0;
+  // y = log(x), the natural logarithm (-inf at 0, NaN below); y may be x.
+  virtual void log(const Tensor& x, Tensor& y) const = 0;
+  // x = value, every element.
+  virtual void fill(Tensor& x, float value) const = 0;
 
   // --- matrices ---
   // c = alpha * op(a) op(b) + beta * c, with op(x) = x^T when trans_x; op(a) is [m, k], op(b)
@@ -77,11 +97,24 @@ class Kernels {
                                         Tensor& dz, Tensor* dbias, float alpha,
                                         float beta) const = 0;
 
+  // --- rows of x [rows, cols] ---
+  // y[r, :] = softmax(x[r, :]) = exp(x[r, :] - max) / sum_c exp(x[r, c] - max), so no row
+  // overflows; y has x's size and may be x.
+  virtual void softmax(const Tensor& x, Tensor& y) const = 0;
+  // From the forward's output y: dx[r, :] = y[r, :] * (dy[r, :] - sum_c dy[r, c] * y[r, c]);
+  // dy, y and dx have one size; dx may be dy.
+  virtual void softmax_backward(const Tensor& dy, const Tensor& y, Tensor& dx) const = 0;
+
   // --- reductions over x [rows, cols] ---
   // out[c] = alpha * sum_r x[r, c] + beta * out[c]; out has cols elements.
   virtual void column_sum(const Tensor& x, float alpha, float beta, Tensor& out) const = 0;
   // out[r] = alpha * sum_c x[r, c] + beta * out[r]; out has rows elements.
   virtual void row_sum(const Tensor& x, float alpha, float beta, Tensor& out) const = 0;
+  // out[r] = alpha * mean_c x[r, c] + beta * out[r]; out has rows elements; x has cols > 0 (or
+  // no rows).
+  virtual void row_mean(const Tensor& x, float alpha, float beta, Tensor& out) const = 0;
+  // out[r] = max_c x[r, c]; out has rows elements; x has cols > 0 (or no rows).
+  virtual void row_max(const Tensor& x, Tensor& out) const = 0;
 };
 
 }  // namespace tandem

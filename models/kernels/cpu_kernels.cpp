@@ -11,10 +11,12 @@
 #include "models/kernels/cpu/attention.hpp"
 #include "models/kernels/cpu/conv.hpp"
 #include "models/kernels/cpu/dropout.hpp"
+#include "models/kernels/cpu/elementwise.hpp"
 #include "models/kernels/cpu/embedding.hpp"
 #include "models/kernels/cpu/gemm.hpp"
 #include "models/kernels/cpu/layer_norm.hpp"
 #include "models/kernels/cpu/reduce.hpp"
+#include "models/kernels/cpu/softmax.hpp"
 #include "models/kernels/cpu/threading.hpp"
 #include "models/kernels/kernels.hpp"
 
@@ -64,12 +66,6 @@ class CpuKernels final : public Kernels {
     });
   }
 
-  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
-    cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
-      for (std::int64_t i = i0; i < i1; ++i) dst[i] = a[i] * b[i];
-    });
-  }
-
   void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
                std::int64_t rows, std::int64_t cols) const override {
     const std::int64_t grain =
@@ -110,7 +106,7 @@ class CpuKernels final : public Kernels {
 
   void row_bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
                             Activation act) const override {
-    if (act == Activation::gelu) {
+    if (act != Activation::none && act != Activation::relu) {
       throw std::invalid_argument("row_bias_act_forward: activation must be none or relu");
     }
     cpu::parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
@@ -138,6 +134,25 @@ class CpuKernels final : public Kernels {
         out[r] = beta == 0.0f ? alpha * sum : alpha * sum + beta * out[r];
       }
     });
+  }
+
+  void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                std::int64_t n) const override {
+    cpu::multiply(a, b, alpha, beta, out, n);
+  }
+  void exp(const float* x, float* y, std::int64_t n) const override { cpu::exp(x, y, n); }
+  void log(const float* x, float* y, std::int64_t n) const override { cpu::log(x, y, n); }
+  void fill(float* x, std::int64_t n, float value) const override { cpu::fill(x, n, value); }
+  void softmax_forward(const float* x, float* y, std::int64_t rows,
+                       std::int64_t cols) const override {
+    cpu::softmax_forward(x, y, rows, cols);
+  }
+  void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                        std::int64_t cols) const override {
+    cpu::softmax_backward(y, dy, dx, rows, cols);
+  }
+  void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override {
+    cpu::row_max(x, rows, cols, out);
   }
 
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,

@@ -47,8 +47,6 @@ class Kernels {
   virtual void scale(float* x, std::int64_t n, float beta) const = 0;
   // dst[i] = a[i] + b[i]; dst may alias a or b.
   virtual void add(const float* a, const float* b, float* dst, std::int64_t n) const = 0;
-  // dst[i] = a[i] * b[i]; dst may alias a or b.
-  virtual void multiply(const float* a, const float* b, float* dst, std::int64_t n) const = 0;
   // Columns of row-major matrices: dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows,
   // c < cols (concatenating along the last dimension and splitting its gradient). The ranges
   // may not overlap.
@@ -79,6 +77,20 @@ class Kernels {
   // out[r] = alpha * sum_c x[r, c] + beta * out[r] (a convolution's bias gradient).
   virtual void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
                        float beta, float* out) const = 0;
+
+  // --- element-wise maths and row ops for layers of one's own (cpu/elementwise.hpp,
+  // cpu/softmax.hpp, cpu/reduce.hpp) ---
+  virtual void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                        std::int64_t n) const = 0;
+  virtual void exp(const float* x, float* y, std::int64_t n) const = 0;
+  virtual void log(const float* x, float* y, std::int64_t n) const = 0;
+  virtual void fill(float* x, std::int64_t n, float value) const = 0;
+  virtual void softmax_forward(const float* x, float* y, std::int64_t rows,
+                               std::int64_t cols) const = 0;
+  virtual void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                                std::int64_t cols) const = 0;
+  // out[r] = max_c x[r, c], cols > 0.
+  virtual void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const = 0;
 
   // --- normalisation, embedding, dropout, attention ---
   virtual void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,

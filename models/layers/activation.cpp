@@ -24,7 +24,7 @@ ForwardResult ActivationLayer::forward(const Context& ctx, ParamView params,
   Tensor y = k.empty(x32.shape());
   k.act_forward(detail::ptr(x32), detail::ptr(y), x32.numel(), act_);
   ForwardResult r{y, {}};
-  if (ctx.keep_saved) r.saved.push_back(act_ == cpu::Activation::relu ? y : x32);
+  if (ctx.keep_saved) r.saved.push_back(cpu::backward_reads_output(act_) ? y : x32);
   return r;
 }
 

@@ -20,7 +20,7 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
   if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || pad < 0) {
     throw std::invalid_argument("Conv2d: need positive channels, kernel and stride, pad >= 0");
   }
-  if (act == cpu::Activation::gelu) {
+  if (act != cpu::Activation::none && act != cpu::Activation::relu) {
     throw std::invalid_argument("Conv2d: fused activation must be none or relu");
   }
 }

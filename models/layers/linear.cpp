@@ -65,7 +65,7 @@ ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
     r.saved.push_back(x32);
-    if (act_ == cpu::Activation::relu) r.saved.push_back(y);
+    if (cpu::backward_reads_output(act_)) r.saved.push_back(y);
     if (act_ == cpu::Activation::gelu) r.saved.push_back(pre);
   }
   return r;

@@ -215,7 +215,7 @@ ForwardResult MultiplyLayer::forward_n(const Context& ctx, ParamView /*params*/,
   std::vector<Tensor> x = f32_inputs(k, xs, shapes, describe());
   ForwardResult r;
   r.y = k.empty(out);
-  k.multiply(detail::ptr(x[0]), detail::ptr(x[1]), detail::ptr(r.y), r.y.numel());
+  k.multiply(detail::ptr(x[0]), detail::ptr(x[1]), 1.0f, 0.0f, detail::ptr(r.y), r.y.numel());
   if (ctx.keep_saved) r.saved = {x[0], x[1]};
   return r;
 }
@@ -232,7 +232,8 @@ std::vector<Tensor> MultiplyLayer::backward_input_n(const Context& ctx, ParamVie
     if (i >= want.size() || !want[i]) continue;
     dx[i] = k.empty(g.shape());
     // d(a * b)/da = b and d/db = a.
-    k.multiply(detail::ptr(g), detail::ptr(saved[1 - i]), detail::ptr(dx[i]), g.numel());
+    k.multiply(detail::ptr(g), detail::ptr(saved[1 - i]), 1.0f, 0.0f, detail::ptr(dx[i]),
+               g.numel());
   }
   return dx;
 }

@@ -53,9 +53,6 @@ class DeferredCpuKernels final : public models::Kernels {
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override {
     stream_.enqueue([=] { models::cpu_kernels().add(a, b, dst, n); });
   }
-  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
-    stream_.enqueue([=] { models::cpu_kernels().multiply(a, b, dst, n); });
-  }
   void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
                std::int64_t rows, std::int64_t cols) const override {
     stream_.enqueue([=] { models::cpu_kernels().copy_2d(src, src_ld, dst, dst_ld, rows, cols); });
@@ -96,6 +93,30 @@ class DeferredCpuKernels final : public models::Kernels {
   void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                float* out) const override {
     stream_.enqueue([=] { models::cpu_kernels().row_sum(x, rows, cols, alpha, beta, out); });
+  }
+  void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                std::int64_t n) const override {
+    stream_.enqueue([=] { models::cpu_kernels().multiply(a, b, alpha, beta, out, n); });
+  }
+  void exp(const float* x, float* y, std::int64_t n) const override {
+    stream_.enqueue([=] { models::cpu_kernels().exp(x, y, n); });
+  }
+  void log(const float* x, float* y, std::int64_t n) const override {
+    stream_.enqueue([=] { models::cpu_kernels().log(x, y, n); });
+  }
+  void fill(float* x, std::int64_t n, float value) const override {
+    stream_.enqueue([=] { models::cpu_kernels().fill(x, n, value); });
+  }
+  void softmax_forward(const float* x, float* y, std::int64_t rows,
+                       std::int64_t cols) const override {
+    stream_.enqueue([=] { models::cpu_kernels().softmax_forward(x, y, rows, cols); });
+  }
+  void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                        std::int64_t cols) const override {
+    stream_.enqueue([=] { models::cpu_kernels().softmax_backward(y, dy, dx, rows, cols); });
+  }
+  void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override {
+    stream_.enqueue([=] { models::cpu_kernels().row_max(x, rows, cols, out); });
   }
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,

@@ -28,11 +28,13 @@
 #if TANDEM_HAVE_CUDA
 #include "models/kernels/cpu/activation.hpp"
 #include "models/kernels/cpu/cross_entropy.hpp"
+#include "models/kernels/cpu/elementwise.hpp"
 #include "models/kernels/cpu/embedding.hpp"
 #include "models/kernels/cpu/layer_norm.hpp"
 #include "models/kernels/cpu/reduce.hpp"
 #include "models/kernels/cuda/activation.hpp"
 #include "models/kernels/cuda/cross_entropy.hpp"
+#include "models/kernels/cuda/elementwise.hpp"
 #include "models/kernels/cuda/embedding.hpp"
 #include "models/kernels/cuda/layer_norm.hpp"
 #include "models/kernels/cuda/optimizer.hpp"
@@ -73,7 +75,8 @@ struct RowShape {
 const std::vector<RowShape> kShapes = {{1, 1}, {3, 5}, {7, 257}, {33, 1000}, {130, 64}, {300, 31}};
 const std::vector<std::int64_t> kLengths = {1, 31, 255, 257, 1000, 65537};
 const std::vector<cpu::Activation> kActs = {cpu::Activation::none, cpu::Activation::relu,
-                                            cpu::Activation::gelu};
+                                            cpu::Activation::gelu, cpu::Activation::sigmoid,
+                                            cpu::Activation::tanh};
 
 std::string label(const RowShape& s) {
   return std::string("[") + std::to_string(s.rows) + ", " + std::to_string(s.cols) + "]";
@@ -224,6 +227,55 @@ std::vector<float> softmax_reference(const std::vector<float>& x, RowShape s, bo
   return y;
 }
 #endif
+
+// multiply (fresh over NaN and accumulating), exp, log and fill: the public Kernels' element-wise
+// maths, each in place as the header allows.
+TEST(CudaKernels, ElementwiseMathMatchesCpu) {
+  TANDEM_REQUIRE_GPU();
+#if TANDEM_HAVE_CUDA
+  Stream stream(Device::cuda(0));
+  void* h = stream.native_handle();
+  for (const std::int64_t n : kLengths) {
+    const std::string what = "n=" + std::to_string(n);
+    const std::vector<float> a = random_floats(n, 30), b = random_floats(n, 31);
+    const std::vector<float> pos = random_floats(n, 32, 1e-3f, 20.0f);
+    const std::vector<float> acc0 = random_floats(n, 33);
+    std::vector<float> prod(a.size()), acc = acc0, e(a.size()), l(a.size());
+    cpu::multiply(a.data(), b.data(), 1.5f, 0.0f, prod.data(), n);
+    cpu::multiply(a.data(), b.data(), -0.5f, 2.0f, acc.data(), n);
+    cpu::exp(a.data(), e.data(), n);
+    cpu::log(pos.data(), l.data(), n);
+    Tensor ga = upload(a), gb = upload(b), gprod = poisoned(n), gacc = upload(acc0);
+    Tensor gpos = upload(pos), gfill = poisoned(n);
+    cuda::multiply(dev(ga), dev(gb), 1.5f, 0.0f, dev(gprod), n, h);
+    cuda::multiply(dev(ga), dev(gb), -0.5f, 2.0f, dev(gacc), n, h);
+    cuda::exp(dev(ga), dev(ga), n, h);
+    cuda::log(dev(gpos), dev(gpos), n, h);
+    cuda::fill(dev(gfill), n, 0.25f, h);
+    EXPECT_CLOSE(download(gprod, stream), prod, "multiply " + what);
+    EXPECT_CLOSE(download(gacc, stream), acc, "multiply-accumulate " + what);
+    EXPECT_CLOSE(download(ga, stream), e, "exp " + what);
+    EXPECT_CLOSE(download(gpos, stream), l, "log " + what);
+    EXPECT_EQ(download(gfill, stream), std::vector<float>(a.size(), 0.25f)) << what;
+  }
+#endif
+}
+
+TEST(CudaKernels, RowMaxMatchesCpu) {
+  TANDEM_REQUIRE_GPU();
+#if TANDEM_HAVE_CUDA
+  Stream stream(Device::cuda(0));
+  for (const RowShape s : kShapes) {
+    const std::vector<float> x = random_floats(s.rows * s.cols, 34);
+    std::vector<float> want(static_cast<std::size_t>(s.rows));
+    cpu::row_max(x.data(), s.rows, s.cols, want.data());
+    const Tensor gx = upload(x);
+    Tensor gout = poisoned(s.rows);
+    cuda::row_max(dev(gx), s.rows, s.cols, dev(gout), stream.native_handle());
+    EXPECT_EQ(download(gout, stream), want) << label(s);
+  }
+#endif
+}
 
 TEST(CudaKernels, SoftmaxForwardMatchesReference) {
   TANDEM_REQUIRE_GPU();

@@ -95,10 +95,6 @@ class RecordingKernels final : public Kernels {
     seen("add", {a, b, dst});
     inner_.add(a, b, dst, n);
   }
-  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override {
-    seen("multiply", {a, b, dst});
-    inner_.multiply(a, b, dst, n);
-  }
   void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
                std::int64_t rows, std::int64_t cols) const override {
     seen("copy_2d", {src, dst});
@@ -144,6 +140,37 @@ class RecordingKernels final : public Kernels {
                float* out) const override {
     seen("row_sum", {x, out});
     inner_.row_sum(x, rows, cols, alpha, beta, out);
+  }
+  void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                std::int64_t n) const override {
+    seen("multiply", {a, b, out});
+    inner_.multiply(a, b, alpha, beta, out, n);
+  }
+  void exp(const float* x, float* y, std::int64_t n) const override {
+    seen("exp", {x, y});
+    inner_.exp(x, y, n);
+  }
+  void log(const float* x, float* y, std::int64_t n) const override {
+    seen("log", {x, y});
+    inner_.log(x, y, n);
+  }
+  void fill(float* x, std::int64_t n, float value) const override {
+    seen("fill", {x});
+    inner_.fill(x, n, value);
+  }
+  void softmax_forward(const float* x, float* y, std::int64_t rows,
+                       std::int64_t cols) const override {
+    seen("softmax_forward", {x, y});
+    inner_.softmax_forward(x, y, rows, cols);
+  }
+  void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                        std::int64_t cols) const override {
+    seen("softmax_backward", {y, dy, dx});
+    inner_.softmax_backward(y, dy, dx, rows, cols);
+  }
+  void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override {
+    seen("row_max", {x, out});
+    inner_.row_max(x, rows, cols, out);
   }
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,

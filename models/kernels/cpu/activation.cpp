@@ -25,6 +25,12 @@ void act_backward_range(const float* dy, const float* saved, float* dz, std::int
     case Activation::gelu:
       for (std::int64_t i = 0; i < n; ++i) dz[i] = dy[i] * gelu_grad(saved[i]);
       break;
+    case Activation::sigmoid:
+      for (std::int64_t i = 0; i < n; ++i) dz[i] = dy[i] * saved[i] * (1.0f - saved[i]);
+      break;
+    case Activation::tanh:
+      for (std::int64_t i = 0; i < n; ++i) dz[i] = dy[i] * (1.0f - saved[i] * saved[i]);
+      break;
   }
 }
 
@@ -39,6 +45,12 @@ void act_forward_range(const float* x, float* y, std::int64_t n, Activation act)
       break;
     case Activation::gelu:
       for (std::int64_t i = 0; i < n; ++i) y[i] = gelu(x[i]);
+      break;
+    case Activation::sigmoid:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = sigmoid(x[i]);
+      break;
+    case Activation::tanh:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = fast_tanh(x[i]);
       break;
   }
 }
@@ -66,6 +78,12 @@ void bias_act_rows(float* y, const float* bias, std::int64_t r0, std::int64_t r1
         }
         break;
       }
+      case Activation::sigmoid:
+        for (std::int64_t c = 0; c < cols; ++c) row[c] = sigmoid(row[c]);
+        break;
+      case Activation::tanh:
+        for (std::int64_t c = 0; c < cols; ++c) row[c] = fast_tanh(row[c]);
+        break;
     }
   }
 }
@@ -80,6 +98,10 @@ const char* activation_name(Activation act) {
       return "relu";
     case Activation::gelu:
       return "gelu";
+    case Activation::sigmoid:
+      return "sigmoid";
+    case Activation::tanh:
+      return "tanh";
   }
   return "?";
 }

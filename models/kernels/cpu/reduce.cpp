@@ -1,8 +1,10 @@
 #include "models/kernels/cpu/reduce.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "models/kernels/cpu/threading.hpp"
+#include "models/kernels/cpu/vectorize.hpp"
 
 namespace tandem::models::cpu {
 
@@ -35,6 +37,14 @@ void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alph
     }
   });
   combine_partials(partials.data(), chunks, cols, alpha, beta, out);
+}
+
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) {
+  if (cols <= 0) return;
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementGrain / cols);
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) out[r] = lane_max(x + r * cols, cols);
+  });
 }
 
 }  // namespace tandem::models::cpu

@@ -10,6 +10,9 @@ namespace tandem::models::cpu {
 void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                 float* out);
 
+// out[r] = max_c x[r, c] over a row-major [rows, cols] matrix with cols > 0.
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out);
+
 // Row count of the fixed chunks column reductions use (exposed for kernels that fuse their
 // own per-chunk work with a column sum).
 inline constexpr std::int64_t kReduceRows = 128;

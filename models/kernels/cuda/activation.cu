@@ -28,6 +28,10 @@ __device__ float act_value(float z, Activation act) {
       return fmaxf(z, 0.0f);
     case Activation::gelu:
       return gelu(z);
+    case Activation::sigmoid:
+      return 1.0f / (1.0f + detail::clamped_exp(-z));
+    case Activation::tanh:
+      return tanhf(z);
     default:
       return z;
   }
@@ -39,6 +43,10 @@ __device__ float act_grad(float dy, float saved, Activation act) {
       return saved > 0.0f ? dy : 0.0f;
     case Activation::gelu:
       return dy * gelu_grad(saved);
+    case Activation::sigmoid:  // saved is the output, as for relu
+      return dy * saved * (1.0f - saved);
+    case Activation::tanh:
+      return dy * (1.0f - saved * saved);
     default:
       return dy;
   }

@@ -19,8 +19,8 @@ void bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64
 // y = act(x) element-wise; gelu is the tanh form of the CPU kernels.
 void act_forward(const float* x, float* y, std::int64_t n, Activation act, void* stream);
 
-// dz = dy * act'(.) where `saved` is the activation's output (relu) or input (gelu); dz may
-// alias dy.
+// dz = dy * act'(.) where `saved` is the activation's output (relu, sigmoid, tanh) or input
+// (gelu); dz may alias dy.
 void act_backward(const float* dy, const float* saved, float* dz, std::int64_t n, Activation act,
                   void* stream);
 

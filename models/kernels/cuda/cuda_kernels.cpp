@@ -17,6 +17,7 @@
 #include "models/kernels/cuda/layer_norm.hpp"
 #include "models/kernels/cuda/optimizer.hpp"
 #include "models/kernels/cuda/reduce.hpp"
+#include "models/kernels/cuda/softmax.hpp"
 
 namespace tandem::models {
 
@@ -83,10 +84,6 @@ void CudaKernels::copy_2d(const float* src, std::int64_t src_ld, float* dst, std
   }
 }
 
-void CudaKernels::multiply(const float* a, const float* b, float* dst, std::int64_t n) const {
-  cuda::multiply(a, b, dst, n, native_);
-}
-
 void CudaKernels::scale(float* x, std::int64_t n, float beta) const {
   cuda::scale(x, n, beta, native_);
 }
@@ -134,6 +131,37 @@ void CudaKernels::row_bias_act_forward(float* y, const float* bias, std::int64_t
 void CudaKernels::row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha,
                           float beta, float* out) const {
   cuda::row_sum(x, rows, cols, alpha, beta, out, native_);
+}
+
+void CudaKernels::multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                           std::int64_t n) const {
+  cuda::multiply(a, b, alpha, beta, out, n, native_);
+}
+
+void CudaKernels::exp(const float* x, float* y, std::int64_t n) const {
+  cuda::exp(x, y, n, native_);
+}
+
+void CudaKernels::log(const float* x, float* y, std::int64_t n) const {
+  cuda::log(x, y, n, native_);
+}
+
+void CudaKernels::fill(float* x, std::int64_t n, float value) const {
+  cuda::fill(x, n, value, native_);
+}
+
+void CudaKernels::softmax_forward(const float* x, float* y, std::int64_t rows,
+                                  std::int64_t cols) const {
+  cuda::softmax_forward(x, y, rows, cols, false, native_);
+}
+
+void CudaKernels::softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                                   std::int64_t cols) const {
+  cuda::softmax_backward(y, dy, dx, rows, cols, false, native_);
+}
+
+void CudaKernels::row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const {
+  cuda::row_max(x, rows, cols, out, native_);
 }
 
 void CudaKernels::layer_norm_forward(const float* x, const float* gamma, const float* beta,

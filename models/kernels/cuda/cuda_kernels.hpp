@@ -32,7 +32,6 @@ class CudaKernels final : public Kernels {
   void copy_bytes(const void* src, void* dst, std::size_t bytes) const override;
   void scale(float* x, std::int64_t n, float beta) const override;
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override;
-  void multiply(const float* a, const float* b, float* dst, std::int64_t n) const override;
   void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
                std::int64_t rows, std::int64_t cols) const override;
   void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
@@ -52,6 +51,16 @@ class CudaKernels final : public Kernels {
                             Activation act) const override;
   void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                float* out) const override;
+  void multiply(const float* a, const float* b, float alpha, float beta, float* out,
+                std::int64_t n) const override;
+  void exp(const float* x, float* y, std::int64_t n) const override;
+  void log(const float* x, float* y, std::int64_t n) const override;
+  void fill(float* x, std::int64_t n, float value) const override;
+  void softmax_forward(const float* x, float* y, std::int64_t rows,
+                       std::int64_t cols) const override;
+  void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
+                        std::int64_t cols) const override;
+  void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override;
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,
                           float eps) const override;

@@ -18,10 +18,27 @@ __global__ void add_kernel(const float* a, const float* b, float* dst, std::int6
   }
 }
 
-__global__ void multiply_kernel(const float* a, const float* b, float* dst, std::int64_t n) {
+__global__ void multiply_kernel(const float* a, const float* b, float alpha, float beta, float* out,
+                                std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = a[i] * b[i];
+    const float p = alpha * a[i] * b[i];
+    out[i] = beta == 0.0f ? p : p + beta * out[i];
+  }
+}
+
+// y = e^x (log_x false) or ln x (true): the one loop of exp and log.
+__global__ void exp_log_kernel(const float* x, float* y, std::int64_t n, bool log_x) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = log_x ? logf(x[i]) : expf(x[i]);
+  }
+}
+
+__global__ void fill_kernel(float* x, std::int64_t n, float value) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    x[i] = value;
   }
 }
 
@@ -63,24 +80,46 @@ void scale(float* x, std::int64_t n, float beta, void* stream) {
   detail::check_launch("scale");
 }
 
-void multiply(const float* a, const float* b, float* dst, std::int64_t n, void* stream) {
-  if (n <= 0) return;
-  multiply_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(a, b, dst,
-                                                                                         n);
-  detail::check_launch("multiply");
-}
-
 void add(const float* a, const float* b, float* dst, std::int64_t n, void* stream) {
   if (n <= 0) return;
   add_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(a, b, dst, n);
   detail::check_launch("add");
 }
 
+void multiply(const float* a, const float* b, float alpha, float beta, float* out, std::int64_t n,
+              void* stream) {
+  if (n <= 0) return;
+  multiply_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(
+      a, b, alpha, beta, out, n);
+  detail::check_launch("multiply");
+}
+
+void exp(const float* x, float* y, std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  exp_log_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, y, n,
+                                                                                        false);
+  detail::check_launch("exp");
+}
+
+void log(const float* x, float* y, std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  exp_log_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, y, n,
+                                                                                        true);
+  detail::check_launch("log");
+}
+
+void fill(float* x, std::int64_t n, float value, void* stream) {
+  if (n <= 0) return;
+  fill_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, n, value);
+  detail::check_launch("fill");
+}
+
 void row_bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
                           cpu::Activation act, void* stream) {
   if (rows <= 0 || cols <= 0) return;
-  if (act == cpu::Activation::gelu) {
-    throw std::invalid_argument("cuda row_bias_act_forward: gelu is not supported (none, relu)");
+  if (act != cpu::Activation::none && act != cpu::Activation::relu) {
+    throw std::invalid_argument(std::string("cuda row_bias_act_forward: ") +
+                                cpu::activation_name(act) + " is not supported (none, relu)");
   }
   row_bias_act_kernel<<<detail::grid_for(rows * cols), detail::kBlock, 0,
                         detail::as_stream(stream)>>>(y, bias, rows, cols,

@@ -338,6 +338,8 @@ cublasLtEpilogue_t forward_epilogue(Activation act, bool bias) {
     case Activation::gelu:
       return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     case Activation::none:
+    case Activation::sigmoid:  // refused by check_forward: cuBLASLt has no such epilogue
+    case Activation::tanh:
       break;
   }
   return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
@@ -373,6 +375,10 @@ void check_forward(const char* op, const void* x, const void* w, const void* y, 
   require(op, x, "x");
   require(op, w, "w");
   require(op, y, "y");
+  if (act == Activation::sigmoid || act == Activation::tanh) {
+    invalid(op, std::string("cuBLASLt has no ") + cpu::activation_name(act) +
+                    " epilogue (none, relu, gelu)");
+  }
   if (act == Activation::gelu) {
     require(op, pre, "pre (gelu keeps its input)");
     require_gelu_features(op, dims.out, "out");

@@ -14,4 +14,7 @@ namespace tandem::models::cuda {
 void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                 float* out, void* stream);
 
+// out[r] = max_c x[r, c] over a row-major [rows, cols] matrix with cols > 0.
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, void* stream);
+
 }  // namespace tandem::models::cuda
