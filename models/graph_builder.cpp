@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "models/layers/activation.hpp"
@@ -31,6 +32,14 @@ cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
 // The layer of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
                                         const std::vector<Shape>& in) {
+  static const std::set<std::string> kKinds = {"linear",  "relu", "gelu",   "layer_norm", "flatten",
+                                               "dropout", "add",  "concat", "multiply"};
+  if (!kKinds.contains(n.layer)) {
+    fail(n, index,
+         "unknown layer '" + n.layer +
+             "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat or "
+             "multiply)");
+  }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");
   if (!merge && in.size() != 1) {
@@ -59,10 +68,7 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
     for (const Shape& s : in) widths.push_back(s.empty() ? 0 : s.back());
     return std::make_shared<ConcatLayer>(std::move(widths));
   }
-  fail(n, index,
-       "unknown layer '" + n.layer +
-           "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat or "
-           "multiply)");
+  throw std::logic_error("graph builder: no rule for layer kind '" + n.layer + "'");
 }
 
 }  // namespace

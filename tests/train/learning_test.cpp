@@ -35,6 +35,13 @@ TEST(LearningTest, GptReachesTheMarkovEntropyRate) {
   EXPECT_GE(s.eval->loss - *s.optimal_loss, -0.03);
 }
 
+// A graph with skip edges over two stage cuts, trained under 1F1B on 4 stages.
+TEST(LearningTest, GraphWithSkipEdgesLearnsTeacherLabels) {
+  const train::TrainSummary s = train_shipped("mlp-graph-skip.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  EXPECT_GE(s.eval->accuracy, 0.92);
+}
+
 TEST(LearningTest, SmallVggLearnsProceduralImages) {
   const train::TrainSummary s = train_shipped("vgg-small.yaml");
   ASSERT_TRUE(s.eval.has_value());

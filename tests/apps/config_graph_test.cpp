@@ -1,0 +1,123 @@
+// Graph models in a config: `model: {input, graph}` becomes a ModelSpec the zoo builds, and every
+// bad graph is refused with one error at the file, line and column of the node at fault.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "models/model.hpp"
+#include "train/config.hpp"
+
+namespace tandem::apps {
+namespace {
+
+// Line 4 is node 0; node i is on line 4 + i.
+const char* kGraph = R"(model:
+  input: {name: x, shape: [6]}
+  graph:
+    - {name: h0, layer: linear, out: 8, activation: relu}
+    - {name: h1, layer: linear, out: 8}
+    - {name: r, layer: add, inputs: [h1, h0]}
+    - {name: g, layer: linear, out: 8, inputs: [x]}
+    - {name: m, layer: multiply, inputs: [r, g]}
+    - {name: c, layer: concat, inputs: [m, h0]}
+    - {name: d, layer: dropout, p: 0.1}
+    - {name: out, layer: linear, out: 4}
+data: {kind: teacher, samples: 512, seed: 3}
+train: {minibatch: 16, steps: 4, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+)";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+void expect_error(const std::string& text, int line, std::initializer_list<std::string> words) {
+  try {
+    train::parse_config(text, "g.yaml");
+    ADD_FAILURE() << "no error for:\n" << text;
+  } catch (const train::ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.where().line, line) << msg;
+    EXPECT_NE(msg.find("g.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
+    for (const std::string& w : words) {
+      EXPECT_NE(msg.find(w), std::string::npos) << w << " not in: " << msg;
+    }
+  }
+}
+
+TEST(ConfigGraph, ParsesNodesEdgesAndTheInput) {
+  const train::Config c = train::parse_config(kGraph, "g.yaml");
+  EXPECT_EQ(c.model.name, "graph");
+  EXPECT_EQ(c.model.graph.input_name, "x");
+  EXPECT_EQ(c.model.graph.input_shape, (std::vector<int64_t>{6}));
+  ASSERT_EQ(c.model.graph.nodes.size(), 8u);
+  EXPECT_EQ(c.model.graph.nodes[5].inputs, (std::vector<std::string>{"m", "h0"}));
+  EXPECT_FLOAT_EQ(c.model.graph.nodes[6].p, 0.1f);
+  const models::Model m = models::Model::build(c.model);
+  EXPECT_EQ(m.sources(5), (std::vector<int>{4, 0}));
+  EXPECT_EQ(m.sources(3), (std::vector<int>{models::Model::kModelInput}));
+  EXPECT_EQ(m.activation_shapes(2).back(), (Shape{2, 4}));
+  // The teacher's features and classes come from the graph's input and output.
+  const auto& d = std::get<models::data::TeacherData>(c.data);
+  EXPECT_EQ(d.spec.features, 6);
+  EXPECT_EQ(d.spec.classes, 4);
+}
+
+TEST(ConfigGraph, BadGraphsPointAtTheNode) {
+  // A node reading a later one would close a cycle.
+  expect_error(replace(kGraph, "{name: h1, layer: linear, out: 8}",
+                       "{name: h1, layer: linear, out: 8, inputs: [m]}"),
+               5, {"model.graph[1]", "reads 'm', which is not earlier", "cycle"});
+  expect_error(replace(kGraph, "inputs: [h1, h0]", "inputs: [h1, nope]"), 6,
+               {"model.graph[2]", "'nope'", "neither an earlier node nor the input 'x'"});
+  expect_error(replace(kGraph, "{name: g,", "{name: h0,"), 7, {"used twice"});
+  expect_error(replace(kGraph, "inputs: [r, g]", "inputs: [r, x]"), 8,
+               {"model.graph[4]", "multiply needs equal shapes", "[1, 6]"});
+  expect_error(replace(kGraph, "layer: concat", "layer: conv9d"), 9, {"unknown layer 'conv9d'"});
+  expect_error(replace(kGraph, "inputs: [m, h0]", "inputs: [m]"), 9,
+               {"concat needs at least two inputs"});
+  // g's output made unread: m reads r twice.
+  expect_error(replace(kGraph, "inputs: [r, g]", "inputs: [r, r]"), 7,
+               {"model.graph[3]", "never read"});
+  expect_error(replace(kGraph, "activation: relu", "activation: swish"), 4,
+               {"unknown activation 'swish'"});
+  expect_error(replace(kGraph, "p: 0.1", "p: 1.5"), 10, {"model.graph[6].p"});
+  expect_error(replace(kGraph, "p: 0.1", "p: .nan"), 10, {"model.graph[6].p"});
+  expect_error(replace(kGraph, "out: 4}", "out: 4, tie: 3}"), 11,
+               {"model.graph[7].tie", "unknown key"});
+  expect_error(replace(kGraph, "out: 4}", "out: 0}"), 11, {"model.graph[7].out"});
+  expect_error(replace(kGraph, "out: 4}", "out: 99999999999}"), 11, {"model.graph[7].out"});
+  expect_error(replace(kGraph, "{name: h1, layer: linear, out: 8}", "[h1, linear]"), 5,
+               {"model.graph[1]"});
+  expect_error(replace(kGraph, "{name: h1, layer: linear, out: 8}", "{layer: linear, out: 8}"), 5,
+               {"model.graph[1]", "name"});
+  expect_error(replace(kGraph, "inputs: [h1, h0]", "inputs: [h1, [h0, [h0]]]"), 6,
+               {"model.graph[2].inputs"});
+}
+
+TEST(ConfigGraph, TheInputAndTheListAreChecked) {
+  expect_error(replace(kGraph, "shape: [6]", "shape: []"), 2, {"model.input.shape"});
+  expect_error(replace(kGraph, "shape: [6]", "shape: [6, 0]"), 2, {"model.input.shape"});
+  expect_error(replace(kGraph, "shape: [6]", "shape: [1, 2, 3, 4]"), 2, {"model.input.shape"});
+  expect_error(replace(kGraph, "  input: {name: x, shape: [6]}\n", ""), 1, {"input"});
+  expect_error(replace(kGraph, "name: x,", "name: x, dtype: f32,"), 2, {"model.input.dtype"});
+  expect_error("model:\n  input: {shape: [6]}\n  graph: []\n", 3, {"model.graph", "list"});
+  expect_error("model:\n  input: {shape: [6]}\n  graph: {a: 1}\n", 3, {"model.graph", "list"});
+  expect_error(replace(kGraph, "model:\n", "model:\n  name: mlp\n"), 4,
+               {"a graph is its own model"});
+  // The teacher gives feature vectors of the input's width.
+  expect_error(replace(kGraph, "seed: 3}", "seed: 3, features: 5}"), 12, {"features"});
+}
+
+TEST(ConfigGraph, AHugeGraphIsRefusedBeforeAnythingIsBuilt) {
+  std::string text = "model:\n  input: {shape: [4]}\n  graph:\n";
+  text.reserve(text.size() + 100001 * 40);
+  for (int i = 0; i < 100001; ++i) {
+    text += "    - {name: n" + std::to_string(i) + ", layer: relu}\n";
+  }
+  expect_error(text, 3, {"100001 nodes"});
+}
+
+}  // namespace
+}  // namespace tandem::apps
