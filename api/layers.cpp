@@ -4,6 +4,7 @@
 #include "models/layers/dropout.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
+#include "models/layers/merge_layer.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem::layers {
@@ -33,6 +34,18 @@ LayerPtr layer_norm(std::int64_t features) {
 
 LayerPtr dropout(float p, std::uint64_t salt) {
   return builtin(std::make_shared<const models::Dropout>(p, salt));
+}
+
+LayerPtr add(int inputs) {
+  return builtin(std::make_shared<const models::AddLayer>(inputs));
+}
+
+LayerPtr multiply() {
+  return builtin(std::make_shared<const models::MultiplyLayer>());
+}
+
+LayerPtr concat(std::vector<std::int64_t> widths) {
+  return builtin(std::make_shared<const models::ConcatLayer>(std::move(widths)));
 }
 
 }  // namespace tandem::layers

@@ -6,6 +6,7 @@
 
 #include "api/builtin_layer.hpp"
 #include "api/custom_layer.hpp"
+#include "models/graph_builder.hpp"
 #include "models/model_spec.hpp"
 #include "tandem/tandem.hpp"
 
@@ -87,6 +88,42 @@ Model Model::classifier(std::int64_t in_features, std::vector<LayerPtr> layers) 
   auto impl = std::make_shared<const models::Model>(std::move(spec), std::move(impl_layers));
   return Model(std::move(impl), "classifier(in_features=" + std::to_string(in_features) +
                                     ", classes=" + std::to_string(shape[1]) + ")");
+}
+
+Model Model::graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode> nodes,
+                   std::string input_name) {
+  models::ModelSpec spec;
+  spec.name = "graph";
+  spec.graph.input_name = std::move(input_name);
+  spec.graph.input_shape = std::move(input_shape);
+  std::vector<std::shared_ptr<const models::Layer>> impl_layers;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].layer == nullptr) {
+      throw std::invalid_argument("Model::graph: node " + std::to_string(i) + " '" + nodes[i].name +
+                                  "' has no layer");
+    }
+    models::GraphNode n;
+    n.name = nodes[i].name;
+    n.layer = nodes[i].layer->describe();  // what the spec's description shows of it
+    n.inputs = nodes[i].inputs;
+    spec.graph.nodes.push_back(std::move(n));
+    impl_layers.push_back(to_models(nodes[i].layer, static_cast<int>(i)));
+  }
+  std::shared_ptr<const models::Model> impl;
+  try {
+    impl =
+        std::make_shared<const models::Model>(models::assemble_graph(spec, std::move(impl_layers)));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("Model::graph: ") + e.what());
+  }
+  const Shape out = impl->activation_shapes(1).back();
+  if (out.size() != 2 || out[1] < 1) {
+    throw std::invalid_argument("Model::graph: the last node's output for one sample is " +
+                                shape_str(out) + ", not [1, classes]");
+  }
+  std::string title = "graph(" + std::to_string(impl->num_layers()) +
+                      " nodes, classes=" + std::to_string(out[1]) + ")";
+  return Model(std::move(impl), std::move(title));
 }
 
 int Model::num_layers() const {

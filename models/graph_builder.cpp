@@ -1,6 +1,7 @@
 #include "models/graph_builder.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -71,9 +72,10 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
   throw std::logic_error("graph builder: no rule for layer kind '" + n.layer + "'");
 }
 
-}  // namespace
-
-Model build_graph(const ModelSpec& spec) {
+// The graph's nodes resolved and checked in order; layer i comes from `layer_for(i, shapes it
+// reads)`.
+Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<const Layer>(
+                                            std::size_t, const std::vector<Shape>&)>& layer_for) {
   const GraphSpec& g = spec.graph;
   if (g.nodes.empty()) throw GraphError(-1, "model graph: has no nodes");
   if (g.input_shape.empty()) throw GraphError(-1, "model graph: the input has no shape");
@@ -114,7 +116,14 @@ Model build_graph(const ModelSpec& spec) {
     for (const int s : src) {
       in.push_back(s == Model::kModelInput ? batch_input : shapes[static_cast<std::size_t>(s)]);
     }
-    std::shared_ptr<const Layer> layer = make_layer(n, i, in);
+    std::shared_ptr<const Layer> layer = layer_for(i, in);
+    if (layer == nullptr) fail(n, i, "has no layer");
+    if (layer->arity() != static_cast<int>(in.size())) {
+      fail(n, i,
+           layer->describe() + " reads " + std::to_string(layer->arity()) +
+               (layer->arity() == 1 ? " tensor" : " tensors") + ", given " +
+               std::to_string(in.size()));
+    }
     try {
       shapes.push_back(layer->output_shape_n(in));
     } catch (const std::invalid_argument& e) {
@@ -133,6 +142,22 @@ Model build_graph(const ModelSpec& spec) {
     if (!read) fail(g.nodes[i], i, "its output is never read (only the last node's may be)");
   }
   return Model(spec, std::move(layers), std::move(sources));
+}
+
+}  // namespace
+
+Model build_graph(const ModelSpec& spec) {
+  return link_nodes(spec, [&](std::size_t i, const std::vector<Shape>& in) {
+    return make_layer(spec.graph.nodes[i], i, in);
+  });
+}
+
+Model assemble_graph(const ModelSpec& spec, std::vector<std::shared_ptr<const Layer>> layers) {
+  if (layers.size() != spec.graph.nodes.size()) {
+    throw GraphError(-1, "model graph: " + std::to_string(layers.size()) + " layers for " +
+                             std::to_string(spec.graph.nodes.size()) + " nodes");
+  }
+  return link_nodes(spec, [&](std::size_t i, const std::vector<Shape>&) { return layers[i]; });
 }
 
 }  // namespace tandem::models

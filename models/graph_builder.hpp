@@ -23,5 +23,9 @@ class GraphError : public std::invalid_argument {
 // for an unknown layer or input name, a node reading itself or a later node (a cycle), a
 // duplicate name, shapes that do not fit, or a node whose output nothing reads.
 Model build_graph(const ModelSpec& spec);
+// The same graph with the caller's layers (one per node, in order; the nodes' layer fields are
+// only their names): custom layers built in code. Checks as build_graph does, and that each
+// layer reads as many tensors as its node names.
+Model assemble_graph(const ModelSpec& spec, std::vector<std::shared_ptr<const Layer>> layers);
 
 }  // namespace tandem::models

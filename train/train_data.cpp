@@ -10,10 +10,9 @@ namespace {
 
 namespace data = models::data;
 
-int64_t model_outputs(const models::ModelSpec& s) {
-  if (s.name == "mlp") return s.widths.back();
-  if (s.name == "gpt") return s.vocab;
-  return s.classes;
+// The logits of one sample: what class ids must stay below.
+int64_t model_outputs(const models::Model& model) {
+  return model.activation_shapes(1).back().back();
 }
 
 }  // namespace
@@ -42,10 +41,10 @@ TrainData load_train_data(const JobSpec& job, const models::Model& model) {
                                ", the model takes " + shape_str(model_sample) + " " +
                                std::string(dtype_name(model.input_dtype())));
   }
-  if (train->classes() > model_outputs(job.model)) {
+  if (train->classes() > model_outputs(model)) {
     throw JobError("data", train->describe() + " has " + std::to_string(train->classes()) +
-                               " classes, the model only " +
-                               std::to_string(model_outputs(job.model)) + " outputs");
+                               " classes, the model only " + std::to_string(model_outputs(model)) +
+                               " outputs");
   }
   if (train->size() < t.minibatch) {
     throw JobError("data", train->describe() + " holds fewer samples than one minibatch of " +

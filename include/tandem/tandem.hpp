@@ -49,6 +49,15 @@ LayerPtr layer_norm(std::int64_t features);
 // Inverted dropout with probability p; `salt` tells apart the masks of different dropout layers.
 LayerPtr dropout(float p, std::uint64_t salt);
 
+// The layers that merge, for graph models (Model::graph): they read several tensors of one
+// batch, so they run only inside a model (their Layer calls throw std::logic_error).
+// The element-wise sum of `inputs` (>= 2) tensors of one shape (a residual).
+LayerPtr add(int inputs = 2);
+// The element-wise product of two tensors of one shape (a gate).
+LayerPtr multiply();
+// Tensors joined along the last dimension, whose sizes are `widths` (one per input, >= 2).
+LayerPtr concat(std::vector<std::int64_t> widths);
+
 }  // namespace layers
 
 // ---------------------------------------------------------------------------------------------
@@ -65,6 +74,14 @@ struct GptOptions {
   float dropout = 0.0f;
 };
 
+// One node of a graph model: a layer and the names of what it reads (the model input's name or
+// an earlier node's; empty: the node before, the input for the first).
+struct GraphNode {
+  std::string name;
+  LayerPtr layer;
+  std::vector<std::string> inputs;
+};
+
 class Model {
  public:
   // Linear+ReLU hidden layers between widths.front() input features and widths.back() classes.
@@ -78,6 +95,15 @@ class Model {
   // Throws std::invalid_argument naming the layer whose output_shape refuses its input, or a
   // null layer, or an output that is not [batch, classes].
   static Model classifier(std::int64_t in_features, std::vector<LayerPtr> layers);
+  // A graph of layers, custom ones included, in the order stage cuts follow: each node reads the
+  // model input (`input_name`, one sample of `input_shape`) or earlier nodes, so a tensor may
+  // skip stages (it travels straight to the stage that reads it). Classifies as `classifier`
+  // does: inputs f32 [batch, input_shape...], targets i32 [batch], the last node's output
+  // [batch, classes]. The same graph as a config's `model: {input, graph}` (docs/config.md).
+  // Throws std::invalid_argument naming the node for an unknown or later input, a duplicate
+  // name, a layer refusing what it reads, or an output no node reads.
+  static Model graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode> nodes,
+                     std::string input_name = "input");
 
   int num_layers() const;
   // Layer i: the application's own object for a custom layer; for a built-in one a Layer that
