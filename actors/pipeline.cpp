@@ -237,7 +237,7 @@ void Pipeline::validate() {
 
 void Pipeline::prove_runnable(const std::vector<LayerRange>& vlayers) {
   // A graph model's tensors travel along their edges, straight to the stages that read them.
-  std::vector<schedules::TensorEdge> edges = tensor_edges(*spec_.model, vlayers);
+  std::vector<schedules::TensorEdge> edges = tensor_edges(*spec_.model, vlayers, spec_.relay_skips);
   if (spec_.order) {
     check_order(*spec_.order, spec_.plan.schedule);
     impl_->order = spec_.order;

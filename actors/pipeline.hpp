@@ -54,6 +54,9 @@ struct PipelineSpec {
   DataSource data;
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
+  // A graph's tensors that skip stages are relayed by the stages in between instead of sent
+  // straight to their readers (tensor_edges).
+  bool relay_skips = false;
   // Plain SGD writes its update straight into the weights inside a stage's backward when that
   // backward is its round's only one and nothing else needs the weights (a one-stage run,
   // PipeDream's last stage): no gradient tensor, one pass less. false: never (for tests).

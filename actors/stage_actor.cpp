@@ -479,9 +479,14 @@ void StageActor::run_forward(const Action& a) {
   const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
   std::uint32_t rows_total = 0;
   std::vector<Tensor> ins;
+  EdgeTensors arrived;
   Tensor x;
   if (ce != nullptr) {
-    ins = take_inputs(a, *ce);
+    arrived = take_edges(a, Port::activation, ce->in_edges);
+    if (vstage(a.chunk) == 0) {
+      x = s_.executor->to_device(received_.take(a, routes_.inputs, Port::input, nullptr));
+    }
+    ins = gather_reads(*ce, arrived, x);
   } else {
     x = s_.executor->to_device(received_.take(
         a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
@@ -541,18 +546,12 @@ void StageActor::run_forward(const Action& a) {
     };
     sends_.push_back({s_.coordinator, Message{}, report});
   } else if (ce != nullptr) {
-    const auto input = std::find(ce->read_edge.begin(), ce->read_edge.end(), -1);
-    send_outputs(a, *ce, outputs,
-                 input == ce->read_edge.end()
-                     ? Tensor()
-                     : ins[static_cast<std::size_t>(input - ce->read_edge.begin())]);
+    for (const Route& r : routes_.outputs) {
+      send(r, edge_output(*ce, r.edge, outputs, arrived, x), a.slice.begin, true);
+    }
     for (const Tensor& t : outputs) hold(t);
   } else {
-    for (const Route& r : routes_.outputs) {
-      Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
-      const TensorMeta meta = TensorMeta::of(part);
-      sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
-    }
+    for (const Route& r : routes_.outputs) send(r, y, a.slice.begin, true);
   }
   hold(y);
   hold(fwd.saved);
@@ -573,9 +572,9 @@ void StageActor::run_backward(const Action& a) {
   BackwardState kept = activations_.take_for_backward(a.chunk, a.minibatch, a.slice);
   const std::int64_t version = s_.weight_stashing ? kept.version : versions_.latest();
   Tensor dy;
-  std::vector<std::vector<Tensor>> received;
+  EdgeTensors received;
   if (ce != nullptr) {
-    received = take_gradients(a, *ce);
+    received = take_edges(a, Port::gradient, ce->gradient_out);
   } else {
     dy = last ? kept.dlogits
               : s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
@@ -599,15 +598,13 @@ void StageActor::run_backward(const Action& a) {
   ctx.seed = step_seed(s_.seed, s_.first_minibatch + a.minibatch);
   ctx.sample_begin = a.slice.begin;
   Tensor dx;
-  std::vector<Tensor> dxs;
+  EdgeTensors back;
   // What the work reads, held before it runs (Model::backward releases each layer's saved
   // tensors as it goes); what it writes, after.
   hold(kept.saved);
   hold(kept.input);
   for (const Tensor& t : kept.inputs) hold(t);
-  for (const std::vector<Tensor>& r : received) {
-    for (const Tensor& t : r) hold(t);
-  }
+  for (const Tensor& t : received) hold(t);
   hold(dy);
   hold(weights);
   hold(g);
@@ -627,11 +624,12 @@ void StageActor::run_backward(const Action& a) {
                   : s_.model->forward(c, weights, kept.input, layers.begin, layers.end).saved;
     }
     if (ce != nullptr) {
-      const std::vector<Tensor> dys = sum_gradients(*ce, received, kept.dlogits, c.k());
-      dxs =
+      const std::vector<Tensor> dys = output_gradients(*ce, received, kept.dlogits, c.k());
+      const std::vector<Tensor> dxs =
           a.with_weight
               ? s_.model->backward(c, weights, saved, dys, layers.begin, layers.end, g, alpha, beta)
               : s_.model->backward_input(c, weights, saved, dys, layers.begin, layers.end);
+      back = input_gradients(*ce, dxs, received, c.k());
     } else if (a.with_weight) {
       // With a fused update, `g` is `weights`: each layer computes its input gradient before
       // it writes its weights (GradSink's contract).
@@ -652,14 +650,10 @@ void StageActor::run_backward(const Action& a) {
   }
   contributed_ = true;
   if (ce != nullptr) {
-    for (const Tensor& t : dxs) hold(t);
-    send_gradients(a, *ce, dxs);
+    for (const Tensor& t : back) hold(t);
+    for (const Route& r : routes_.outputs) send(r, back.at(r.edge), a.slice.begin, false);
   } else {
-    for (const Route& r : routes_.outputs) {
-      Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
-      const TensorMeta meta = TensorMeta::of(part);
-      sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
-    }
+    for (const Route& r : routes_.outputs) send(r, dx, a.slice.begin, false);
   }
   charge(device_time);
   emit(a, version, fused ? nullptr : &weights, nullptr, started_);
@@ -742,72 +736,21 @@ void StageActor::run_step(const Action& a) {
   contributed_ = false;
 }
 
-std::vector<Tensor> StageActor::take_inputs(const Action& a, const ChunkEdges& ce) {
-  std::vector<Tensor> ins;
-  ins.reserve(ce.reads.size());
-  for (const int e : ce.read_edge) {
-    const Tensor t =
-        e < 0 ? received_.take(a, routes_.inputs, Port::input, nullptr)
-              : received_.take(a, routes_.inputs, Port::activation, static_cast<std::uint16_t>(e));
-    ins.push_back(s_.executor->to_device(t));
-  }
-  return ins;
-}
-
-void StageActor::send_outputs(const Action& a, const ChunkEdges& ce,
-                              const std::vector<Tensor>& outputs, const Tensor& model_input) {
-  for (const Route& r : routes_.outputs) {
-    const int q = ce.give_of_edge.at(r.edge);
-    const Tensor& y = q < 0 ? model_input : outputs.at(static_cast<std::size_t>(q));
-    Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
-    const TensorMeta meta = TensorMeta::of(part);
-    sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
-  }
-}
-
-std::vector<std::vector<Tensor>> StageActor::take_gradients(const Action& a, const ChunkEdges& ce) {
-  std::vector<std::vector<Tensor>> out(ce.gives.size());
-  for (std::size_t q = 0; q < ce.gives.size(); ++q) {
-    for (const std::uint16_t e : ce.gradient_edges[q]) {
-      out[q].push_back(
-          s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, e)));
-    }
+EdgeTensors StageActor::take_edges(const Action& a, Port port,
+                                   const std::vector<std::uint16_t>& edges) {
+  EdgeTensors out(s_.routing->edges().size());
+  for (const std::uint16_t e : edges) {
+    out[e] = s_.executor->to_device(received_.take(a, routes_.inputs, port, e));
   }
   return out;
 }
 
-std::vector<Tensor> StageActor::sum_gradients(const ChunkEdges& ce,
-                                              const std::vector<std::vector<Tensor>>& received,
-                                              const Tensor& dlogits,
-                                              const models::Kernels& k) const {
-  std::vector<Tensor> dys;
-  dys.reserve(ce.gives.size());
-  for (std::size_t q = 0; q < ce.gives.size(); ++q) {
-    Tensor sum = ce.gives[q] == s_.model->num_layers() - 1 ? dlogits : Tensor();
-    for (const Tensor& t : received[q]) {
-      if (!sum.defined() || t.device().is_sim()) {
-        if (!sum.defined()) sum = t;
-        continue;
-      }
-      Tensor next = k.empty(sum.shape());
-      k.add(static_cast<const float*>(sum.raw_data()), static_cast<const float*>(t.raw_data()),
-            static_cast<float*>(next.raw_data()), next.numel());
-      sum = std::move(next);
-    }
-    dys.push_back(std::move(sum));
-  }
-  return dys;
-}
-
-void StageActor::send_gradients(const Action& a, const ChunkEdges& ce,
-                                const std::vector<Tensor>& dxs) {
-  for (const Route& r : routes_.outputs) {
-    const int k = ce.read_of_edge.at(r.edge);
-    const Tensor& dx = dxs.at(static_cast<std::size_t>(k));
-    Tensor part = rows(dx, a.slice.begin, r.samples.begin, r.samples.end);
-    const TensorMeta meta = TensorMeta::of(part);
-    sends_.push_back({r.device, make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
-  }
+void StageActor::send(const Route& r, const Tensor& t, std::int64_t first, bool forward) {
+  Tensor part = rows(t, first, r.samples.begin, r.samples.end);
+  const TensorMeta meta = TensorMeta::of(part);
+  stats_.bytes_sent += part.nbytes();
+  sends_.push_back({r.device, forward ? make_message(ForwardTensor{meta}, {part}, tensor_tag(r))
+                                      : make_message(BackwardTensor{meta}, {part}, tensor_tag(r))});
 }
 
 }  // namespace tandem::actors

@@ -83,6 +83,8 @@ struct StageStats {
   std::size_t peak_versions = 0;
   std::size_t peak_activations = 0;  // forward slices kept for backward at once
   std::size_t peak_received = 0;     // tensors received and not yet consumed, at once
+  // Bytes of the activations and gradients it sent (a sim tensor counts what its data would).
+  std::uint64_t bytes_sent = 0;
   // Bytes of one weight version, and the peak of the weight versions held plus what forwards
   // keep for their backwards (activations, masks, re-materialization inputs): the replica's
   // peak memory but for gradients, optimizer state and transient buffers.
@@ -161,17 +163,11 @@ class StageActor final : public Actor {
 
   void run_forward(const Action& a);
   void run_backward(const Action& a);
-  // A graph model's F and B (StageEdges): several inputs and outputs per action.
-  std::vector<Tensor> take_inputs(const Action& a, const ChunkEdges& ce);
-  void send_outputs(const Action& a, const ChunkEdges& ce, const std::vector<Tensor>& outputs,
-                    const Tensor& model_input);
-  std::vector<std::vector<Tensor>> take_gradients(const Action& a, const ChunkEdges& ce);
-  // The gradient of each of the range's outputs: `received` summed in order (inside the
-  // backward's device work), the loss's `dlogits` for the model's last layer.
-  std::vector<Tensor> sum_gradients(const ChunkEdges& ce,
-                                    const std::vector<std::vector<Tensor>>& received,
-                                    const Tensor& dlogits, const models::Kernels& k) const;
-  void send_gradients(const Action& a, const ChunkEdges& ce, const std::vector<Tensor>& dxs);
+  // A graph model's F and B (StageEdges): what arrived on each of `edges` for `a`.
+  EdgeTensors take_edges(const Action& a, schedules::Port port,
+                         const std::vector<std::uint16_t>& edges);
+  // Sends rows of `t` (whose row 0 is sample `first`) along `r`.
+  void send(const schedules::Route& r, const Tensor& t, std::int64_t first, bool forward);
   void run_weight(const Action& a);
   void run_sync(const Action& a);
   void run_step(const Action& a);

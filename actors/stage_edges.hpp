@@ -23,10 +23,36 @@ struct ChunkEdges {
   // Per incoming edge (index into routing edges): the position in `reads` of what it brings, or
   // -1 (its gradient goes back along it).
   std::vector<int> read_of_edge;
+  // Relayed tensors: per outgoing edge, the incoming edge whose tensor it sends on (its
+  // gradient coming back the other way), or -1.
+  std::vector<int> relay_in;
+  std::vector<std::uint16_t> in_edges;      // what F takes: every edge to this virtual stage
+  std::vector<std::uint16_t> gradient_out;  // what B takes: outgoing edges with a gradient
+  int loss_give = -1;  // the position in `gives` of the model's last layer (the loss's input)
   // Per give: the edges that bring its gradient back, the later virtual stage's first (the
   // order in which the whole model sums a tensor's gradients).
   std::vector<std::vector<std::uint16_t>> gradient_edges;
 };
+
+// Per edge (an index into the routing's edges), a tensor; undefined where the chunk has none.
+using EdgeTensors = std::vector<Tensor>;
+
+// The range's inputs in `reads` order, from the edges that bring them (the loader's input for
+// virtual stage 0's model input).
+std::vector<Tensor> gather_reads(const ChunkEdges& ce, const EdgeTensors& arrived,
+                                 const Tensor& loader_input);
+// What outgoing edge `edge` carries: a range output, a relayed tensor, or the model input.
+const Tensor& edge_output(const ChunkEdges& ce, std::size_t edge,
+                          const std::vector<Tensor>& outputs, const EdgeTensors& arrived,
+                          const Tensor& model_input);
+// The gradient of each of the range's outputs: the gradients its readers sent back, summed in
+// order through `k` (inside the backward's device work), and the loss's `dlogits`.
+std::vector<Tensor> output_gradients(const ChunkEdges& ce, const EdgeTensors& arrived,
+                                     const Tensor& dlogits, const models::Kernels& k);
+// What goes back along each incoming edge with a gradient: the gradients of what this stage
+// relayed (from later readers, so first) plus the range's own input gradient `dxs`.
+EdgeTensors input_gradients(const ChunkEdges& ce, const std::vector<Tensor>& dxs,
+                            const EdgeTensors& arrived, const models::Kernels& k);
 
 class StageEdges {
  public:
@@ -46,8 +72,10 @@ class StageEdges {
 // The tensor edges of a graph model cut into `vstage_layers` (the layers of each virtual stage,
 // in order): one per (producing virtual stage, reading virtual stage, tensor), the tensor being
 // the producing layer, or Model::kModelInput (read after virtual stage 0, sent on by it, without
-// a gradient). Empty for a chain.
+// a gradient). With `relay`, a tensor goes from each virtual stage to the next until its last
+// reader instead (one edge per tensor and cut it crosses). Empty for a chain.
 std::vector<schedules::TensorEdge> tensor_edges(
-    const models::Model& model, const std::vector<schedules::LayerRange>& vstage_layers);
+    const models::Model& model, const std::vector<schedules::LayerRange>& vstage_layers,
+    bool relay = false);
 
 }  // namespace tandem::actors

@@ -151,6 +151,7 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
       sim_pipeline_spec(model, plan, sim,
                         actors::dataset_source(data.train, model, config.train.minibatch,
                                                config.train.seed, Device::sim()));
+  spec.relay_skips = config.pipeline && config.pipeline->relay_skips;
   train::ProcessGroup* const group = options.group;
   std::unique_ptr<train::ProcessPlacement> placement;
   if (group != nullptr) {
@@ -189,8 +190,10 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
                                   ? predicted.busy[d] / predicted.makespan
                                   : 0;
     busy += st.busy_s;
+    out.bytes_per_step += static_cast<double>(st.bytes_sent);
     out.replicas.push_back(r);
   }
+  out.bytes_per_step /= static_cast<double>(std::max<std::int64_t>(1, out.steps));
   out.bubble = result.seconds > 0 && out.devices > 0
                    ? std::clamp(1 - busy / (out.devices * result.seconds), 0.0, 1.0)
                    : 0;
@@ -248,8 +251,10 @@ BenchReport bench_trained(train::Config config, const BenchOptions& options) {
     r.predicted_utilization = d < t.predicted_utilization.size() ? t.predicted_utilization[d] : 0.0;
     out.actions += st.actions;
     busy += st.busy_s;
+    out.bytes_per_step += static_cast<double>(st.bytes_sent);
     out.replicas.push_back(r);
   }
+  out.bytes_per_step /= static_cast<double>(std::max<std::int64_t>(1, out.steps));
   out.bubble = s.pipeline_seconds > 0 && out.devices > 0
                    ? std::clamp(1 - busy / (out.devices * s.pipeline_seconds), 0.0, 1.0)
                    : 0;
@@ -393,6 +398,7 @@ std::string format_bench(const BenchReport& r) {
   row("makespan ms", r.makespan_ms, r.predicted_makespan_ms, "");
   out += fmt::format("{:<28} {:>11.1f}% {:>11.1f}%\n", "bubble", 100 * r.bubble,
                      100 * r.predicted_bubble);
+  out += fmt::format("{:<28} {:>12.4g}\n", "MB sent per step", r.bytes_per_step / 1e6);
   out += fmt::format(
       "ratio (step time, measured / predicted): {:.4f}; overhead {:.1f} us per action ({} "
       "actions on {} replicas)\n",
@@ -439,7 +445,8 @@ nlohmann::json bench_to_json(const BenchReport& r) {
           {"makespan_ms", r.makespan_ms},
           {"predicted_makespan_ms", r.predicted_makespan_ms},
           {"ratio", r.ratio},
-          {"overhead_us_per_action", r.overhead_us_per_action}};
+          {"overhead_us_per_action", r.overhead_us_per_action},
+          {"bytes_per_step", r.bytes_per_step}};
 }
 
 }  // namespace tandem::apps

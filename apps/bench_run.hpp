@@ -105,6 +105,9 @@ struct BenchReport {
   double step_ms = 0, predicted_step_ms = 0;
   double makespan_ms = 0, predicted_makespan_ms = 0;
   double ratio = 0;  // step_ms / predicted_step_ms
+  // Activations and gradients the stages sent each other, per step (a graph's skip edges sent
+  // straight or relayed show here); what a sim tensor's data would take.
+  double bytes_per_step = 0;
   // (makespan - predicted makespan) / (actions / devices): the runtime's cost per action.
   double overhead_us_per_action = 0;
   // Across processes: how many, and the time per replica its device waited beyond what the

@@ -913,6 +913,13 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
   if (p.rematerialize && p.schedule != "gpipe") {
     m.fail("rematerialize", "applies to schedule gpipe only");
   }
+  if (m.has("skip_edges")) {
+    const std::string how = m.get<std::string>("skip_edges");
+    if (how != "direct" && how != "relay") {
+      m.fail("skip_edges", "must be direct or relay, got '" + how + "'");
+    }
+    p.relay_skips = how == "relay";
+  }
   if (m.has("precision")) {
     try {
       p.precision = models::parse_matmul_precision(m.get<std::string>("precision"));

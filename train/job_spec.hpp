@@ -69,6 +69,9 @@ struct PipelineLayout {
   bool rematerialize = false;                  // gpipe: recompute forwards in backward
   // cuda replicas' matrix products: f32, or inputs rounded to tf32 / bf16 (f32 accumulation).
   models::MatmulPrecision precision = models::MatmulPrecision::f32;
+  // A graph's tensors that skip stages: sent straight to the stages that read them, or relayed
+  // by every stage in between (for links that join neighbours only, and to compare).
+  bool relay_skips = false;
   std::vector<StageSpec> stages;
 };
 

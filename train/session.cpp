@@ -33,6 +33,7 @@ actors::StageStats merged(const actors::StageStats& a, const actors::StageStats&
   actors::StageStats out = a;
   out.actions += b.actions;
   out.busy_s += b.busy_s;
+  out.bytes_sent += b.bytes_sent;
   out.peak_versions = std::max(a.peak_versions, b.peak_versions);
   out.peak_activations = std::max(a.peak_activations, b.peak_activations);
   out.peak_received = std::max(a.peak_received, b.peak_received);
@@ -234,7 +235,10 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   spec.plan.schedule.minibatches = end - at;
   spec.optimizer = t.optimizer;
   spec.seed = t.seed;
-  if (job_.pipeline) spec.matmul_precision = job_.pipeline->precision;
+  if (job_.pipeline) {
+    spec.matmul_precision = job_.pipeline->precision;
+    spec.relay_skips = job_.pipeline->relay_skips;
+  }
   spec.initial_params = params_;
   spec.first_minibatch = at;
   spec.optimizer_states = optimizer_states_;

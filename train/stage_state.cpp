@@ -62,8 +62,8 @@ std::vector<std::byte> encode_stage_states(const StageStateBundle& bundle) {
     o.precision(17);
     o << s.device << ' ' << s.stage << ' ' << s.replica << ' ' << s.actions << ' ' << s.busy_s
       << ' ' << s.peak_versions << ' ' << s.peak_activations << ' ' << s.peak_received << ' '
-      << s.weight_bytes << ' ' << s.peak_bytes << ' ' << (s.finished ? 1 : 0) << ' '
-      << s.device_name;
+      << s.weight_bytes << ' ' << s.peak_bytes << ' ' << s.bytes_sent << ' ' << (s.finished ? 1 : 0)
+      << ' ' << s.device_name;
     meta["stats:" + std::to_string(s.device)] = o.str();
   }
   return models::safetensors_bytes(tensors, meta);
@@ -127,7 +127,8 @@ StageStateBundle decode_stage_states(std::span<const std::byte> bytes) {
     actors::StageStats s;
     int finished = 0;
     in >> s.device >> s.stage >> s.replica >> s.actions >> s.busy_s >> s.peak_versions >>
-        s.peak_activations >> s.peak_received >> s.weight_bytes >> s.peak_bytes >> finished;
+        s.peak_activations >> s.peak_received >> s.weight_bytes >> s.peak_bytes >> s.bytes_sent >>
+        finished;
     if (!in) throw std::runtime_error("stage states: malformed '" + key + "'");
     s.finished = finished != 0;
     std::getline(in >> std::ws, s.device_name);

@@ -24,6 +24,7 @@ struct Case {
   int chunks = 1;
   bool remat = false;
   std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
+  bool relay = false;  // graph: skip edges relayed by the stages in between
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
@@ -62,6 +63,7 @@ TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
   spec.optimizer = sgd_momentum();
   spec.seed = seed;
   spec.data = data;
+  spec.relay_skips = c.relay;
   Pipeline pipeline(std::move(spec), make_scheduler(threads));
   const PipelineResult result = pipeline.run();
   ASSERT_EQ(result.losses.size(), static_cast<std::size_t>(kMinibatches));
@@ -113,6 +115,16 @@ std::vector<Case> cases() {
   out.push_back({"graph_zb_h1_4stages", "graph", ScheduleKind::zb_h1, 4, {1, 1, 1, 1}, 4, 8});
   out.push_back(
       {"graph_interleaved_4stages", "graph", ScheduleKind::interleaved, 2, {1, 1}, 4, 8, 2});
+  // The same tensors relayed through the stages in between instead.
+  for (Case c : std::vector<Case>(out.end() - 4, out.end())) {
+    c.name += "_relay";
+    c.relay = true;
+    out.push_back(c);
+  }
+  Case umpipe_relay = out[out.size() - 9];  // graph_umpipe
+  umpipe_relay.name += "_relay";
+  umpipe_relay.relay = true;
+  out.push_back(umpipe_relay);
   return out;
 }
 

@@ -110,6 +110,17 @@ TEST(ConfigGraph, TheInputAndTheListAreChecked) {
   expect_error(replace(kGraph, "seed: 3}", "seed: 3, features: 5}"), 12, {"features"});
 }
 
+TEST(ConfigGraph, SkipEdgesAreDirectOrRelayed) {
+  const std::string pipeline =
+      "pipeline:\n  schedule: 1f1b\n  slices: 2\n  skip_edges: relay\n  stages:\n"
+      "    - {layers: \"0-3\"}\n    - {layers: \"4-7\"}\n";
+  const train::Config c = train::parse_config(std::string(kGraph) + pipeline, "g.yaml");
+  ASSERT_TRUE(c.pipeline.has_value());
+  EXPECT_TRUE(c.pipeline->relay_skips);
+  expect_error(std::string(kGraph) + replace(pipeline, "relay", "teleport"), 17,
+               {"pipeline.skip_edges", "direct or relay"});
+}
+
 TEST(ConfigGraph, AHugeGraphIsRefusedBeforeAnythingIsBuilt) {
   std::string text = "model:\n  input: {shape: [4]}\n  graph:\n";
   text.reserve(text.size() + 100001 * 40);
