@@ -75,6 +75,17 @@ void MergeLayer::require_inputs(std::span<const Shape> inputs) const {
   }
 }
 
+void MergeLayer::require_equal_shapes(std::span<const Shape> inputs) const {
+  require_inputs(inputs);
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i] != inputs[0]) {
+      throw std::invalid_argument(describe() + ": input " + std::to_string(i) + " has shape " +
+                                  shape_str(inputs[i]) + ", input 0 " + shape_str(inputs[0]) +
+                                  " (" + kind() + " needs equal shapes)");
+    }
+  }
+}
+
 // ---- add ----
 
 std::string AddLayer::describe() const {
@@ -82,14 +93,7 @@ std::string AddLayer::describe() const {
 }
 
 Shape AddLayer::output_shape_n(std::span<const Shape> inputs) const {
-  require_inputs(inputs);
-  for (std::size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i] != inputs[0]) {
-      throw std::invalid_argument(describe() + ": input " + std::to_string(i) + " has shape " +
-                                  shape_str(inputs[i]) + ", input 0 " + shape_str(inputs[0]) +
-                                  " (add needs equal shapes)");
-    }
-  }
+  require_equal_shapes(inputs);
   return inputs[0];
 }
 
@@ -198,12 +202,7 @@ std::vector<Tensor> ConcatLayer::backward_input_n(const Context& ctx, ParamView 
 // ---- multiply ----
 
 Shape MultiplyLayer::output_shape_n(std::span<const Shape> inputs) const {
-  require_inputs(inputs);
-  if (inputs[1] != inputs[0]) {
-    throw std::invalid_argument(describe() + ": input 1 has shape " + shape_str(inputs[1]) +
-                                ", input 0 " + shape_str(inputs[0]) +
-                                " (multiply needs equal shapes)");
-  }
+  require_equal_shapes(inputs);
   return inputs[0];
 }
 

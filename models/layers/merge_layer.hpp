@@ -24,6 +24,8 @@ class MergeLayer : public Layer {
   // Throws std::invalid_argument naming the layer unless there are arity() shapes, each of rank
   // >= 2 with the same dimension 0 (the batch).
   void require_inputs(std::span<const Shape> inputs) const;
+  // The same, and every input of input 0's shape.
+  void require_equal_shapes(std::span<const Shape> inputs) const;
 
  private:
   [[noreturn]] void single_input() const;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.hpp"
 #include "tandem/tandem.hpp"
 
 namespace {
@@ -31,17 +32,7 @@ constexpr std::int64_t kWidth = 16;
 constexpr std::int64_t kClasses = 4;
 constexpr std::int64_t kMinibatch = 16;
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  if (got.size() != want.size()) return kInf;
-  double err = 0, scale = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) return kInf;
-    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return scale == 0 ? (err == 0 ? 0 : kInf) : err / scale;
-}
+using tandem::api_test::rel_error;
 
 std::vector<tandem::ParamSpec> residual_params(std::int64_t d) {
   return {{"weight", {d, d}, tandem::ParamInit::uniform_fan_in, 1.0f, d},
