@@ -160,6 +160,9 @@ class StageActor final : public Actor {
   void finish();
 
   void run_forward(const Action& a);
+  // F of a forward-only schedule (prediction): evaluation mode, nothing kept, no targets; the
+  // last stage hands its outputs to the coordinator.
+  void run_forward_only(const Action& a);
   void run_backward(const Action& a);
   // A graph model's F and B (StageEdges): several inputs and outputs per action.
   std::vector<Tensor> take_inputs(const Action& a, const ChunkEdges& ce);
