@@ -43,6 +43,21 @@ void Coordinator::on_message(Message& msg) {
       event.finish = std::chrono::steady_clock::now();
       on_event_(event);
     }
+  } else if (msg.is<OutputTensor>()) {
+    const Tag& tag = msg.tag();
+    if (msg.tensors.size() != 1 || !msg.as<OutputTensor>().meta.describes(msg.tensors.front()) ||
+        msg.tensors.front().rank() == 0 ||
+        msg.tensors.front().dim(0) != static_cast<std::int64_t>(tag.end) - tag.begin) {
+      throw std::invalid_argument("coordinator: malformed outputs of minibatch " +
+                                  std::to_string(tag.minibatch) + " samples [" +
+                                  std::to_string(tag.begin) + "," + std::to_string(tag.end) + ")");
+    }
+    if (!outputs_.emplace(std::pair{tag.minibatch, std::int64_t{tag.begin}}, msg.tensors.front())
+             .second) {
+      throw std::invalid_argument("coordinator: outputs of minibatch " +
+                                  std::to_string(tag.minibatch) + " from sample " +
+                                  std::to_string(tag.begin) + " arrived twice");
+    }
   } else if (msg.is<StageFinished>()) {
     const int d = msg.as<StageFinished>().device;
     if (d < 0 || d >= expected_ || seen_[d]) {

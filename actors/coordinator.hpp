@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "actors/handler_gauge.hpp"
@@ -31,6 +32,10 @@ class Coordinator final : public Actor {
   bool all_finished() const { return finished_.load(std::memory_order_acquire) == expected_; }
   int finished() const { return finished_.load(std::memory_order_acquire); }
   const std::map<std::int64_t, MinibatchLoss>& losses() const { return losses_; }
+  // A forward-only run's outputs, by minibatch and first sample of each slice.
+  const std::map<std::pair<std::int64_t, std::int64_t>, Tensor>& outputs() const {
+    return outputs_;
+  }
   // From any thread: its handlers (Pipeline::progress; an on_minibatch that hangs shows here).
   HandlerGauge::Reading gauge() const { return gauge_.read(); }
 
@@ -44,6 +49,7 @@ class Coordinator final : public Actor {
   std::atomic<int> finished_{0};
   std::vector<bool> seen_;
   std::map<std::int64_t, MinibatchLoss> losses_;
+  std::map<std::pair<std::int64_t, std::int64_t>, Tensor> outputs_;
   HandlerGauge gauge_;
 };
 

@@ -81,6 +81,12 @@ struct LossReport {
   std::int32_t correct;
   std::uint32_t rows_total;  // loss rows of the whole minibatch: complete when all reported
 };
+// A forward-only run's last stage: the model's outputs for one slice (minibatch and samples in
+// the tag), on the host, for the coordinator to assemble in sample order.
+struct OutputTensor {
+  static constexpr std::string_view kName = "pipeline.output_tensor";
+  TensorMeta meta;
+};
 // Someone asked the run to stop (Pipeline::request_stop): to the loader, which picks the stop.
 struct StopRequest {
   static constexpr std::string_view kName = "pipeline.stop_request";

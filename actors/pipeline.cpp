@@ -196,6 +196,30 @@ std::map<std::int64_t, models::ParamSet> resumed_versions(const PipelineSpec& sp
   return out;
 }
 
+// Each minibatch's slices joined in sample order; every sample must have arrived once.
+std::vector<Tensor> assemble_outputs(
+    const std::map<std::pair<std::int64_t, std::int64_t>, Tensor>& parts,
+    const schedules::ScheduleParams& params) {
+  std::vector<Tensor> out;
+  auto it = parts.begin();
+  for (std::int64_t b = 0; b < params.minibatches; ++b) {
+    std::vector<Tensor> rows;
+    std::int64_t next = 0;
+    for (; it != parts.end() && it->first.first == b; ++it) {
+      if (it->first.second != next) break;
+      next += it->second.dim(0);
+      rows.push_back(it->second);
+    }
+    if (next != params.samples()) {
+      throw PipelineError("pipeline: the outputs of minibatch " + std::to_string(b) +
+                          " cover samples [0," + std::to_string(next) + ") of " +
+                          std::to_string(params.samples()));
+    }
+    out.push_back(rows.size() == 1 ? rows.front() : concat_rows(rows));
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Pipeline::Impl {
@@ -467,6 +491,9 @@ PipelineResult Pipeline::run() {
       (void)b;
       result.losses.push_back(l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0);
     }
+  }
+  if (impl_->coordinator != nullptr && !schedules::trains(impl_->routing->params().kind)) {
+    result.outputs = assemble_outputs(impl_->coordinator->outputs(), impl_->routing->params());
   }
   for (const StageActor* s : impl_->stages) {
     if (s != nullptr) result.stages.push_back(s->stats());

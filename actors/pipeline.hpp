@@ -114,6 +114,9 @@ struct PipelineResult {
   double seconds = 0;
   std::int64_t minibatches = 0;  // that ran: the plan's, or fewer after request_stop()
   int loader_peak_in_flight = 0;
+  // A forward-only schedule's: the model's outputs of every minibatch, rows in sample order
+  // (where the coordinator runs).
+  std::vector<Tensor> outputs;
 };
 
 // What failed: an actor's error (naming stage, replica and action), or a run that went quiet

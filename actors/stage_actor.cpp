@@ -474,6 +474,10 @@ void StageActor::emit(const Action& a, std::int64_t version, const models::Param
 }
 
 void StageActor::run_forward(const Action& a) {
+  if (!schedules::trains(params_.kind)) {
+    run_forward_only(a);
+    return;
+  }
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
   const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
@@ -557,6 +561,70 @@ void StageActor::run_forward(const Action& a) {
   hold(fwd.saved);
   activations_.keep(a.chunk, a.minibatch, std::move(fwd));
   stats_.peak_activations = activations_.peak();
+  note_memory();
+  charge(device_time);
+  emit(a, v, &weights, nullptr, started_);
+}
+
+void StageActor::run_forward_only(const Action& a) {
+  const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
+  const bool last = last_vstage(a.chunk);
+  const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
+  std::vector<Tensor> ins;
+  Tensor x;
+  if (ce != nullptr) {
+    ins = take_inputs(a, *ce);
+  } else {
+    x = s_.executor->to_device(received_.take(
+        a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
+  }
+  // No STEP ever publishes another version, and no backward needs this one later: nothing to pin.
+  const std::int64_t v = version_of(a.minibatch);
+  const models::ParamSet& weights = versions_.get(v);
+  // What Model::forward computes for evaluation: no dropout, nothing kept.
+  models::Context ctx;
+  ctx.training = false;
+  ctx.keep_saved = false;
+  ctx.sample_begin = a.slice.begin;
+  Tensor y;
+  std::vector<Tensor> outputs;
+  hold(x);
+  for (const Tensor& t : ins) hold(t);
+  hold(weights);
+  const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    models::Model::RangeForward r =
+        ce != nullptr ? s_.model->forward(c, weights, ins, layers.begin, layers.end)
+                      : s_.model->forward(c, weights, x, layers.begin, layers.end);
+    y = std::move(r.y);
+    if (ce != nullptr) outputs = std::move(r.outputs);
+  });
+  if (last) {
+    Tag tag;
+    tag.minibatch = a.minibatch;
+    tag.begin = static_cast<std::int32_t>(a.slice.begin);
+    tag.end = static_cast<std::int32_t>(a.slice.end);
+    // Copied to the host once the device is done with it: the coordinator may run anywhere.
+    auto report = [y, tag] {
+      Tensor host = y.device().is_cuda() ? y.to(Device::cpu()) : y;
+      const TensorMeta meta = TensorMeta::of(host);
+      return make_message(OutputTensor{meta}, {host}, tag);
+    };
+    sends_.push_back({s_.coordinator, Message{}, report});
+  } else if (ce != nullptr) {
+    const auto input = std::find(ce->read_edge.begin(), ce->read_edge.end(), -1);
+    send_outputs(a, *ce, outputs,
+                 input == ce->read_edge.end()
+                     ? Tensor()
+                     : ins[static_cast<std::size_t>(input - ce->read_edge.begin())]);
+    for (const Tensor& t : outputs) hold(t);
+  } else {
+    for (const Route& r : routes_.outputs) {
+      Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
+      const TensorMeta meta = TensorMeta::of(part);
+      sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
+    }
+  }
+  hold(y);
   note_memory();
   charge(device_time);
   emit(a, v, &weights, nullptr, started_);

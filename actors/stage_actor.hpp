@@ -162,6 +162,9 @@ class StageActor final : public Actor {
   void finish();
 
   void run_forward(const Action& a);
+  // F of a forward-only schedule (prediction): evaluation mode, nothing kept, no targets; the
+  // last stage hands its outputs to the coordinator.
+  void run_forward_only(const Action& a);
   void run_backward(const Action& a);
   // A graph model's F and B (StageEdges): what arrived on each of `edges` for `a`.
   EdgeTensors take_edges(const Action& a, schedules::Port port,

@@ -18,6 +18,8 @@
 #include "train/config.hpp"
 #include "train/elastic_job.hpp"
 #include "train/job_error.hpp"
+#include "train/model_file.hpp"
+#include "train/predict.hpp"
 #include "train/process_group.hpp"
 #include "train/session.hpp"
 
@@ -141,6 +143,8 @@ struct JobRun::State {
   // The job: its session, over its process group when a launcher started it, re-formed and
   // re-planned on a lost rank when the config says cluster.elastic.
   std::optional<train::ElasticJob> job;
+  // ConfigRunOptions::weights: what predict() uses instead of the session's weights.
+  std::optional<models::ParamSet> predict_weights;
   std::mutex mu;
   std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
   Clock::time_point start;
@@ -190,6 +194,15 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
     throw std::invalid_argument(e.what());
   } catch (const train::CheckpointError& e) {
     throw std::invalid_argument(std::string("ConfigRunOptions.resume: ") + e.what());
+  }
+  if (!options.weights.empty()) {
+    train::Session& session = state_->job->session();
+    try {
+      state_->predict_weights =
+          train::load_predict_weights(options.weights, session.model(), session.model_name());
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(std::string("ConfigRunOptions.weights: ") + e.what());
+    }
   }
 }
 
@@ -264,6 +277,28 @@ TrainResult JobRun::run() {
   if (s.eval) out.eval = eval_report(*s.eval);
   out.weights_fingerprint = s.params_fingerprint;
   return out;
+}
+
+Tensor JobRun::predict(const Tensor& inputs, const PredictOptions& options) const {
+  train::Session& session = state_->job->session();
+  if (state_->job->group() != nullptr) {
+    throw std::logic_error("Session::predict: a multi-process job's ranks hold only their stages");
+  }
+  const models::ParamSet& weights =
+      state_->predict_weights ? *state_->predict_weights : session.params();
+  try {
+    return train::predict(session.model(), session.plan(), weights, inputs,
+                          train::PredictOptions{.slices = options.slices})
+        .outputs;
+  } catch (const train::PredictError& e) {
+    throw std::invalid_argument(std::string("Session::predict: ") + e.what());
+  } catch (const actors::PipelineError& e) {
+    throw std::runtime_error(std::string("Session::predict: ") + e.what());
+  }
+}
+
+std::string JobRun::model_name() const {
+  return state_->job->session().model_name();
 }
 
 void JobRun::stop() {

@@ -26,6 +26,8 @@ class JobRun {
   TrainResult run();
   void stop();
   std::vector<NamedTensor> weights() const;
+  Tensor predict(const Tensor& inputs, const PredictOptions& options) const;
+  std::string model_name() const;
 
  private:
   struct State;

@@ -40,4 +40,12 @@ std::vector<NamedTensor> Session::weights() const {
   return impl_->run->weights();
 }
 
+Tensor Session::predict(const Tensor& inputs, const PredictOptions& options) const {
+  return impl_->run->predict(inputs, options);
+}
+
+std::string Session::model_name() const {
+  return impl_->run->model_name();
+}
+
 }  // namespace tandem

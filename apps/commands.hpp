@@ -39,6 +39,10 @@ void add_bench_command(CLI::App& app);
 // contents, and its newest weights as one whole-model file (train/model_file.hpp).
 void add_checkpoint_command(CLI::App& app);
 
+// `tandem predict CONFIG --weights W --input FILE -o FILE`: the model's outputs through the
+// forward-only pipeline (train/predict.hpp).
+void add_predict_command(CLI::App& app);
+
 // `tandem launch`: N local processes as the ranks of one job (apps/local_launcher.hpp).
 void add_launch_command(CLI::App& app);
 

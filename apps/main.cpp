@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   apps::add_profile_command(app);
   apps::add_trace_command(app);
   apps::add_checkpoint_command(app);
+  apps::add_predict_command(app);
   apps::add_bench_command(app);
   apps::add_launch_command(app);
   if (argc <= 1) {

@@ -21,10 +21,13 @@ int admission_window(const ScheduleParams& params) {
 
 bool releases_admission(const ScheduleParams& params, int stage, const Action& action) {
   if (stage != 0) return false;
+  // No STEP ends a forward-only minibatch: each input-stage F is done with its slice.
+  if (params.kind == ScheduleKind::forward) return action.op == Op::F;
   return per_minibatch(params.kind) ? action.op == Op::B : action.op == Op::STEP;
 }
 
 int admission_releases_per_minibatch(const ScheduleParams& params) {
+  if (params.kind == ScheduleKind::forward) return params.slices;
   return per_minibatch(params.kind) ? 1 : params.replicas_of(0);
 }
 

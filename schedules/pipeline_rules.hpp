@@ -14,11 +14,13 @@ namespace tandem::schedules {
 int admission_window(const ScheduleParams& params);
 
 // Whether `action` on a replica of `stage` hands an admission back to the loader: on the
-// input stage, B for PipeDream kinds (each minibatch's last use there), STEP otherwise.
+// input stage, B for PipeDream kinds (each minibatch's last use there), F for `forward` (no
+// STEP follows), STEP otherwise.
 bool releases_admission(const ScheduleParams& params, int stage, const Action& action);
 
 // How many hand-backs free one minibatch: 1 for PipeDream kinds (one replica runs it), the
-// input stage's replica count otherwise (every replica STEPs).
+// slice count for `forward` (one per F), the input stage's replica count otherwise (every
+// replica STEPs).
 int admission_releases_per_minibatch(const ScheduleParams& params);
 
 // How SYNC combines the replicas' gradients: flush schedules sum (the replicas' slices make up

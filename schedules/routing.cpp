@@ -267,7 +267,7 @@ void Routing::inputs(int device, const Action& action, std::vector<Route>& out) 
     } else {
       overlapping(forward_[vs - 1], vs - 1, Op::F, Port::activation, b, action.slice, out);
     }
-    if (vs == last) {
+    if (vs == last && trains(params_.kind)) {
       out.push_back(Route{kLoader, Port::target, Op::F, 0, b, action.slice, action.slice});
     }
   } else if (!edges_.empty()) {
@@ -307,6 +307,7 @@ Routes Routing::routes(int device, const Action& action) const {
 void Routing::loader_routes(std::int64_t minibatch, std::vector<Route>& out) const {
   out.clear();
   overlapping(forward_[0], 0, Op::F, Port::input, minibatch, kEverything, out);
+  if (!trains(params_.kind)) return;  // a forward-only run has no targets
   const int last = virtual_stages_ - 1;
   overlapping(forward_[last], last, Op::F, Port::target, minibatch, kEverything, out);
 }

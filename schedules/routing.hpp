@@ -47,8 +47,9 @@ struct Route {
 // Inputs and outputs of one action, each ordered by samples.
 struct Routes {
   // F: upstream F's, or {kLoader, Port::input} on virtual stage 0, plus {kLoader, Port::target}
-  // on the last virtual stage; B: downstream B's (none on the last virtual stage: its gradient
-  // comes from its own loss); W, STEP: none; SYNC: the stage's other replicas.
+  // on the last virtual stage of a schedule that trains (not `forward`); B: downstream B's (none on
+  // the last virtual stage: its gradient comes from its own loss); W, STEP: none; SYNC: the stage's
+  // other replicas.
   std::vector<Route> inputs;
   // F: downstream F's (none on the last virtual stage); B: upstream B's (none on virtual stage
   // 0); SYNC: the stage's other replicas.

@@ -55,6 +55,24 @@ PatternFactory equal_slices(const ScheduleParams& p, int stage, int replica, std
   };
 }
 
+// Forward only: replica j of stage s runs F of slices j, j + r_s, ... of each minibatch in order,
+// and nothing else; a stage moves on to the next slice as soon as it has sent one, so slices
+// pipeline across stages as GPipe's forwards do.
+PatternFactory forward_only(const ScheduleParams& p, int stage, int replica) {
+  const int r = p.replicas_of(stage);
+  const std::int64_t owned = replica < p.slices ? (p.slices - replica + r - 1) / r : 0;
+  return [p, replica, r, owned](std::int64_t b) {
+    Pattern pat;
+    pat.forwards = owned;
+    pat.backwards = 0;
+    pat.warmup = owned;
+    pat.forward = [p, b, replica, r](std::int64_t k) {
+      return make(Op::F, b, p.equal_slice(static_cast<int>(replica + k * r)), 0, replica);
+    };
+    return pat;
+  };
+}
+
 // Split backward with W(i) right after B(i + lag): the deferred W's fill the cool-down.
 // ZB-H1: 1F1B's warm-up (p - 1 - s forwards) and lag s, so that every stage peaks at p slices
 // in flight. ZB-2P: 2(p - 1 - s) warm-up forwards (the next pair's F comes first, so 2p - 1 - 2s
@@ -300,6 +318,8 @@ ActionGenerator Schedule::generator(int device) const {
       return make_generator(pipedream(p, stage, replica), 1);
     case ScheduleKind::pipedream_2bw:
       return make_generator(two_bw(p, stage), 1);
+    case ScheduleKind::forward:
+      return make_generator(forward_only(p, stage, replica), flush_rounds);
     case ScheduleKind::custom:
       break;
   }

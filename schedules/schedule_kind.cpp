@@ -9,7 +9,7 @@
 namespace tandem::schedules {
 namespace {
 
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 12> kNames{{
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 13> kNames{{
     {ScheduleKind::naive, "naive"},
     {ScheduleKind::gpipe, "gpipe"},
     {ScheduleKind::one_f_one_b, "1f1b"},
@@ -22,6 +22,7 @@ constexpr std::array<std::pair<ScheduleKind, std::string_view>, 12> kNames{{
     {ScheduleKind::zb_2p, "zb-2p"},
     {ScheduleKind::umpipe, "umpipe"},
     {ScheduleKind::custom, "custom"},
+    {ScheduleKind::forward, "forward"},
 }};
 
 }  // namespace
@@ -46,7 +47,9 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
 std::vector<std::string_view> pipeline_schedule_names() {
   std::vector<std::string_view> out;
   for (const auto& [k, name] : kNames) {
-    if (k != ScheduleKind::naive && k != ScheduleKind::custom) out.push_back(name);
+    if (k != ScheduleKind::naive && k != ScheduleKind::custom && k != ScheduleKind::forward) {
+      out.push_back(name);
+    }
   }
   return out;
 }
@@ -54,6 +57,10 @@ std::vector<std::string_view> pipeline_schedule_names() {
 bool is_asynchronous(ScheduleKind kind) {
   return kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync ||
          kind == ScheduleKind::pipedream_2bw;
+}
+
+bool trains(ScheduleKind kind) {
+  return kind != ScheduleKind::forward;
 }
 
 }  // namespace tandem::schedules

@@ -91,8 +91,9 @@ void ScheduleParams::validate() const {
   if (rematerialize && kind != ScheduleKind::gpipe) fail(*this, "rematerialize applies to gpipe");
   if (replicated && kind != ScheduleKind::naive && kind != ScheduleKind::gpipe &&
       kind != ScheduleKind::one_f_one_b && kind != ScheduleKind::pipedream &&
-      kind != ScheduleKind::custom) {
-    fail(*this, "replicated stages are supported by naive, gpipe, 1f1b and pipedream only");
+      kind != ScheduleKind::custom && kind != ScheduleKind::forward) {
+    fail(*this,
+         "replicated stages are supported by naive, gpipe, 1f1b, pipedream and forward only");
   }
   if ((kind == ScheduleKind::pipedream || kind == ScheduleKind::pipedream_vsync) && slices != 1) {
     fail(*this,

@@ -233,7 +233,9 @@ void Simulator::State::summarize(bool timeline) {
       const auto b = g.samples[id];
       const StageCosts& c = per_vstage_[vs];
       const double kept = (p.rematerialize ? c.input_bytes : c.activation_bytes) * b;
-      const bool releases = g.op[id] == Op::W || (g.op[id] == Op::B && !g.split[vs]);
+      // A forward-only F keeps nothing: its slice is out of flight once it has run.
+      const bool releases = g.op[id] == Op::W || (g.op[id] == Op::B && !g.split[vs]) ||
+                            (g.op[id] == Op::F && !trains(p.kind));
       if (g.op[id] == Op::F) {
         ++in_flight;
         samples += b;

@@ -18,6 +18,8 @@ std::int64_t weight_version(const ScheduleParams& params, int stage, std::int64_
       return std::max<std::int64_t>(0, minibatch - (params.stages - 1));
     case ScheduleKind::pipedream_2bw:
       return std::max<std::int64_t>(0, minibatch - 1);
+    case ScheduleKind::forward:
+      return 0;  // nothing updates: every minibatch reads the given weights
     default:
       return minibatch;
   }

@@ -26,8 +26,7 @@ std::string metadata_value(const models::SafetensorsMetadata& metadata, const st
 
 // The file says what it is and which model it holds before its tensors are compared: another
 // model's file would otherwise be reported as its first differing tensor.
-void check_metadata(const fs::path& path, const models::SafetensorsMetadata& metadata,
-                    const std::string& model_name) {
+void check_format(const fs::path& path, const models::SafetensorsMetadata& metadata) {
   const std::string format = metadata_value(metadata, "format");
   if (format != kModelFileFormat) {
     std::string what = "not a Tandem model file (__metadata__ format is '" + format +
@@ -44,6 +43,11 @@ void check_metadata(const fs::path& path, const models::SafetensorsMetadata& met
     refuse(path,
            "format_version '" + version + "', this Tandem reads '" + kModelFileFormatVersion + "'");
   }
+}
+
+void check_metadata(const fs::path& path, const models::SafetensorsMetadata& metadata,
+                    const std::string& model_name) {
+  check_format(path, metadata);
   const std::string model = metadata_value(metadata, "model");
   if (model != model_name) {
     refuse(path, "holds the weights of model '" + model + "', but this run's model is '" +
@@ -131,6 +135,29 @@ models::ParamSet read_model_file(const fs::path& path, const models::Model& mode
 models::ParamSet read_model_file(const fs::path& path, const models::Model& model,
                                  const std::string& model_name) {
   return read_model_file(path, model, model_name, {0, model.num_layers()});
+}
+
+ModelFileContents read_model_file(const fs::path& path) {
+  models::SafetensorsContent content;
+  try {
+    content = models::read_safetensors(path);
+  } catch (const models::SafetensorsError& e) {
+    throw ModelFileError(e.what());
+  }
+  check_format(path, content.metadata);
+  ModelFileContents out;
+  out.info.model = metadata_value(content.metadata, "model");
+  out.info.checkpoint = metadata_value(content.metadata, "checkpoint");
+  const std::string step = metadata_value(content.metadata, "step");
+  try {
+    std::size_t used = 0;
+    out.info.step = std::stoll(step, &used);
+    if (used != step.size() || out.info.step < 0) throw std::invalid_argument(step);
+  } catch (const std::exception&) {
+    refuse(path, "__metadata__ step '" + step + "' is not a step count");
+  }
+  out.params = in_layer_order(content.tensors);
+  return out;
 }
 
 models::ParamSet newest_weights(const Checkpoint& checkpoint) {

@@ -50,6 +50,14 @@ models::ParamSet read_model_file(const std::filesystem::path& path, const models
 models::ParamSet read_model_file(const std::filesystem::path& path, const models::Model& model,
                                  const std::string& model_name);
 
+// Any model's file, for readers that have no model to check it against (the embedding API's
+// load_weights): the format and metadata are checked, the tensors come back in layer order.
+struct ModelFileContents {
+  models::ParamSet params;
+  ModelFileInfo info;
+};
+ModelFileContents read_model_file(const std::filesystem::path& path);
+
 // The whole model's newest weights in a checkpoint: each stage's replica 0 at its newest
 // version (replicas agree at a checkpoint), in layer order. Throws
 // CheckpointError naming the stage file when a stage holds no weights of replica 0.

@@ -109,6 +109,8 @@ class Session {
   const std::string& resume_note() const { return resume_note_; }
   // The whole model's parameter count (a process of a job holds only its stages' weights).
   int64_t parameters() const;
+  // What checkpoints record as the model.
+  std::string model_name() const;
 
  private:
   struct Stop;
@@ -143,9 +145,6 @@ class Session {
   // After the last segment: the final evaluation and record, and the run's totals.
   void finish(TrainSummary& s, Progress& progress, int64_t at,
               std::chrono::steady_clock::time_point start) const;
-
-  // What checkpoints record as the model.
-  std::string model_name() const;
 
   JobSpec job_;
   SessionOptions options_;

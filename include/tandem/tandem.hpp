@@ -238,6 +238,10 @@ struct ConfigRunOptions {
   std::int64_t steps = 0;  // 0: the config's train.steps
   CheckpointOptions checkpoints;
   std::string resume;  // a checkpoint directory to continue from; empty: a fresh run
+  // Weights for Session::predict instead of the session's own: a checkpoint directory (its newest
+  // checkpoint, finished or not) or a whole-model file (save_weights, `tandem checkpoint
+  // export`). Checked against the config's model when the session is built.
+  std::string weights;
   // A Chrome trace of the run (of its first segment when checkpointing); a multi-process job's
   // rank 0 writes one trace of every rank's stages. Empty: none.
   std::string trace;
@@ -331,6 +335,30 @@ struct NamedTensor {
   Tensor value;
 };
 
+// A whole model's weights as one file holds them: the safetensors file `tandem checkpoint
+// export` writes and `train.init_from` (TrainOptions::init_from) reads.
+struct Weights {
+  // The model they belong to, as checkpoints record it (Session::model_name()); a run started
+  // from the file must have the same.
+  std::string model;
+  std::int64_t step = 0;  // the updates the weights had
+  std::vector<NamedTensor> tensors;
+};
+
+// Reads a whole-model file. Throws std::invalid_argument naming the file and what is wrong (not
+// a Tandem model file, a malformed header, a tensor's bytes out of bounds, ...).
+Weights load_weights(const std::string& path);
+// Writes one, atomically (a temporary file renamed). Throws std::invalid_argument naming the
+// tensor for duplicate or empty names; std::runtime_error naming the path when it cannot be
+// written.
+void save_weights(const std::string& path, const Weights& weights);
+
+struct PredictOptions {
+  // Slices the inputs are cut into, pipelined across the stages and spread over a stage's
+  // replicas; 0: the plan's slice count (at least the largest replica count). At most the rows.
+  int slices = 0;
+};
+
 // One training run. Not copyable or movable: stop() may be called on it from other threads.
 class Session {
  public:
@@ -365,6 +393,18 @@ class Session {
   // After run(): the trained weights of the whole model (replica 0 of each stage; in a
   // multi-process job, on rank 0).
   std::vector<NamedTensor> weights() const;
+
+  // The model's outputs for `inputs` (the model's input layout, [N, ...]; f32 features or i32
+  // tokens), rows in input order, computed by the forward-only pipeline on this session's plan
+  // (its stages, replicas and devices): with ConfigRunOptions::weights when given, else the
+  // session's weights (initial, or resumed, or after run() the trained ones). Equal to the
+  // model's evaluation forward (no dropout) on those weights, bit for bit on the CPU. Not while
+  // run() runs; in one process only. Throws std::invalid_argument naming the tensor for inputs
+  // that do not fit the model; std::runtime_error naming the stage for a failed run.
+  Tensor predict(const Tensor& inputs, const PredictOptions& options = {}) const;
+
+  // What checkpoints and whole-model files record as the model (Weights::model).
+  std::string model_name() const;
 
  private:
   struct Impl;

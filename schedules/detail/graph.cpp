@@ -72,6 +72,9 @@ void check_flags(const Graph& g, const ScheduleParams& p, std::uint32_t id, cons
              " but the schedule's rematerialize is " + (p.rematerialize ? "on" : "off"));
   }
   if (!a.with_weight && a.op != Op::B) fail(g, id, "with_weight = false applies to B only");
+  if (!trains(p.kind) && a.op != Op::F) {
+    fail(g, id, "a forward-only schedule runs F only (it keeps nothing for a backward)");
+  }
 }
 
 void check_fields(Graph& g, const ScheduleParams& p) {
@@ -295,9 +298,11 @@ void link_stages(Graph& g) {
           [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
             fail(g, e.id, "no F on its stage computed samples " + range(lo, hi));
           });
-    match(f, nf, b, nbk, no_edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
-      fail(g, e.id, "has no B for samples " + range(lo, hi));
-    });
+    if (trains(g.list->params.kind)) {
+      match(f, nf, b, nbk, no_edge, [&](const Entry& e, std::int64_t lo, std::int64_t hi) {
+        fail(g, e.id, "has no B for samples " + range(lo, hi));
+      });
+    }
     if (vs + 1 < V) {
       auto [bd, nbd] = bucket(1, vs + 1);
       const Entry* hint = bd;
