@@ -482,19 +482,9 @@ void StageActor::run_forward(const Action& a) {
   const bool last = last_vstage(a.chunk);
   const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
   std::uint32_t rows_total = 0;
-  std::vector<Tensor> ins;
-  EdgeTensors arrived;
-  Tensor x;
-  if (ce != nullptr) {
-    arrived = take_edges(a, Port::activation, ce->in_edges);
-    if (vstage(a.chunk) == 0) {
-      x = s_.executor->to_device(received_.take(a, routes_.inputs, Port::input, nullptr));
-    }
-    ins = gather_reads(*ce, arrived, x);
-  } else {
-    x = s_.executor->to_device(received_.take(
-        a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
-  }
+  ForwardInputs in = take_forward_inputs(a, ce);
+  Tensor& x = in.x;
+  std::vector<Tensor>& ins = in.reads;
   Tensor targets = last ? received_.take(a, routes_.inputs, Port::target, &rows_total) : Tensor();
   const std::int64_t v = version_of(a.minibatch);
   versions_.pin(v);
@@ -549,13 +539,8 @@ void StageActor::run_forward(const Action& a) {
                           {}, tag);
     };
     sends_.push_back({s_.coordinator, Message{}, report});
-  } else if (ce != nullptr) {
-    for (const Route& r : routes_.outputs) {
-      send(r, edge_output(*ce, r.edge, outputs, arrived, x), a.slice.begin, true);
-    }
-    for (const Tensor& t : outputs) hold(t);
   } else {
-    for (const Route& r : routes_.outputs) send(r, y, a.slice.begin, true);
+    send_forward(a, ce, y, outputs, in);
   }
   hold(y);
   hold(fwd.saved);
@@ -570,14 +555,9 @@ void StageActor::run_forward_only(const Action& a) {
   const schedules::LayerRange layers = s_.chunk_layers.at(static_cast<std::size_t>(a.chunk));
   const bool last = last_vstage(a.chunk);
   const ChunkEdges* ce = edges_.graph() ? &edges_.chunk(a.chunk) : nullptr;
-  std::vector<Tensor> ins;
-  Tensor x;
-  if (ce != nullptr) {
-    ins = take_inputs(a, *ce);
-  } else {
-    x = s_.executor->to_device(received_.take(
-        a, routes_.inputs, vstage(a.chunk) == 0 ? Port::input : Port::activation, nullptr));
-  }
+  ForwardInputs in = take_forward_inputs(a, ce);
+  const Tensor& x = in.x;
+  const std::vector<Tensor>& ins = in.reads;
   // No STEP ever publishes another version, and no backward needs this one later: nothing to pin.
   const std::int64_t v = version_of(a.minibatch);
   const models::ParamSet& weights = versions_.get(v);
@@ -610,19 +590,8 @@ void StageActor::run_forward_only(const Action& a) {
       return make_message(OutputTensor{meta}, {host}, tag);
     };
     sends_.push_back({s_.coordinator, Message{}, report});
-  } else if (ce != nullptr) {
-    const auto input = std::find(ce->read_edge.begin(), ce->read_edge.end(), -1);
-    send_outputs(a, *ce, outputs,
-                 input == ce->read_edge.end()
-                     ? Tensor()
-                     : ins[static_cast<std::size_t>(input - ce->read_edge.begin())]);
-    for (const Tensor& t : outputs) hold(t);
   } else {
-    for (const Route& r : routes_.outputs) {
-      Tensor part = rows(y, a.slice.begin, r.samples.begin, r.samples.end);
-      const TensorMeta meta = TensorMeta::of(part);
-      sends_.push_back({r.device, make_message(ForwardTensor{meta}, {part}, tensor_tag(r))});
-    }
+    send_forward(a, ce, y, outputs, in);
   }
   hold(y);
   note_memory();
@@ -802,6 +771,32 @@ void StageActor::run_step(const Action& a) {
   emit(a, versions_.latest(), &versions_.get(versions_.latest()), &g, started_);
   written_.assign(written_.size(), false);
   contributed_ = false;
+}
+
+StageActor::ForwardInputs StageActor::take_forward_inputs(const Action& a, const ChunkEdges* ce) {
+  ForwardInputs in;
+  const bool first = vstage(a.chunk) == 0;
+  if (ce == nullptr) {
+    in.x = s_.executor->to_device(
+        received_.take(a, routes_.inputs, first ? Port::input : Port::activation, nullptr));
+    return in;
+  }
+  in.arrived = take_edges(a, Port::activation, ce->in_edges);
+  if (first) in.x = s_.executor->to_device(received_.take(a, routes_.inputs, Port::input, nullptr));
+  in.reads = gather_reads(*ce, in.arrived, in.x);
+  return in;
+}
+
+void StageActor::send_forward(const Action& a, const ChunkEdges* ce, const Tensor& y,
+                              const std::vector<Tensor>& outputs, const ForwardInputs& in) {
+  if (ce == nullptr) {
+    for (const Route& r : routes_.outputs) send(r, y, a.slice.begin, true);
+    return;
+  }
+  for (const Route& r : routes_.outputs) {
+    send(r, edge_output(*ce, r.edge, outputs, in.arrived, in.x), a.slice.begin, true);
+  }
+  for (const Tensor& t : outputs) hold(t);
 }
 
 EdgeTensors StageActor::take_edges(const Action& a, Port port,

@@ -166,6 +166,17 @@ class StageActor final : public Actor {
   // last stage hands its outputs to the coordinator.
   void run_forward_only(const Action& a);
   void run_backward(const Action& a);
+  // What an F reads: the one input of a chain (`x`); a graph's reads, the tensors of its
+  // incoming edges (relayed ones included) and, on virtual stage 0, the loader's input (`x`).
+  struct ForwardInputs {
+    Tensor x;
+    std::vector<Tensor> reads;
+    EdgeTensors arrived;
+  };
+  ForwardInputs take_forward_inputs(const Action& a, const ChunkEdges* ce);
+  // Sends F's results along its output routes: `y` for a chain, each edge's tensor for a graph.
+  void send_forward(const Action& a, const ChunkEdges* ce, const Tensor& y,
+                    const std::vector<Tensor>& outputs, const ForwardInputs& in);
   // A graph model's F and B (StageEdges): what arrived on each of `edges` for `a`.
   EdgeTensors take_edges(const Action& a, schedules::Port port,
                          const std::vector<std::uint16_t>& edges);
