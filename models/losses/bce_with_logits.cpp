@@ -1,5 +1,6 @@
 #include "models/losses/bce_with_logits.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>

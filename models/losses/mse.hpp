@@ -12,9 +12,10 @@ class MeanSquaredError final : public ElementwiseLoss {
  protected:
   PointwiseLoss kind() const override { return PointwiseLoss::squared_error; }
   double element(float x, float t, float* grad) const override {
-    const float d = x - t;
-    *grad = 2.0f * d;
-    return static_cast<double>(d) * static_cast<double>(d);
+    // In double: the difference of two floats rounded to f32 would cost the sum its last digits.
+    const double d = static_cast<double>(x) - static_cast<double>(t);
+    *grad = static_cast<float>(2.0 * d);
+    return d * d;
   }
 };
 

@@ -15,10 +15,10 @@ __global__ void pointwise_loss_kernel(PointwiseLoss loss, const float* x, const 
     double l = 0.0;
     double g = 0.0;
     if (loss == PointwiseLoss::squared_error) {
-      // In f32 like the CPU's loop, so both devices give the same gradient.
-      const float d = x[i] - t[i];
-      l = static_cast<double>(d) * static_cast<double>(d);
-      g = static_cast<double>(2.0f * d);
+      // In double like the CPU's loop, so both devices give the same gradient.
+      const double d = xi - ti;
+      l = d * d;
+      g = 2.0 * d;
     } else if (ti >= 0.0 && ti <= 1.0) {
       const double e = exp(-fabs(xi));
       const double sigmoid = xi >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
