@@ -15,7 +15,7 @@ DataSource dataset_source(std::shared_ptr<const models::data::Dataset> dataset,
   if (!device.has_data()) {
     return [=](std::int64_t) {
       return MinibatchData::whole(Tensor::empty(in_shape, in_dtype, device),
-                                  Tensor::empty(target_shape, DType::i32, device));
+                                  Tensor::empty(target_shape, model.target_dtype(), device));
     };
   }
   // The sampler caches an epoch's permutation and is not thread-safe; the loader is one actor,
@@ -30,6 +30,13 @@ DataSource dataset_source(std::shared_ptr<const models::data::Dataset> dataset,
     }
     const models::data::Batch batch = dataset->get(idx);
     Tensor in = batch.inputs.shape() == in_shape ? batch.inputs : batch.inputs.reshape(in_shape);
+    // A dataset whose targets the loss cannot read fails here, naming both, rather than as a
+    // kernel's complaint on the last stage.
+    if (batch.targets.dtype() != model.target_dtype() ||
+        batch.targets.numel() != shape_numel(target_shape)) {
+      model.loss().check_targets(model.activation_shapes(minibatch).back(), batch.targets.dtype(),
+                                 batch.targets.shape(), "the targets of " + dataset->describe());
+    }
     Tensor tg =
         batch.targets.shape() == target_shape ? batch.targets : batch.targets.reshape(target_shape);
     return MinibatchData::whole(in.to(device), tg.to(device));

@@ -520,7 +520,7 @@ void StageActor::run_forward(const Action& a) {
     if (ce != nullptr) outputs = std::move(r.outputs);
     if (last) {
       const float scale = 1.0f / static_cast<float>(std::max<std::uint32_t>(1, rows_total));
-      loss = s_.executor->loss(c, y, targets, scale);
+      loss = s_.executor->loss(c, s_.model->loss(), y, targets, scale);
     }
   });
   if (last) {

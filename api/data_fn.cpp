@@ -64,9 +64,11 @@ Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model
                                 std::string(dtype_name(model.input_dtype())) + shape_str(in_shape));
   }
   const Shape target_shape = model.target_shape(minibatch);
-  if (batch.targets.numel() != shape_numel(target_shape) || batch.targets.dtype() != DType::i32) {
-    throw std::invalid_argument(where + ": targets " + batch.targets.describe() +
-                                ", the model takes i32" + shape_str(target_shape));
+  if (batch.targets.numel() != shape_numel(target_shape) ||
+      batch.targets.dtype() != model.target_dtype()) {
+    throw std::invalid_argument(
+        where + ": targets " + batch.targets.describe() + ", the loss " + model.loss().name() +
+        " takes " + std::string(dtype_name(model.target_dtype())) + shape_str(target_shape));
   }
   batch.targets = batch.targets.reshape(target_shape);
   return batch;

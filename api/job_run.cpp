@@ -56,7 +56,7 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
 }
 
 EvalReport eval_report(const train::EvalResult& e) {
-  return {e.loss, e.accuracy, e.samples};
+  return {e.loss, e.accuracy, e.samples, e.has_accuracy};
 }
 
 Progress progress_of(const train::StepRecord& r) {

@@ -6,6 +6,7 @@
 
 #include "api/builtin_layer.hpp"
 #include "api/custom_layer.hpp"
+#include "api/custom_loss.hpp"
 #include "models/graph_builder.hpp"
 #include "models/model_spec.hpp"
 #include "tandem/tandem.hpp"
@@ -163,6 +164,22 @@ DType Model::input_dtype() const {
 
 Shape Model::target_shape(std::int64_t batch) const {
   return impl_->target_shape(batch);
+}
+
+DType Model::target_dtype() const {
+  return impl_->target_dtype();
+}
+
+Model Model::with_loss(std::string_view loss) const {
+  auto impl = std::make_shared<const models::Model>(impl_->with_loss(models::make_loss(loss)));
+  return Model(std::move(impl), title_ + ", loss " + std::string(loss));
+}
+
+Model Model::with_loss(LossPtr loss) const {
+  if (loss == nullptr) throw std::invalid_argument("Model::with_loss: the loss is null");
+  auto impl = std::make_shared<const models::Model>(
+      impl_->with_loss(std::make_shared<const api::CustomLoss>(loss)));
+  return Model(std::move(impl), title_ + ", loss " + loss->describe());
 }
 
 }  // namespace tandem

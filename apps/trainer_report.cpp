@@ -48,7 +48,7 @@ std::string format_progress(const train::StepRecord& r) {
   if (r.accuracy) line += fmt::format("  acc {:5.1f}%", 100 * *r.accuracy);
   if (r.eval) {
     line += fmt::format("  eval loss {:.4f}", r.eval->loss);
-    if (r.accuracy) line += fmt::format(" acc {:5.1f}%", 100 * r.eval->accuracy);
+    if (r.eval->has_accuracy) line += fmt::format(" acc {:5.1f}%", 100 * r.eval->accuracy);
   }
   line += fmt::format("  {:.0f} samples/s  eta {}", r.samples_per_s, duration(r.eta_s));
   return line;
@@ -62,7 +62,7 @@ std::string format_summary(const train::TrainSummary& s) {
   out += " (last log window)\n";
   if (s.eval) {
     out += fmt::format("held-out loss {:.4f}", s.eval->loss);
-    if (s.final_accuracy) out += fmt::format(", accuracy {:.2f}%", 100 * s.eval->accuracy);
+    if (s.eval->has_accuracy) out += fmt::format(", accuracy {:.2f}%", 100 * s.eval->accuracy);
     out += fmt::format(" on {} samples\n", s.eval->samples);
   }
   if (s.entropy_rate) {
@@ -92,7 +92,7 @@ nlohmann::json to_json(const train::StepRecord& r) {
   if (r.resident_mib) j["resident_mib"] = *r.resident_mib;
   if (r.eval) {
     j["eval_loss"] = r.eval->loss;
-    if (r.accuracy) j["eval_accuracy"] = r.eval->accuracy;
+    if (r.eval->has_accuracy) j["eval_accuracy"] = r.eval->accuracy;
   }
   // Per stage replica: its actions' time within the window and its share of it (utilization;
   // 1 - busy is its bubble and waiting).

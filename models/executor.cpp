@@ -15,8 +15,6 @@
 #if TANDEM_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "models/kernels/cpu/cross_entropy.hpp"
-#include "models/kernels/cuda/cross_entropy.hpp"
 #include "models/kernels/cuda/cuda_kernels.hpp"
 #endif
 
@@ -42,9 +40,9 @@ class CpuExecutor final : public Executor {
     }
     return {std::chrono::steady_clock::now() - start, std::chrono::nanoseconds(0)};
   }
-  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+  LossResult loss(const Context& ctx, const Loss& loss, const Tensor& output, const Tensor& targets,
                   float grad_scale) const override {
-    return softmax_cross_entropy(logits, targets, true, grad_scale);
+    return loss.compute(ctx, output, targets, true, grad_scale);
   }
   void step(const Context&, Optimizer& optimizer, ParamSet& params,
             const ParamSet& grads) const override {
@@ -72,12 +70,13 @@ class SimExecutor final : public Executor {
     free_at_ = std::max(free_at_, now) + busy;
     return {busy, std::chrono::duration_cast<std::chrono::nanoseconds>(free_at_ - now)};
   }
-  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+  LossResult loss(const Context&, const Loss& loss, const Tensor& logits, const Tensor& targets,
                   float) const override {
     if (logits.device().has_data() || targets.device().has_data()) {
       throw std::invalid_argument("sim executor: loss of " + logits.describe() + " and " +
                                   targets.describe() + " (sim and data tensors cannot be mixed)");
     }
+    loss.check_targets(logits.shape(), targets.dtype(), targets.shape(), "targets");
     LossResult r;
     r.count = targets.numel();
     r.dlogits = Tensor::empty(logits.shape(), DType::f32, Device::sim());
@@ -141,34 +140,19 @@ class CudaExecutor final : public Executor {
     return c;
   }
 
-  LossResult loss(const Context&, const Tensor& logits, const Tensor& targets,
+  LossResult loss(const Context& ctx, const Loss& loss, const Tensor& output, const Tensor& targets,
                   float grad_scale) const override {
-    if (logits.dtype() != DType::f32 || targets.dtype() != DType::i32 || logits.shape().empty() ||
-        logits.numel() / std::max<std::int64_t>(1, logits.shape().back()) != targets.numel()) {
-      throw std::invalid_argument("cuda executor: loss of " + logits.describe() + " against " +
-                                  targets.describe() +
-                                  " (f32 logits [..., C] and i32 targets of the same rows)");
+    Context c = ctx;
+    c.kernels = &kernels_;
+    LossResult r =
+        loss.compute(c, on_device(output, stream_), on_device(targets, stream_), true, grad_scale);
+    if (r.device_sums.defined()) {
+      // Read by the actor once the work is done (LossResult::resolved): copied to pinned
+      // memory on the stream, never waited for here.
+      r.pending_sums = Tensor::empty_pinned({4});
+      r.pending_sums.copy_from(r.device_sums, stream_);
+      r.device_sums = Tensor();
     }
-    const std::int64_t classes = logits.shape().back();
-    const std::int64_t rows = targets.numel();
-    const Tensor x = on_device(logits, stream_);
-    const Tensor t = on_device(targets, stream_);
-    LossResult r;
-    r.count = rows;
-    r.dlogits = kernels_.empty(logits.shape());
-    Tensor sums = kernels_.empty({4});  // a CrossEntropySums: 16 bytes
-    const std::size_t scratch_bytes = cuda::cross_entropy_scratch_bytes(rows);
-    Tensor scratch = kernels_.empty(
-        {std::max<std::int64_t>(1, static_cast<std::int64_t>((scratch_bytes + 3) / 4))});
-    cuda::cross_entropy(static_cast<const float*>(x.raw_data()),
-                        static_cast<const std::int32_t*>(t.raw_data()), rows, classes,
-                        static_cast<float*>(r.dlogits.raw_data()), grad_scale,
-                        static_cast<CrossEntropySums*>(sums.raw_data()), scratch.raw_data(),
-                        stream_.native_handle());
-    // Read by the actor once the work is done (LossResult::resolved): copied to pinned memory
-    // on the stream, never waited for here.
-    r.pending_sums = Tensor::empty_pinned({4});
-    r.pending_sums.copy_from(sums, stream_);
     return r;
   }
 

@@ -53,10 +53,10 @@ class Executor {
   // gradient from another host.
   virtual Tensor to_device(const Tensor& t) { return t; }
 
-  // Softmax cross-entropy of a slice's logits (see softmax_cross_entropy); on a device
-  // without data, a gradient of the right shape and no loss. Call inside run().
-  virtual LossResult loss(const Context& ctx, const Tensor& logits, const Tensor& targets,
-                          float grad_scale) const = 0;
+  // `loss` of a slice's output with its gradient (Loss::compute); on a device without data, a
+  // gradient of the right shape and no loss. Call inside run().
+  virtual LossResult loss(const Context& ctx, const Loss& loss, const Tensor& output,
+                          const Tensor& targets, float grad_scale) const = 0;
   // One optimizer update (Optimizer::step, or sim_step on the sim device). Call inside run().
   virtual void step(const Context& ctx, Optimizer& optimizer, ParamSet& params,
                     const ParamSet& grads) const = 0;

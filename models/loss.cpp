@@ -3,34 +3,11 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "models/detail/checks.hpp"
-#include "models/kernels/cpu/cross_entropy.hpp"
+#include "models/losses/bce_with_logits.hpp"
+#include "models/losses/cross_entropy.hpp"
+#include "models/losses/mse.hpp"
 
 namespace tandem::models {
-
-LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& targets, bool need_grad,
-                                 float grad_scale) {
-  const std::string who = "softmax_cross_entropy";
-  const Tensor z = detail::as_f32(logits, who, "logits");
-  detail::require_cpu(targets, who, "targets");
-  if (z.rank() < 1 || targets.dtype() != DType::i32 ||
-      Shape(z.shape().begin(), z.shape().end() - 1) != targets.shape()) {
-    throw std::invalid_argument(who + ": logits " + z.describe() + " and targets " +
-                                targets.describe() +
-                                " do not match (want logits [..., C] and i32 targets [...])");
-  }
-  const std::int64_t classes = z.dim(-1);
-  const std::int64_t rows = targets.numel();
-  LossResult r;
-  r.count = rows;
-  if (need_grad) r.dlogits = detail::new_f32(z.shape());
-  const cpu::CrossEntropySums sums =
-      cpu::cross_entropy(z.data<float>(), targets.data<std::int32_t>(), rows, classes,
-                         need_grad ? r.dlogits.data<float>() : nullptr, grad_scale);
-  r.loss_sum = sums.loss_sum;
-  r.correct = sums.correct;
-  return r;
-}
 
 LossResult LossResult::resolved() const {
   LossResult r = *this;
@@ -42,6 +19,27 @@ LossResult LossResult::resolved() const {
     r.pending_sums = Tensor();
   }
   return r;
+}
+
+void Loss::check_targets(const Shape& output, DType dtype, const Shape& targets,
+                         std::string_view what) const {
+  const Shape want = target_shape(output);
+  if (dtype == target_dtype() && targets == want) return;
+  throw std::invalid_argument("loss " + name() + ": " + std::string(what) + " are " +
+                              std::string(dtype_name(dtype)) + shape_str(targets) +
+                              ", the model's output " + shape_str(output) + " takes " +
+                              std::string(dtype_name(target_dtype())) + shape_str(want));
+}
+
+LossPtr make_loss(std::string_view name) {
+  if (name == "cross_entropy") return std::make_shared<losses::CrossEntropy>();
+  if (name == "mse") return std::make_shared<losses::MeanSquaredError>();
+  if (name == "bce_with_logits") return std::make_shared<losses::BceWithLogits>();
+  throw std::invalid_argument("loss '" + std::string(name) + "': expected " + loss_names());
+}
+
+const char* loss_names() {
+  return "cross_entropy, mse or bce_with_logits";
 }
 
 }  // namespace tandem::models

@@ -64,7 +64,7 @@ Shape record_shape(const Tensor& t, std::int64_t batch, const std::string& label
 
 Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
              std::vector<std::vector<int>> sources)
-    : spec_(std::move(spec)), layers_(std::move(layers)) {
+    : spec_(std::move(spec)), loss_(make_loss(spec_.loss)), layers_(std::move(layers)) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i] == nullptr) {
       throw std::invalid_argument("Model: layer " + std::to_string(i) + " is null");
@@ -194,8 +194,16 @@ DType Model::input_dtype() const {
 }
 
 Shape Model::target_shape(std::int64_t batch) const {
-  if (spec_.name == "gpt") return {batch, spec_.seq_len};
-  return {batch};
+  if (layers_.empty()) return {batch};
+  return loss_->target_shape(activation_shapes(batch).back());
+}
+
+Model Model::with_loss(LossPtr loss) const {
+  if (loss == nullptr) throw std::invalid_argument("Model::with_loss: the loss is null");
+  Model m = *this;
+  m.spec_.loss = loss->name();
+  m.loss_ = std::move(loss);
+  return m;
 }
 
 std::vector<Shape> Model::activation_shapes(std::int64_t batch) const {

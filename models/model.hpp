@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "models/layer.hpp"
+#include "models/loss.hpp"
 #include "models/model_spec.hpp"
 #include "models/param_set.hpp"
 #include "runtime/tensor.hpp"
 
 namespace tandem::models {
 
-// An ordered list of layers (the planner cuts it into stages) followed by softmax cross-entropy
-// on the last layer's logits. Immutable; copies share the layers.
+// An ordered list of layers (the planner cuts it into stages) followed by a loss on the last
+// layer's output (ModelSpec::loss, or an application's). Immutable; copies share the layers.
 //
 // Each layer reads the previous layer's output (a chain), or, in a graph model, the tensors its
 // `sources` name: the model input or any earlier layer's output. A range of layers [begin, end)
@@ -48,6 +49,9 @@ class Model {
   std::vector<int> range_outputs(int begin, int end) const;
 
   const ModelSpec& spec() const { return spec_; }
+  const Loss& loss() const { return *loss_; }
+  // This model with another loss (an application's); spec().loss becomes its name.
+  Model with_loss(LossPtr loss) const;
   int num_layers() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int i) const;
   std::string describe() const;  // one line per layer
@@ -56,6 +60,7 @@ class Model {
   Shape input_shape(std::int64_t batch) const;
   DType input_dtype() const;
   Shape target_shape(std::int64_t batch) const;
+  DType target_dtype() const { return loss_->target_dtype(); }
   // Output shape of every layer for a minibatch (entry i = output of layer i).
   std::vector<Shape> activation_shapes(std::int64_t batch) const;
   // The shape of each layer's first input (what its cost() is asked about).
@@ -146,6 +151,7 @@ class Model {
 
  private:
   ModelSpec spec_;
+  LossPtr loss_;
   std::vector<std::shared_ptr<const Layer>> layers_;
   // Each layer's parameter names in a ParamSet ("3.w"), made once: layer_params runs for every
   // layer of every action, and building them there cost a vector of specs and a string each.

@@ -37,6 +37,9 @@ std::string ModelSpec::describe() const {
     }
   }
   if (dropout > 0) s << ", dropout=" << dropout;
+  // Only a loss other than the default shows, so that the descriptions of existing runs (in
+  // profiles and checkpoints) stay as they were.
+  if (loss != "cross_entropy") s << ", loss=" << loss;
   s << ")";
   return s.str();
 }

@@ -39,6 +39,10 @@ struct ModelSpec {
   // mlp: none). 0 disables it.
   float dropout = 0.0f;
 
+  // The loss of the last layer's output (models/loss.hpp): "cross_entropy" (i32 class ids),
+  // "mse" or "bce_with_logits" (f32 targets of the output's shape).
+  std::string loss = "cross_entropy";
+
   std::string describe() const;  // one line, e.g. "gpt(layers=14, d_model=256, ...)"
 };
 

@@ -18,10 +18,11 @@ void check_batch(const Model& model, const Tensor& inputs, const Tensor& targets
                                 std::string(dtype_name(model.input_dtype())) +
                                 shape_str(model.input_shape(batch)) + ")");
   }
-  if (targets.shape() != model.target_shape(batch) || targets.dtype() != DType::i32) {
+  if (targets.shape() != model.target_shape(batch) || targets.dtype() != model.target_dtype()) {
     throw std::invalid_argument(std::string(who) + ": targets " + targets.describe() +
-                                " do not fit (want i32" + shape_str(model.target_shape(batch)) +
-                                ")");
+                                " do not fit the loss " + model.loss().name() + " (want " +
+                                std::string(dtype_name(model.target_dtype())) +
+                                shape_str(model.target_shape(batch)) + ")");
   }
 }
 
@@ -44,7 +45,7 @@ ForwardLoss forward_loss(const Model& model, const ParamSet& params, const Tenso
   ForwardLoss r{model.forward(ctx, params, inputs, 0, model.num_layers()), {}};
   const float scale = 1.0f / static_cast<float>(std::max<std::int64_t>(1, targets.numel()));
   // dlogits only when a backward follows.
-  r.loss = softmax_cross_entropy(r.fwd.y, targets, ctx.keep_saved, scale);
+  r.loss = model.loss().compute(ctx, r.fwd.y, targets, ctx.keep_saved, scale);
   r.fwd.y = Tensor();  // logits are no longer needed
   return r;
 }

@@ -234,6 +234,12 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
   }
+  spec.loss = m.get_or<std::string>("loss", spec.loss);
+  try {
+    (void)models::make_loss(spec.loss);
+  } catch (const std::invalid_argument& e) {
+    m.fail("loss", e.what());
+  }
   m.finish();
   // A GPT's layer objects alone can exhaust memory (`layers: 100000000`): its size comes from
   // the formula before any layer is built. The other models have a bounded number of layers.
@@ -306,8 +312,20 @@ std::vector<std::filesystem::path> paths(ConfigMap& m, std::string_view key) {
   return out;
 }
 
+// Every data kind but teacher-regression gives i32 class ids (tokens for language models): a
+// loss that wants other targets is refused here, at the data's kind, before anything is built.
+void require_target_dtype(ConfigMap& m, const models::ModelSpec& model, const std::string& kind,
+                          DType gives) {
+  const models::LossPtr loss = models::make_loss(model.loss);
+  if (loss->target_dtype() == gives) return;
+  m.fail("kind", "data '" + kind + "' gives " + std::string(dtype_name(gives)) +
+                     " targets, the model's loss '" + model.loss + "' takes " +
+                     std::string(dtype_name(loss->target_dtype())) + " targets");
+}
+
 data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   const std::string kind = m.get<std::string>("kind");
+  require_target_dtype(m, model, kind, kind == "teacher-regression" ? DType::f32 : DType::i32);
   const auto seed = static_cast<uint64_t>(non_negative(m, "seed", 1));
   data::DataSpec out;
   if (kind == "teacher") {
@@ -330,6 +348,31 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     }
     d.spec.hidden = dimension(m, "hidden", d.spec.hidden);
     d.spec.classes = check_classes(m, model);
+    out = d;
+  } else if (kind == "teacher-regression") {
+    require_model(m, model, {"mlp", "graph"}, kind);
+    if (model.name == "graph" && model.graph.input_shape.size() != 1) {
+      m.fail("kind", "data 'teacher-regression' gives feature vectors; the graph's input '" +
+                         model.graph.input_name + "' has " +
+                         std::to_string(model.graph.input_shape.size()) + " dimensions");
+    }
+    const int64_t width =
+        model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
+    const int64_t outputs = model_classes(model);
+    data::TeacherRegressionData d;
+    d.samples = dimension(m, "samples", d.samples);
+    d.spec.seed = seed;
+    d.spec.features = positive(m, "features", width);
+    if (d.spec.features != width) {
+      m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
+                             std::to_string(d.spec.features));
+    }
+    d.spec.hidden = dimension(m, "hidden", d.spec.hidden);
+    d.spec.outputs = positive(m, "outputs", outputs);
+    if (d.spec.outputs != outputs) {
+      m.fail("outputs", "must equal the model's output width " + std::to_string(outputs) +
+                            ", got " + std::to_string(d.spec.outputs));
+    }
     out = d;
   } else if (kind == "shapes") {
     require_model(m, model, {"vgg16", "mlp"}, kind);
@@ -415,7 +458,8 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     out = d;
   } else {
     m.fail("kind", "unknown data kind '" + kind +
-                       "' (expected teacher, shapes, markov-text, tokens, mnist or cifar10)");
+                       "' (expected teacher, teacher-regression, shapes, markov-text, tokens, "
+                       "mnist or cifar10)");
   }
   m.finish();
   return out;
@@ -454,6 +498,7 @@ models::OptimizerSpec read_optimizer(ConfigMap m) {
 // Samples of a generated dataset (0 for files, whose size is known once they are read).
 int64_t generated_samples(const data::DataSpec& spec) {
   if (const auto* d = std::get_if<data::TeacherData>(&spec)) return d->samples;
+  if (const auto* d = std::get_if<data::TeacherRegressionData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::ProceduralImagesData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::MarkovTextData>(&spec)) return d->samples;
   return 0;
@@ -991,6 +1036,7 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
       [&](const auto& d) -> double {
         using T = std::decay_t<decltype(d)>;
         if constexpr (std::is_same_v<T, data::TeacherData> ||
+                      std::is_same_v<T, data::TeacherRegressionData> ||
                       std::is_same_v<T, data::ProceduralImagesData>) {
           return 8 * static_cast<double>(d.samples);
         } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {

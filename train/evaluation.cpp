@@ -39,6 +39,7 @@ EvalResult evaluate_params(const models::Model& model, const models::ParamSet& p
     r.predictions += out.count;
   }
   r.samples = n;
+  r.has_accuracy = model.loss().classifies() && eval.task() == models::data::Task::classification;
   if (r.predictions > 0) {
     r.loss = loss_sum / static_cast<double>(r.predictions);
     r.accuracy = static_cast<double>(correct) / static_cast<double>(r.predictions);

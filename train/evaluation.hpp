@@ -13,6 +13,9 @@ namespace tandem::train {
 struct EvalResult {
   double loss = 0;      // mean over predictions
   double accuracy = 0;  // share of correct predictions
+  // Whether accuracy means anything: a classification task under a loss that classifies
+  // (regression losses do not; language models report none either).
+  bool has_accuracy = true;
   int64_t samples = 0;
   int64_t predictions = 0;  // samples, or tokens for language models
 };

@@ -151,7 +151,8 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
   const std::vector<int64_t> evals = eval_steps();
   Progress progress(
       first_step_, steps_, job_.train,
-      data_.train ? data_.train->task() == data::Task::classification : inputs_.classification,
+      model_.loss().classifies() && (data_.train ? data_.train->task() == data::Task::classification
+                                                 : inputs_.classification),
       evals, on_record, [this] { stop_->request(); });
   std::vector<std::pair<int, int>> layout;
   for (int d = 0; d < sp.total_replicas(); ++d)

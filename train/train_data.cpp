@@ -41,7 +41,14 @@ TrainData load_train_data(const JobSpec& job, const models::Model& model) {
                                ", the model takes " + shape_str(model_sample) + " " +
                                std::string(dtype_name(model.input_dtype())));
   }
-  if (train->classes() > model_outputs(model)) {
+  // Regression targets are f32, every other task's class ids (or tokens) i32.
+  const DType targets = train->task() == data::Task::regression ? DType::f32 : DType::i32;
+  if (targets != model.target_dtype()) {
+    throw JobError("data", train->describe() + " gives " + std::string(dtype_name(targets)) +
+                               " targets, the model's loss " + model.loss().name() + " takes " +
+                               std::string(dtype_name(model.target_dtype())));
+  }
+  if (train->task() != data::Task::regression && train->classes() > model_outputs(model)) {
     throw JobError("data", train->describe() + " has " + std::to_string(train->classes()) +
                                " classes, the model only " + std::to_string(model_outputs(model)) +
                                " outputs");

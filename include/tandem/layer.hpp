@@ -137,4 +137,28 @@ class Layer {
 
 using LayerPtr = std::shared_ptr<const Layer>;
 
+// A loss written by an application (Model::with_loss), on the last layer's output. Tandem adds
+// up value() over a minibatch's slices and reports the mean over the target elements, and
+// scales gradient() so that the slices' gradients add up to the gradient of that mean
+// (api/custom_loss.cpp). The layer contract holds here too: immutable, safe from several
+// threads, computing through ctx.k() on the device of the last stage; an exception, or a
+// result of the wrong shape, dtype or device, ends the run with an error naming describe().
+// Such a loss reports no accuracy.
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual std::string describe() const = 0;  // "huber(delta=1)"
+  // The targets it reads for an output of this shape; by default f32 of the output's shape.
+  virtual DType target_dtype() const { return DType::f32; }
+  virtual Shape target_shape(const Shape& output) const { return output; }
+  // The loss of every target element: f32, targets.numel() values (any shape).
+  virtual Tensor value(const LayerContext& ctx, const Tensor& output,
+                       const Tensor& targets) const = 0;
+  // The gradient of the sum of value() with respect to output: f32 of output's shape.
+  virtual Tensor gradient(const LayerContext& ctx, const Tensor& output,
+                          const Tensor& targets) const = 0;
+};
+
+using LossPtr = std::shared_ptr<const Loss>;
+
 }  // namespace tandem

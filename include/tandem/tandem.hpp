@@ -61,8 +61,9 @@ LayerPtr concat(std::vector<std::int64_t> widths);
 }  // namespace layers
 
 // ---------------------------------------------------------------------------------------------
-// Models: a flat list of layers followed by softmax cross-entropy on the last layer's logits.
-// The plan's stages cut the list. Copies share the layers.
+// Models: a flat list of layers followed by a loss on the last layer's output: softmax
+// cross-entropy on logits unless with_loss picks another. The plan's stages cut the list. Copies
+// share the layers.
 
 struct GptOptions {
   std::int64_t layers = 2;  // transformer blocks
@@ -113,7 +114,17 @@ class Model {
   std::int64_t parameters() const;  // number of trainable values
   Shape input_shape(std::int64_t batch) const;
   DType input_dtype() const;
-  Shape target_shape(std::int64_t batch) const;
+  Shape target_shape(std::int64_t batch) const;  // the loss's, for the model's output
+  DType target_dtype() const;                    // i32 for cross_entropy, else f32
+
+  // This model under another loss (its layers shared): "cross_entropy", "mse" (mean squared
+  // error) or "bce_with_logits" (binary cross-entropy of logits against probabilities in
+  // [0, 1]); the latter two take f32 targets of the output's shape and report no accuracy.
+  // Throws std::invalid_argument for another name.
+  Model with_loss(std::string_view loss) const;
+  // ... or the application's own loss (tandem/layer.hpp); throws std::invalid_argument for a
+  // null one.
+  Model with_loss(LossPtr loss) const;
 
  private:
   friend class Session;
@@ -167,7 +178,8 @@ struct Plan {
 
 // ---------------------------------------------------------------------------------------------
 // Data: minibatch b's inputs and targets, on the CPU, in the model's input_shape(minibatch) and
-// input_dtype() (targets: target_shape, i32). Called on Tandem's loader thread, once per
+// input_dtype() (targets: target_shape and target_dtype, i32 class ids for cross_entropy, f32
+// for the other losses). Called on Tandem's loader thread, once per
 // minibatch in increasing order, ahead of the stages; it must not block on the run's progress.
 struct Batch {
   Tensor inputs;
@@ -203,6 +215,9 @@ struct EvalReport {
   double loss = 0;      // mean over the predictions
   double accuracy = 0;  // share of correct predictions
   std::int64_t samples = 0;
+  // Whether accuracy means anything: a classification under a loss that classifies (mse,
+  // bce_with_logits and an application's loss do not).
+  bool has_accuracy = true;
 };
 
 // ---------------------------------------------------------------------------------------------

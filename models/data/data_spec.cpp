@@ -33,7 +33,8 @@ std::string data_kind_name(const DataSpec& spec) {
                                [](const MarkovTextData&) { return "markov-text"; },
                                [](const TokenFileData&) { return "tokens"; },
                                [](const MnistData&) { return "mnist"; },
-                               [](const Cifar10Data&) { return "cifar10"; }},
+                               [](const Cifar10Data&) { return "cifar10"; },
+                               [](const TeacherRegressionData&) { return "teacher-regression"; }},
                     spec);
 }
 
@@ -75,6 +76,14 @@ Datasets make_datasets(const DataSpec& spec, int64_t eval_samples) {
             if (d.eval_images && d.eval_labels) {
               out.eval =
                   std::make_shared<Mnist>(*d.eval_images, *d.eval_labels, d.flatten, d.classes);
+            }
+            return out;
+          },
+          [&](const TeacherRegressionData& d) {
+            Datasets out{std::make_shared<TeacherRegression>(d.spec, d.samples, kTrainSplit),
+                         nullptr};
+            if (eval_samples > 0) {
+              out.eval = std::make_shared<TeacherRegression>(d.spec, eval_samples, kEvalSplit);
             }
             return out;
           },

@@ -15,12 +15,18 @@
 #include "models/data/markov_chain.hpp"
 #include "models/data/procedural_images.hpp"
 #include "models/data/teacher_classification.hpp"
+#include "models/data/teacher_regression.hpp"
 #include "models/data/token_file.hpp"
 
 namespace tandem::models::data {
 
 struct TeacherData {
   TeacherSpec spec;
+  int64_t samples = 16384;
+};
+
+struct TeacherRegressionData {
+  TeacherRegressionSpec spec;
   int64_t samples = 16384;
 };
 
@@ -58,10 +64,10 @@ struct Cifar10Data {
 };
 
 using DataSpec = std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData,
-                              MnistData, Cifar10Data>;
+                              MnistData, Cifar10Data, TeacherRegressionData>;
 
 // The config name of a spec's kind: "teacher", "shapes", "markov-text", "tokens", "mnist",
-// "cifar10".
+// "cifar10", "teacher-regression".
 std::string data_kind_name(const DataSpec& spec);
 
 struct Datasets {

@@ -7,6 +7,7 @@
 //   classification of vectors: inputs f32 [B, features],   targets i32 [B]
 //   classification of images:  inputs f32 [B, C, H, W],    targets i32 [B]
 //   language modelling:        inputs i32 [B, seq_len],     targets i32 [B, seq_len] (next token)
+//   regression of vectors:     inputs f32 [B, features],   targets f32 [B, outputs]
 #include <cstdint>
 #include <span>
 #include <string>
@@ -15,7 +16,7 @@
 
 namespace tandem::models::data {
 
-enum class Task { classification, language_modeling };
+enum class Task { classification, language_modeling, regression };
 
 class Dataset {
  public:
@@ -30,7 +31,7 @@ class Dataset {
   // Shape of one sample's input (without the batch dimension) and its dtype.
   virtual Shape input_shape() const = 0;
   virtual DType input_dtype() const = 0;
-  // Number of classes (the vocabulary size for language modelling).
+  // Number of classes (the vocabulary size for language modelling, the outputs for regression).
   virtual int64_t classes() const = 0;
 
  protected:

@@ -28,6 +28,12 @@ using cpu::Activation;
 using cpu::ConvGeometry;
 using cpu::CrossEntropySums;
 
+// The element-wise losses a device computes in one kernel (models/losses/).
+enum class PointwiseLoss : std::uint8_t {
+  squared_error,    // (x - t)^2, gradient 2 (x - t)
+  bce_with_logits,  // max(x, 0) - x t + log(1 + exp(-|x|)), gradient sigmoid(x) - t
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -156,6 +162,18 @@ class Kernels {
   virtual void adamw_update(const float* p, const float* g, float* m, float* v, float* out,
                             std::int64_t n, double lr, double weight_decay, double beta1,
                             double beta2, double eps, std::int64_t t) const = 0;
+
+  // --- losses on devices whose results are read later (models/losses/; the CPU computes its
+  // losses inline and keeps these defaults, which throw std::logic_error). Each writes
+  // dx = scale * d(loss_sum)/dx and *sums (device memory, summed in a fixed order so that runs
+  // repeat bit for bit); correct is 0 but for cross_entropy_loss.
+  virtual void cross_entropy_loss(const float* logits, const std::int32_t* targets,
+                                  std::int64_t rows, std::int64_t classes, float* dlogits,
+                                  float scale, CrossEntropySums* sums) const;
+  virtual void pointwise_loss(PointwiseLoss loss, const float* x, const float* t, std::int64_t n,
+                              float* dx, float scale, CrossEntropySums* sums) const;
+  // *sums = {sum of the n values, in double, 0}: the value of an application's loss.
+  virtual void sum_losses(const float* values, std::int64_t n, CrossEntropySums* sums) const;
 };
 
 // The CPU's kernels (models/kernels/cpu/), for every Context that names no other.

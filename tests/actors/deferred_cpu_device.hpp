@@ -238,8 +238,11 @@ class DeferredCpuExecutor final : public models::Executor {
     return c;
   }
 
-  models::LossResult loss(const models::Context&, const Tensor& logits, const Tensor& targets,
-                          float grad_scale) const override {
+  models::LossResult loss(const models::Context&, const models::Loss& loss, const Tensor& logits,
+                          const Tensor& targets, float grad_scale) const override {
+    if (loss.name() != "cross_entropy") {
+      throw std::invalid_argument("deferred cpu device: only cross_entropy, not " + loss.name());
+    }
     const std::int64_t classes = logits.shape().back();
     const std::int64_t rows = targets.numel();
     models::LossResult r;

@@ -55,9 +55,10 @@ class LateCpuExecutor final : public models::Executor {
     return c;
   }
 
-  models::LossResult loss(const models::Context& ctx, const Tensor& logits, const Tensor& targets,
+  models::LossResult loss(const models::Context& ctx, const models::Loss& loss,
+                          const Tensor& logits, const Tensor& targets,
                           float grad_scale) const override {
-    const models::LossResult now = inner_->loss(ctx, logits, targets, grad_scale);
+    const models::LossResult now = inner_->loss(ctx, loss, logits, targets, grad_scale);
     models::LossResult r;
     r.count = now.count;
     r.dlogits = now.dlogits;

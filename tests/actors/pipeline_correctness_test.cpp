@@ -15,7 +15,7 @@ using schedules::ScheduleParams;
 
 struct Case {
   std::string name;
-  std::string model;  // mlp | gpt | graph
+  std::string model;  // mlp | gpt | graph, or mlp_mse | graph_mse | mlp_bce (other losses)
   ScheduleKind kind;
   int stages;
   std::vector<int> replicas;
@@ -50,9 +50,12 @@ class FlushContract : public ::testing::TestWithParam<std::tuple<Case, bool>> {}
 
 TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
   const auto& [c, threads] = GetParam();
-  const models::Model model = c.model == "gpt"     ? tiny_gpt()
-                              : c.model == "graph" ? tiny_graph()
-                                                   : tiny_mlp();
+  const models::Model model = c.model == "gpt"         ? tiny_gpt()
+                              : c.model == "graph"     ? tiny_graph()
+                              : c.model == "graph_mse" ? tiny_graph("mse")
+                              : c.model == "mlp_mse"   ? tiny_mlp("mse")
+                              : c.model == "mlp_bce"   ? tiny_mlp("bce_with_logits")
+                                                       : tiny_mlp();
   constexpr std::int64_t kMinibatches = 3;
   const std::uint64_t seed = 11;
   auto data = [&](std::int64_t b) { return make_minibatch(model, c.minibatch, b); };
@@ -125,6 +128,26 @@ std::vector<Case> cases() {
   umpipe_relay.name += "_relay";
   umpipe_relay.relay = true;
   out.push_back(umpipe_relay);
+  // Regression losses: each slice's gradient is scaled by the minibatch's target elements, so
+  // the slices add up to the gradient of the minibatch mean exactly as cross-entropy's do.
+  for (const char* m : {"mlp_mse", "graph_mse"}) {
+    const std::string M = m;
+    out.push_back({M + "_1f1b_4stages", M, ScheduleKind::one_f_one_b, 4, {1, 1, 1, 1}, 4, 8});
+    out.push_back({M + "_gpipe_121", M, ScheduleKind::gpipe, 3, {1, 2, 1}, 4, 8});
+    out.push_back({M + "_umpipe",
+                   M,
+                   ScheduleKind::umpipe,
+                   3,
+                   {1, 1, 1},
+                   2,
+                   8,
+                   1,
+                   false,
+                   {{1, 3, 4}, {4, 4}, {2, 6}},
+                   {{3, 5}, {8}, {5, 3}}});
+  }
+  out.push_back(
+      {"mlp_bce_1f1b_4stages", "mlp_bce", ScheduleKind::one_f_one_b, 4, {1, 1, 1, 1}, 4, 8});
   return out;
 }
 

@@ -21,9 +21,11 @@
 
 namespace tandem::actors::testing {
 
-inline models::Model tiny_mlp() {
+inline models::Model tiny_mlp(const std::string& loss = "cross_entropy") {
   // 8 layers, so that 4 stages of 2 chunks each still get a layer.
-  return models::Model::build(models::mlp_spec({6, 12, 12, 12, 12, 12, 12, 12, 5}));
+  models::ModelSpec s = models::mlp_spec({6, 12, 12, 12, 12, 12, 12, 12, 5});
+  s.loss = loss;
+  return models::Model::build(s);
 }
 
 inline models::Model tiny_gpt(float dropout = 0.1f) {
@@ -35,9 +37,10 @@ inline models::Model tiny_gpt(float dropout = 0.1f) {
 // 12 layers with edges that skip stages: cut into 4 stages ([0,3) [3,6) [6,9) [9,12)), layer 1's
 // output and the sum of layer 4 jump over two cuts, the model input is read on stage 2, and
 // add, multiply and concat merge.
-inline models::Model tiny_graph() {
+inline models::Model tiny_graph(const std::string& loss = "cross_entropy") {
   models::ModelSpec s;
   s.name = "graph";
+  s.loss = loss;
   s.graph.input_shape = {6};
   auto node = [](std::string name, std::string layer, std::vector<std::string> inputs = {},
                  std::int64_t out = 0, std::string act = "none") {
@@ -100,6 +103,15 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
   for (std::size_t i = 0; i < in.size(); ++i) {
     in[i] = static_cast<float>(value(i) % 2001) / 1000.0f - 1.0f;
   }
+  if (model.target_dtype() == DType::f32) {
+    // Regression targets in [0, 1], which suit bce_with_logits as well as mse.
+    std::vector<float> ft(static_cast<std::size_t>(samples * classes));
+    for (std::size_t i = 0; i < ft.size(); ++i) {
+      ft[i] = static_cast<float>(value(i + 99991) % 1001) / 1000.0f;
+    }
+    return MinibatchData::whole(Tensor::from_vector(in, {samples, in_f}),
+                                Tensor::from_vector(ft, {samples, classes}));
+  }
   for (std::size_t i = 0; i < tg.size(); ++i) {
     tg[i] = static_cast<std::int32_t>(value(i + 99991) % static_cast<std::uint64_t>(classes));
   }
@@ -137,7 +149,7 @@ inline models::ParamSet reference_grads(const models::Model& model, const models
     ctx.seed = step_seed(seed, b);
     ctx.sample_begin = piece.samples.begin;
     auto fwd = model.forward(ctx, params, piece.inputs, 0, model.num_layers());
-    auto l = models::softmax_cross_entropy(fwd.y, piece.targets, true, scale);
+    auto l = model.loss().compute(ctx, fwd.y, piece.targets, true, scale);
     loss_sum += l.loss_sum;
     model.backward(ctx, params, fwd.saved, l.dlogits, 0, model.num_layers(), false, grads, 1.0f,
                    1.0f);

@@ -226,7 +226,8 @@ TEST(SimDevice, OnlyExecutorsWhoseWorkOutlivesRunNeedItsTensorsKept) {
   struct Unknown final : Executor {
     Device device() const override { return Device::cpu(); }
     Completion run(Context, const std::function<void(const Context&)>&) override { return {}; }
-    LossResult loss(const Context&, const Tensor&, const Tensor&, float) const override {
+    LossResult loss(const Context&, const Loss&, const Tensor&, const Tensor&,
+                    float) const override {
       return {};
     }
     void step(const Context&, Optimizer&, ParamSet&, const ParamSet&) const override {}

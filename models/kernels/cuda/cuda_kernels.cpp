@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -10,12 +11,14 @@
 #include "models/kernels/cuda/activation.hpp"
 #include "models/kernels/cuda/attention.hpp"
 #include "models/kernels/cuda/conv.hpp"
+#include "models/kernels/cuda/cross_entropy.hpp"
 #include "models/kernels/cuda/dropout.hpp"
 #include "models/kernels/cuda/elementwise.hpp"
 #include "models/kernels/cuda/embedding.hpp"
 #include "models/kernels/cuda/flash_attention.hpp"
 #include "models/kernels/cuda/layer_norm.hpp"
 #include "models/kernels/cuda/optimizer.hpp"
+#include "models/kernels/cuda/pointwise_loss.hpp"
 #include "models/kernels/cuda/reduce.hpp"
 #include "models/kernels/cuda/softmax.hpp"
 
@@ -235,6 +238,28 @@ void CudaKernels::fused_attention_backward(const float* qkv, const float* out, c
   Tensor scratch = empty({static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
   cuda::flash_attention_backward(qkv, out, lse, dout, dqkv, batch, seq, heads, d_head,
                                  scratch.raw_data(), native_);
+}
+
+void CudaKernels::cross_entropy_loss(const float* logits, const std::int32_t* targets,
+                                     std::int64_t rows, std::int64_t classes, float* dlogits,
+                                     float scale, CrossEntropySums* sums) const {
+  const std::size_t bytes = cuda::cross_entropy_scratch_bytes(rows);
+  Tensor scratch = empty(
+      {std::max<std::int64_t>(1, static_cast<std::int64_t>((bytes + sizeof(float) - 1) / 4))});
+  cuda::cross_entropy(logits, targets, rows, classes, dlogits, scale, sums, scratch.raw_data(),
+                      native_);
+}
+
+void CudaKernels::pointwise_loss(PointwiseLoss loss, const float* x, const float* t, std::int64_t n,
+                                 float* dx, float scale, CrossEntropySums* sums) const {
+  const std::size_t bytes = cuda::pointwise_loss_scratch_bytes(n);
+  Tensor scratch = empty(
+      {std::max<std::int64_t>(1, static_cast<std::int64_t>((bytes + sizeof(float) - 1) / 4))});
+  cuda::pointwise_loss(loss, x, t, n, dx, scale, sums, scratch.raw_data(), native_);
+}
+
+void CudaKernels::sum_losses(const float* values, std::int64_t n, CrossEntropySums* sums) const {
+  cuda::sum_losses(values, n, sums, native_);
 }
 
 void CudaKernels::im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) const {

@@ -56,6 +56,12 @@ class CudaKernels final : public Kernels {
   void exp(const float* x, float* y, std::int64_t n) const override;
   void log(const float* x, float* y, std::int64_t n) const override;
   void fill(float* x, std::int64_t n, float value) const override;
+  void cross_entropy_loss(const float* logits, const std::int32_t* targets, std::int64_t rows,
+                          std::int64_t classes, float* dlogits, float scale,
+                          CrossEntropySums* sums) const override;
+  void pointwise_loss(PointwiseLoss loss, const float* x, const float* t, std::int64_t n, float* dx,
+                      float scale, CrossEntropySums* sums) const override;
+  void sum_losses(const float* values, std::int64_t n, CrossEntropySums* sums) const override;
   void softmax_forward(const float* x, float* y, std::int64_t rows,
                        std::int64_t cols) const override;
   void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
