@@ -323,50 +323,44 @@ void require_target_dtype(ConfigMap& m, const models::ModelSpec& model, const st
                      std::string(dtype_name(loss->target_dtype())) + " targets");
 }
 
+// The input width of the teacher kinds: an mlp's, or a graph's whose input has one dimension
+// (`features` may repeat it).
+int64_t teacher_features(ConfigMap& m, const models::ModelSpec& model, const std::string& kind) {
+  require_model(m, model, {"mlp", "graph"}, kind);
+  if (model.name == "graph" && model.graph.input_shape.size() != 1) {
+    m.fail("kind", "data '" + kind + "' gives feature vectors; the graph's input '" +
+                       model.graph.input_name + "' has " +
+                       std::to_string(model.graph.input_shape.size()) + " dimensions");
+  }
+  const int64_t width =
+      model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
+  const int64_t features = positive(m, "features", width);
+  if (features != width) {
+    m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
+                           std::to_string(features));
+  }
+  return features;
+}
+
 data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   const std::string kind = m.get<std::string>("kind");
   require_target_dtype(m, model, kind, kind == "teacher-regression" ? DType::f32 : DType::i32);
   const auto seed = static_cast<uint64_t>(non_negative(m, "seed", 1));
   data::DataSpec out;
   if (kind == "teacher") {
-    require_model(m, model, {"mlp", "graph"}, kind);
-    // A graph reads feature vectors like an mlp when its input has one dimension.
-    const int64_t width =
-        model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
-    if (model.name == "graph" && model.graph.input_shape.size() != 1) {
-      m.fail("kind", "data 'teacher' gives feature vectors; the graph's input '" +
-                         model.graph.input_name + "' has " +
-                         std::to_string(model.graph.input_shape.size()) + " dimensions");
-    }
     data::TeacherData d;
     d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
-    d.spec.features = positive(m, "features", width);
-    if (d.spec.features != width) {
-      m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
-                             std::to_string(d.spec.features));
-    }
+    d.spec.features = teacher_features(m, model, kind);
     d.spec.hidden = dimension(m, "hidden", d.spec.hidden);
     d.spec.classes = check_classes(m, model);
     out = d;
   } else if (kind == "teacher-regression") {
-    require_model(m, model, {"mlp", "graph"}, kind);
-    if (model.name == "graph" && model.graph.input_shape.size() != 1) {
-      m.fail("kind", "data 'teacher-regression' gives feature vectors; the graph's input '" +
-                         model.graph.input_name + "' has " +
-                         std::to_string(model.graph.input_shape.size()) + " dimensions");
-    }
-    const int64_t width =
-        model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
     const int64_t outputs = model_classes(model);
     data::TeacherRegressionData d;
     d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
-    d.spec.features = positive(m, "features", width);
-    if (d.spec.features != width) {
-      m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
-                             std::to_string(d.spec.features));
-    }
+    d.spec.features = teacher_features(m, model, kind);
     d.spec.hidden = dimension(m, "hidden", d.spec.hidden);
     d.spec.outputs = positive(m, "outputs", outputs);
     if (d.spec.outputs != outputs) {

@@ -86,6 +86,12 @@ void MergeLayer::require_equal_shapes(std::span<const Shape> inputs) const {
   }
 }
 
+std::vector<Tensor> MergeLayer::checked_inputs(const Kernels& k, std::span<const Tensor> xs) const {
+  const std::vector<Shape> shapes = shapes_of(xs);
+  (void)output_shape_n(shapes);  // throws naming the input that does not fit
+  return f32_inputs(k, xs, shapes, describe());
+}
+
 // ---- add ----
 
 std::string AddLayer::describe() const {
@@ -100,11 +106,9 @@ Shape AddLayer::output_shape_n(std::span<const Shape> inputs) const {
 ForwardResult AddLayer::forward_n(const Context& ctx, ParamView /*params*/,
                                   std::span<const Tensor> xs) const {
   const Kernels& k = ctx.k();
-  const std::vector<Shape> shapes = shapes_of(xs);
-  const Shape out = output_shape_n(shapes);
-  const std::vector<Tensor> x = f32_inputs(k, xs, shapes, describe());
+  const std::vector<Tensor> x = checked_inputs(k, xs);
   ForwardResult r;
-  r.y = k.empty(out);
+  r.y = k.empty(output_shape_n(shapes_of(xs)));
   k.add(detail::ptr(x[0]), detail::ptr(x[1]), detail::ptr(r.y), r.y.numel());
   for (std::size_t i = 2; i < x.size(); ++i) {
     k.add(detail::ptr(r.y), detail::ptr(x[i]), detail::ptr(r.y), r.y.numel());
@@ -161,12 +165,10 @@ Shape ConcatLayer::output_shape_n(std::span<const Shape> inputs) const {
 ForwardResult ConcatLayer::forward_n(const Context& ctx, ParamView /*params*/,
                                      std::span<const Tensor> xs) const {
   const Kernels& k = ctx.k();
-  const std::vector<Shape> shapes = shapes_of(xs);
-  const Shape out = output_shape_n(shapes);
-  const std::vector<Tensor> x = f32_inputs(k, xs, shapes, describe());
+  const std::vector<Tensor> x = checked_inputs(k, xs);
   ForwardResult r;
-  r.y = k.empty(out);
-  const std::int64_t rows = rows_of(out);
+  r.y = k.empty(output_shape_n(shapes_of(xs)));
+  const std::int64_t rows = rows_of(r.y.shape());
   std::int64_t at = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     k.copy_2d(detail::ptr(x[i]), widths_[i], detail::ptr(r.y) + at, total_, rows, widths_[i]);
@@ -209,11 +211,9 @@ Shape MultiplyLayer::output_shape_n(std::span<const Shape> inputs) const {
 ForwardResult MultiplyLayer::forward_n(const Context& ctx, ParamView /*params*/,
                                        std::span<const Tensor> xs) const {
   const Kernels& k = ctx.k();
-  const std::vector<Shape> shapes = shapes_of(xs);
-  const Shape out = output_shape_n(shapes);
-  std::vector<Tensor> x = f32_inputs(k, xs, shapes, describe());
+  const std::vector<Tensor> x = checked_inputs(k, xs);
   ForwardResult r;
-  r.y = k.empty(out);
+  r.y = k.empty(output_shape_n(shapes_of(xs)));
   k.multiply(detail::ptr(x[0]), detail::ptr(x[1]), 1.0f, 0.0f, detail::ptr(r.y), r.y.numel());
   if (ctx.keep_saved) r.saved = {x[0], x[1]};
   return r;

@@ -26,6 +26,8 @@ class MergeLayer : public Layer {
   void require_inputs(std::span<const Shape> inputs) const;
   // The same, and every input of input 0's shape.
   void require_equal_shapes(std::span<const Shape> inputs) const;
+  // `xs` as f32 tensors on k's device, after output_shape_n accepted their shapes.
+  std::vector<Tensor> checked_inputs(const Kernels& k, std::span<const Tensor> xs) const;
 
  private:
   [[noreturn]] void single_input() const;
