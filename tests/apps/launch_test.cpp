@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -78,6 +80,29 @@ TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
         EXPECT_EQ(job.output.find("[rank 1] parameters fingerprint"), std::string::npos);
       }
     }
+  }
+}
+
+// A graph's tensors that skip stages cross processes straight to the rank that reads them (their
+// edge in the message tag), and their gradients straight back: the job trains what one process
+// trains, with the skips sent straight or relayed.
+TEST(Launch, AGraphsSkipEdgesCrossProcesses) {
+  testing::TempDir dir;
+  const auto config = std::filesystem::path(TANDEM_SOURCE_DIR) / "configs" / "mlp-graph-skip.yaml";
+  std::ifstream in(config);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("steps: 600"), 10, "steps: 40");
+  const std::string relayed = std::string(text).replace(text.find("  schedule: 1f1b\n"), 17,
+                                                        "  schedule: 1f1b\n  skip_edges: relay\n");
+  const testing::CommandResult one =
+      testing::run_command(kTandem + " train " + dir.write("one.yaml", text).string() + " --quiet");
+  ASSERT_EQ(one.code, 0) << one.output;
+  for (const auto& [name, yaml] : {std::pair{"direct", text}, std::pair{"relay", relayed}}) {
+    const testing::CommandResult job =
+        testing::run_command(kTandem + " launch -n 4 " +
+                             dir.write(std::string(name) + ".yaml", yaml).string() + " --quiet");
+    ASSERT_EQ(job.code, 0) << job.output;
+    EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << name << ":\n" << job.output;
   }
 }
 
