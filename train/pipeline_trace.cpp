@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "actors/stage_edges.hpp"
 #include "runtime/trace_recorder.hpp"
 #include "schedules/routing.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -126,6 +127,11 @@ void PipelineTrace::attach(actors::PipelineSpec& spec) {
     std::lock_guard lock(mu_);
     plan_ = spec.plan;
     order_ = spec.order;
+    // A graph's arrows follow its tensor edges, as its messages did.
+    edges_ = actors::tensor_edges(
+        *spec.model,
+        schedules::virtual_stage_layers(spec.plan, spec.model->num_layers(), spec.chunk_layers),
+        spec.relay_skips);
   }
   spec.observer = [this, previous = std::move(spec.observer)](const actors::StageEvent& e) {
     if (previous) previous(e);
@@ -150,7 +156,7 @@ nlohmann::json PipelineTrace::to_json() const {
   if (!plan_) throw std::logic_error("PipelineTrace::to_json before attach");
   schedules::ScheduleParams params = order_ ? order_->params : plan_->schedule;
   const schedules::Routing routing =
-      order_ ? schedules::Routing(*order_) : schedules::Routing(params);
+      order_ ? schedules::Routing(*order_, edges_) : schedules::Routing(params, edges_);
   const int R = params.total_replicas();
   const int V = params.stages * params.chunks;
   const std::uint32_t coordinator_track = stage_track(R);

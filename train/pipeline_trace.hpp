@@ -54,6 +54,7 @@ class PipelineTrace {
   mutable std::mutex mu_;
   std::optional<schedules::Plan> plan_;
   std::optional<schedules::ActionList> order_;
+  std::vector<schedules::TensorEdge> edges_;  // a graph model's (empty for a chain)
   std::vector<Action> actions_;
   std::vector<actors::PipelineEvent> events_;
 };
