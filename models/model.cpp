@@ -63,7 +63,8 @@ Shape record_shape(const Tensor& t, std::int64_t batch, const std::string& label
 }  // namespace
 
 Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
-             std::vector<std::vector<int>> sources)
+             std::vector<std::vector<int>> sources,
+             std::vector<std::vector<std::string>> implied_ties)
     : spec_(std::move(spec)), loss_(make_loss(spec_.loss)), layers_(std::move(layers)) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i] == nullptr) {
@@ -79,6 +80,9 @@ Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
       param_names_[i].push_back(param_name(static_cast<int>(i), p.name));
     }
   }
+  std::vector<std::vector<std::string>> ties = spec_.ties;
+  ties.insert(ties.end(), implied_ties.begin(), implied_ties.end());
+  ties_ = resolve_ties(ties, param_names_, param_specs_);
 }
 
 void Model::link(std::vector<std::vector<int>> sources) {
@@ -271,13 +275,23 @@ ParamSet Model::init_params(std::uint64_t seed, int begin, int end, Device devic
   }
   ParamSet params;
   for (int i = begin; i < end; ++i) {
-    const std::vector<ParamSpec> specs = layer(i).param_specs();
+    const std::vector<ParamSpec>& specs = param_specs_[static_cast<std::size_t>(i)];
     for (std::size_t j = 0; j < specs.size(); ++j) {
-      Tensor t = Tensor::empty(specs[j].shape, DType::f32, device);
       // The stream depends only on (layer, parameter): a stage gets the same values as the
-      // whole model.
-      init_param(t, specs[j], seed, counter_hash(static_cast<std::uint64_t>(i), j));
-      params.add(param_name(i, specs[j].name), t);
+      // whole model. A tied copy takes its leader's spec and stream, so every copy starts equal.
+      std::size_t layer_of = static_cast<std::size_t>(i);
+      std::size_t index = j;
+      const std::string& name = param_names_[layer_of][j];
+      for (const TieGroup& g : ties_) {
+        if (g.find(name) != nullptr) {
+          layer_of = static_cast<std::size_t>(g.copies[0].layer);
+          index = g.copies[0].index;
+        }
+      }
+      const ParamSpec& spec = param_specs_[layer_of][index];
+      Tensor t = Tensor::empty(spec.shape, DType::f32, device);
+      init_param(t, spec, seed, counter_hash(static_cast<std::uint64_t>(layer_of), index));
+      params.add(name, t);
     }
   }
   return params;

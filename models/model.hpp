@@ -10,6 +10,7 @@
 #include "models/loss.hpp"
 #include "models/model_spec.hpp"
 #include "models/param_set.hpp"
+#include "models/tied_params.hpp"
 #include "runtime/tensor.hpp"
 
 namespace tandem::models {
@@ -32,8 +33,11 @@ class Model {
   // `sources[i]`: what layer i reads, in order (kModelInput or an earlier layer), as many as its
   // arity(); empty for a chain. Throws std::invalid_argument naming the layer when a source is
   // not earlier, the count is not the arity, or a layer's output (but the last's) is never read.
+  // `implied_ties`: ties the model kind itself makes (the GPT's tie_embeddings), joined to
+  // spec.ties; a bad tie throws std::invalid_argument naming it (models/tied_params.hpp).
   Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
-        std::vector<std::vector<int>> sources = {});
+        std::vector<std::vector<int>> sources = {},
+        std::vector<std::vector<std::string>> implied_ties = {});
 
   // ---- edges ----
   static constexpr int kModelInput = -1;
@@ -49,6 +53,8 @@ class Model {
   std::vector<int> range_outputs(int begin, int end) const;
 
   const ModelSpec& spec() const { return spec_; }
+  // The tied parameters, each group's copies in ascending layer order.
+  const std::vector<TieGroup>& ties() const { return ties_; }
   const Loss& loss() const { return *loss_; }
   // This model with another loss (an application's); spec().loss becomes its name.
   Model with_loss(LossPtr loss) const;
@@ -158,6 +164,7 @@ class Model {
   std::vector<std::vector<std::string>> param_names_;
   // Each layer's param_specs(), built once: the sim ops check against them on every call.
   std::vector<std::vector<ParamSpec>> param_specs_;
+  std::vector<TieGroup> ties_;
 
   std::int64_t first_param(const ParamSet& params, int i) const;
   void link(std::vector<std::vector<int>> sources);

@@ -14,6 +14,7 @@ std::string ModelSpec::describe() const {
     s << "layers=" << layers << ", d_model=" << d_model << ", heads=" << heads
       << ", seq_len=" << seq_len << ", vocab=" << vocab
       << ", d_ff=" << (d_ff > 0 ? d_ff : 4 * d_model);
+    if (tie_embeddings) s << ", tie_embeddings";
   } else if (name == "vgg16") {
     s << "width_mult=" << width_mult << ", in_channels=" << in_channels
       << ", image_size=" << image_size << ", classes=" << classes;
@@ -37,6 +38,10 @@ std::string ModelSpec::describe() const {
     }
   }
   if (dropout > 0) s << ", dropout=" << dropout;
+  for (const std::vector<std::string>& tie : ties) {
+    s << ", tie=";
+    for (std::size_t i = 0; i < tie.size(); ++i) s << (i ? "=" : "") << tie[i];
+  }
   // Only a loss other than the default shows, so that the descriptions of existing runs (in
   // profiles and checkpoints) stay as they were.
   if (loss != "cross_entropy") s << ", loss=" << loss;

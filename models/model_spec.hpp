@@ -24,6 +24,8 @@ struct ModelSpec {
   std::int64_t seq_len = 0;
   std::int64_t vocab = 0;
   std::int64_t d_ff = 0;  // 0: 4 * d_model
+  // The output head reuses the token embedding (a tie of "0.tokens" and the head's weight).
+  bool tie_embeddings = false;
 
   // vgg16: channels are VGG-16's (64..512) times width_mult, at least 1; image_size must be
   // a multiple of 32 (five 2x2 max-pools). The classifier's hidden width is 4096 * width_mult.
@@ -34,6 +36,10 @@ struct ModelSpec {
 
   // graph: the layers and their edges (models/graph_spec.hpp).
   GraphSpec graph;
+
+  // Parameters shared by several layers (models/tied_params.hpp): each entry names the copies,
+  // "<layer index>.<parameter>" ("0.tokens", "13.weight").
+  std::vector<std::vector<std::string>> ties;
 
   // Dropout probability (gpt: embedding, attention output and MLP output; vgg16: classifier;
   // mlp: none). 0 disables it.

@@ -70,6 +70,7 @@ StepOutput train_step(const Model& model, const ParamSet& params, const Tensor& 
   out.grads = empty_like(params);
   model.backward(ctx, params, fl.fwd.saved, fl.loss.dlogits, 0, model.num_layers(), false,
                  out.grads);
+  sum_tied_copies(cpu_kernels(), model.ties(), out.grads);
   return out;
 }
 
@@ -78,7 +79,8 @@ StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer
   const std::optional<FusedUpdate> fused = optimizer.fused_update();
   bool unique = true;
   for (std::int64_t i = 0; i < params.size(); ++i) unique = unique && params[i].storage_unique();
-  if (!fused || !unique) {
+  // Tied copies need their gradients summed before the update, so they cannot be fused.
+  if (!fused || !unique || !model.ties().empty()) {
     StepOutput out =
         train_step(model, static_cast<const ParamSet&>(params), inputs, targets, step_seed);
     optimizer.step(params, out.grads);

@@ -99,7 +99,14 @@ Layers build_vgg16(const ModelSpec& spec) {
 
 Model Model::build(const ModelSpec& spec) {
   if (spec.name == "mlp") return Model(spec, build_mlp(spec));
-  if (spec.name == "gpt") return Model(spec, build_gpt(spec));
+  if (spec.name == "gpt") {
+    Layers layers = build_gpt(spec);
+    std::vector<std::vector<std::string>> ties;
+    if (spec.tie_embeddings) {
+      ties.push_back({"0.tokens", std::to_string(layers.size() - 1) + ".weight"});
+    }
+    return Model(spec, std::move(layers), {}, std::move(ties));
+  }
   if (spec.name == "vgg16") return Model(spec, build_vgg16(spec));
   if (spec.name == "graph") return build_graph(spec);
   throw std::invalid_argument("model spec: field 'name' is '" + spec.name +

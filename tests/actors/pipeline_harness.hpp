@@ -155,6 +155,7 @@ inline models::ParamSet reference_grads(const models::Model& model, const models
                    1.0f);
   }
   if (loss != nullptr) *loss = loss_sum / static_cast<double>(data.loss_rows());
+  models::sum_tied_copies(models::cpu_kernels(), model.ties(), grads);
   return grads;
 }
 
