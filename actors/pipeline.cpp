@@ -90,6 +90,11 @@ void check_order(const schedules::ActionList& order, const schedules::SchedulePa
       order.params.chunks != params.chunks) {
     fail("the custom order's stages, replicas or chunks differ from the plan's");
   }
+  if (order.params.tied_stages != params.tied_stages) {
+    fail(
+        "the custom order's tied stages (its header's ties=) differ from the plan's: the "
+        "model ties parameters across stages, which must SYNC every round");
+  }
   schedules::validate(order);
 }
 
@@ -228,6 +233,7 @@ struct Pipeline::Impl {
   std::mutex error_mu;
   std::vector<ActorError> errors;
   std::shared_ptr<const schedules::Routing> routing;
+  std::vector<std::vector<int>> tie_stages;  // per model tie (actors/stage_ties.hpp)
   std::unique_ptr<transport::ActorChannel> channel;
   transport::LocalCollectives collectives;
   std::vector<StageActor*> stages;  // by device
@@ -242,6 +248,9 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
   validate();
   const std::vector<LayerRange> vlayers = virtual_stage_layers(spec_);
+  // Stages that share a tied parameter sum its gradients at a SYNC of every round.
+  impl_->tie_stages = tie_stages(*spec_.model, vlayers, spec_.plan.schedule);
+  spec_.plan.schedule.tied_stages = spread_ties(impl_->tie_stages);
   prove_runnable(vlayers);
   start_system(std::move(scheduler));
   spawn_stages(vlayers);
@@ -348,6 +357,7 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
     setup.chunk_layers.push_back(vlayers[static_cast<std::size_t>(p.virtual_stage(s, c))]);
   }
   setup.routing = impl_->routing;
+  setup.tie_stages = impl_->tie_stages;
   setup.actions = stage_actions(d);
   setup.params = own_weights(spec_, setup.chunk_layers, device, whole);
   setup.first_minibatch = spec_.first_minibatch;

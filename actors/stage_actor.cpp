@@ -45,6 +45,7 @@ StageActor::StageActor(std::string name, StageSetup setup)
   std::vector<int> vstages;
   for (int c = 0; c < params_.chunks; ++c) vstages.push_back(vstage(c));
   edges_ = StageEdges(*s_.model, s_.chunk_layers, vstages, *s_.routing);
+  ties_ = StageTies(*s_.model, s_.tie_stages, params_, stage_);
   written_.assign(static_cast<std::size_t>(params_.chunks), false);
   const models::ParamSet& w = versions_.get(versions_.latest());
   for (const Tensor& t : w.range(0, w.size())) stats_.weight_bytes += t.nbytes();
@@ -176,8 +177,11 @@ void StageActor::handle(Message& msg) {
     pending_.erase(it);
   } else if (msg.is<SyncDone>()) {
     if (!running_) throw std::logic_error("stage: SYNC completion without a SYNC in flight");
-    running_ = false;
-    complete();
+    ++sync_phase_;
+    if (!start_sync_phase()) {
+      running_ = false;
+      complete();
+    }
   } else if (msg.is<StopAt>()) {
     stop_at(msg.as<StopAt>().minibatches);
   } else if (!msg.is<StartRun>()) {
@@ -432,8 +436,9 @@ std::optional<models::FusedUpdate> StageActor::begin_fused_update(const Action& 
                                                                   std::int64_t version) {
   // Whether the schedule allows it at all is the schedule's decision (Action::update_in_place,
   // schedules::InPlaceUpdates); what is checked here is the run's state.
+  // Tied copies get their summed gradient before the update, so theirs is never written early.
   if (!s_.fuse_updates || !a.update_in_place || version != versions_.latest() ||
-      !s_.executor->device().has_data()) {
+      !s_.executor->device().has_data() || !ties_.empty()) {
     return std::nullopt;
   }
   const std::int64_t min_needed = std::min(next_forward_version(), kept_from());
@@ -723,17 +728,48 @@ void StageActor::run_weight(const Action& a) {
 void StageActor::run_sync(const Action& a) {
   models::ParamSet& g = grads();
   emit(a, versions_.latest(), nullptr, &g, started_);
+  // Summing a stage's own copies first commutes with the sum among its replicas.
+  if (!ties_.spread().empty()) sum_tied_copies(true);
+  sync_round_ = a.minibatch;
+  sync_phase_ = params_.replicas_of(stage_) > 1 ? 0 : 1;
+  running_ = start_sync_phase();
+}
+
+bool StageActor::start_sync_phase() {
+  models::ParamSet& g = grads();
   std::vector<Tensor> tensors;
-  for (std::int64_t i = 0; i < g.size(); ++i) tensors.push_back(g[i]);
-  const std::vector<int> group = s_.routing->sync_group(stage_);
-  const auto op = schedules::gradient_reduction(params_) == schedules::GradientReduction::mean
-                      ? transport::Reduction::mean
-                      : transport::Reduction::sum;
-  running_ = true;
+  std::vector<int> group;
+  bool contributes = contributed_;
+  auto op = transport::Reduction::sum;
+  if (sync_phase_ == 0) {
+    for (std::int64_t i = 0; i < g.size(); ++i) tensors.push_back(g[i]);
+    group = s_.routing->sync_group(stage_);
+    if (schedules::gradient_reduction(params_) == schedules::GradientReduction::mean) {
+      op = transport::Reduction::mean;
+    }
+  } else {
+    if (sync_phase_ - 1 >= ties_.reductions().size()) return false;
+    const TieReduction& r = ties_.reductions()[sync_phase_ - 1];
+    const std::vector<std::int64_t> first = models::first_local_copies(s_.model->ties(), g);
+    for (const std::size_t t : r.ties) tensors.push_back(g[first[t]]);
+    group.assign(r.members.begin(), r.members.end());
+    // After its replicas' all-reduce, every replica holds the stage's sum: one of them counts.
+    contributes = replica_ == 0;
+  }
   ActorSystem* sys = &system();
-  const std::int64_t round = a.minibatch;
-  s_.collectives->all_reduce(group, s_.device, round, std::move(tensors), contributed_, op,
+  const std::int64_t round = sync_round_;
+  s_.collectives->all_reduce(group, s_.device, round, std::move(tensors), contributes, op,
                              [sys, self = this, round] { (void)sys->send(self, SyncDone{round}); });
+  return true;
+}
+
+void StageActor::sum_tied_copies(bool spread) {
+  models::ParamSet& g = grads();
+  const std::vector<models::TieGroup>& ties = spread ? ties_.spread() : ties_.local();
+  models::Context ctx;
+  const models::Completion done = s_.executor->run(
+      ctx, [&](const models::Context& c) { models::sum_tied_copies(c.k(), ties, g); });
+  if (done.done.recorded()) done.done.synchronize();
 }
 
 void StageActor::run_step(const Action& a) {
@@ -760,8 +796,12 @@ void StageActor::run_step(const Action& a) {
   hold(g);
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));
   models::Context ctx;
-  const models::Completion device_time = s_.executor->run(
-      ctx, [&](const models::Context& c) { s_.executor->step(c, *s_.optimizer, next, g); });
+  const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
+    // A SYNC left each spread tie's total in its first copy here; the local ties add up now.
+    models::spread_first_copy(c.k(), ties_.spread(), g);
+    models::sum_tied_copies(c.k(), ties_.local(), g);
+    s_.executor->step(c, *s_.optimizer, next, g);
+  });
   hold(next);
   versions_.publish(std::move(next));
   versions_.collect(min_needed);

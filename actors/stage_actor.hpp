@@ -25,6 +25,7 @@
 #include "actors/stage_edges.hpp"
 #include "actors/stage_event.hpp"
 #include "actors/stage_progress.hpp"
+#include "actors/stage_ties.hpp"
 #include "actors/version_store.hpp"
 #include "models/executor.hpp"
 #include "models/model.hpp"
@@ -53,6 +54,8 @@ struct StageSetup {
   // schedules::update_rounds at first_minibatch) that its first minibatches' forwards use,
   // because they were in flight when the run that wrote them stopped (weight stashing).
   std::map<std::int64_t, models::ParamSet> older_versions;
+  // Per tie of the model, the stages that hold its copies (tie_stages).
+  std::vector<std::vector<int>> tie_stages;
   std::unique_ptr<models::Optimizer> optimizer;
   std::unique_ptr<models::Executor> executor;
   transport::Channel* channel = nullptr;
@@ -184,6 +187,12 @@ class StageActor final : public Actor {
   void send(const schedules::Route& r, const Tensor& t, std::int64_t first, bool forward);
   void run_weight(const Action& a);
   void run_sync(const Action& a);
+  // Starts the current SYNC's all-reduce number sync_phase_ (0: among the stage's replicas, then
+  // one per TieReduction); false once none is left.
+  bool start_sync_phase();
+  // Sums the copies of each tie on this stage (inside device work, waited for: the all-reduce
+  // reads them next). `spread`: the ties also on other stages (at SYNC), else the local ones.
+  void sum_tied_copies(bool spread);
   void run_step(const Action& a);
 
   std::int64_t next_forward_version();
@@ -218,6 +227,9 @@ class StageActor final : public Actor {
   const schedules::ScheduleParams& params_;
   int stage_ = 0, replica_ = 0;
   StageEdges edges_;  // empty for a chain
+  StageTies ties_;    // empty without tied parameters
+  std::int64_t sync_round_ = 0;
+  std::size_t sync_phase_ = 0;
   VersionStore versions_;
   Inbox received_;               // the tensors messages brought, until an action takes them
   ActivationStore activations_;  // what forwards keep for backwards, and B for W

@@ -27,7 +27,7 @@ Action control(Op op, std::int64_t round, int replica) {
 std::vector<Action> flush_epilogue(const ScheduleParams& p, int stage, int replica,
                                    std::int64_t minibatch) {
   std::vector<Action> out;
-  if (p.replicas_of(stage) > 1) out.push_back(control(Op::SYNC, minibatch, replica));
+  if (p.syncs(stage)) out.push_back(control(Op::SYNC, minibatch, replica));
   out.push_back(control(Op::STEP, minibatch, replica));
   return out;
 }
@@ -79,8 +79,9 @@ PatternFactory forward_only(const ScheduleParams& p, int stage, int replica) {
 // precede the first B, just enough to cover the first gradient's round trip) and lag 2s: every
 // stage peaks at 2p - 1 in flight and, with equal F, B and W, only the pipeline's fill idles,
 // message latency included.
-PatternFactory zero_bubble(const ScheduleParams& p, std::int64_t warmup, std::int64_t lag) {
-  return [p, warmup, lag](std::int64_t b) {
+PatternFactory zero_bubble(const ScheduleParams& p, int stage, std::int64_t warmup,
+                           std::int64_t lag) {
+  return [p, stage, warmup, lag](std::int64_t b) {
     const std::int64_t m = p.slices;
     Pattern pat;
     pat.forwards = pat.backwards = m;
@@ -99,7 +100,7 @@ PatternFactory zero_bubble(const ScheduleParams& p, std::int64_t warmup, std::in
     for (std::int64_t k = std::max<std::int64_t>(0, m - lag); k < m; ++k) {
       pat.epilogue.push_back(make(Op::W, b, p.equal_slice(static_cast<int>(k)), 0, 0));
     }
-    pat.epilogue.push_back(control(Op::STEP, b, 0));
+    for (const Action& a : flush_epilogue(p, stage, 0, b)) pat.epilogue.push_back(a);
     return pat;
   };
 }
@@ -163,7 +164,7 @@ PatternFactory zero_bubble_v(const ScheduleParams& p, int stage) {
   return [p, stage](std::int64_t b) {
     Pattern pat;
     pat.epilogue = zero_bubble_v_order(p, stage, b);
-    pat.epilogue.push_back(control(Op::STEP, b, 0));
+    for (const Action& a : flush_epilogue(p, stage, 0, b)) pat.epilogue.push_back(a);
     return pat;
   };
 }
@@ -188,7 +189,7 @@ PatternFactory interleaved(const ScheduleParams& p, int stage) {
     pat.backward = [p, b, pv, slice_of](std::int64_t k) {
       return make(Op::B, b, slice_of(k), static_cast<int>(p.chunks - 1 - (k % pv) / p.stages), 0);
     };
-    pat.epilogue = {control(Op::STEP, b, 0)};
+    pat.epilogue = flush_epilogue(p, stage, 0, b);
     return pat;
   };
 }
@@ -206,14 +207,14 @@ std::vector<Slice> slices_of(const std::vector<std::int64_t>& sizes) {
 PatternFactory umpipe(const ScheduleParams& p, int stage) {
   auto fwd = slices_of(p.forward_composition(stage));
   auto bwd = slices_of(p.backward_composition(stage));
-  return [fwd = std::move(fwd), bwd = std::move(bwd)](std::int64_t b) {
+  return [p, stage, fwd = std::move(fwd), bwd = std::move(bwd)](std::int64_t b) {
     Pattern pat;
     pat.forwards = static_cast<std::int64_t>(fwd.size());
     pat.backwards = static_cast<std::int64_t>(bwd.size());
     pat.warmup = pat.forwards;
     pat.forward = [fwd, b](std::int64_t k) { return make(Op::F, b, fwd[k], 0, 0); };
     pat.backward = [bwd, b](std::int64_t k) { return make(Op::B, b, bwd[k], 0, 0); };
-    pat.epilogue = {control(Op::STEP, b, 0)};
+    pat.epilogue = flush_epilogue(p, stage, 0, b);
     return pat;
   };
 }
@@ -230,7 +231,8 @@ PatternFactory pipedream(const ScheduleParams& p, int stage, int replica) {
   }
   const std::int64_t w = warmup(p, stage);
   const Slice whole{0, p.samples()};
-  return [owned, rounds, w, whole, replica, r](std::int64_t) {
+  const bool syncs = p.syncs(stage);
+  return [owned, rounds, w, whole, replica, r, syncs](std::int64_t) {
     Pattern pat;
     pat.forwards = pat.backwards = owned;
     pat.warmup = w;
@@ -238,13 +240,13 @@ PatternFactory pipedream(const ScheduleParams& p, int stage, int replica) {
     // contributes no gradient) and its STEP: the others wait for it at SYNC, and the stage's
     // replicas must stay at one version.
     for (std::int64_t k = owned; k < rounds; ++k) {
-      if (r > 1) pat.epilogue.push_back(control(Op::SYNC, k, replica));
+      if (syncs) pat.epilogue.push_back(control(Op::SYNC, k, replica));
       pat.epilogue.push_back(control(Op::STEP, k, replica));
     }
     pat.forward = [=](std::int64_t k) { return make(Op::F, replica + k * r, whole, 0, replica); };
     pat.backward = [=](std::int64_t k) { return make(Op::B, replica + k * r, whole, 0, replica); };
     pat.after_backward = [=](std::int64_t k, std::vector<Action>& out) {
-      if (r > 1) out.push_back(control(Op::SYNC, k, replica));
+      if (syncs) out.push_back(control(Op::SYNC, k, replica));
       out.push_back(control(Op::STEP, k, replica));
     };
     return pat;
@@ -265,8 +267,11 @@ PatternFactory two_bw(const ScheduleParams& p, int stage) {
     pat.backward = [p, m](std::int64_t u) {
       return make(Op::B, u / m, p.equal_slice(static_cast<int>(u % m)), 0, 0);
     };
-    pat.after_backward = [m](std::int64_t u, std::vector<Action>& out) {
-      if (u % m == m - 1) out.push_back(control(Op::STEP, u / m, 0));
+    const bool syncs = p.syncs(stage);
+    pat.after_backward = [m, syncs](std::int64_t u, std::vector<Action>& out) {
+      if (u % m != m - 1) return;
+      if (syncs) out.push_back(control(Op::SYNC, u / m, 0));
+      out.push_back(control(Op::STEP, u / m, 0));
     };
     return pat;
   };
@@ -304,9 +309,10 @@ ActionGenerator Schedule::generator(int device) const {
     case ScheduleKind::one_f_one_b:
       return make_generator(equal_slices(p, stage, replica, warmup(p, stage)), flush_rounds);
     case ScheduleKind::zb_h1:
-      return make_generator(zero_bubble(p, p.stages - 1 - stage, stage), flush_rounds);
+      return make_generator(zero_bubble(p, stage, p.stages - 1 - stage, stage), flush_rounds);
     case ScheduleKind::zb_2p:
-      return make_generator(zero_bubble(p, 2 * (p.stages - 1 - stage), 2 * stage), flush_rounds);
+      return make_generator(zero_bubble(p, stage, 2 * (p.stages - 1 - stage), 2 * stage),
+                            flush_rounds);
     case ScheduleKind::zb_v:
       return make_generator(zero_bubble_v(p, stage), flush_rounds);
     case ScheduleKind::interleaved:

@@ -1,5 +1,6 @@
 #include "schedules/schedule_params.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -36,6 +37,28 @@ void check_compositions(const ScheduleParams& p,
     if (sum != p.samples()) {
       fail(p, std::string(name) + "[" + std::to_string(s) + "] sums to " + std::to_string(sum) +
                   ", not the minibatch size " + std::to_string(p.samples()));
+    }
+  }
+}
+
+// Each tie lists two or more stages in ascending order. PipeDream averages a replicated stage's
+// minibatches (each its own mean), which a sum with another stage's gradient cannot follow.
+void check_ties(const ScheduleParams& p) {
+  for (std::size_t t = 0; t < p.tied_stages.size(); ++t) {
+    const std::vector<int>& g = p.tied_stages[t];
+    const std::string label = "tied_stages[" + std::to_string(t) + "]";
+    if (g.size() < 2) fail(p, label + " lists fewer than two stages");
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (g[i] < 0 || g[i] >= p.stages) {
+        fail(p, label + " names stage " + std::to_string(g[i]) + " of " + std::to_string(p.stages));
+      }
+      if (i > 0 && g[i] <= g[i - 1]) fail(p, label + " is not strictly ascending");
+      if (is_asynchronous(p.kind) && p.kind != ScheduleKind::pipedream_2bw &&
+          p.replicas_of(g[i]) > 1) {
+        fail(p, label + ": stage " + std::to_string(g[i]) +
+                    " is replicated; PipeDream ties only unreplicated stages (a replicated "
+                    "stage's gradient is a mean over its minibatches)");
+      }
     }
   }
 }
@@ -107,6 +130,7 @@ void ScheduleParams::validate() const {
     fail(*this, "interleaved 1F1B requires slices (m=" + std::to_string(slices) +
                     ") to be a multiple of stages (p=" + std::to_string(stages) + ")");
   }
+  check_ties(*this);
   check_compositions(*this, forward_slices, "forward_slices");
   check_compositions(*this, backward_slices, "backward_slices");
   auto composed = [&](const std::vector<std::vector<std::int64_t>>& comps) {
@@ -121,6 +145,13 @@ void ScheduleParams::validate() const {
     fail(*this, "minibatch_size " + std::to_string(samples()) + " is smaller than slices " +
                     std::to_string(slices) + ": a slice would be empty");
   }
+}
+
+bool ScheduleParams::tied(int stage) const {
+  for (const std::vector<int>& g : tied_stages) {
+    if (std::find(g.begin(), g.end(), stage) != g.end()) return true;
+  }
+  return false;
 }
 
 int ScheduleParams::replicas_of(int stage) const {

@@ -24,11 +24,18 @@ struct ScheduleParams {
   // UMPIPE: per stage, the sizes of the forward and of the backward slices, each a composition
   // of the minibatch size; an empty list (or an empty entry) means m equal slices.
   std::vector<std::vector<std::int64_t>> forward_slices, backward_slices;
+  // Stages that hold copies of one tied parameter (ascending, at least two each): their SYNC of
+  // every round also sums those copies' gradients among them, so each such stage has a SYNC
+  // before every STEP even when it is not replicated.
+  std::vector<std::vector<int>> tied_stages;
 
   // Throws ScheduleError naming the offending field.
   void validate() const;
 
   int replicas_of(int stage) const;
+  bool tied(int stage) const;
+  // Whether the stage runs SYNC before each STEP: replicated, or tied to another stage.
+  bool syncs(int stage) const { return replicas_of(stage) > 1 || tied(stage); }
   int total_replicas() const;  // also the number of devices
   int device_of(int stage, int replica) const;
   int stage_of(int device) const;

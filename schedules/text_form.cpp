@@ -84,6 +84,21 @@ std::int64_t whole_number(const Cursor& c, std::string_view text, const char* wh
   return *v;
 }
 
+// "0+3,1+2": the stages of each tie, '+' between stages and ',' between ties.
+std::vector<std::vector<int>> parse_ties(const Cursor& c, std::string_view value) {
+  std::vector<std::vector<int>> ties(1);
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= value.size(); ++i) {
+    if (i < value.size() && value[i] != '+' && value[i] != ',') continue;
+    const auto stage = whole_number(c, value.substr(start, i - start), "ties");
+    if (stage > 1'000'000'000) c.fail("ties: stage too large");
+    ties.back().push_back(static_cast<int>(stage));
+    if (i < value.size() && value[i] == ',') ties.emplace_back();
+    start = i + 1;
+  }
+  return ties;
+}
+
 // Returns whether the header gave the stage count.
 bool parse_header(const std::vector<Cursor>& toks, ScheduleParams& p) {
   bool stages_given = false;
@@ -130,9 +145,11 @@ bool parse_header(const std::vector<Cursor>& toks, ScheduleParams& p) {
         if (comma == std::string_view::npos) break;
         start = comma + 1;
       }
+    } else if (key == "ties") {
+      p.tied_stages = parse_ties(c, value);
     } else {
       c.fail("unknown key '" + std::string(key) +
-             "' (valid: stages, replicas, chunks, slices, minibatch, minibatches, remat)");
+             "' (valid: stages, replicas, chunks, slices, minibatch, minibatches, ties, remat)");
     }
   }
   if (!stages_given && !p.replicas.empty()) p.stages = static_cast<int>(p.replicas.size());
@@ -286,6 +303,13 @@ std::string format_actions(const ActionList& list) {
   out += " slices=" + std::to_string(p.slices);
   if (p.samples() != p.slices) out += " minibatch=" + std::to_string(p.samples());
   if (p.minibatches != 1) out += " minibatches=" + std::to_string(p.minibatches);
+  for (std::size_t t = 0; t < p.tied_stages.size(); ++t) {
+    out += t == 0 ? " ties=" : ",";
+    for (std::size_t i = 0; i < p.tied_stages[t].size(); ++i) {
+      if (i) out += '+';
+      out += std::to_string(p.tied_stages[t][i]);
+    }
+  }
   if (p.rematerialize) out += " remat";
   out += '\n';
   for (std::size_t d = 0; d < list.devices.size(); ++d) {

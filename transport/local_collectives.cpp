@@ -36,14 +36,15 @@ void LocalCollectives::all_reduce(std::span<const Endpoint> group, Endpoint memb
   std::vector<Arrival> complete;
   {
     std::lock_guard lock(mu_);
-    auto& p = pending_[{group.front(), round}];
+    const std::pair<std::vector<Endpoint>, std::int64_t> key{
+        std::vector<Endpoint>(group.begin(), group.end()), round};
+    auto& p = pending_[key];
     if (p.arrived.empty()) {
       p.group.assign(group.begin(), group.end());
       p.op = op;
-    } else if (p.op != op ||
-               !std::equal(group.begin(), group.end(), p.group.begin(), p.group.end())) {
+    } else if (p.op != op) {
       throw std::invalid_argument(who(group, round) + ": endpoint " + std::to_string(member) +
-                                  " disagrees with the others on the group or the reduction");
+                                  " disagrees with the others on the reduction");
     }
     for (const auto& a : p.arrived) {
       if (a.member == member) {
@@ -54,7 +55,7 @@ void LocalCollectives::all_reduce(std::span<const Endpoint> group, Endpoint memb
     p.arrived.push_back({member, std::move(tensors), contributes, std::move(done)});
     if (p.arrived.size() < p.group.size()) return;
     complete = std::move(p.arrived);
-    pending_.erase({group.front(), round});
+    pending_.erase(key);
   }
   // Every member is here: reduce outside the lock, in member order (deterministic sums).
   std::sort(complete.begin(), complete.end(),

@@ -28,9 +28,10 @@ class LocalCollectives final : public Collectives {
     Reduction op;
     std::vector<Arrival> arrived;
   };
-  // Keyed by (first member of the group, round): groups are disjoint.
+  // Keyed by (group, round): a member may belong to several groups (its stage's replicas, and
+  // the stages a tied parameter spans) whose rounds share numbers.
   std::mutex mu_;
-  std::map<std::pair<Endpoint, std::int64_t>, Pending> pending_;
+  std::map<std::pair<std::vector<Endpoint>, std::int64_t>, Pending> pending_;
 };
 
 }  // namespace tandem::transport

@@ -1,6 +1,7 @@
 #include "schedules/detail/graph.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <tuple>
 
@@ -344,49 +345,95 @@ void link_stages(Graph& g) {
   }
 }
 
-// SYNC of round k on a stage: an all-reduce among the replicas that have it, so each waits for
-// the others to reach it (the action before their SYNC to end).
+// Which stages' SYNCs of one round meet: a stage's replicas, and stages tied together (their
+// all-reduce of the tied gradients joins them), merged transitively; the smallest stage names it.
+std::vector<int> sync_meetings(const ScheduleParams& p) {
+  std::vector<int> meets(static_cast<std::size_t>(p.stages));
+  std::iota(meets.begin(), meets.end(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const std::vector<int>& tie : p.tied_stages) {
+      int least = p.stages;
+      for (const int s : tie) least = std::min(least, meets[static_cast<std::size_t>(s)]);
+      for (const int s : tie) {
+        if (meets[static_cast<std::size_t>(s)] != least) {
+          meets[static_cast<std::size_t>(s)] = least;
+          changed = true;
+        }
+      }
+    }
+  }
+  return meets;
+}
+
+// Fails unless each stage of a meeting of SYNCs (sorted by device) brings all its replicas: an
+// all-reduce completes only when every member joins it; one that never does would hang the
+// others at run time.
+void check_sync_members(const Graph& g, const std::vector<std::uint32_t>& ids,
+                        const std::vector<int>& meets) {
+  const ScheduleParams& p = g.list->params;
+  for (int stage = 0; stage < p.stages; ++stage) {
+    if (meets[static_cast<std::size_t>(stage)] !=
+        meets[static_cast<std::size_t>(p.stage_of(g.device[ids[0]]))]) {
+      continue;
+    }
+    std::vector<std::uint32_t> mine;
+    for (const std::uint32_t id : ids) {
+      if (g.device[id] >= p.device_of(stage, 0) &&
+          g.device[id] < p.device_of(stage, 0) + p.replicas_of(stage)) {
+        mine.push_back(id);
+      }
+    }
+    for (std::size_t a = 1; a < mine.size(); ++a) {
+      if (g.device[mine[a]] == g.device[mine[a - 1]])
+        fail(g, mine[a], "repeats " + describe(g, mine[a - 1]));
+    }
+    if (static_cast<int>(mine.size()) < p.replicas_of(stage)) {
+      int missing = 0;
+      while (missing < static_cast<int>(mine.size()) &&
+             g.device[mine[missing]] == p.device_of(stage, missing)) {
+        ++missing;
+      }
+      fail(g, ids[0],
+           "SYNC round " + std::to_string(g.action(ids[0]).minibatch) + " of stage " +
+               std::to_string(stage) + " lacks replica " + std::to_string(missing) + " (" +
+               device_name(p.device_of(stage, missing)) +
+               "): every replica of a stage, and every stage tied to it, joins every SYNC round");
+    }
+  }
+}
+
+// SYNC of round k: an all-reduce among the replicas of a stage and the stages tied to it, so
+// each waits for the others to reach it (the action before their SYNC to end).
 void link_syncs(Graph& g) {
   const ScheduleParams& p = g.list->params;
+  const std::vector<int> meets = sync_meetings(p);
   struct Sync {
-    int stage;
+    int meeting;
     std::int64_t round;
+    int device;
     std::uint32_t id;
   };
   std::vector<Sync> syncs;
   for (std::uint32_t id = 0; id < g.size(); ++id) {
-    if (g.op[id] == Op::SYNC) syncs.push_back({g.vstage[id], g.action(id).minibatch, id});
+    if (g.op[id] != Op::SYNC) continue;
+    const int stage = p.stage_of(g.device[id]);
+    syncs.push_back(
+        {meets[static_cast<std::size_t>(stage)], g.action(id).minibatch, g.device[id], id});
   }
   std::sort(syncs.begin(), syncs.end(), [](const Sync& a, const Sync& b) {
-    return std::tie(a.stage, a.round, a.id) < std::tie(b.stage, b.round, b.id);
+    return std::tie(a.meeting, a.round, a.device, a.id) <
+           std::tie(b.meeting, b.round, b.device, b.id);
   });
   for (std::size_t i = 0; i < syncs.size();) {
     std::size_t j = i;
-    while (j < syncs.size() && syncs[j].stage == syncs[i].stage &&
+    while (j < syncs.size() && syncs[j].meeting == syncs[i].meeting &&
            syncs[j].round == syncs[i].round) {
       ++j;
     }
-    for (std::size_t a = i; a < j; ++a) {
-      if (a > i && g.device[syncs[a].id] == g.device[syncs[a - 1].id]) {
-        fail(g, syncs[a].id, "repeats " + describe(g, syncs[a - 1].id));
-      }
-    }
-    // An all-reduce completes only when every replica joins it; one that never does would hang
-    // the others at run time. Members are sorted by device, i.e. by replica.
-    const int stage = syncs[i].stage;
-    const int replicas = p.replicas_of(stage);
-    if (static_cast<int>(j - i) < replicas) {
-      int missing = 0;
-      while (missing < static_cast<int>(j - i) &&
-             g.device[syncs[i + missing].id] == p.device_of(stage, missing)) {
-        ++missing;
-      }
-      fail(g, syncs[i].id,
-           "SYNC round " + std::to_string(syncs[i].round) + " of stage " + std::to_string(stage) +
-               " lacks replica " + std::to_string(missing) + " (" +
-               device_name(p.device_of(stage, missing)) +
-               "): every replica of a stage joins every SYNC round");
-    }
+    std::vector<std::uint32_t> ids;
+    for (std::size_t a = i; a < j; ++a) ids.push_back(syncs[a].id);
+    check_sync_members(g, ids, meets);
     for (std::size_t a = i; a < j; ++a) {
       for (std::size_t b = i; b < j; ++b) {
         if (a != b && !g.first_on_device(syncs[b].id)) {
