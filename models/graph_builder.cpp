@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
+#include "models/input_layout.hpp"
 #include "models/layers/activation.hpp"
 #include "models/layers/dropout.hpp"
+#include "models/layers/embedding.hpp"
 #include "models/layers/flatten.hpp"
+#include "models/layers/input_view.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/merge_layer.hpp"
@@ -33,13 +37,14 @@ cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
 // The layer of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
                                         const std::vector<Shape>& in) {
-  static const std::set<std::string> kKinds = {"linear",  "relu", "gelu",   "layer_norm", "flatten",
-                                               "dropout", "add",  "concat", "multiply"};
+  static const std::set<std::string> kKinds = {"linear",   "relu",     "gelu", "layer_norm",
+                                               "flatten",  "dropout",  "add",  "concat",
+                                               "multiply", "embedding"};
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
-             "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat or "
-             "multiply)");
+             "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
+             "multiply or embedding)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");
@@ -50,6 +55,15 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
   if (n.layer == "linear") {
     if (n.out <= 0) fail(n, index, "linear needs 'out' > 0");
     return std::make_shared<Linear>(last, n.out, activation_of(n, index));
+  }
+  if (n.layer == "embedding") {
+    if (n.vocab <= 0) fail(n, index, "embedding needs 'vocab' > 0");
+    if (n.out <= 0) fail(n, index, "embedding needs 'out' > 0 (the width)");
+    if (in[0].size() != 2) {
+      fail(n, index, "embedding reads token ids [batch, length], given " + shape_str(in[0]));
+    }
+    // Learned positions for every position of the sequence it reads.
+    return std::make_shared<Embedding>(n.vocab, n.out, in[0][1]);
   }
   if (n.layer == "relu") return std::make_shared<ReLU>();
   if (n.layer == "gelu") return std::make_shared<GELU>();
@@ -78,14 +92,21 @@ Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<cons
                                             std::size_t, const std::vector<Shape>&)>& layer_for) {
   const GraphSpec& g = spec.graph;
   if (g.nodes.empty()) throw GraphError(-1, "model graph: has no nodes");
-  if (g.input_shape.empty()) throw GraphError(-1, "model graph: the input has no shape");
-  for (const std::int64_t d : g.input_shape) {
-    if (d <= 0) throw GraphError(-1, "model graph: input dimensions must be positive");
+  InputLayout inputs;
+  try {
+    inputs = InputLayout::of(g);
+  } catch (const std::invalid_argument& e) {
+    throw GraphError(-1, std::string("model graph: ") + e.what());
   }
-  std::map<std::string, int> index;  // name -> layer (Model::kModelInput for the input)
-  index[g.input_name] = Model::kModelInput;
-  Shape batch_input{1};
-  batch_input.insert(batch_input.end(), g.input_shape.begin(), g.input_shape.end());
+  std::map<std::string, int> index;  // name -> layer (Model::kModelInput for an input)
+  for (const InputColumns& c : inputs.inputs()) index[c.name] = Model::kModelInput;
+  // What a node reading an input gets: the input itself, or its columns of the packed one.
+  auto input_of = [&](const std::string& name) {
+    const InputColumns& c = *inputs.find(name);
+    Shape shape{1};
+    shape.insert(shape.end(), c.shape.begin(), c.shape.end());
+    return std::make_pair(shape, inputs.packed() ? std::optional<InputColumns>(c) : std::nullopt);
+  };
   std::vector<Shape> shapes;  // per node, for a batch of 1
   Layers layers;
   std::vector<std::vector<int>> sources;
@@ -93,8 +114,13 @@ Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<cons
     const GraphNode& n = g.nodes[i];
     if (n.name.empty()) fail(n, i, "has no name");
     std::vector<int> src;
+    std::vector<std::string> read;  // the input read by each source, "" for a layer
     if (n.inputs.empty()) {
       src.push_back(static_cast<int>(i) - 1);
+      read.push_back(i == 0 ? inputs.inputs().front().name : "");
+      if (i == 0 && inputs.packed()) {
+        fail(n, i, "names no input, and the model has several (" + inputs.describe() + ")");
+      }
     } else {
       for (const std::string& in : n.inputs) {
         const auto it = index.find(in);
@@ -105,16 +131,28 @@ Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<cons
           fail(n, i,
                later ? "reads '" + in + "', which is not earlier (the graph must be in order; " +
                            "an edge back would be a cycle)"
-                     : "reads '" + in + "', which is neither an earlier node nor the input '" +
-                           g.input_name + "'");
+                     : "reads '" + in + "', which is neither an earlier node nor " +
+                           (inputs.packed() ? "an input (" + inputs.describe() + ")"
+                                            : "the input '" + inputs.inputs()[0].name + "'"));
         }
         src.push_back(it->second);
+        read.push_back(it->second == Model::kModelInput ? in : "");
       }
     }
     if (index.contains(n.name)) fail(n, i, "the name is used twice");
     std::vector<Shape> in;
-    for (const int s : src) {
-      in.push_back(s == Model::kModelInput ? batch_input : shapes[static_cast<std::size_t>(s)]);
+    std::vector<std::optional<InputColumns>> views;
+    bool any_view = false;
+    for (std::size_t k = 0; k < src.size(); ++k) {
+      if (src[k] != Model::kModelInput) {
+        in.push_back(shapes[static_cast<std::size_t>(src[k])]);
+        views.emplace_back();
+        continue;
+      }
+      auto [shape, view] = input_of(read[k]);
+      in.push_back(shape);
+      any_view = any_view || view.has_value();
+      views.push_back(std::move(view));
     }
     std::shared_ptr<const Layer> layer = layer_for(i, in);
     if (layer == nullptr) fail(n, i, "has no layer");
@@ -129,6 +167,7 @@ Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<cons
     } catch (const std::invalid_argument& e) {
       fail(n, i, e.what());
     }
+    if (any_view) layer = std::make_shared<InputView>(std::move(layer), std::move(views));
     layers.push_back(std::move(layer));
     sources.push_back(std::move(src));
     index[n.name] = static_cast<int>(i);

@@ -8,6 +8,7 @@
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
 #include "models/detail/sim_ops.hpp"
+#include "models/input_layout.hpp"
 #include "runtime/counter_rng.hpp"
 
 namespace tandem::models {
@@ -183,17 +184,14 @@ std::string Model::describe() const {
 
 Shape Model::input_shape(std::int64_t batch) const {
   if (spec_.name == "mlp") return {batch, spec_.widths.at(0)};
-  if (spec_.name == "graph") {
-    Shape s{batch};
-    s.insert(s.end(), spec_.graph.input_shape.begin(), spec_.graph.input_shape.end());
-    return s;
-  }
+  if (spec_.name == "graph") return InputLayout::of(spec_.graph).batch_shape(batch);
   if (spec_.name == "gpt") return {batch, spec_.seq_len};
   if (spec_.name == "vgg16") return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
   throw std::invalid_argument("Model::input_shape: unknown model '" + spec_.name + "'");
 }
 
 DType Model::input_dtype() const {
+  if (spec_.name == "graph") return InputLayout::of(spec_.graph).dtype();
   return layers_.empty() ? DType::f32 : layers_.front()->input_dtype();
 }
 

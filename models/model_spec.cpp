@@ -21,15 +21,24 @@ std::string ModelSpec::describe() const {
   } else if (name == "graph") {
     // Every node with its kind, size and inputs: two graphs that differ anywhere describe
     // differently (a checkpoint compares descriptions).
-    s << graph.input_name << "=[";
-    for (std::size_t i = 0; i < graph.input_shape.size(); ++i) {
-      s << (i ? "," : "") << graph.input_shape[i];
+    if (graph.inputs.empty()) {
+      s << graph.input_name << "=[";
+      for (std::size_t i = 0; i < graph.input_shape.size(); ++i) {
+        s << (i ? "," : "") << graph.input_shape[i];
+      }
+      s << "]";
     }
-    s << "]";
+    for (std::size_t k = 0; k < graph.inputs.size(); ++k) {
+      const GraphInput& in = graph.inputs[k];
+      s << (k ? "; " : "") << in.name << "=" << in.dtype << "[";
+      for (std::size_t i = 0; i < in.shape.size(); ++i) s << (i ? "," : "") << in.shape[i];
+      s << "]";
+    }
     for (const GraphNode& n : graph.nodes) {
       s << "; " << n.name << "=" << n.layer;
       if (n.layer == "linear") s << ":" << n.out << ":" << n.activation;
       if (n.layer == "dropout") s << ":" << n.p;
+      if (n.layer == "embedding") s << ":" << n.vocab << ":" << n.out;
       if (!n.inputs.empty()) {
         s << "(";
         for (std::size_t i = 0; i < n.inputs.size(); ++i) s << (i ? "," : "") << n.inputs[i];

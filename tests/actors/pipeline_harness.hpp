@@ -12,6 +12,7 @@
 
 #include "actors/pipeline.hpp"
 #include "actors/step_seed.hpp"
+#include "models/input_layout.hpp"
 #include "models/loss.hpp"
 #include "models/model.hpp"
 #include "models/train_step.hpp"
@@ -63,6 +64,37 @@ inline models::Model tiny_graph(const std::string& loss = "cross_entropy") {
   return models::Model::build(s);
 }
 
+// A sequence-to-sequence toy with two named token inputs (packed, models/input_layout.hpp):
+// 8 layers, on 4 stages [0,2) [2,4) [4,6) [6,8): the target sequence's embedding reads the model
+// input on stage 1, and the encoder's h1 jumps over two cuts to stage 3.
+inline models::Model tiny_seq2seq() {
+  models::ModelSpec s;
+  s.name = "graph";
+  s.graph.inputs = {{"src", {6}, "i32"}, {"tgt", {6}, "i32"}};
+  auto node = [](std::string name, std::string layer, std::vector<std::string> inputs,
+                 std::int64_t out = 0, std::string act = "none", std::int64_t vocab = 0) {
+    models::GraphNode n;
+    n.name = std::move(name);
+    n.layer = std::move(layer);
+    n.inputs = std::move(inputs);
+    n.out = out;
+    n.activation = std::move(act);
+    n.vocab = vocab;
+    return n;
+  };
+  s.graph.nodes = {
+      node("es", "embedding", {"src"}, 12, "none", 11),
+      node("h1", "linear", {}, 12, "relu"),
+      node("h2", "linear", {}, 12),
+      node("et", "embedding", {"tgt"}, 12, "none", 11),
+      node("a", "add", {"h2", "et"}),
+      node("h5", "linear", {}, 12, "gelu"),
+      node("r", "add", {"h5", "h1"}),
+      node("out", "linear", {}, 11),
+  };
+  return models::Model::build(s);
+}
+
 inline std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -93,6 +125,22 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
       first += n;
     }
     return d;
+  }
+  if (spec.name == "graph" && spec.graph.inputs.size() > 1) {
+    // Token inputs of the graph's vocabulary (its first embedding's), targets per position.
+    const std::int64_t vocab = spec.graph.nodes.front().vocab;
+    std::vector<models::NamedTensor> named;
+    std::uint64_t salt = 0;
+    for (const models::GraphInput& in : spec.graph.inputs) {
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(samples * in.shape.front()));
+      for (auto& id : ids) id = static_cast<std::int32_t>(value(salt++) % vocab);
+      named.emplace_back(in.name, Tensor::from_vector(ids, {samples, in.shape.front()}));
+    }
+    const Shape ts = model.target_shape(samples);
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(shape_numel(ts)));
+    for (auto& t : tg) t = static_cast<std::int32_t>(value(salt++ + 99991) % vocab);
+    return MinibatchData::whole(models::InputLayout::of(spec.graph).pack(named),
+                                Tensor::from_vector(tg, ts));
   }
   const bool graph = spec.name == "graph";
   const std::int64_t in_f = graph ? spec.graph.input_shape.front() : spec.widths.front();
