@@ -16,6 +16,7 @@
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/merge_layer.hpp"
+#include "models/layers/reshape.hpp"
 
 namespace tandem::models {
 namespace {
@@ -37,14 +38,14 @@ cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
 // The layer of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
                                         const std::vector<Shape>& in) {
-  static const std::set<std::string> kKinds = {"linear",   "relu",     "gelu", "layer_norm",
-                                               "flatten",  "dropout",  "add",  "concat",
-                                               "multiply", "embedding"};
+  static const std::set<std::string> kKinds = {"linear",   "relu",      "gelu",   "layer_norm",
+                                               "flatten",  "dropout",   "add",    "concat",
+                                               "multiply", "embedding", "reshape"};
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
              "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
-             "multiply or embedding)");
+             "multiply, embedding or reshape)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");
@@ -64,6 +65,13 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
     }
     // Learned positions for every position of the sequence it reads.
     return std::make_shared<Embedding>(n.vocab, n.out, in[0][1]);
+  }
+  if (n.layer == "reshape") {
+    if (n.shape.empty()) fail(n, index, "reshape needs 'shape' (per sample)");
+    for (const std::int64_t d : n.shape) {
+      if (d <= 0) fail(n, index, "reshape's shape needs positive dimensions");
+    }
+    return std::make_shared<Reshape>(n.shape);
   }
   if (n.layer == "relu") return std::make_shared<ReLU>();
   if (n.layer == "gelu") return std::make_shared<GELU>();

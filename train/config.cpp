@@ -138,27 +138,79 @@ models::GraphNode read_graph_node(ConfigMap n) {
     node.activation = n.get_or<std::string>("activation", "none");
   } else if (node.layer == "dropout") {
     node.p = static_cast<float>(in_range(n, "p", 0.0, 0.0, 1.0));
+  } else if (node.layer == "embedding") {
+    node.vocab = dimension(n, "vocab");
+    node.out = dimension(n, "out");
+  } else if (node.layer == "reshape") {
+    node.shape = n.get<std::vector<int64_t>>("shape");
+    if (node.shape.empty() || node.shape.size() > 3) n.fail("shape", "needs 1 to 3 dimensions");
+    for (const int64_t d : node.shape) {
+      if (d < 1 || d > kMaxDimension) {
+        n.fail("shape", "dimensions must be in [1, " + std::to_string(kMaxDimension) + "]");
+      }
+    }
   }
   n.finish();
   return node;
 }
 
-// model: {input: {name, shape}, graph: [{name, layer, inputs, ...}, ...]}. Errors about a node
-// point at its line.
-void read_graph(ConfigMap& m, models::ModelSpec& spec) {
-  ConfigMap in = m.map("input");
-  spec.graph.input_name = in.get_or<std::string>("name", "input");
-  spec.graph.input_shape = in.get<std::vector<int64_t>>("shape");
-  if (spec.graph.input_shape.empty() || spec.graph.input_shape.size() > 3) {
-    in.fail("shape", "needs 1 to 3 dimensions per sample");
-  }
-  for (const int64_t d : spec.graph.input_shape) {
+// The most named inputs a graph may declare.
+constexpr size_t kMaxGraphInputs = 64;
+
+std::vector<int64_t> input_shape(ConfigMap& in) {
+  std::vector<int64_t> shape = in.get<std::vector<int64_t>>("shape");
+  if (shape.empty() || shape.size() > 3) in.fail("shape", "needs 1 to 3 dimensions per sample");
+  for (const int64_t d : shape) {
     if (d < 1 || d > kMaxDimension) {
       in.fail("shape", "dimensions must be in [1, " + std::to_string(kMaxDimension) + "], got " +
                            std::to_string(d));
     }
   }
-  in.finish();
+  return shape;
+}
+
+// inputs: [{name, shape, dtype}, ...], the graph's named inputs (models/input_layout.hpp).
+void read_graph_inputs(ConfigMap& m, models::ModelSpec& spec) {
+  const YAML::Node& list = m.node("inputs");
+  if (!list.IsSequence() || list.size() == 0) m.fail("inputs", "expected a list of inputs");
+  if (list.size() > kMaxGraphInputs) {
+    m.fail("inputs", std::to_string(list.size()) + " inputs, more than the " +
+                         std::to_string(kMaxGraphInputs) + " a graph may have");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    ConfigMap in(list[i], m.file(), m.key_path("inputs") + "[" + std::to_string(i) + "]");
+    models::GraphInput gi;
+    gi.name = in.get<std::string>("name");
+    gi.shape = input_shape(in);
+    gi.dtype = in.get_or<std::string>("dtype", "f32");
+    if (gi.dtype != "f32" && gi.dtype != "i32") {
+      in.fail("dtype", "'" + gi.dtype + "' (expected f32 or i32)");
+    }
+    for (const models::GraphInput& other : spec.graph.inputs) {
+      if (other.name == gi.name) in.fail("name", "'" + gi.name + "' is declared twice");
+      if (other.dtype != gi.dtype) {
+        in.fail("dtype", gi.dtype + ", but '" + other.name + "' is " + other.dtype +
+                             " (inputs travel packed in one tensor: give them one dtype)");
+      }
+    }
+    in.finish();
+    spec.graph.inputs.push_back(std::move(gi));
+  }
+}
+
+// model: {input: {name, shape} or inputs: [...], graph: [{name, layer, inputs, ...}, ...]}.
+// Errors about a node
+// point at its line.
+void read_graph(ConfigMap& m, models::ModelSpec& spec) {
+  if (m.has("inputs")) {
+    if (m.has("input")) m.fail("input", "give either 'input' (one) or 'inputs' (a list)");
+    read_graph_inputs(m, spec);
+  } else {
+    ConfigMap in = m.map("input");
+    spec.graph.input_name = in.get_or<std::string>("name", "input");
+    spec.graph.input_shape = input_shape(in);
+    in.finish();
+  }
   const YAML::Node& nodes = m.node("graph");
   if (!nodes.IsSequence() || nodes.size() == 0) m.fail("graph", "expected a list of nodes");
   if (nodes.size() > kMaxGraphNodes) {
@@ -327,19 +379,54 @@ void require_target_dtype(ConfigMap& m, const models::ModelSpec& model, const st
 // (`features` may repeat it).
 int64_t teacher_features(ConfigMap& m, const models::ModelSpec& model, const std::string& kind) {
   require_model(m, model, {"mlp", "graph"}, kind);
-  if (model.name == "graph" && model.graph.input_shape.size() != 1) {
-    m.fail("kind", "data '" + kind + "' gives feature vectors; the graph's input '" +
-                       model.graph.input_name + "' has " +
-                       std::to_string(model.graph.input_shape.size()) + " dimensions");
+  const std::vector<models::GraphInput> inputs = model.graph.declared_inputs();
+  if (model.name == "graph" &&
+      (inputs.size() != 1 || inputs[0].shape.size() != 1 || inputs[0].dtype != "f32")) {
+    m.fail("kind",
+           "data '" + kind + "' gives f32 feature vectors; the graph's input" +
+               (inputs.size() == 1 ? " '" + inputs[0].name + "' has " +
+                                         std::to_string(inputs[0].shape.size()) + " dimensions"
+                                   : "s are " + std::to_string(inputs.size())));
   }
-  const int64_t width =
-      model.name == "graph" ? model.graph.input_shape.front() : model.widths.front();
+  const int64_t width = model.name == "graph" ? inputs[0].shape.front() : model.widths.front();
   const int64_t features = positive(m, "features", width);
   if (features != width) {
     m.fail("features", "must equal the model's input width " + std::to_string(width) + ", got " +
                            std::to_string(features));
   }
   return features;
+}
+
+// sequence-pairs: a graph of two i32 inputs of one length (source, then decoder input) whose
+// logits give `vocab` classes per position.
+data::SequencePairsData read_sequence_pairs(ConfigMap& m, const models::ModelSpec& model,
+                                            uint64_t seed) {
+  require_model(m, model, {"graph"}, "sequence-pairs");
+  const std::vector<models::GraphInput> inputs = model.graph.declared_inputs();
+  if (inputs.size() != 2 || inputs[0].dtype != "i32" || inputs[0].shape.size() != 1 ||
+      inputs[1].shape != inputs[0].shape) {
+    m.fail("kind",
+           "data 'sequence-pairs' gives two i32 token sequences of one length (source, decoder "
+           "input): declare the graph's inputs as two i32 inputs of shape [length]");
+  }
+  data::SequencePairsData d;
+  d.samples = dimension(m, "samples", d.samples);
+  d.spec.seed = seed;
+  d.spec.length = inputs[0].shape[0];
+  d.spec.source = inputs[0].name;
+  d.spec.decoder = inputs[1].name;
+  const int64_t classes = model_classes(model);
+  d.spec.vocab = positive(m, "vocab", classes);
+  if (d.spec.vocab < 2 || d.spec.vocab > classes) {
+    m.fail("vocab", "must be in [2, " + std::to_string(classes) + "] (the model's classes)");
+  }
+  for (const models::GraphNode& n : model.graph.nodes) {
+    if (n.layer == "embedding" && n.vocab < d.spec.vocab) {
+      m.fail("vocab", "is " + std::to_string(d.spec.vocab) + ", but embedding '" + n.name +
+                          "' has vocab " + std::to_string(n.vocab));
+    }
+  }
+  return d;
 }
 
 data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
@@ -395,6 +482,8 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
                  " kinds; set classes <= " + std::to_string(data::ProceduralImages::kMaxClasses));
     }
     out = d;
+  } else if (kind == "sequence-pairs") {
+    out = read_sequence_pairs(m, model, seed);
   } else if (kind == "markov-text") {
     require_model(m, model, {"gpt"}, kind);
     data::MarkovTextData d;
@@ -495,6 +584,7 @@ int64_t generated_samples(const data::DataSpec& spec) {
   if (const auto* d = std::get_if<data::TeacherRegressionData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::ProceduralImagesData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::MarkovTextData>(&spec)) return d->samples;
+  if (const auto* d = std::get_if<data::SequencePairsData>(&spec)) return d->samples;
   return 0;
 }
 
@@ -1032,6 +1122,8 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
         if constexpr (std::is_same_v<T, data::TeacherData> ||
                       std::is_same_v<T, data::TeacherRegressionData> ||
                       std::is_same_v<T, data::ProceduralImagesData>) {
+          return 8 * static_cast<double>(d.samples);
+        } else if constexpr (std::is_same_v<T, data::SequencePairsData>) {
           return 8 * static_cast<double>(d.samples);
         } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {
           return (8 + 2 * static_cast<double>(d.seq_len)) * (static_cast<double>(d.samples) + eval);

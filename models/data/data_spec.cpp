@@ -34,7 +34,8 @@ std::string data_kind_name(const DataSpec& spec) {
                                [](const TokenFileData&) { return "tokens"; },
                                [](const MnistData&) { return "mnist"; },
                                [](const Cifar10Data&) { return "cifar10"; },
-                               [](const TeacherRegressionData&) { return "teacher-regression"; }},
+                               [](const TeacherRegressionData&) { return "teacher-regression"; },
+                               [](const SequencePairsData&) { return "sequence-pairs"; }},
                     spec);
 }
 
@@ -84,6 +85,13 @@ Datasets make_datasets(const DataSpec& spec, int64_t eval_samples) {
                          nullptr};
             if (eval_samples > 0) {
               out.eval = std::make_shared<TeacherRegression>(d.spec, eval_samples, kEvalSplit);
+            }
+            return out;
+          },
+          [&](const SequencePairsData& d) {
+            Datasets out{std::make_shared<SequencePairs>(d.spec, d.samples, kTrainSplit), nullptr};
+            if (eval_samples > 0) {
+              out.eval = std::make_shared<SequencePairs>(d.spec, eval_samples, kEvalSplit);
             }
             return out;
           },

@@ -14,6 +14,7 @@
 #include "models/data/dataset.hpp"
 #include "models/data/markov_chain.hpp"
 #include "models/data/procedural_images.hpp"
+#include "models/data/sequence_pairs.hpp"
 #include "models/data/teacher_classification.hpp"
 #include "models/data/teacher_regression.hpp"
 #include "models/data/token_file.hpp"
@@ -27,6 +28,11 @@ struct TeacherData {
 
 struct TeacherRegressionData {
   TeacherRegressionSpec spec;
+  int64_t samples = 16384;
+};
+
+struct SequencePairsData {
+  SequencePairsSpec spec;
   int64_t samples = 16384;
 };
 
@@ -64,10 +70,10 @@ struct Cifar10Data {
 };
 
 using DataSpec = std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData,
-                              MnistData, Cifar10Data, TeacherRegressionData>;
+                              MnistData, Cifar10Data, TeacherRegressionData, SequencePairsData>;
 
 // The config name of a spec's kind: "teacher", "shapes", "markov-text", "tokens", "mnist",
-// "cifar10", "teacher-regression".
+// "cifar10", "teacher-regression", "sequence-pairs".
 std::string data_kind_name(const DataSpec& spec);
 
 struct Datasets {

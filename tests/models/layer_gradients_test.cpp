@@ -16,6 +16,7 @@
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/max_pool2d.hpp"
+#include "models/layers/reshape.hpp"
 #include "models/layers/transformer_block.hpp"
 
 namespace tandem::models {
@@ -117,6 +118,10 @@ TEST(LayerGradients, MaxPool2dOverlapping) {
 
 TEST(LayerGradients, Flatten) {
   expect_gradients_ok(Flatten(), random_tensor({2, 3, 2, 2}, 26));
+}
+
+TEST(LayerGradients, Reshape) {
+  expect_gradients_ok(Reshape({3, 4}), random_tensor({2, 12}, 27));
 }
 
 // The check is only worth something if it fails on wrong gradients.

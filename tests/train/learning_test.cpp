@@ -42,6 +42,13 @@ TEST(LearningTest, GraphWithSkipEdgesLearnsTeacherLabels) {
   EXPECT_GE(s.eval->accuracy, 0.92);
 }
 
+// Two named token inputs, packed; the decoder's embedding reads its columns two stages later.
+TEST(LearningTest, SequenceToSequenceLearnsToReverse) {
+  const train::TrainSummary s = train_shipped("seq2seq-reverse.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  EXPECT_GE(s.eval->accuracy, 0.95);
+}
+
 TEST(LearningTest, SmallVggLearnsProceduralImages) {
   const train::TrainSummary s = train_shipped("vgg-small.yaml");
   ASSERT_TRUE(s.eval.has_value());
