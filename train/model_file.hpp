@@ -1,9 +1,10 @@
 #pragma once
 // Whole-model files: one safetensors file (models/safetensors.hpp) holding a model's weights,
 // each parameter under its global name "<layer>.<param>" ("0.weight", as models::Model names
-// them), with the model's description in `__metadata__`. `tandem checkpoint export` writes one
-// from a checkpoint's newest weights; `train.init_from` starts a run of the same model from one
-// under any plan (docs/checkpoints.md, "Whole-model files").
+// them; a tied parameter once, under its leader's name: train/tied_weights.hpp), with the
+// model's description in `__metadata__`. `tandem checkpoint export` writes one from a
+// checkpoint's newest weights; `train.init_from` starts a run of the same model from one under
+// any plan (docs/checkpoints.md, "Whole-model files").
 //
 // `__metadata__`: format "tandem-model", format_version "1", model (models::ModelSpec::describe(),
 // what a checkpoint's manifest records as the model), step (the updates the weights had), and

@@ -148,6 +148,17 @@ void fill_tied_copies(std::map<int, StageCheckpoint>& stages, const models::Mode
                                 " of the parameter it is tied to, '" + f.leader->name + "'");
         }
         const Tensor value = from->params.at(f.leader->name);
+        // Checked here, where the tensor's own file can be named: the stage checks that follow
+        // would name the copy's file.
+        const Shape want = model.layer(f.copy->layer).param_specs()[f.copy->index].shape;
+        if (value.shape() != want || value.dtype() != DType::f32) {
+          throw CheckpointError(file_of(lead, t) + ": tensor 'weights/r" +
+                                std::to_string(from->replica) + "/v" + std::to_string(w.version) +
+                                "/" + f.leader->name +
+                                "': " + std::string(dtype_name(value.dtype())) +
+                                shape_str(value.shape()) + ", but the model's parameter is " +
+                                std::string(dtype_name(DType::f32)) + shape_str(want));
+        }
         w.params.add(f.copy->name, value.clone());
         filled = true;
       }

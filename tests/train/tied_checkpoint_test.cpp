@@ -236,6 +236,35 @@ TEST(TiedCheckpoint, ALeaderWithoutWhatTheCopyNeedsIsRefusedNamingBoth) {
   why = refusal([&] { resume_state(two, s9); });
   EXPECT_NE(why.find("optimizer state 'exp_avg.1.weight' is missing"), std::string::npos) << why;
   EXPECT_NE(why.find("took 9 steps, not 10"), std::string::npos) << why;
+
+  // The leader's tensor is of another shape: named in its own file, not as the copy.
+  Checkpoint other_shape = ck;
+  other_shape.parent.reset();
+  models::ParamSet& newest = other_shape.stages[0].weights.back().params;
+  newest.at("0.weight") = Tensor::zeros({3, 6});
+  const fs::path bad = dir.path() / "bad";
+  write_checkpoint(bad, other_shape);
+  why = refusal([&] { resume_state(two, bad); });
+  EXPECT_NE(why.find("stage-0.safetensors: tensor 'weights/r0/v10/0.weight': f32[3, 6], but the "
+                     "model's parameter is f32[8, 6]"),
+            std::string::npos)
+      << why;
+}
+
+// The model's description carries its ties: a checkpoint of the tied model does not resume the
+// untied one, nor the other way round.
+TEST(TiedCheckpoint, ACheckpointResumesOnlyTheModelWithTheSameTies) {
+  TempDir tied;
+  TempDir plain;
+  std::string untied = graph("");
+  untied.erase(untied.find("  tie: "), untied.find("data:") - untied.find("  tie: "));
+  checkpoint_at(graph(""), 10, tied.path());
+  checkpoint_at(untied, 10, plain.path());
+  EXPECT_NE(refusal([&] { resume_state(untied, tied.path()); }).find("checkpoint of another model"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { resume_state(graph(""), plain.path()); }).find("tie=0.weight=1.weight"),
+            std::string::npos);
+  expect_close(run_to_end(untied, {.resume = plain.path()}), run_to_end(untied), 0);
 }
 
 // What leaves a checkpoint as a whole model (export, predict) has every copy from its leader.
