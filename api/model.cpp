@@ -9,6 +9,7 @@
 #include "api/custom_loss.hpp"
 #include "models/graph_builder.hpp"
 #include "models/model_spec.hpp"
+#include "models/tie_names.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem {
@@ -49,6 +50,7 @@ Model Model::gpt(const GptOptions& o) {
   models::ModelSpec spec = models::gpt_spec(o.layers, o.d_model, o.heads, o.seq_len, o.vocab);
   spec.d_ff = o.d_ff;
   spec.dropout = o.dropout;
+  spec.tie_embeddings = o.tie_embeddings;
   auto impl = std::make_shared<const models::Model>(models::Model::build(spec));
   std::string title = impl->spec().describe();
   return Model(std::move(impl), std::move(title));
@@ -180,6 +182,37 @@ Model Model::with_loss(LossPtr loss) const {
   auto impl = std::make_shared<const models::Model>(
       impl_->with_loss(std::make_shared<const api::CustomLoss>(loss)));
   return Model(std::move(impl), title_ + ", loss " + loss->describe());
+}
+
+Model Model::tie(const std::vector<std::string>& names) const {
+  std::vector<std::string> tied;
+  for (const std::string& name : names) tied.push_back(models::tie_param_name(impl_->spec(), name));
+  std::shared_ptr<const models::Model> impl;
+  try {
+    impl = std::make_shared<const models::Model>(impl_->with_ties({tied}));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("Model::tie: ") + e.what());
+  }
+  // A zoo model's title is its spec's description, a config's model name: it stays one (with
+  // the tie in it), so that a config with the same tie resumes this model's checkpoints.
+  std::string title;
+  if (title_ == impl_->spec().describe()) {
+    title = impl->spec().describe();
+  } else {
+    title = title_ + ", tie=";
+    for (std::size_t i = 0; i < tied.size(); ++i) title += (i ? "=" : "") + tied[i];
+  }
+  return Model(std::move(impl), std::move(title));
+}
+
+std::vector<std::vector<std::string>> Model::ties() const {
+  std::vector<std::vector<std::string>> out;
+  for (const models::TieGroup& g : impl_->ties()) {
+    std::vector<std::string> names;
+    for (const models::TieCopy& c : g.copies) names.push_back(c.name);
+    out.push_back(std::move(names));
+  }
+  return out;
 }
 
 }  // namespace tandem

@@ -208,6 +208,22 @@ Model Model::with_loss(LossPtr loss) const {
   return m;
 }
 
+Model Model::with_ties(const std::vector<std::vector<std::string>>& ties) const {
+  // The groups already resolved come first (the model kind's implied ones are not in spec_.ties),
+  // so every copy is checked against every tie, old and new.
+  std::vector<std::vector<std::string>> all;
+  for (const TieGroup& g : ties_) {
+    std::vector<std::string> names;
+    for (const TieCopy& c : g.copies) names.push_back(c.name);
+    all.push_back(std::move(names));
+  }
+  all.insert(all.end(), ties.begin(), ties.end());
+  Model m = *this;
+  m.ties_ = resolve_ties(all, param_names_, param_specs_);
+  m.spec_.ties.insert(m.spec_.ties.end(), ties.begin(), ties.end());
+  return m;
+}
+
 std::vector<Shape> Model::activation_shapes(std::int64_t batch) const {
   std::vector<Shape> shapes;
   const Shape input = input_shape(batch);

@@ -58,6 +58,10 @@ class Model {
   const Loss& loss() const { return *loss_; }
   // This model with another loss (an application's); spec().loss becomes its name.
   Model with_loss(LossPtr loss) const;
+  // This model with more tied parameters: `ties` (each "<layer index>.<parameter>" names, as
+  // ModelSpec::ties) joins spec().ties. Throws std::invalid_argument naming the tie as the
+  // constructor does (an unknown name, one tied twice, shapes that differ).
+  Model with_ties(const std::vector<std::vector<std::string>>& ties) const;
   int num_layers() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int i) const;
   std::string describe() const;  // one line per layer

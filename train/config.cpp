@@ -26,6 +26,7 @@
 #include "train/config_flop_profile.hpp"
 #include "train/config_limits.hpp"
 #include "train/config_reader.hpp"
+#include "train/config_ties.hpp"
 #include "train/job_plan.hpp"
 #include "transport/wire_message.hpp"
 
@@ -265,6 +266,7 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
       m.fail("heads", "d_model " + std::to_string(spec.d_model) + " is not divisible by " +
                           std::to_string(spec.heads) + " heads");
     }
+    spec.tie_embeddings = m.get_or<bool>("tie_embeddings", false);
   } else if (spec.name == "vgg16") {
     spec.width_mult = m.get_or<double>("width_mult", spec.width_mult);
     if (!(spec.width_mult > 0) || spec.width_mult > 1024) {
@@ -286,6 +288,12 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
   }
+  if (spec.name != "gpt" && m.has("tie_embeddings")) {
+    m.fail("tie_embeddings", "only a gpt has a token embedding and a head to tie (a " + spec.name +
+                                 " ties parameters by name: tie: [0.weight, 2.weight])");
+  }
+  // Read once the model is built (its parameters are what the names are checked against).
+  const bool has_ties = m.has("tie");
   spec.loss = m.get_or<std::string>("loss", spec.loss);
   try {
     (void)models::make_loss(spec.loss);
@@ -297,11 +305,14 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
   // the formula before any layer is built. The other models have a bounded number of layers.
   if (spec.name == "gpt") check_parameters(m, spec, gpt_parameter_estimate(spec), machine);
   // The zoo checks what is left (e.g. a vgg16 too narrow to build).
+  std::optional<models::Model> untied;
   try {
-    *parameters = parameter_count(models::Model::build(spec));
+    untied.emplace(models::Model::build(spec));
   } catch (const std::invalid_argument& e) {
     m.fail_here(std::string("invalid model: ") + e.what());
   }
+  *parameters = parameter_count(*untied);
+  if (has_ties) read_ties(m, *untied, spec);
   check_parameters(m, spec, *parameters, machine);
   return spec;
 }

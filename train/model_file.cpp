@@ -4,11 +4,14 @@
 #include <charconv>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <string_view>
 #include <vector>
 
 #include "models/safetensors.hpp"
 #include "train/job_error.hpp"
+#include "train/tied_weights.hpp"
 
 namespace tandem::train {
 namespace {
@@ -56,9 +59,9 @@ void check_metadata(const fs::path& path, const models::SafetensorsMetadata& met
 }
 
 // Every tensor is a parameter of the model with its shape and dtype, and every parameter is
-// there.
+// there but the follower copies of tied ones (`optional`).
 void check_tensors(const fs::path& path, const models::ParamSet& tensors,
-                   const models::ParamSet& expected) {
+                   const models::ParamSet& expected, const std::set<std::string>& optional) {
   for (std::int64_t i = 0; i < tensors.size(); ++i) {
     const std::string& name = tensors.name(i);
     if (!expected.contains(name)) {
@@ -73,7 +76,9 @@ void check_tensors(const fs::path& path, const models::ParamSet& tensors,
     }
   }
   for (const std::string& name : expected.names()) {
-    if (!tensors.contains(name)) refuse(path, "tensor '" + name + "' is missing");
+    if (!tensors.contains(name) && optional.count(name) == 0) {
+      refuse(path, "tensor '" + name + "' is missing");
+    }
   }
 }
 
@@ -125,16 +130,27 @@ models::ParamSet read_model_file(const fs::path& path, const models::Model& mode
     throw ModelFileError(e.what());  // names the path already
   }
   check_metadata(path, content.metadata, model_name);
-  check_tensors(path, content.tensors, model.init_params(0, Device::sim()));
+  const models::ParamSet whole = model_file_params(path, content.tensors, model);
   models::ParamSet out;
   const models::ParamSet wanted = model.init_params(0, layers.begin, layers.end, Device::sim());
-  for (const std::string& name : wanted.names()) out.add(name, content.tensors.at(name));
+  for (const std::string& name : wanted.names()) out.add(name, whole.at(name));
   return out;
 }
 
 models::ParamSet read_model_file(const fs::path& path, const models::Model& model,
                                  const std::string& model_name) {
   return read_model_file(path, model, model_name, {0, model.num_layers()});
+}
+
+models::ParamSet model_file_params(const fs::path& path, const models::ParamSet& tensors,
+                                   const models::Model& model) {
+  const std::vector<std::string> followers = models::follower_names(model.ties());
+  check_tensors(path, tensors, model.init_params(0, Device::sim()),
+                {followers.begin(), followers.end()});
+  if (const std::optional<std::string> why = differing_tied_copy(tensors, model)) {
+    refuse(path, *why);
+  }
+  return with_tied_copies(tensors, model);
 }
 
 ModelFileContents read_model_file(const fs::path& path) {

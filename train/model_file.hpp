@@ -1,9 +1,10 @@
 #pragma once
 // Whole-model files: one safetensors file (models/safetensors.hpp) holding a model's weights,
 // each parameter under its global name "<layer>.<param>" ("0.weight", as models::Model names
-// them), with the model's description in `__metadata__`. `tandem checkpoint export` writes one
-// from a checkpoint's newest weights; `train.init_from` starts a run of the same model from one
-// under any plan (docs/checkpoints.md, "Whole-model files").
+// them; a tied parameter once, under its leader's name: train/tied_weights.hpp), with the
+// model's description in `__metadata__`. `tandem checkpoint export` writes one from a
+// checkpoint's newest weights; `train.init_from` starts a run of the same model from one under
+// any plan (docs/checkpoints.md, "Whole-model files").
 //
 // `__metadata__`: format "tandem-model", format_version "1", model (models::ModelSpec::describe(),
 // what a checkpoint's manifest records as the model), step (the updates the weights had), and
@@ -40,15 +41,23 @@ void write_model_file(const std::filesystem::path& path, const models::ParamSet&
 
 // The parameters of layers [layers.begin, layers.end) of `model`, exactly those, in the model's
 // order, on the CPU. Every tensor of the file is checked against the whole model first: a
-// missing parameter, a tensor that is no parameter of the model, or one of another shape or
-// dtype; and the metadata's format and model description against `model_name` (what
-// checkpoints record as the model: ModelSpec::describe() for a config's). Throws ModelFileError
-// naming the file and the tensor or both models.
+// missing parameter (a tied parameter's follower copies may be: they take the leader's values),
+// a tensor that is no parameter of the model, one of another shape or dtype, or a follower that
+// differs from its leader; and the metadata's format and model description against `model_name`
+// (what checkpoints record as the model: ModelSpec::describe() for a config's). Throws
+// ModelFileError naming the file and the tensor or both models.
 models::ParamSet read_model_file(const std::filesystem::path& path, const models::Model& model,
                                  const std::string& model_name, schedules::LayerRange layers);
 // All of the model's layers.
 models::ParamSet read_model_file(const std::filesystem::path& path, const models::Model& model,
                                  const std::string& model_name);
+
+// The whole model's parameters, in its order, from the tensors of the file `path` (read
+// without a model): checked as read_model_file checks them, each tied parameter's follower
+// copies filled from its leader (train/tied_weights.hpp). A file stores a tied parameter once;
+// one holding a follower that differs from its leader is refused, naming the follower.
+models::ParamSet model_file_params(const std::filesystem::path& path,
+                                   const models::ParamSet& tensors, const models::Model& model);
 
 // Any model's file, for readers that have no model to check it against (the embedding API's
 // load_weights): the format and metadata are checked, the tensors come back in layer order.

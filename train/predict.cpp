@@ -14,6 +14,7 @@
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
 #include "train/model_file.hpp"
+#include "train/tied_weights.hpp"
 
 namespace tandem::train {
 namespace fs = std::filesystem;
@@ -151,7 +152,8 @@ models::ParamSet load_predict_weights(const fs::path& path, const models::Model&
       throw PredictError(path.string() + ": the checkpoint holds another model:\n  " +
                          checkpoint.model + "\nnot this one:\n  " + model_name);
     }
-    models::ParamSet weights = newest_weights(checkpoint);
+    // A tied parameter's copies that the stage files left out take its leader's values.
+    models::ParamSet weights = with_tied_copies(newest_weights(checkpoint), model);
     check_weights(model, weights, path.string());
     return weights;
   }

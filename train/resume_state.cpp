@@ -8,6 +8,7 @@
 #include "schedules/schedule_kind.hpp"
 #include "schedules/weight_versions.hpp"
 #include "train/reshard.hpp"
+#include "train/tied_checkpoint.hpp"
 
 namespace tandem::train {
 namespace {
@@ -58,7 +59,8 @@ models::ParamSet model_params(const models::Model& model, const std::vector<int>
   return out;
 }
 
-// The checkpoint's stages that hold the layers of the new stages in `stages`, read, each
+// The checkpoint's stages that hold the layers of the new stages in `stages`, read (with the
+// tied copies their files left out filled from the files holding the leaders), each
 // checked against the model before anything uses it: the optimizers' updates run over each
 // parameter's element count, whatever the state's tensors hold.
 std::map<int, StageCheckpoint> read_old_stages(const CheckpointManifest& manifest,
@@ -77,9 +79,14 @@ std::map<int, StageCheckpoint> read_old_stages(const CheckpointManifest& manifes
   }
   std::map<int, StageCheckpoint> out;
   for (const int o : wanted) {
-    StageCheckpoint stage = read_checkpoint_stage(manifest, static_cast<std::size_t>(o));
+    out.emplace(o, read_checkpoint_stage(manifest, static_cast<std::size_t>(o)));
+  }
+  // A tied parameter's copies that a file left out come from the file holding its leader.
+  fill_tied_copies(out, model, old, [&manifest](int stage) {
+    return read_checkpoint_stage(manifest, static_cast<std::size_t>(stage));
+  });
+  for (const auto& [o, stage] : out) {
     check_stage_tensors(stage, model_params(model, layers_of_stage(old, num_layers, o)), optimizer);
-    out.emplace(o, std::move(stage));
   }
   return out;
 }

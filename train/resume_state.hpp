@@ -38,7 +38,8 @@ struct ResumeState {
 // Reads the checkpoint at `path` for a run of `steps` steps of `job` through `plan`, which may
 // differ from the plan that wrote it (train/reshard.hpp): each stage of `plan` takes its
 // layers' tensors from whichever stage files hold them. Only the stages `needs_stage` names
-// (unset: all) are built, and only the stage files holding their layers are read: `params`
+// (unset: all) are built, and only the stage files holding their layers (and the leaders of
+// the tied copies they hold: train/tied_checkpoint.hpp) are read: `params`
 // then holds those stages' layers, and the other stages' optimizer states and versions are
 // empty. Throws CheckpointError naming the checkpoint when it is unreadable, of another model,
 // optimizer or seed, at or past the run's last step, not at a stop boundary of `plan`'s

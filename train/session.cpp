@@ -22,6 +22,7 @@
 #include "train/resume_state.hpp"
 #include "train/segment.hpp"
 #include "train/stage_state.hpp"
+#include "train/tied_checkpoint.hpp"
 
 namespace tandem::train {
 namespace {
@@ -308,6 +309,8 @@ void Session::write_checkpoint_at(int segment, int64_t at, const std::vector<Sta
     for (const auto& [v, params] : st.older) sc.weights.push_back({0, v, params});
     sc.weights.push_back({0, st.optimizer.steps, st.latest});
     sc.optimizers.push_back({0, st.optimizer.steps, st.optimizer.state});
+    // A tied parameter is stored once, in its leader's stage file (train/tied_checkpoint.hpp).
+    leave_out_tied_copies(sc, model_, plan_, st.stage, at);
     own.push_back({st.stage, std::move(sc)});
   }
   s.checkpoints.push_back(

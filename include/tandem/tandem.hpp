@@ -26,6 +26,7 @@ namespace tandem {
 namespace models {
 class Model;
 }
+struct Weights;
 
 // "0.1.0": the version of the library the application runs against.
 std::string_view version();
@@ -73,6 +74,9 @@ struct GptOptions {
   std::int64_t vocab = 64;
   std::int64_t d_ff = 0;  // 0: 4 * d_model
   float dropout = 0.0f;
+  // The head reuses the token embedding: its weight ("<layers + 2>.weight") is tied to
+  // "0.tokens" (Model::tie).
+  bool tie_embeddings = false;
 };
 
 // One node of a graph model: a layer and the names of what it reads (the model input's name or
@@ -126,8 +130,22 @@ class Model {
   // null one.
   Model with_loss(LossPtr loss) const;
 
+  // This model with the parameters `names` tied (its layers shared): one value the layers
+  // naming them share, as a config's model.tie (docs/config.md, "Tied parameters"). Names are
+  // "<layer index>.<parameter>" ("0.tokens", "4.weight"), or for a graph model also
+  // "<node>.<parameter>" ("h9.weight"). Every copy starts from the first's initialisation (the
+  // leader: the lowest layer's), every update moves them alike, and checkpoints and weights
+  // files store the leader only. Call it once per tied parameter. Throws std::invalid_argument
+  // naming the tie for fewer than two names, an unknown parameter, one tied already, or shapes
+  // that differ.
+  Model tie(const std::vector<std::string>& names) const;
+  // The tied parameters, one list per tie with the leader first ("<layer index>.<parameter>").
+  std::vector<std::vector<std::string>> ties() const;
+
  private:
   friend class Session;
+  friend Weights load_weights(const std::string& path, const Model& model);
+  friend void save_weights(const std::string& path, const Weights& weights, const Model& model);
   Model(std::shared_ptr<const models::Model> impl, std::string title);
   std::shared_ptr<const models::Model> impl_;
   std::vector<LayerPtr> layers_;  // impl_'s layers as public ones (layer(i))
@@ -367,6 +385,16 @@ Weights load_weights(const std::string& path);
 // tensor for duplicate or empty names; std::runtime_error naming the path when it cannot be
 // written.
 void save_weights(const std::string& path, const Weights& weights);
+// With the model the weights belong to: every parameter of `model`, checked against it, each
+// tied parameter's copies (Model::tie) filled from the file's one copy (in the model's order).
+// Throws std::invalid_argument naming the file and the tensor for a missing parameter, one that
+// is no parameter of the model or of another shape, or a tied copy the file holds that differs
+// from the copy it is tied to (bit for bit).
+Weights load_weights(const std::string& path, const Model& model);
+// Stores each tied parameter of `model` once (its leader's name); the weights must be the
+// model's (all its parameters, as Session::weights() gives them), and a tied parameter's copies
+// equal. Throws std::invalid_argument naming the tensor otherwise.
+void save_weights(const std::string& path, const Weights& weights, const Model& model);
 
 struct PredictOptions {
   // Slices the inputs are cut into, pipelined across the stages and spread over a stage's

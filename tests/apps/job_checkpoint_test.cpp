@@ -136,6 +136,51 @@ TEST(JobCheckpoint, AJobsCheckpointResumesAsAJobUnderAnotherPlan) {
   EXPECT_EQ(fingerprint(resumed.output), fingerprint(job.output)) << resumed.output;
 }
 
+// A tied parameter whose copies are on two ranks (a on stage 0, b on stage 1; their gradients
+// are equal, so the copies stay equal without a sum between stages): rank 1's file leaves the
+// copy out, and resuming on 2 processes or on 1 reads it from rank 0's file, to the weights of
+// the uninterrupted run.
+TEST(JobCheckpoint, ATiedParameterIsStoredOnceAcrossRanksAndResumesExactly) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("tied.yaml", R"(model:
+  input: {name: x, shape: [8]}
+  graph:
+    - {name: a, layer: linear, out: 16}
+    - {name: b, layer: linear, out: 16, inputs: [x]}
+    - {name: s, layer: add, inputs: [a, b]}
+    - {name: out, layer: linear, out: 4}
+  tie: [[a.weight, b.weight], [a.bias, b.bias]]
+data: {kind: teacher, samples: 512, seed: 3}
+train: {minibatch: 8, steps: 12, seed: 1, optimizer: {kind: adamw, lr: 0.01}}
+pipeline:
+  schedule: 1f1b
+  slices: 2
+  stages:
+    - {layers: "0"}
+    - {layers: "1-3"}
+)");
+  const fs::path ck = dir.path() / "ck";
+  const testing::CommandResult whole =
+      testing::run_command(kTandem + " train " + c.string() + " --quiet");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const testing::CommandResult first = testing::run_command(
+      kTandem + " launch -n 2 " + c.string() + " --steps 6 --checkpoint " + ck.string());
+  ASSERT_EQ(first.code, 0) << first.output;
+  const json m = manifest_of(ck / "step-00000006");
+  EXPECT_EQ(m["stages"][1]["rank"], 1) << m.dump();
+  // Stage 1's file: version 6 of layer 3 only (weight and bias), and their two moments.
+  EXPECT_EQ(m["stages"][1]["weights"][0]["tensors"], 2) << m.dump();
+  EXPECT_EQ(m["stages"][1]["optimizer"][0]["tensors"], 4) << m.dump();
+  const testing::CommandResult two =
+      testing::run_command(kTandem + " launch -n 2 " + c.string() + " --resume " + ck.string());
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_EQ(fingerprint(two.output), fingerprint(whole.output)) << two.output;
+  const testing::CommandResult one =
+      testing::run_command(kTandem + " train " + c.string() + " --quiet --resume " + ck.string());
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_EQ(fingerprint(one.output), fingerprint(whole.output)) << one.output;
+}
+
 // Rank 0's peak resident memory over a job checkpointing every 5 steps, from its metrics.
 double rank0_peak_mib(testing::TempDir& dir, int width) {
   std::string name = "w";
