@@ -106,6 +106,43 @@ TEST(Launch, AGraphsSkipEdgesCrossProcesses) {
   }
 }
 
+// A GPT whose head reuses its token embedding, the two copies on ranks 0 and 3: their gradients
+// meet in a Gloo all-reduce at every round's SYNC, under 1F1B and under PipeDream.
+TEST(Launch, TiedEmbeddingsSumAcrossProcesses) {
+  testing::TempDir dir;
+  for (const char* schedule : {"1f1b", "pipedream"}) {
+    const std::string yaml =
+        std::string(
+            "model: {name: gpt, layers: 2, d_model: 16, heads: 2, seq_len: 8, vocab: 24, "
+            "tie_embeddings: true}
+"
+            "data: {kind: markov-text, vocab: 24, samples: 512, seed: 1}
+"
+            "train: {minibatch: 8, steps: 12, seed: 3, optimizer: {kind: adamw, lr: 1.0e-2}}
+"
+            "pipeline:
+  schedule: ") +
+        schedule + (std::string(schedule) == "1f1b" ? "
+  slices: 4
+" : "
+") +
+        "  stages:
+    - {layers: \"0\"}
+    - {layers: \"1\"}
+    - {layers: \"2\"}
+"
+        "    - {layers: \"3-4\"}
+";
+    const std::string file = dir.write(std::string(schedule) + ".yaml", yaml).string();
+    const testing::CommandResult one = testing::run_command(kTandem + " train " + file + " --quiet");
+    ASSERT_EQ(one.code, 0) << one.output;
+    const testing::CommandResult job =
+        testing::run_command(kTandem + " launch -n 4 " + file + " --quiet");
+    ASSERT_EQ(job.code, 0) << job.output;
+    EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << schedule << ":\n" << job.output;
+  }
+}
+
 TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
   testing::TempDir dir;
   // Stage 0's two replicas on ranks 0 and 1; their gradients meet in Gloo's all-reduce.
