@@ -53,6 +53,13 @@ models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_s
 schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                                 const std::vector<schedules::LayerRange>& vstages);
 
+// A graph model's tensor edges on `vstages` (actors::tensor_edges: straight to each reader, or
+// relayed), each with what its sim tensor weighs on the wire per sample: 4 bytes an element.
+// Empty for a chain.
+std::vector<schedules::EdgeBytes> sim_edge_bytes(const models::Model& model,
+                                                 const std::vector<schedules::LayerRange>& vstages,
+                                                 bool relay);
+
 // A spec that runs `plan` with the sim device's durations `sim`; the replicas' placements are
 // the plan's (they should be on sim).
 actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const schedules::Plan& plan,
