@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "actors/dataset_source.hpp"
+#include "actors/stage_edges.hpp"
 #include "apps/dry_run.hpp"
 #include "apps/trace_summary.hpp"
 #include "apps/trainer_report.hpp"
@@ -128,12 +129,14 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
   const auto vstages = ts::virtual_stage_layers(plan, model.num_layers());
   ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
   if (options.link_gbit_s > 0 || options.link_latency_us > 0) {
-    // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp).
-    // Everything that crosses the stage's last cut (a graph's skip edges included).
+    // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp). A
+    // chain's stage sends its output on; a graph's tensors travel along its edges, straight to
+    // their readers or relayed, as the run sends them.
     const std::vector<double> cuts = model.cut_elements(1);
     for (std::size_t v = 0; v < vstages.size(); ++v) {
       costs.stages[v].output_bytes = 4 * cuts.at(static_cast<std::size_t>(vstages[v].end - 1));
     }
+    costs.edges = sim_edge_bytes(model, vstages, config.pipeline->relay_skips);
     costs.latency = options.link_latency_us / 1e3;
     if (options.link_gbit_s > 0) {
       costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
@@ -321,6 +324,21 @@ ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
   c.sync = 0;
   c.latency = 0;
   return c;
+}
+
+std::vector<ts::EdgeBytes> sim_edge_bytes(const models::Model& model,
+                                          const std::vector<ts::LayerRange>& vstages, bool relay) {
+  const std::vector<Shape> outputs = model.activation_shapes(1);
+  std::vector<ts::EdgeBytes> out;
+  for (const ts::TensorEdge& e : actors::tensor_edges(model, vstages, relay)) {
+    const Shape& shape = e.item == models::Model::kModelInput
+                             ? model.input_shape(1)
+                             : outputs.at(static_cast<std::size_t>(e.item));
+    double elements = 1;
+    for (const std::int64_t d : shape) elements *= static_cast<double>(d);
+    out.push_back({e, 4 * elements});
+  }
+  return out;
 }
 
 actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const ts::Plan& plan,

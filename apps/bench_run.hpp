@@ -53,6 +53,13 @@ models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_s
 schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                                 const std::vector<schedules::LayerRange>& vstages);
 
+// A graph model's tensor edges on `vstages` (actors::tensor_edges: straight to each reader, or
+// relayed), each with what its sim tensor weighs on the wire per sample: 4 bytes an element.
+// Empty for a chain.
+std::vector<schedules::EdgeBytes> sim_edge_bytes(const models::Model& model,
+                                                 const std::vector<schedules::LayerRange>& vstages,
+                                                 bool relay);
+
 // A spec that runs `plan` with the sim device's durations `sim`; the replicas' placements are
 // the plan's (they should be on sim).
 actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const schedules::Plan& plan,
@@ -65,9 +72,10 @@ struct BenchOptions {
   // Stages on cpu: keep the run's trace here (otherwise a temporary file, removed).
   std::optional<std::filesystem::path> trace;
   // The links between stages, for the prediction only (sim stages): each message of a stage's
-  // output (activations forward, their gradients back) arrives latency + bytes / bandwidth
-  // after it was sent, messages of one link one after another; SYNC takes the longest ring
-  // all-reduce of a replicated stage's weights, 2 (r - 1) W / (r B). Default: instant.
+  // output (activations forward, their gradients back; a graph's, each tensor edge's, on the
+  // link it travels: sim_edge_bytes) arrives latency + bytes / bandwidth after it was sent,
+  // messages of one link one after another; SYNC takes the longest ring all-reduce of a
+  // replicated stage's weights, 2 (r - 1) W / (r B). Default: instant.
   double link_gbit_s = 0;  // 0: unlimited
   double link_latency_us = 0;
   // A multi-process job (sim stages only; not owned): each rank runs its stage replicas, rank 0

@@ -28,10 +28,15 @@ struct Simulator::State {
     std::uint32_t cursor;
     double ready;
   };
+  // When `id` has ended: its messages' arrivals, on a graph's routing.
+  void send_messages(std::uint32_t id, const SimulationCosts& costs);
+
   detail::Graph graph_;
   std::vector<StageCosts> per_vstage_;
+  std::vector<TensorEdge> edges_;
   std::vector<double> duration_, transfer_, start_, end_, arrival_, link_free_;
-  std::vector<std::uint8_t> visit_;  // kNew, kActive, kDone per action
+  std::vector<double> message_arrival_;  // per message of the graph
+  std::vector<std::uint8_t> visit_;      // kNew, kActive, kDone per action
   std::vector<Frame> stack_;
   SimulationResult result_;
 };
@@ -59,7 +64,18 @@ const SimulationResult& Simulator::run(const ActionList& list, const SimulationC
   State& st = *state_;
   auto& graph_ = st.graph_;
   auto& per_vstage_ = st.per_vstage_;
-  detail::build_graph(list, graph_);
+  auto& edges_ = st.edges_;
+  edges_.clear();
+  for (std::size_t e = 0; e < costs.edges.size(); ++e) {
+    const EdgeBytes& eb = costs.edges[e];
+    if (!(eb.bytes >= 0) || !std::isfinite(eb.bytes)) {
+      fail("tensor edge " + std::to_string(e) + " (virtual stage " + std::to_string(eb.edge.from) +
+           " to " + std::to_string(eb.edge.to) + ") has " + std::to_string(eb.bytes) +
+           " bytes per sample; they must be finite and non-negative");
+    }
+    edges_.push_back(eb.edge);
+  }
+  detail::build_graph(list, graph_, edges_);
   const auto& p = list.params;
   const int V = graph_.virtual_stages;
   if (static_cast<int>(costs.stages.size()) == p.stages) {
@@ -97,6 +113,8 @@ void Simulator::State::time_actions(const SimulationCosts& costs) {
   const detail::Graph& g = graph_;
   const std::uint32_t n = g.size();
   const bool remat = g.list->params.rematerialize;
+  // A graph's messages follow its tensor edges (send_messages), not the stages' outputs.
+  const bool graph = !g.pred_message.empty();
   duration_.resize(n);
   transfer_.resize(n);
   for (std::uint32_t id = 0; id < n; ++id) {
@@ -134,12 +152,13 @@ void Simulator::State::time_actions(const SimulationCosts& costs) {
       fail("duration of " + detail::describe(g, id) + " is " + std::to_string(d));
     }
     duration_[id] = d;
-    transfer_[id] = bytes > 0 ? bytes / costs.bandwidth : 0.0;
+    transfer_[id] = bytes > 0 && !graph ? bytes / costs.bandwidth : 0.0;
   }
 
   start_.resize(n);
   end_.resize(n);
   arrival_.resize(n);
+  message_arrival_.resize(g.messages.size());
   visit_.assign(n, kNew);
   if (costs.contention) link_free_.assign(static_cast<std::size_t>(g.devices) * g.devices, 0.0);
   stack_.clear();
@@ -159,16 +178,21 @@ void Simulator::State::time_actions(const SimulationCosts& costs) {
       while (f.cursor < count) {
         std::uint32_t src;
         bool no_delay;
+        std::uint32_t message = detail::kNoMessage;
         if (f.cursor < on_device) {
           src = id - 1;
           no_delay = true;
         } else {
-          const std::uint32_t raw = g.preds[first + f.cursor - on_device];
+          const std::uint32_t k = first + f.cursor - on_device;
+          const std::uint32_t raw = g.preds[k];
           src = raw & detail::kIdMask;
           no_delay = (raw & detail::kNoDelay) != 0;
+          if (graph) message = g.pred_message[k];
         }
         if (visit_[src] == kDone) {
-          f.ready = std::max(f.ready, no_delay ? end_[src] : arrival_[src]);
+          const double arrival =
+              message != detail::kNoMessage ? message_arrival_[message] : arrival_[src];
+          f.ready = std::max(f.ready, no_delay ? end_[src] : arrival);
           ++f.cursor;
           continue;
         }
@@ -200,8 +224,28 @@ void Simulator::State::time_actions(const SimulationCosts& costs) {
         }
       }
       arrival_[id] = arrival + costs.latency;
+      if (graph) send_messages(id, costs);
       stack_.pop_back();
     }
+  }
+}
+
+// An action's messages leave when it ends, in its order (Graph::messages); with contention,
+// each waits for the previous message of its link (sender's device, receiver's).
+void Simulator::State::send_messages(std::uint32_t id, const SimulationCosts& costs) {
+  const detail::Graph& g = graph_;
+  const double end = end_[id];
+  for (std::uint32_t m = g.message_begin[id]; m < g.message_begin[id + 1]; ++m) {
+    const detail::Message& msg = g.messages[m];
+    const double bytes = costs.edges[msg.edge].bytes * static_cast<double>(msg.samples);
+    const double transfer = bytes > 0 ? bytes / costs.bandwidth : 0.0;
+    double arrival = end + transfer;
+    if (costs.contention && transfer > 0) {
+      double& free = link_free_[static_cast<std::size_t>(g.device[id]) * g.devices + msg.dest];
+      arrival = std::max(end, free) + transfer;
+      free = arrival;
+    }
+    message_arrival_[m] = arrival + costs.latency;
   }
 }
 

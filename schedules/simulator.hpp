@@ -6,6 +6,7 @@
 
 #include "schedules/action_list.hpp"
 #include "schedules/cost.hpp"
+#include "schedules/routing.hpp"
 
 namespace tandem::schedules {
 
@@ -14,11 +15,20 @@ struct StageCosts {
   // Durations by slice size. B of a schedule that does not split it also computes the weight
   // gradient, so it takes backward + weight; a split B takes backward and its W takes weight.
   Cost forward, backward, weight;
-  double output_bytes = 0;      // per sample: activations sent on, gradients sent back
+  // Per sample: activations sent on to the next virtual stage, gradients sent back (a chain's
+  // messages; SimulationCosts::edges replaces it for a graph's).
+  double output_bytes = 0;
   double weight_bytes = 0;      // one version of the weights
   double activation_bytes = 0;  // per sample: kept from F until B (W when split)
   double input_bytes = 0;       // per sample: all that re-materialization keeps
   double step = 0;              // this stage's (chunk's) part of STEP: its weights' update
+};
+
+// A graph model's tensor edge (Routing(params, edges)) and the bytes per sample of its tensor,
+// which its gradient, when it has one, shares.
+struct EdgeBytes {
+  TensorEdge edge;
+  double bytes = 0;
 };
 
 struct SimulationCosts {
@@ -30,6 +40,12 @@ struct SimulationCosts {
   // A message between devices arrives latency + bytes / bandwidth after its sender ends.
   double latency = 0;
   double bandwidth = std::numeric_limits<double>::infinity();
+  // A graph model's tensors (actors::tensor_edges: straight to each reader, or relayed by the
+  // stages in between). Empty: a chain, each virtual stage's output_bytes going to the next.
+  // Otherwise activations and gradients follow Routing(params, edges): each route of an edge
+  // is one message of bytes x the samples it carries, on the link from its sender's device to
+  // its receiver's, and the stages' output_bytes are not sent.
+  std::vector<EdgeBytes> edges;
   // With contention, the messages of one link (sender, receiver) travel one after the other,
   // in the sender's order; latency overlaps.
   bool contention = false;

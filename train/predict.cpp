@@ -9,7 +9,6 @@
 
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
-#include "models/safetensors.hpp"
 #include "runtime/scheduler.hpp"
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
@@ -158,41 +157,6 @@ models::ParamSet load_predict_weights(const fs::path& path, const models::Model&
     return weights;
   }
   return read_model_file(path, model, model_name);
-}
-
-Tensor read_predict_inputs(const fs::path& path, const models::Model& model) {
-  models::SafetensorsContent content;
-  try {
-    content = models::read_safetensors(path);
-  } catch (const models::SafetensorsError& e) {
-    throw PredictError(e.what());  // names the path
-  }
-  for (std::int64_t i = 0; i < content.tensors.size(); ++i) {
-    if (content.tensors.name(i) != kPredictInputName) {
-      throw PredictError(path.string() + ": tensor '" + content.tensors.name(i) +
-                         "': an inputs file holds one tensor, named '" + kPredictInputName + "'");
-    }
-  }
-  if (!content.tensors.contains(kPredictInputName)) {
-    throw PredictError(path.string() + ": no tensor '" + kPredictInputName + "'");
-  }
-  const Tensor& x = content.tensors.at(kPredictInputName);
-  if (x.rank() == 0 || x.dim(0) < 1 || x.dtype() != model.input_dtype() ||
-      x.shape() != model.input_shape(x.dim(0))) {
-    throw PredictError(path.string() + ": tensor '" + kPredictInputName + "' is " + x.describe() +
-                       ", but the model reads " + std::string(dtype_name(model.input_dtype())) +
-                       shape_text(model.input_shape(x.rank() == 0 ? 1 : x.dim(0))) +
-                       " (N >= 1 rows)");
-  }
-  return x;
-}
-
-void write_predict_outputs(const fs::path& path, const Tensor& outputs,
-                           const std::string& model_name) {
-  models::ParamSet tensors;
-  tensors.add(kPredictOutputName, outputs);
-  models::write_safetensors(path, tensors,
-                            {{"format", "tandem-predictions"}, {"model", model_name}});
 }
 
 }  // namespace tandem::train

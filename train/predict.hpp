@@ -6,22 +6,16 @@
 // the same kernels over its rows.
 #include <cstddef>
 #include <filesystem>
-#include <stdexcept>
 #include <string>
 
 #include "models/model.hpp"
 #include "models/param_set.hpp"
 #include "runtime/tensor.hpp"
 #include "schedules/plan.hpp"
+#include "train/predict_error.hpp"
+#include "train/predict_inputs.hpp"  // tandem predict's files
 
 namespace tandem::train {
-
-// What predict refuses: inputs or weights that do not fit the model, a plan it cannot run.
-// The message names the tensor (and the file, for weights read from one).
-class PredictError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct PredictOptions {
   // Slices the inputs are cut into, pipelined across the stages and spread over a stage's
@@ -60,17 +54,5 @@ void check_weights(const models::Model& model, const models::ParamSet& weights,
 // after the checkpoint's or the file's own checks (CheckpointError, ModelFileError).
 models::ParamSet load_predict_weights(const std::filesystem::path& path, const models::Model& model,
                                       const std::string& model_name);
-
-// `tandem predict`'s files. Inputs: a safetensors file holding exactly one tensor, named
-// "input", in the model's input layout (Model::input_dtype(), Model::input_shape(N), N >= 1).
-// Throws PredictError naming the file and the tensor: not a safetensors file, a directory, a
-// malformed or oversized header, a duplicate name, another tensor, another dtype or shape.
-inline constexpr const char* kPredictInputName = "input";
-inline constexpr const char* kPredictOutputName = "output";
-Tensor read_predict_inputs(const std::filesystem::path& path, const models::Model& model);
-// Outputs: one tensor named "output" ([N, ...] f32), written atomically; `__metadata__` format
-// "tandem-predictions" and the model's description.
-void write_predict_outputs(const std::filesystem::path& path, const Tensor& outputs,
-                           const std::string& model_name);
 
 }  // namespace tandem::train

@@ -171,6 +171,19 @@ void add_edge(Graph& g, std::uint32_t target, std::uint32_t source) {
   g.edges.emplace_back(target, source);
 }
 
+// On a graph's routing: `target` waits for `source`, and across devices for the message that
+// carries `route`'s samples of its tensor edge.
+void add_edge(Graph& g, std::uint32_t target, std::uint32_t source, const Route& route) {
+  if (g.device[target] == g.device[source]) {
+    g.edges.emplace_back(target, source | kNoDelay);
+    return;
+  }
+  g.dest[source] =
+      g.dest[source] == -1 || g.dest[source] == g.device[target] ? g.device[target] : -2;
+  g.edges.emplace_back(target, source, static_cast<std::uint32_t>(g.unordered.size()));
+  g.unordered.push_back(Message{source, g.device[target], route.edge, route.samples.size()});
+}
+
 // The entry of [first, last) keyed (minibatch, begin), or nullptr. `hint` is where the
 // previous lookup in this bucket landed: the routes of consecutive entries move forward a step or
 // two, so a short scan from there beats a binary search.
@@ -239,6 +252,51 @@ void link_inputs(Graph& g, std::uint32_t target, Port port, const Entry* first, 
   if (covered < a.slice.end) missing(covered, a.slice.end, std::string());
 }
 
+// A graph's routing: edges to `target` from the actions its routes name on `port`, each tensor
+// edge's routes (ordered by samples) covering the target's slice on their own. `bucket(vs)`
+// is the peer virtual stage's entries of the peer op; `missing(lo, hi, vs, why)` reports
+// samples of the target that no listed action of virtual stage vs provides (it throws).
+template <class Bucket, class Missing>
+void link_edge_inputs(Graph& g, std::uint32_t target, Port port, Bucket&& bucket,
+                      Missing&& missing) {
+  const Action& a = g.action(target);
+  const std::vector<TensorEdge>& edges = g.routing->edges();
+  g.routing->inputs(g.device[target], a, g.routes);
+  int edge = -1;
+  int peer_vs = 0;
+  std::int64_t covered = a.slice.end;
+  const Entry* first = nullptr;
+  const Entry* last = nullptr;
+  const Entry* hint = nullptr;
+  for (const Route& r : g.routes) {
+    if (r.port != port) continue;
+    if (r.edge != edge) {
+      if (covered < a.slice.end) missing(covered, a.slice.end, peer_vs, std::string());
+      edge = r.edge;
+      peer_vs = port == Port::activation ? edges[r.edge].from : edges[r.edge].to;
+      const auto [begin, count] = bucket(peer_vs);
+      first = hint = begin;
+      last = begin + count;
+      covered = a.slice.begin;
+    }
+    if (r.samples.begin > covered) missing(covered, r.samples.begin, peer_vs, std::string());
+    const Entry* peer = find_entry(first, last, hint, r.minibatch, r.slice.begin);
+    if (peer == nullptr || peer->end != r.slice.end) {
+      missing(r.samples.begin, r.samples.end, peer_vs, expected_peer(r));
+      continue;
+    }
+    if (g.device[peer->id] != r.device) {
+      fail(g, target,
+           "takes samples " + range(r.samples.begin, r.samples.end) + " from " +
+               device_name(r.device) + " (its routing), but " + describe(g, peer->id) +
+               " computes them");
+    }
+    add_edge(g, target, peer->id, r);
+    covered = std::max(covered, r.samples.end);
+  }
+  if (covered < a.slice.end) missing(covered, a.slice.end, peer_vs, std::string());
+}
+
 void link_stages(Graph& g) {
   const int V = g.virtual_stages;
   auto bucket = [&](int o, int vs) {
@@ -246,6 +304,7 @@ void link_stages(Graph& g) {
     return std::pair<const Entry*, std::size_t>{g.entries.data() + g.bucket_begin[b],
                                                 g.bucket_begin[b + 1] - g.bucket_begin[b]};
   };
+  const bool graph = !g.routing->edges().empty();
   auto no_edge = [](std::uint32_t, std::uint32_t) {};
   auto local_edge = [&](const char* what) {
     return [&g, what](std::uint32_t t, std::uint32_t s) {
@@ -281,7 +340,18 @@ void link_stages(Graph& g) {
     auto [b, nbk] = bucket(1, vs);
     auto [w, nw] = bucket(2, vs);
     g.split[vs] = nw > 0;
-    if (vs > 0) {
+    if (graph) {
+      for (std::size_t i = 0; vs > 0 && i < nf; ++i) {
+        const Entry& e = f[i];
+        link_edge_inputs(
+            g, e.id, Port::activation, [&](int peer) { return bucket(0, peer); },
+            [&](std::int64_t lo, std::int64_t hi, int peer, const std::string& why) {
+              fail(g, e.id,
+                   "samples " + range(lo, hi) + " of minibatch " + std::to_string(e.minibatch) +
+                       " are never computed by an F on " + stage_name(g, peer) + why);
+            });
+      }
+    } else if (vs > 0) {
       auto [fu, nfu] = bucket(0, vs - 1);
       const Entry* hint = fu;
       for (std::size_t i = 0; i < nf; ++i) {
@@ -304,7 +374,18 @@ void link_stages(Graph& g) {
         fail(g, e.id, "has no B for samples " + range(lo, hi));
       });
     }
-    if (vs + 1 < V) {
+    if (graph) {
+      for (std::size_t i = 0; i < nbk; ++i) {
+        const Entry& e = b[i];
+        link_edge_inputs(
+            g, e.id, Port::gradient, [&](int peer) { return bucket(1, peer); },
+            [&](std::int64_t lo, std::int64_t hi, int peer, const std::string& why) {
+              fail(g, e.id,
+                   "samples " + range(lo, hi) + " get no gradient: no B on " + stage_name(g, peer) +
+                       " covers them" + why);
+            });
+      }
+    } else if (vs + 1 < V) {
       auto [bd, nbd] = bucket(1, vs + 1);
       const Entry* hint = bd;
       for (std::size_t i = 0; i < nbk; ++i) {
@@ -445,14 +526,53 @@ void link_syncs(Graph& g) {
   }
 }
 
+// A graph's messages, found target by target, put in the order their senders send them: by
+// source, then tensor edge (a sender's outgoing routes), then as found (an edge's peers by
+// samples). The dependencies' message indices follow.
+void order_messages(Graph& g) {
+  const std::uint32_t n = g.size();
+  const auto count = static_cast<std::uint32_t>(g.unordered.size());
+  if (count == 0) {  // a chain's routing, or a graph's on one device
+    g.messages.clear();
+    g.message_begin.clear();
+    return;
+  }
+  g.order.resize(count);
+  for (std::uint32_t m = 0; m < count; ++m) g.order[m] = m;
+  std::stable_sort(g.order.begin(), g.order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    const Message& a = g.unordered[x];
+    const Message& b = g.unordered[y];
+    return std::tie(a.source, a.edge) < std::tie(b.source, b.edge);
+  });
+  g.messages.resize(count);
+  g.message_begin.assign(n + 1, 0);
+  for (std::uint32_t m = 0; m < count; ++m) {
+    g.messages[m] = g.unordered[g.order[m]];
+    ++g.message_begin[g.messages[m].source + 1];
+  }
+  for (std::uint32_t i = 0; i < n; ++i) g.message_begin[i + 1] += g.message_begin[i];
+  // order[new] = old, turned into old -> new for the dependencies.
+  g.cursor.resize(count);
+  for (std::uint32_t m = 0; m < count; ++m) g.cursor[g.order[m]] = m;
+  for (Dependency& d : g.edges) {
+    if (d.message != kNoMessage) d.message = g.cursor[d.message];
+  }
+}
+
 void build_csr(Graph& g) {
   const std::uint32_t n = g.size();
+  const bool graph = !g.messages.empty();
   g.pred_begin.assign(n + 1, 0);
-  for (const auto& e : g.edges) ++g.pred_begin[e.first + 1];
+  for (const Dependency& d : g.edges) ++g.pred_begin[d.target + 1];
   for (std::uint32_t i = 0; i < n; ++i) g.pred_begin[i + 1] += g.pred_begin[i];
   g.preds.resize(g.edges.size());
+  g.pred_message.resize(graph ? g.edges.size() : 0);
   g.cursor.assign(g.pred_begin.begin(), g.pred_begin.end() - 1);
-  for (const auto& [target, source] : g.edges) g.preds[g.cursor[target]++] = source;
+  for (const Dependency& d : g.edges) {
+    const std::uint32_t k = g.cursor[d.target]++;
+    g.preds[k] = d.source;
+    if (graph) g.pred_message[k] = d.message;
+  }
 }
 
 }  // namespace
@@ -474,7 +594,7 @@ std::string describe(const Graph& g, std::uint32_t id) {
   return out;
 }
 
-void build_graph(const ActionList& list, Graph& g) {
+void build_graph(const ActionList& list, Graph& g, const std::vector<TensorEdge>& edges) {
   const auto& p = list.params;
   p.validate();
   g.list = &list;
@@ -507,16 +627,22 @@ void build_graph(const ActionList& list, Graph& g) {
   g.dest.resize(n);
   g.split.assign(g.virtual_stages, 0);
   g.edges.clear();
+  g.unordered.clear();
   check_fields(g, p);
   fill_buckets(g);
   g.routing_from_list = p.kind == ScheduleKind::custom;
-  if (g.routing_from_list) {
+  if (g.routing_from_list && edges.empty()) {
     g.routing.emplace(list);
-  } else {
+  } else if (g.routing_from_list) {
+    g.routing.emplace(list, edges);
+  } else if (edges.empty()) {
     g.routing.emplace(p);
+  } else {
+    g.routing.emplace(p, edges);
   }
   link_stages(g);
   link_syncs(g);
+  order_messages(g);
   build_csr(g);
 }
 

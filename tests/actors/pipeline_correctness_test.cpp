@@ -24,7 +24,8 @@ struct Case {
   int chunks = 1;
   bool remat = false;
   std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
-  bool relay = false;  // graph: skip edges relayed by the stages in between
+  bool relay = false;       // graph: skip edges relayed by the stages in between
+  double tolerance = 1e-5;  // the weights' relative error against one device
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
@@ -75,7 +76,7 @@ TEST_P(FlushContract, WeightsEqualSingleDeviceTraining) {
       reference_training(model, model.init_params(seed), sgd_momentum(), seed, kMinibatches, data);
   const int max_replicas = *std::max_element(c.replicas.begin(), c.replicas.end());
   for (int r = 0; r < std::max(1, max_replicas); ++r) {
-    EXPECT_LE(max_relative_error(pipeline.params(r), expected), 1e-5) << "replica " << r;
+    EXPECT_LE(max_relative_error(pipeline.params(r), expected), c.tolerance) << "replica " << r;
   }
   // The losses it reports are the single-device losses of the same minibatches.
   double loss0 = 0;
@@ -148,6 +149,13 @@ std::vector<Case> cases() {
   }
   out.push_back(
       {"mlp_bce_1f1b_4stages", "mlp_bce", ScheduleKind::one_f_one_b, 4, {1, 1, 1, 1}, 4, 8});
+  // Graphs, skips straight or relayed: 1e-6 (issue 40). A skip's gradient is summed with the
+  // chain's in the whole model's order (docs/architecture.md, "Graph models"); what differs
+  // from one device is the order of the float sums over samples (per slice, then the slices',
+  // then the replicas'): 1.5e-7 at worst when last measured.
+  for (Case& c : out) {
+    if (c.model.rfind("graph", 0) == 0) c.tolerance = 1e-6;
+  }
   return out;
 }
 

@@ -24,6 +24,7 @@ namespace tandem::apps {
 namespace {
 
 namespace fs = std::filesystem;
+namespace ts = tandem::schedules;
 
 const char* kMlp = R"(model: {name: mlp, widths: [8, 32, 32, 32, 3]}
 data: {kind: teacher, samples: 512, seed: 2, hidden: 8}
@@ -192,6 +193,74 @@ TEST(BenchCommand, PredictsTheRingAllReduceOfAReplicatedStageOverTheLinks) {
   // mlp [8, 32, 32, 32, 3]: weights and biases, f32; 0.008 Gbit/s is 1000 bytes per ms.
   const double weights = 4.0 * (8 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3);
   EXPECT_NEAR(slow.predicted_step_ms - free_links.predicted_step_ms, weights / 1000, 1e-9);
+}
+
+// A graph on four sim stages whose 64-wide layer-1 output is read on stage 1 and, two cuts
+// later, on stage 2.
+std::string skip_graph(const std::string& skip_edges) {
+  return R"(model:
+  input: {name: x, shape: [8]}
+  graph:
+    - {name: a0, layer: linear, out: 16, activation: relu}
+    - {name: wide, layer: linear, out: 64}
+    - {name: a2, layer: linear, out: 16, activation: relu}
+    - {name: a3, layer: linear, out: 16, activation: relu}
+    - {name: a4, layer: linear, out: 64}
+    - {name: gate, layer: multiply, inputs: [a4, wide]}
+    - {name: logits, layer: linear, out: 3}
+data: {kind: teacher, samples: 512, seed: 2, hidden: 8}
+train:
+  minibatch: 16
+  steps: 2
+  optimizer: {kind: sgd, lr: 1.0e-2}
+pipeline:
+  schedule: 1f1b
+  slices: 4
+  skip_edges: )" +
+         skip_edges + R"(
+  stages:
+    - {layers: "0-1", device: sim}
+    - {layers: "2-3", device: sim}
+    - {layers: "4-5", device: sim}
+    - {layers: "6", device: sim}
+)";
+}
+
+// Relayed, a graph's edges carry across each cut what the cut's elements count (the bytes the
+// prediction charged a stage's link before it followed the edges); straight, the skip leaves
+// stage 1's link for its own.
+TEST(BenchCommand, SimEdgesWeighTheirTensors) {
+  const models::Model model =
+      models::Model::build(train::parse_config(skip_graph("relay"), "bench.yaml").model);
+  const std::vector<ts::LayerRange> vstages = {{0, 2}, {2, 4}, {4, 6}, {6, 7}};
+  const std::vector<double> cuts = model.cut_elements(1);
+  std::vector<double> relayed(3, 0.0);
+  for (const ts::EdgeBytes& e : sim_edge_bytes(model, vstages, true)) {
+    ASSERT_EQ(e.edge.to, e.edge.from + 1);
+    relayed.at(static_cast<std::size_t>(e.edge.from)) += e.bytes;
+  }
+  for (std::size_t v = 0; v < 3; ++v) {
+    EXPECT_EQ(relayed[v], 4 * cuts.at(static_cast<std::size_t>(vstages[v].end - 1))) << v;
+  }
+  double skip = 0;
+  for (const ts::EdgeBytes& e : sim_edge_bytes(model, vstages, false)) {
+    if (e.edge.from == 0 && e.edge.to == 2) skip += e.bytes;
+  }
+  EXPECT_EQ(skip, 4 * 64);
+  EXPECT_TRUE(sim_edge_bytes(models::Model::build(train::parse_config(kMlp, "m.yaml").model),
+                             {{0, 2}, {2, 4}}, false)
+                  .empty());
+}
+
+// On a slow link the prediction charges the relayed skip's extra bytes; free links, nothing.
+TEST(BenchCommand, PredictsARelayedSkipSlowerThanAStraightOne) {
+  const train::Config direct = train::parse_config(skip_graph("direct"), "bench.yaml");
+  const train::Config relay = train::parse_config(skip_graph("relay"), "bench.yaml");
+  const BenchOptions slow{.steps = 2, .link_gbit_s = 0.008};
+  EXPECT_LT(run_bench(direct, slow).predicted_step_ms, run_bench(relay, slow).predicted_step_ms);
+  const BenchOptions free_links{.steps = 2};
+  EXPECT_EQ(run_bench(direct, free_links).predicted_step_ms,
+            run_bench(relay, free_links).predicted_step_ms);
 }
 
 // A profile measured at the slice size gives back its own times; at another size the fixed
