@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "actors/pipeline_wire_types.hpp"
+#include "actors/stage_ties.hpp"
 #include "transport/control_frame.hpp"
 #include "transport/cuda_ipc_channel.hpp"
 #include "transport/cuda_ipc_choice.hpp"
@@ -75,13 +76,19 @@ std::string bytes_text(const std::vector<std::byte>& b) {
 
 // cluster.collectives: nccl when asked for, or for "auto" when every replica of every
 // replicated stage computes on a cuda device and NCCL was built (Gloo reduces host memory only).
-bool use_nccl(const std::string& choice, const schedules::Plan& plan) {
+// `reduced`: the stages whose gradients an all-reduce joins besides their replicas' (tied ones).
+bool use_nccl(const std::string& choice, const schedules::Plan& plan,
+              const std::vector<int>& reduced) {
   if (choice == "nccl") return true;
   if (choice != "auto") return false;
 #if TANDEM_HAVE_NCCL
   bool any = false;
-  for (const schedules::StagePlan& stage : plan.stages) {
-    if (stage.replicas.size() < 2) continue;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const schedules::StagePlan& stage = plan.stages[s];
+    if (stage.replicas.size() < 2 &&
+        std::find(reduced.begin(), reduced.end(), static_cast<int>(s)) == reduced.end()) {
+      continue;
+    }
     for (const schedules::Placement& r : stage.replicas) {
       if (!Device::parse(r.device).is_cuda()) return false;
     }
@@ -90,6 +97,7 @@ bool use_nccl(const std::string& choice, const schedules::Plan& plan) {
   return any;
 #else
   (void)plan;
+  (void)reduced;
   return false;
 #endif
 }
@@ -106,6 +114,30 @@ bool stages_on_cuda(const schedules::Plan& plan) {
 }
 
 // The cuda device of the first stage replica `rank` runs (stage replica d is endpoint d), or 0.
+// The stages that hold copies of one tied parameter and run in different processes from another
+// such stage: their SYNC's all-reduce of the copies' gradients (actors/stage_ties.hpp) then
+// crosses processes, as a stage's replicas' does when they span processes.
+std::vector<int> ties_across_processes(const actors::PipelineSpec& spec,
+                                       const ProcessPlacement& placement) {
+  std::vector<int> out;
+  if (spec.model == nullptr || spec.model->ties().empty()) return out;
+  const schedules::ScheduleParams& p = spec.plan.schedule;
+  const std::vector<schedules::LayerRange> vlayers =
+      schedules::virtual_stage_layers(spec.plan, spec.model->num_layers(), spec.chunk_layers);
+  for (const std::vector<int>& stages :
+       actors::spread_ties(actors::tie_stages(*spec.model, vlayers, p))) {
+    bool across = false;
+    for (const int s : stages) {
+      for (int r = 0; r < p.replicas_of(s); ++r) {
+        across = across || placement.rank_of(p.device_of(s, r)) !=
+                               placement.rank_of(p.device_of(stages[0], 0));
+      }
+    }
+    if (across) out.insert(out.end(), stages.begin(), stages.end());
+  }
+  return out;
+}
+
 int first_cuda_device(const schedules::Plan& plan, const ProcessPlacement& placement, int rank) {
   transport::Endpoint e = 0;
   for (const schedules::StagePlan& stage : plan.stages) {
@@ -295,13 +327,15 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     m.tcp = ch.get();
     return ch;
   };
-  if (placement.replicas_span_processes() && use_nccl(m.opt.collectives, spec.plan)) {
+  const std::vector<int> tied = ties_across_processes(spec, placement);
+  const bool across = placement.replicas_span_processes() || !tied.empty();
+  if (across && use_nccl(m.opt.collectives, spec.plan, tied)) {
     transport::NcclCollectivesOptions no;
     no.key_prefix = "nccl/" + std::to_string(segment);
     no.on_error = [&m](const std::string& why) { m.failed("collectives: " + why); };
     m.collectives = std::make_unique<transport::NcclCollectives>(*m.rendezvous, std::move(no));
     spec.collectives = m.collectives.get();
-  } else if (placement.replicas_span_processes()) {
+  } else if (across) {
     transport::GlooCollectivesOptions go;
     go.hostname = m.opt.host;
     go.key_prefix = "gloo/" + std::to_string(segment);

@@ -110,31 +110,19 @@ TEST(Launch, AGraphsSkipEdgesCrossProcesses) {
 // meet in a Gloo all-reduce at every round's SYNC, under 1F1B and under PipeDream.
 TEST(Launch, TiedEmbeddingsSumAcrossProcesses) {
   testing::TempDir dir;
-  for (const char* schedule : {"1f1b", "pipedream"}) {
+  for (const std::string schedule : {"1f1b", "pipedream"}) {
     const std::string yaml =
-        std::string(
-            "model: {name: gpt, layers: 2, d_model: 16, heads: 2, seq_len: 8, vocab: 24, "
-            "tie_embeddings: true}
-"
-            "data: {kind: markov-text, vocab: 24, samples: 512, seed: 1}
-"
-            "train: {minibatch: 8, steps: 12, seed: 3, optimizer: {kind: adamw, lr: 1.0e-2}}
-"
-            "pipeline:
-  schedule: ") +
-        schedule + (std::string(schedule) == "1f1b" ? "
-  slices: 4
-" : "
-") +
-        "  stages:
-    - {layers: \"0\"}
-    - {layers: \"1\"}
-    - {layers: \"2\"}
-"
-        "    - {layers: \"3-4\"}
-";
-    const std::string file = dir.write(std::string(schedule) + ".yaml", yaml).string();
-    const testing::CommandResult one = testing::run_command(kTandem + " train " + file + " --quiet");
+        "model: {name: gpt, layers: 2, d_model: 16, heads: 2, seq_len: 8, vocab: 24, "
+        "tie_embeddings: true}\n"
+        "data: {kind: markov-text, vocab: 24, samples: 512, seed: 1}\n"
+        "train: {minibatch: 8, steps: 12, seed: 3, optimizer: {kind: adamw, lr: 1.0e-2}}\n"
+        "pipeline:\n  schedule: " +
+        schedule + (schedule == "1f1b" ? "\n  slices: 4\n" : "\n") +
+        "  stages:\n    - {layers: \"0\"}\n    - {layers: \"1\"}\n    - {layers: \"2\"}\n"
+        "    - {layers: \"3-4\"}\n";
+    const std::string file = dir.write(schedule + ".yaml", yaml).string();
+    const testing::CommandResult one =
+        testing::run_command(kTandem + " train " + file + " --quiet");
     ASSERT_EQ(one.code, 0) << one.output;
     const testing::CommandResult job =
         testing::run_command(kTandem + " launch -n 4 " + file + " --quiet");
@@ -148,7 +136,8 @@ TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
   // Stage 0's two replicas on ranks 0 and 1; their gradients meet in Gloo's all-reduce.
   const std::string placed =
       "pipeline:\n  schedule: 1f1b\n  slices: 4\n  stages:\n"
-      "    - {layers: \"0-1\", replicas: 2, ranks: [0, 1]}\n    - {layers: \"2-3\", rank: 1}\n";
+      "    - {layers: \"0-1\", replicas: 2, ranks: [0, 1]}\n    - {layers: \"2-3\", rank: "
+      "1}\n";
   std::string local = placed;
   local.replace(local.find(", ranks: [0, 1]"), 15, "");
   local.replace(local.find(", rank: 1"), 9, "");
@@ -242,9 +231,9 @@ TEST(Launch, RankZerosMemoryStaysFlatOverCheckpoints) {
       pipeline;
   const auto metrics = dir.path() / "m.jsonl";
   // glibc's allocator otherwise raises its mmap threshold as blocks are freed and keeps their
-  // later copies on a heap that grows by a few MiB over the first segments (23.8 -> 26.1 MiB on
-  // a machine without CUDA's libraries): a fixed threshold and two arenas leave only what is
-  // still held, which is what the test is about (a store keeping every hand-over grows by
+  // later copies on a heap that grows by a few MiB over the first segments (23.8 -> 26.1 MiB
+  // on a machine without CUDA's libraries): a fixed threshold and two arenas leave only what
+  // is still held, which is what the test is about (a store keeping every hand-over grows by
   // 0.8 MiB a checkpoint here).
   const testing::CommandResult job = testing::run_command(
       "MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=2 " + kTandem + " launch -n 3 " +
@@ -304,9 +293,9 @@ const std::string kSimThreeStages =
     "    - {layers: \"0-1\", device: sim}\n    - {layers: \"2\", device: sim}\n"
     "    - {layers: \"3\", device: sim}\n";
 
-// A rank whose kernel never returns (stage 1's forward takes hours on its sim device) ends the
-// job within the stall timeout: every rank exits non-zero naming rank 1, its stage and the action
-// it runs; the ranks that starve waiting for it are not the ones named.
+// A rank whose kernel never returns (stage 1's forward takes hours on its sim device) ends
+// the job within the stall timeout: every rank exits non-zero naming rank 1, its stage and
+// the action it runs; the ranks that starve waiting for it are not the ones named.
 TEST(Launch, ARankWithAStuckKernelEndsTheJobNamingItsStage) {
   testing::TempDir dir;
   const auto config =
@@ -389,8 +378,8 @@ TEST(Launch, AGivenTokenIsTheJobsAndNoTokenFileReachesTheRanks) {
   LaunchOptions o;
   o.processes = 2;
   o.job_token = "given-token";
-  // The launcher's own token file (what `tandem launch` read the given token from) would clash
-  // with the token in the ranks' environment.
+  // The launcher's own token file (what `tandem launch` read the given token from) would
+  // clash with the token in the ranks' environment.
   ::setenv("TANDEM_JOB_TOKEN_FILE", "/some/file", 1);
   const std::string out =
       run_ranks(o, "echo token=$TANDEM_JOB_TOKEN; echo file=${TANDEM_JOB_TOKEN_FILE-unset}");
@@ -399,8 +388,8 @@ TEST(Launch, AGivenTokenIsTheJobsAndNoTokenFileReachesTheRanks) {
   EXPECT_NE(out.find("[rank 1] file=unset"), std::string::npos) << out;
 }
 
-// `tandem launch` reads the token the user set as every rank does, and refuses a bad one before
-// it starts a rank.
+// `tandem launch` reads the token the user set as every rank does, and refuses a bad one
+// before it starts a rank.
 TEST(Launch, TheLauncherRefusesABadTokenFileBeforeStartingRanks) {
   testing::TempDir dir;
   const auto config = dir.write("c.yaml", mlp_config(k1F1B, 4));
@@ -431,9 +420,9 @@ TEST(Launch, ARankThatMaySpanHostsWithoutATokenRefusesToStart) {
   }
 }
 
-// After a rank fails, a rank still running at the end of the grace is ended by the launcher, and
-// its exit says so rather than "killed by signal 9": rank 0 ignores SIGTERM (so the launcher
-// kills it 5 s later), rank 2 does not.
+// After a rank fails, a rank still running at the end of the grace is ended by the launcher,
+// and its exit says so rather than "killed by signal 9": rank 0 ignores SIGTERM (so the
+// launcher kills it 5 s later), rank 2 does not.
 TEST(Launch, ARankEndedAfterTheGraceIsReportedAsTheLaunchersDoing) {
   testing::TempDir dir;
   LaunchOptions o;
