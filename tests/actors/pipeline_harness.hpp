@@ -167,6 +167,37 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
                               Tensor::from_vector(tg, {samples}));
 }
 
+// A flush schedule for a model's correctness cases: stages (one entry of `replicas` each), slices,
+// chunks, UMPIPE's compositions.
+struct FlushCase {
+  std::string name;
+  schedules::ScheduleKind kind;
+  std::vector<int> replicas;
+  int slices;
+  int chunks = 1;
+  bool relay = false;  // graph: skip edges relayed by the stages in between
+  std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
+};
+
+inline std::ostream& operator<<(std::ostream& os, const FlushCase& c) {
+  return os << c.name;
+}
+
+inline schedules::ScheduleParams flush_params(const FlushCase& c, std::int64_t minibatch,
+                                              std::int64_t minibatches) {
+  schedules::ScheduleParams p;
+  p.kind = c.kind;
+  p.stages = static_cast<int>(c.replicas.size());
+  p.replicas = c.replicas;
+  p.slices = c.slices;
+  p.minibatch_size = minibatch;
+  p.chunks = c.chunks;
+  p.minibatches = minibatches;
+  p.forward_slices = c.fwd;
+  p.backward_slices = c.bwd;
+  return p;
+}
+
 // Stages cut the model's layers as evenly as possible.
 inline schedules::Plan even_plan(const models::Model& model, schedules::ScheduleParams params,
                                  const std::string& device = "cpu") {

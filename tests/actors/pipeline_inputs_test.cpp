@@ -14,41 +14,17 @@ using namespace testing;
 using schedules::ScheduleKind;
 using schedules::ScheduleParams;
 
-struct InputsCase {
-  std::string name;
-  ScheduleKind kind;
-  std::vector<int> replicas;
-  int slices;
-  int chunks = 1;
-  bool relay = false;
-  std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
-};
-
-std::ostream& operator<<(std::ostream& os, const InputsCase& c) {
-  return os << c.name;
-}
-
-class NamedInputs : public ::testing::TestWithParam<InputsCase> {};
+class NamedInputs : public ::testing::TestWithParam<FlushCase> {};
 
 TEST_P(NamedInputs, EqualOneDevice) {
-  const InputsCase& c = GetParam();
+  const FlushCase& c = GetParam();
   const models::Model model = tiny_seq2seq();
   constexpr std::int64_t kMinibatches = 3;
   const std::uint64_t seed = 7;
   auto data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
-  ScheduleParams p;
-  p.kind = c.kind;
-  p.stages = static_cast<int>(c.replicas.size());
-  p.replicas = c.replicas;
-  p.slices = c.slices;
-  p.minibatch_size = 8;
-  p.chunks = c.chunks;
-  p.minibatches = kMinibatches;
-  p.forward_slices = c.fwd;
-  p.backward_slices = c.bwd;
   PipelineSpec spec;
   spec.model = &model;
-  spec.plan = even_plan(model, p);
+  spec.plan = even_plan(model, flush_params(c, 8, kMinibatches));
   spec.optimizer = sgd_momentum();
   spec.seed = seed;
   spec.data = data;
@@ -63,7 +39,7 @@ TEST_P(NamedInputs, EqualOneDevice) {
   }
 }
 
-std::vector<InputsCase> inputs_cases() {
+std::vector<FlushCase> inputs_cases() {
   return {
       {"onef1b_4stages", ScheduleKind::one_f_one_b, {1, 1, 1, 1}, 4},
       {"onef1b_4stages_relay", ScheduleKind::one_f_one_b, {1, 1, 1, 1}, 4, 1, true},

@@ -75,42 +75,19 @@ struct TieRecorder {
   }
 };
 
-struct TieCase {
-  std::string name;
-  ScheduleKind kind;
-  std::vector<int> replicas;
-  int slices;
-  int chunks = 1;
-  std::vector<std::vector<std::int64_t>> fwd = {}, bwd = {};
-};
-
-std::ostream& operator<<(std::ostream& os, const TieCase& c) {
-  return os << c.name;
-}
-
-class TiedFlush : public ::testing::TestWithParam<TieCase> {};
+class TiedFlush : public ::testing::TestWithParam<FlushCase> {};
 
 TEST_P(TiedFlush, EqualsOneDeviceAndKeepsTheCopiesBitIdentical) {
-  const TieCase& c = GetParam();
+  const FlushCase& c = GetParam();
   const models::Model model = tied_gpt();
   constexpr std::int64_t kMinibatches = 3;
   const std::uint64_t seed = 11;
   auto data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
-  ScheduleParams p;
-  p.kind = c.kind;
-  p.stages = static_cast<int>(c.replicas.size());
-  p.replicas = c.replicas;
-  p.slices = c.slices;
-  p.minibatch_size = 8;
-  p.chunks = c.chunks;
-  p.minibatches = kMinibatches;
-  p.forward_slices = c.fwd;
-  p.backward_slices = c.bwd;
   TieRecorder rec;
   for (const models::TieCopy& copy : model.ties().at(0).copies) rec.names.push_back(copy.name);
   PipelineSpec spec;
   spec.model = &model;
-  spec.plan = even_plan(model, p);
+  spec.plan = even_plan(model, flush_params(c, 8, kMinibatches));
   spec.optimizer = sgd_momentum();
   spec.seed = seed;
   spec.data = data;
@@ -126,7 +103,7 @@ TEST_P(TiedFlush, EqualsOneDeviceAndKeepsTheCopiesBitIdentical) {
   rec.expect_copies_identical(kMinibatches);
 }
 
-std::vector<TieCase> tie_cases() {
+std::vector<FlushCase> tie_cases() {
   return {
       {"onef1b_4stages", ScheduleKind::one_f_one_b, {1, 1, 1, 1}, 4},
       {"gpipe_4stages", ScheduleKind::gpipe, {1, 1, 1, 1}, 4},
@@ -142,6 +119,7 @@ std::vector<TieCase> tie_cases() {
        {1, 1, 1},
        2,
        1,
+       false,
        {{1, 3, 4}, {4, 4}, {2, 6}},
        {{3, 5}, {8}, {5, 3}}},
   };

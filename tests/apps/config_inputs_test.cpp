@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "config_errors.hpp"
 #include "models/data/data_spec.hpp"
 #include "models/model.hpp"
 #include "train/config.hpp"
@@ -30,23 +31,11 @@ train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
 )";
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return text.replace(at, from.size(), to);
+  return testing::replace_once(std::move(text), from, to);
 }
 
 void expect_error(const std::string& text, int line, std::initializer_list<std::string> words) {
-  try {
-    train::parse_config(text, "s.yaml");
-    ADD_FAILURE() << "no error for:\n" << text;
-  } catch (const train::ConfigError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(e.where().line, line) << msg;
-    EXPECT_NE(msg.find("s.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
-    for (const std::string& w : words) {
-      EXPECT_NE(msg.find(w), std::string::npos) << w << " not in: " << msg;
-    }
-  }
+  testing::expect_config_error(text, "s.yaml", line, 0, words);
 }
 
 TEST(ConfigInputs, ParsesNamedInputsAndSequencePairs) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "config_errors.hpp"
 #include "models/model.hpp"
 #include "train/config.hpp"
 
@@ -33,9 +34,7 @@ train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
 )";
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return text.replace(at, from.size(), to);
+  return testing::replace_once(std::move(text), from, to);
 }
 
 std::string graph(const std::string& tie) {
@@ -48,20 +47,7 @@ std::string gpt(const std::string& extra) {
 
 void expect_error(const std::string& text, int line, int column,
                   std::initializer_list<std::string> words) {
-  try {
-    train::parse_config(text, "t.yaml");
-    ADD_FAILURE() << "no error for:\n" << text;
-  } catch (const train::ConfigError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(e.where().line, line) << msg;
-    if (column > 0) {
-      EXPECT_EQ(e.where().column, column) << msg;
-    }
-    EXPECT_NE(msg.find("t.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
-    for (const std::string& w : words) {
-      EXPECT_NE(msg.find(w), std::string::npos) << w << " not in: " << msg;
-    }
-  }
+  testing::expect_config_error(text, "t.yaml", line, column, words);
 }
 
 TEST(ConfigTies, GptTiesItsEmbeddings) {
