@@ -131,6 +131,44 @@ TEST(Launch, TiedEmbeddingsSumAcrossProcesses) {
   }
 }
 
+// The tied copies on ranks 0 and 1 meet at every round's SYNC, so rank 0 spends much of its time
+// inside that all-reduce: killing rank 1 mid-run must end the job (not hang it), rank 0 naming
+// the lost rank.
+TEST(Launch, AKilledRankEndsATiedJob) {
+  testing::TempDir dir;
+  const auto config =
+      dir.write("tied.yaml",
+                "model: {name: gpt, layers: 2, d_model: 16, heads: 2, seq_len: 8, vocab: 24, "
+                "tie_embeddings: true}\n"
+                "data: {kind: markov-text, vocab: 24, samples: 512, seed: 1}\n"
+                "train: {minibatch: 8, steps: 100000, seed: 3, log_every: 50, "
+                "optimizer: {kind: adamw, lr: 1.0e-3}}\n"
+                "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n    - {layers: \"0-1\"}\n"
+                "    - {layers: \"2-4\"}\n");
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-tiekill";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
+  });
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
+    victim = testing::find_rank(mark, 1);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GT(victim, 0) << "no rank 1 within 60 s";
+  std::this_thread::sleep_for(1500ms);  // well into training
+  ::kill(victim, SIGKILL);
+  launcher.join();
+  EXPECT_EQ(job.code, 1) << job.output;
+  EXPECT_NE(job.output.find("rank 1 was killed by signal 9"), std::string::npos) << job.output;
+  const auto at = job.output.find("[rank 0] tandem: error: ");
+  ASSERT_NE(at, std::string::npos) << job.output;
+  const std::string line = job.output.substr(at, job.output.find('\n', at) - at);
+  EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+  EXPECT_NE(line.find("lost"), std::string::npos) << line;
+}
+
 TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
   testing::TempDir dir;
   // Stage 0's two replicas on ranks 0 and 1; their gradients meet in Gloo's all-reduce.
