@@ -2,9 +2,12 @@
 #include "api/device_kernels.hpp"
 #include "models/layers/activation.hpp"
 #include "models/layers/dropout.hpp"
+#include "models/layers/embedding.hpp"
+#include "models/layers/flatten.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/merge_layer.hpp"
+#include "models/layers/reshape.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem::layers {
@@ -46,6 +49,18 @@ LayerPtr multiply() {
 
 LayerPtr concat(std::vector<std::int64_t> widths) {
   return builtin(std::make_shared<const models::ConcatLayer>(std::move(widths)));
+}
+
+LayerPtr embedding(std::int64_t vocab, std::int64_t dim, std::int64_t max_seq) {
+  return builtin(std::make_shared<const models::Embedding>(vocab, dim, max_seq));
+}
+
+LayerPtr flatten() {
+  return builtin(std::make_shared<const models::Flatten>());
+}
+
+LayerPtr reshape(std::vector<std::int64_t> shape) {
+  return builtin(std::make_shared<const models::Reshape>(std::move(shape)));
 }
 
 }  // namespace tandem::layers

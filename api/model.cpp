@@ -8,6 +8,8 @@
 #include "api/custom_layer.hpp"
 #include "api/custom_loss.hpp"
 #include "models/graph_builder.hpp"
+#include "models/input_layout.hpp"
+#include "models/layers/input_view.hpp"
 #include "models/model_spec.hpp"
 #include "models/tie_names.hpp"
 #include "tandem/tandem.hpp"
@@ -26,10 +28,12 @@ std::shared_ptr<const models::Layer> to_models(const LayerPtr& layer, int index)
 // The public layer of a model's layer i: the application's object for a custom one; a
 // BuiltinLayer sharing ownership of the model for the others.
 LayerPtr to_public(const std::shared_ptr<const models::Model>& model, int i) {
-  const models::Layer& layer = model->layer(i);
-  if (const auto* custom = dynamic_cast<const api::CustomLayer*>(&layer)) return custom->layer();
+  const models::Layer* layer = &model->layer(i);
+  // A layer reading named inputs is the application's (or a built-in) inside an InputView.
+  if (const auto* view = dynamic_cast<const models::InputView*>(layer)) layer = &view->inner();
+  if (const auto* custom = dynamic_cast<const api::CustomLayer*>(layer)) return custom->layer();
   return std::make_shared<const api::BuiltinLayer>(
-      std::shared_ptr<const models::Layer>(model, &layer));
+      std::shared_ptr<const models::Layer>(model, layer));
 }
 
 }  // namespace
@@ -93,12 +97,12 @@ Model Model::classifier(std::int64_t in_features, std::vector<LayerPtr> layers) 
                                     ", classes=" + std::to_string(shape[1]) + ")");
 }
 
-Model Model::graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode> nodes,
-                   std::string input_name) {
-  models::ModelSpec spec;
+namespace {
+
+// A graph model of `spec`'s inputs and `nodes`, their layers the public ones.
+std::shared_ptr<const models::Model> assemble(models::ModelSpec spec,
+                                              const std::vector<GraphNode>& nodes) {
   spec.name = "graph";
-  spec.graph.input_name = std::move(input_name);
-  spec.graph.input_shape = std::move(input_shape);
   std::vector<std::shared_ptr<const models::Layer>> impl_layers;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].layer == nullptr) {
@@ -112,13 +116,22 @@ Model Model::graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode>
     spec.graph.nodes.push_back(std::move(n));
     impl_layers.push_back(to_models(nodes[i].layer, static_cast<int>(i)));
   }
-  std::shared_ptr<const models::Model> impl;
   try {
-    impl =
-        std::make_shared<const models::Model>(models::assemble_graph(spec, std::move(impl_layers)));
+    return std::make_shared<const models::Model>(
+        models::assemble_graph(spec, std::move(impl_layers)));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("Model::graph: ") + e.what());
   }
+}
+
+}  // namespace
+
+Model Model::graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode> nodes,
+                   std::string input_name) {
+  models::ModelSpec spec;
+  spec.graph.input_name = std::move(input_name);
+  spec.graph.input_shape = std::move(input_shape);
+  std::shared_ptr<const models::Model> impl = assemble(std::move(spec), nodes);
   const Shape out = impl->activation_shapes(1).back();
   if (out.size() != 2 || out[1] < 1) {
     throw std::invalid_argument("Model::graph: the last node's output for one sample is " +
@@ -127,6 +140,28 @@ Model Model::graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode>
   std::string title = "graph(" + std::to_string(impl->num_layers()) +
                       " nodes, classes=" + std::to_string(out[1]) + ")";
   return Model(std::move(impl), std::move(title));
+}
+
+Model Model::graph(std::vector<ModelInput> inputs, std::vector<GraphNode> nodes) {
+  models::ModelSpec spec;
+  for (ModelInput& in : inputs) {
+    spec.graph.inputs.push_back(
+        {std::move(in.name), std::move(in.shape), std::string(dtype_name(in.dtype))});
+  }
+  std::shared_ptr<const models::Model> impl = assemble(std::move(spec), nodes);
+  std::string title = "graph(" + std::to_string(impl->num_layers()) + " nodes, inputs " +
+                      models::InputLayout::of(impl->spec().graph).describe() + ", output " +
+                      shape_str(impl->activation_shapes(1).back()) + ")";
+  return Model(std::move(impl), std::move(title));
+}
+
+Tensor Model::pack_inputs(const std::vector<NamedTensor>& named) const {
+  if (impl_->spec().name != "graph") {
+    throw std::invalid_argument("Model::pack_inputs: " + title_ + " has one unnamed input");
+  }
+  std::vector<models::NamedTensor> in;
+  for (const NamedTensor& t : named) in.emplace_back(t.name, t.value);
+  return models::InputLayout::of(impl_->spec().graph).pack(in);
 }
 
 int Model::num_layers() const {

@@ -59,6 +59,14 @@ LayerPtr multiply();
 // Tensors joined along the last dimension, whose sizes are `widths` (one per input, >= 2).
 LayerPtr concat(std::vector<std::int64_t> widths);
 
+// Token ids i32 [batch, length] -> f32 [batch, length, dim]: a learned vector per token of
+// [0, vocab) plus one per position (length <= max_seq).
+LayerPtr embedding(std::int64_t vocab, std::int64_t dim, std::int64_t max_seq);
+// [batch, ...] -> [batch, d1 * d2 * ...].
+LayerPtr flatten();
+// [batch, ...] -> [batch, shape...], as many elements per sample.
+LayerPtr reshape(std::vector<std::int64_t> shape);
+
 }  // namespace layers
 
 // ---------------------------------------------------------------------------------------------
@@ -77,6 +85,19 @@ struct GptOptions {
   // The head reuses the token embedding: its weight ("<layers + 2>.weight") is tied to
   // "0.tokens" (Model::tie).
   bool tie_embeddings = false;
+};
+
+// A tensor with a name: a weight ("<layer index>.<parameter>", e.g. "3.weight") or a model input.
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+// A named input of a graph model: one sample's shape and its dtype (f32, or i32 token ids).
+struct ModelInput {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::f32;
 };
 
 // One node of a graph model: a layer and the names of what it reads (the model input's name or
@@ -109,6 +130,17 @@ class Model {
   // name, a layer refusing what it reads, or an output no node reads.
   static Model graph(std::vector<std::int64_t> input_shape, std::vector<GraphNode> nodes,
                      std::string input_name = "input");
+  // A graph reading several named inputs (a sequence-to-sequence model's source and decoder
+  // input): each node names the inputs it reads. Two or more inputs travel as one model input,
+  // packed per sample in declaration order (pack_inputs makes it), and must share one dtype;
+  // a node reading an input gets its values in its declared shape. The last node's output may
+  // be of any shape the loss takes (cross-entropy: [batch, ..., classes], targets i32 [batch,
+  // ...]). The same graph as a config's `model: {inputs, graph}` (docs/config.md).
+  static Model graph(std::vector<ModelInput> inputs, std::vector<GraphNode> nodes);
+  // The model input of a graph from tensors named after its inputs, each [batch, shape...] of
+  // its dtype on the CPU. Throws std::invalid_argument naming the input and the shapes (or the
+  // dtype) where one does not fit, and a name missing, unknown or given twice.
+  Tensor pack_inputs(const std::vector<NamedTensor>& named) const;
 
   int num_layers() const;
   // Layer i: the application's own object for a custom layer; for a built-in one a Layer that
@@ -361,11 +393,6 @@ struct TrainResult {
   // A fingerprint of the trained weights, the one `tandem train` prints ("parameters
   // fingerprint"): equal fingerprints, bit-identical weights.
   std::uint64_t weights_fingerprint = 0;
-};
-
-struct NamedTensor {
-  std::string name;  // "<layer index>.<parameter>", e.g. "3.weight"
-  Tensor value;
 };
 
 // A whole model's weights as one file holds them: the safetensors file `tandem checkpoint
