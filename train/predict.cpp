@@ -13,6 +13,7 @@
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
 #include "train/model_file.hpp"
+#include "train/predict_inputs.hpp"
 #include "train/tied_weights.hpp"
 
 namespace tandem::train {
@@ -43,6 +44,8 @@ void check_inputs(const models::Model& model, const Tensor& inputs) {
     throw PredictError("predict: inputs " + inputs.describe() + ", but the model reads " +
                        std::string(dtype_name(model.input_dtype())) + shape_text(expected));
   }
+  // A row holding a NaN or an infinity gives outputs that mean nothing, as for a file's.
+  require_finite_rows(inputs, "predict: inputs");
 }
 
 schedules::Plan forward_plan(const models::Model& model, const schedules::Plan& plan,

@@ -29,17 +29,7 @@ Tensor check_content(const models::SafetensorsContent& content, const std::strin
                        shape_str(model.input_shape(x.rank() == 0 ? 1 : x.dim(0))) +
                        " (N >= 1 rows)");
   }
-  if (x.dtype() == DType::f32) {
-    const float* v = x.data<float>();
-    const std::int64_t row = x.numel() / x.dim(0);
-    for (std::int64_t i = 0; i < x.numel(); ++i) {
-      if (!std::isfinite(v[i])) {
-        throw PredictError(source + ": tensor '" + kPredictInputName + "' holds " +
-                           std::to_string(v[i]) + " in row " + std::to_string(i / row) +
-                           " at element " + std::to_string(i % row) + ": inputs must be finite");
-      }
-    }
-  }
+  require_finite_rows(x, source + ": tensor '" + kPredictInputName + "'");
   return x;
 }
 
@@ -53,6 +43,19 @@ Tensor read_predict_inputs(const std::filesystem::path& path, const models::Mode
     throw PredictError(e.what());  // names the path
   }
   return check_content(content, path.string(), model);
+}
+
+void require_finite_rows(const Tensor& x, const std::string& what) {
+  if (x.dtype() != DType::f32 || x.rank() == 0 || x.dim(0) < 1 || !x.device().is_cpu()) return;
+  const float* v = x.data<float>();
+  const std::int64_t row = x.numel() / x.dim(0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    if (!std::isfinite(v[i])) {
+      throw PredictError(what + " holds " + std::to_string(v[i]) + " in row " +
+                         std::to_string(i / row) + " at element " + std::to_string(i % row) +
+                         ": inputs must be finite");
+    }
+  }
 }
 
 Tensor read_predict_inputs_bytes(std::span<const std::byte> bytes, const std::string& source,

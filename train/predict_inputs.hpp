@@ -26,6 +26,10 @@ Tensor read_predict_inputs(const std::filesystem::path& path, const models::Mode
 Tensor read_predict_inputs_bytes(std::span<const std::byte> bytes, const std::string& source,
                                  const models::Model& model);
 
+// Throws PredictError (`what`, then the row and element) when an f32 tensor of rows holds a NaN or
+// an infinity; other dtypes pass.
+void require_finite_rows(const Tensor& x, const std::string& what);
+
 // Outputs: one tensor named "output" ([N, ...] f32), written atomically; `__metadata__` format
 // "tandem-predictions" and the model's description.
 void write_predict_outputs(const std::filesystem::path& path, const Tensor& outputs,

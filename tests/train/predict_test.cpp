@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,12 @@ TEST(Predict, RefusesInputsThatDoNotFit) {
   refuses(Tensor::zeros({4, 7}), "the model reads f32[4, 6]");
   refuses(Tensor::zeros({4, 6}, DType::i32), "the model reads");
   refuses(Tensor::zeros({0, 6}), "at least one row");
+  Tensor nan = Tensor::zeros({4, 6});
+  nan.data<float>()[2 * 6 + 5] = std::numeric_limits<float>::quiet_NaN();
+  refuses(nan, "in row 2 at element 5: inputs must be finite");
+  Tensor inf = Tensor::zeros({4, 6});
+  inf.data<float>()[0] = -std::numeric_limits<float>::infinity();
+  refuses(inf, "in row 0 at element 0");
 }
 
 TEST(Predict, RefusesWeightsThatDoNotFit) {
