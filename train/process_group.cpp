@@ -196,6 +196,17 @@ struct ProcessGroup::Impl {
     if (me) exit_unless_stopped(kStalledExitGrace);
   }
 
+  // A rank that dies mid-reduce usually surfaces first in the collectives, as a reset
+  // connection naming an address rather than a rank. The control plane names the lost rank
+  // within a heartbeat timeout, so the collectives' error waits that long for it to come first.
+  void collectives_failed(const std::string& why) {
+    const auto deadline = std::chrono::steady_clock::now() + 2 * opt.heartbeat_timeout;
+    while (first_failure_now().empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    failed("collectives: " + why);
+  }
+
   // A stalled rank's own pipeline may never stop (its kernel or worker is stuck): the process
   // ends itself if it has not, so no rank of the job hangs.
   void exit_unless_stopped(std::chrono::milliseconds grace) {
@@ -332,14 +343,14 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   if (across && use_nccl(m.opt.collectives, spec.plan, tied)) {
     transport::NcclCollectivesOptions no;
     no.key_prefix = "nccl/" + std::to_string(segment);
-    no.on_error = [&m](const std::string& why) { m.failed("collectives: " + why); };
+    no.on_error = [&m](const std::string& why) { m.collectives_failed(why); };
     m.collectives = std::make_unique<transport::NcclCollectives>(*m.rendezvous, std::move(no));
     spec.collectives = m.collectives.get();
   } else if (across) {
     transport::GlooCollectivesOptions go;
     go.hostname = m.opt.host;
     go.key_prefix = "gloo/" + std::to_string(segment);
-    go.on_error = [&m](const std::string& why) { m.failed("collectives: " + why); };
+    go.on_error = [&m](const std::string& why) { m.collectives_failed(why); };
     m.collectives = std::make_unique<transport::GlooCollectives>(*m.rendezvous, std::move(go));
     spec.collectives = m.collectives.get();
   }
