@@ -186,7 +186,7 @@ Shape Model::input_shape(std::int64_t batch) const {
   if (spec_.name == "mlp") return {batch, spec_.widths.at(0)};
   if (spec_.name == "graph") return InputLayout::of(spec_.graph).batch_shape(batch);
   if (spec_.name == "gpt") return {batch, spec_.seq_len};
-  if (spec_.name == "vgg16") return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
+  if (is_image_model(spec_.name)) return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
   throw std::invalid_argument("Model::input_shape: unknown model '" + spec_.name + "'");
 }
 

@@ -15,7 +15,7 @@ std::string ModelSpec::describe() const {
       << ", seq_len=" << seq_len << ", vocab=" << vocab
       << ", d_ff=" << (d_ff > 0 ? d_ff : 4 * d_model);
     if (tie_embeddings) s << ", tie_embeddings";
-  } else if (name == "vgg16") {
+  } else if (is_image_model(name)) {
     s << "width_mult=" << width_mult << ", in_channels=" << in_channels
       << ", image_size=" << image_size << ", classes=" << classes;
   } else if (name == "graph") {
@@ -78,6 +78,10 @@ ModelSpec gpt_spec(std::int64_t layers, std::int64_t d_model, std::int64_t heads
   spec.seq_len = seq_len;
   spec.vocab = vocab;
   return spec;
+}
+
+bool is_image_model(const std::string& name) {
+  return name == "vgg16" || name == "alexnet";
 }
 
 ModelSpec vgg16_small_spec(std::int64_t classes) {

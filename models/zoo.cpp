@@ -1,4 +1,4 @@
-// Model::build: the model zoo (mlp, gpt, vgg16) as flat layer lists.
+// Model::build: the model zoo (mlp, gpt, vgg16, alexnet) as flat layer lists.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -95,6 +95,43 @@ Layers build_vgg16(const ModelSpec& spec) {
   return layers;
 }
 
+// Krizhevsky et al.'s network in torchvision's widths (64, 192, 384, 256, 256): five
+// convolutions, three 3x3 stride-2 max-pools, a classifier of two hidden 4096-wide layers. The
+// classifier reads whatever the features give (at 224 pixels 256 x 6 x 6, torchvision's
+// shape, so its parameter count is torchvision's), which lets a small image train here.
+Layers build_alexnet(const ModelSpec& spec) {
+  require(spec.width_mult > 0, spec, "width_mult", "must be positive");
+  require(spec.in_channels > 0, spec, "in_channels", "must be positive");
+  require(spec.image_size >= 63, spec, "image_size",
+          "must be at least 63 (an 11x11 stride-4 convolution and three 3x3 stride-2 pools)");
+  require(spec.classes > 0, spec, "classes", "must be positive");
+  require(spec.dropout >= 0 && spec.dropout < 1, spec, "dropout", "must be in [0, 1)");
+  auto scaled = [&](double c) {
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(c * spec.width_mult)));
+  };
+  using cpu::Activation;
+  Layers layers;
+  const std::int64_t c1 = scaled(64), c2 = scaled(192), c3 = scaled(384), c4 = scaled(256);
+  layers.push_back(std::make_shared<Conv2d>(spec.in_channels, c1, 11, 4, 2, Activation::relu));
+  layers.push_back(std::make_shared<MaxPool2d>(3, 2));
+  layers.push_back(std::make_shared<Conv2d>(c1, c2, 5, 1, 2, Activation::relu));
+  layers.push_back(std::make_shared<MaxPool2d>(3, 2));
+  layers.push_back(std::make_shared<Conv2d>(c2, c3, 3, 1, 1, Activation::relu));
+  layers.push_back(std::make_shared<Conv2d>(c3, c4, 3, 1, 1, Activation::relu));
+  layers.push_back(std::make_shared<Conv2d>(c4, c4, 3, 1, 1, Activation::relu));
+  layers.push_back(std::make_shared<MaxPool2d>(3, 2));
+  layers.push_back(std::make_shared<Flatten>());
+  Shape shape{1, spec.in_channels, spec.image_size, spec.image_size};
+  for (const auto& layer : layers) shape = layer->output_shape(shape);
+  const std::int64_t hidden = scaled(4096);
+  if (spec.dropout > 0) layers.push_back(std::make_shared<Dropout>(spec.dropout, layers.size()));
+  layers.push_back(std::make_shared<Linear>(shape[1], hidden, Activation::relu));
+  if (spec.dropout > 0) layers.push_back(std::make_shared<Dropout>(spec.dropout, layers.size()));
+  layers.push_back(std::make_shared<Linear>(hidden, hidden, Activation::relu));
+  layers.push_back(std::make_shared<Linear>(hidden, spec.classes));
+  return layers;
+}
+
 }  // namespace
 
 Model Model::build(const ModelSpec& spec) {
@@ -108,9 +145,10 @@ Model Model::build(const ModelSpec& spec) {
     return Model(spec, std::move(layers), {}, std::move(ties));
   }
   if (spec.name == "vgg16") return Model(spec, build_vgg16(spec));
+  if (spec.name == "alexnet") return Model(spec, build_alexnet(spec));
   if (spec.name == "graph") return build_graph(spec);
   throw std::invalid_argument("model spec: field 'name' is '" + spec.name +
-                              "' (expected mlp, gpt, vgg16 or graph)");
+                              "' (expected mlp, gpt, vgg16, alexnet or graph)");
 }
 
 }  // namespace tandem::models

@@ -106,7 +106,7 @@ double in_range(ConfigMap& m, std::string_view key, double fallback, double lo, 
 std::string_view size_key(const models::ModelSpec& spec) {
   if (spec.name == "mlp") return "widths";
   if (spec.name == "graph") return "graph";
-  if (spec.name == "vgg16") return "width_mult";
+  if (models::is_image_model(spec.name)) return "width_mult";
   // GPT: the blocks or the embedding and head, whichever holds more.
   const auto d = static_cast<double>(spec.d_model);
   const double blocks = static_cast<double>(spec.layers) * 12 * d * d;
@@ -267,7 +267,7 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
                           std::to_string(spec.heads) + " heads");
     }
     spec.tie_embeddings = m.get_or<bool>("tie_embeddings", false);
-  } else if (spec.name == "vgg16") {
+  } else if (models::is_image_model(spec.name)) {
     spec.width_mult = m.get_or<double>("width_mult", spec.width_mult);
     if (!(spec.width_mult > 0) || spec.width_mult > 1024) {
       m.fail("width_mult", "must be in (0, 1024], got " + std::to_string(spec.width_mult));
@@ -277,13 +277,14 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     if (spec.image_size > 65536) {
       m.fail("image_size", "must be <= 65536, got " + std::to_string(spec.image_size));
     }
-    if (spec.image_size % 32 != 0) {
+    if (spec.name == "vgg16" && spec.image_size % 32 != 0) {
       m.fail("image_size", "must be a multiple of 32 (five 2x2 max-pools), got " +
                                std::to_string(spec.image_size));
     }
     spec.classes = dimension(m, "classes", spec.classes);
   } else {
-    m.fail("name", "unknown model '" + spec.name + "' (expected mlp, gpt, vgg16 or graph)");
+    m.fail("name",
+           "unknown model '" + spec.name + "' (expected mlp, gpt, vgg16, alexnet or graph)");
   }
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
@@ -341,6 +342,13 @@ void require_model(ConfigMap& m, const models::ModelSpec& model,
                    std::initializer_list<std::string_view> names, const std::string& kind) {
   if (std::find(names.begin(), names.end(), model.name) != names.end()) return;
   m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
+}
+
+// Image data fits an image model or an mlp (which takes the images flattened).
+void require_images(ConfigMap& m, const models::ModelSpec& model, const std::string& kind) {
+  if (model.name != "mlp" && !models::is_image_model(model.name)) {
+    m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
+  }
 }
 
 // A data file must be a regular file: a directory fails late with a confusing message, and a
@@ -467,20 +475,21 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     }
     out = d;
   } else if (kind == "shapes") {
-    require_model(m, model, {"vgg16", "mlp"}, kind);
+    require_images(m, model, kind);
     data::ProceduralImagesData d;
     d.samples = dimension(m, "samples", d.samples);
     d.spec.seed = seed;
-    const bool vgg = model.name == "vgg16";
-    d.spec.channels = dimension(m, "channels", vgg ? model.in_channels : d.spec.channels);
-    d.spec.image_size = dimension(m, "image_size", vgg ? model.image_size : d.spec.image_size);
-    if (vgg && d.spec.channels != model.in_channels) {
+    const bool images = models::is_image_model(model.name);
+    d.spec.channels = dimension(m, "channels", images ? model.in_channels : d.spec.channels);
+    d.spec.image_size = dimension(m, "image_size", images ? model.image_size : d.spec.image_size);
+    if (images && d.spec.channels != model.in_channels) {
       m.fail("channels", "must equal the model's in_channels " + std::to_string(model.in_channels));
     }
-    if (vgg && d.spec.image_size != model.image_size) {
+    if (images && d.spec.image_size != model.image_size) {
       m.fail("image_size", "must equal the model's image_size " + std::to_string(model.image_size));
     }
-    if (!vgg && d.spec.channels * d.spec.image_size * d.spec.image_size != model.widths.front()) {
+    if (!images &&
+        d.spec.channels * d.spec.image_size * d.spec.image_size != model.widths.front()) {
       m.fail("image_size", "channels * image_size^2 must equal the model's input width " +
                                std::to_string(model.widths.front()));
     }
@@ -528,7 +537,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     d.seq_len = model.seq_len;
     out = d;
   } else if (kind == "mnist") {
-    require_model(m, model, {"mlp", "vgg16"}, kind);
+    require_images(m, model, kind);
     data::MnistData d;
     d.images = file(m, "images");
     d.labels = file(m, "labels");
@@ -543,7 +552,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     d.classes = check_classes(m, model);
     out = d;
   } else if (kind == "cifar10") {
-    require_model(m, model, {"mlp", "vgg16"}, kind);
+    require_images(m, model, kind);
     data::Cifar10Data d;
     d.files = paths(m, "files");
     if (m.has("eval_files")) d.eval_files = paths(m, "eval_files");

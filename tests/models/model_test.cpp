@@ -58,6 +58,24 @@ TEST(Zoo, Vgg16HasTheReferenceParameterCount) {
   EXPECT_EQ(m.activation_shapes(2).back(), (Shape{2, 1000}));
 }
 
+TEST(Zoo, AlexNetHasTorchvisionsParameterCountAndASmallVariant) {
+  ModelSpec s;
+  s.name = "alexnet";
+  s.image_size = 224;
+  s.classes = 1000;
+  const Model m = Model::build(s);
+  EXPECT_EQ(param_count(m), 61100840);  // torchvision alexnet
+  EXPECT_EQ(m.activation_shapes(1)[8], (Shape{1, 256 * 6 * 6}));
+  s.image_size = 64;
+  s.width_mult = 0.125;
+  s.classes = 6;
+  const Model small = Model::build(s);
+  EXPECT_EQ(small.input_shape(2), (Shape{2, 3, 64, 64}));
+  EXPECT_EQ(small.activation_shapes(2).back(), (Shape{2, 6}));
+  s.image_size = 62;
+  EXPECT_THROW(Model::build(s), std::invalid_argument);
+}
+
 TEST(Zoo, GptMatchesGpt2SmallPlusAnUntiedHead) {
   const Model m = Model::build(gpt_spec(12, 768, 12, 1024, 50257));
   // GPT-2 small (tied embeddings) has 124,439,808 parameters; the head adds its own matrix and

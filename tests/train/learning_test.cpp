@@ -55,5 +55,12 @@ TEST(LearningTest, SmallVggLearnsProceduralImages) {
   EXPECT_GE(s.eval->accuracy, 0.90);
 }
 
+// The seed paper's AlexNet, small, through a 4-stage 1F1B pipeline.
+TEST(LearningTest, SmallAlexNetLearnsProceduralImages) {
+  const train::TrainSummary s = train_shipped("alexnet-small.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  EXPECT_GE(s.eval->accuracy, 0.90);
+}
+
 }  // namespace
 }  // namespace tandem::apps
