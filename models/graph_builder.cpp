@@ -87,9 +87,22 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
     return std::make_shared<MultiplyLayer>();
   }
   if (n.layer == "concat") {
+    const auto rank = static_cast<int>(in[0].size());
+    const int d = n.axis < 0 ? rank + n.axis : n.axis;
+    if (d < 1 || d >= rank) {
+      fail(n, index,
+           "concat's axis " + std::to_string(n.axis) + " is not a dimension past the batch of " +
+               shape_str(in[0]));
+    }
     std::vector<std::int64_t> widths;
-    for (const Shape& s : in) widths.push_back(s.empty() ? 0 : s.back());
-    return std::make_shared<ConcatLayer>(std::move(widths));
+    for (const Shape& s : in) {
+      if (s.size() != in[0].size()) {
+        fail(n, index,
+             "concat joins inputs of one rank, given " + shape_str(s) + " and " + shape_str(in[0]));
+      }
+      widths.push_back(s[static_cast<std::size_t>(d)]);
+    }
+    return std::make_shared<ConcatLayer>(std::move(widths), n.axis);
   }
   throw std::logic_error("graph builder: no rule for layer kind '" + n.layer + "'");
 }

@@ -17,6 +17,7 @@ struct GraphNode {
   float p = 0.0f;                   // dropout: probability
   std::int64_t vocab = 0;           // embedding: token ids in [0, vocab); `out` is the width
   std::vector<std::int64_t> shape;  // reshape: the per-sample shape
+  int axis = -1;                    // concat: the joined dimension (1: channels; -1: the last)
 };
 
 // A named model input: per-sample shape and dtype ("f32" or "i32").

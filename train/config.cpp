@@ -142,6 +142,11 @@ models::GraphNode read_graph_node(ConfigMap n) {
   } else if (node.layer == "embedding") {
     node.vocab = dimension(n, "vocab");
     node.out = dimension(n, "out");
+  } else if (node.layer == "concat") {
+    node.axis = static_cast<int>(n.get_or<int64_t>("axis", -1));
+    if (node.axis == 0 || node.axis < -8 || node.axis > 8) {
+      n.fail("axis", "must be a dimension past the batch: 1 to 8, or -1 to -8 from the end");
+    }
   } else if (node.layer == "reshape") {
     node.shape = n.get<std::vector<int64_t>>("shape");
     if (node.shape.empty() || node.shape.size() > 3) n.fail("shape", "needs 1 to 3 dimensions");

@@ -26,9 +26,10 @@ std::vector<Shape> shapes_of(std::span<const Tensor> xs) {
   return out;
 }
 
-std::int64_t rows_of(const Shape& s) {
+// Elements of dimensions [begin, end) of s.
+std::int64_t product(const Shape& s, std::size_t begin, std::size_t end) {
   std::int64_t r = 1;
-  for (std::size_t i = 0; i + 1 < s.size(); ++i) r *= s[i];
+  for (std::size_t i = begin; i < end; ++i) r *= s[i];
   return r;
 }
 
@@ -128,12 +129,13 @@ std::vector<Tensor> AddLayer::backward_input_n(const Context& /*ctx*/, ParamView
 
 // ---- concat ----
 
-ConcatLayer::ConcatLayer(std::vector<std::int64_t> widths)
-    : MergeLayer(static_cast<int>(widths.size())), widths_(std::move(widths)) {
+ConcatLayer::ConcatLayer(std::vector<std::int64_t> widths, int axis)
+    : MergeLayer(static_cast<int>(widths.size())), widths_(std::move(widths)), axis_(axis) {
   for (const std::int64_t w : widths_) {
     if (w <= 0) throw std::invalid_argument("concat: widths must be positive");
     total_ += w;
   }
+  if (axis == 0) throw std::invalid_argument("concat: axis 0 is the batch");
 }
 
 std::string ConcatLayer::describe() const {
@@ -142,37 +144,58 @@ std::string ConcatLayer::describe() const {
     if (i > 0) s += '+';
     s += std::to_string(widths_[i]);
   }
+  if (axis_ != -1) s += ", axis " + std::to_string(axis_);
   return s + ")";
+}
+
+std::size_t ConcatLayer::dimension(std::size_t rank) const {
+  const auto r = static_cast<int>(rank);
+  const int d = axis_ < 0 ? r + axis_ : axis_;
+  if (d < 1 || d >= r) {
+    throw std::invalid_argument(describe() + ": axis " + std::to_string(axis_) +
+                                " is not a dimension past the batch of a rank-" +
+                                std::to_string(rank) + " input");
+  }
+  return static_cast<std::size_t>(d);
 }
 
 Shape ConcatLayer::output_shape_n(std::span<const Shape> inputs) const {
   require_inputs(inputs);
+  const std::size_t d = dimension(inputs[0].size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const bool same_lead = inputs[i].size() == inputs[0].size() &&
-                           std::equal(inputs[i].begin(), inputs[i].end() - 1, inputs[0].begin());
-    if (!same_lead || inputs[i].back() != widths_[i]) {
-      throw std::invalid_argument(describe() + ": input " + std::to_string(i) + " has shape " +
-                                  shape_str(inputs[i]) + ", expected last dimension " +
-                                  std::to_string(widths_[i]) +
-                                  " and the other dimensions of input 0 " + shape_str(inputs[0]));
+    bool fits = inputs[i].size() == inputs[0].size() && inputs[i][d] == widths_[i];
+    for (std::size_t j = 0; fits && j < inputs[i].size(); ++j) {
+      fits = j == d || inputs[i][j] == inputs[0][j];
+    }
+    if (!fits) {
+      throw std::invalid_argument(
+          describe() + ": input " + std::to_string(i) + " has shape " + shape_str(inputs[i]) +
+          ", expected " + std::to_string(widths_[i]) + " at dimension " + std::to_string(d) +
+          " and the other dimensions of input 0 " + shape_str(inputs[0]));
     }
   }
   Shape out = inputs[0];
-  out.back() = total_;
+  out[d] = total_;
   return out;
 }
 
+// Each input is a [rows, width * inner] matrix (rows: the dimensions before the joined one,
+// inner: those after), and the output the matrices side by side: one strided copy each.
 ForwardResult ConcatLayer::forward_n(const Context& ctx, ParamView /*params*/,
                                      std::span<const Tensor> xs) const {
   const Kernels& k = ctx.k();
   const std::vector<Tensor> x = checked_inputs(k, xs);
   ForwardResult r;
   r.y = k.empty(output_shape_n(shapes_of(xs)));
-  const std::int64_t rows = rows_of(r.y.shape());
+  const Shape& s = r.y.shape();
+  const std::size_t d = dimension(s.size());
+  const std::int64_t rows = product(s, 0, d);
+  const std::int64_t inner = product(s, d + 1, s.size());
   std::int64_t at = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    k.copy_2d(detail::ptr(x[i]), widths_[i], detail::ptr(r.y) + at, total_, rows, widths_[i]);
-    at += widths_[i];
+    const std::int64_t cols = widths_[i] * inner;
+    k.copy_2d(detail::ptr(x[i]), cols, detail::ptr(r.y) + at, total_ * inner, rows, cols);
+    at += cols;
   }
   return r;
 }
@@ -182,21 +205,26 @@ std::vector<Tensor> ConcatLayer::backward_input_n(const Context& ctx, ParamView 
                                                   const std::vector<bool>& want) const {
   const Kernels& k = ctx.k();
   const Tensor g = detail::as_f32(k, dy, describe(), "output gradient");
-  if (g.rank() < 2 || g.shape().back() != total_) {
+  const Shape& s = g.shape();
+  const std::size_t d = dimension(s.size());
+  if (s[d] != total_) {
     throw std::invalid_argument(describe() + ": output gradient " + g.describe() +
-                                " does not end in " + std::to_string(total_));
+                                " does not have " + std::to_string(total_) + " at dimension " +
+                                std::to_string(d));
   }
-  const std::int64_t rows = rows_of(g.shape());
+  const std::int64_t rows = product(s, 0, d);
+  const std::int64_t inner = product(s, d + 1, s.size());
   std::vector<Tensor> dx(widths_.size());
   std::int64_t at = 0;
   for (std::size_t i = 0; i < widths_.size(); ++i) {
+    const std::int64_t cols = widths_[i] * inner;
     if (i < want.size() && want[i]) {
-      Shape s = g.shape();
-      s.back() = widths_[i];
-      dx[i] = k.empty(s);
-      k.copy_2d(detail::ptr(g) + at, total_, detail::ptr(dx[i]), widths_[i], rows, widths_[i]);
+      Shape part = s;
+      part[d] = widths_[i];
+      dx[i] = k.empty(part);
+      k.copy_2d(detail::ptr(g) + at, total_ * inner, detail::ptr(dx[i]), cols, rows, cols);
     }
-    at += widths_[i];
+    at += cols;
   }
   return dx;
 }

@@ -48,11 +48,13 @@ class AddLayer final : public MergeLayer {
                                        const std::vector<bool>& want) const override;
 };
 
-// Its inputs joined along the last dimension, whose sizes (`widths`, fixed when the graph is
-// built) may differ; the other dimensions agree.
+// Its inputs joined along one dimension, whose sizes (`widths`, fixed when the graph is built)
+// may differ; the other dimensions agree. `axis` counts from the batch's 0 (1: an image's
+// channels, as Inception joins its branches), or from the end when negative (-1, the
+// default: the features).
 class ConcatLayer final : public MergeLayer {
  public:
-  explicit ConcatLayer(std::vector<std::int64_t> widths);
+  explicit ConcatLayer(std::vector<std::int64_t> widths, int axis = -1);
   std::string kind() const override { return "concat"; }
   std::string describe() const override;
   Shape output_shape_n(std::span<const Shape> inputs) const override;
@@ -63,8 +65,12 @@ class ConcatLayer final : public MergeLayer {
                                        const std::vector<bool>& want) const override;
 
  private:
+  // The dimension joined in a tensor of `rank`; throws naming the layer when out of range.
+  std::size_t dimension(std::size_t rank) const;
+
   std::vector<std::int64_t> widths_;
   std::int64_t total_ = 0;
+  int axis_;
 };
 
 // The element-wise product of two inputs of one shape (a gate); keeps both for backward.

@@ -12,6 +12,7 @@
 
 #include "grad_check.hpp"
 #include "models/graph_builder.hpp"
+#include "models/layers/merge_layer.hpp"
 #include "models/model.hpp"
 #include "models/sim_clock.hpp"
 
@@ -250,6 +251,39 @@ TEST(GraphModel, BadGraphsAreRefusedNamingTheNode) {
   ModelSpec one = skip_graph();
   one.graph.nodes[3].inputs = {"h3"};
   EXPECT_NE(build_error(one).find("add needs at least two inputs"), std::string::npos);
+}
+
+// Inception joins its branches along the channels of [batch, C, H, W] images: each output plane
+// is one input's plane, and the gradient goes back to the plane it came from.
+TEST(GraphModel, ConcatAlongChannelsPlacesAndSplitsPlanes) {
+  const ConcatLayer concat({1, 2}, 1);
+  const Tensor a = random_tensor({2, 1, 2, 3}, 1);
+  const Tensor b = random_tensor({2, 2, 2, 3}, 2);
+  const std::vector<Tensor> xs{a, b};
+  Context ctx;
+  ForwardResult r = concat.forward_n(ctx, {}, xs);
+  ASSERT_EQ(r.y.shape(), (Shape{2, 3, 2, 3}));
+  const float* y = r.y.data<float>();
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 6; ++i) {
+        const float want =
+            c == 0 ? a.data<float>()[n * 6 + i] : b.data<float>()[n * 12 + (c - 1) * 6 + i];
+        EXPECT_EQ(y[(n * 3 + c) * 6 + i], want) << n << " " << c << " " << i;
+      }
+    }
+  }
+  const std::vector<Tensor> dx = concat.backward_input_n(ctx, {}, r.saved, r.y, {true, true});
+  ASSERT_EQ(dx[0].shape(), a.shape());
+  ASSERT_EQ(dx[1].shape(), b.shape());
+  for (std::int64_t i = 0; i < a.numel(); ++i)
+    EXPECT_EQ(dx[0].data<float>()[i], a.data<float>()[i]);
+  for (std::int64_t i = 0; i < b.numel(); ++i)
+    EXPECT_EQ(dx[1].data<float>()[i], b.data<float>()[i]);
+  // Other dimensions must agree; axis 0 is the batch.
+  const std::vector<Shape> bad{{2, 1, 2, 3}, {2, 2, 2, 4}};
+  EXPECT_THROW((void)concat.output_shape_n(bad), std::invalid_argument);
+  EXPECT_THROW(ConcatLayer({1, 2}, 0), std::invalid_argument);
 }
 
 // The sim device runs a graph's shapes through every merge without data.
