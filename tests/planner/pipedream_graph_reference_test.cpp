@@ -8,9 +8,11 @@
 // pipedream_reference_test.cpp. It plans over the whole antichain DAG of the graph; Tandem
 // plans over contiguous runs of one topological order (the reader's). The expected stages are
 // what the same script chose when its states were restricted to the prefixes of that order
-// (every other line unchanged): the same time on every run here, so on these graphs the
-// restriction loses nothing. Where both searches tie, PipeDream's unrestricted pick may be
-// another partition of the same time (the straight runs).
+// (every other line unchanged). On every run but one that is also the unrestricted time, so the
+// restriction loses nothing there (where both tie, PipeDream's unrestricted pick may be another
+// partition of the same time: the straight runs). The exception, Inception-v3 on 8 workers,
+// is the documented difference: PipeDream cuts its last two stages at a down-set that is no
+// prefix of one order (it moves a 1.01 ms branch across the cut), 1.7% faster.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -42,6 +44,8 @@ struct OptimizerRun {
   bool straight = false;
   double seconds = 0;  // PipeDream's "Time per stage in pipeline"
   std::vector<Stage> stages;
+  // PipeDream's time restricted to prefixes of our order, where it differs from `seconds`.
+  double restricted_seconds = 0;
 };
 
 const char* const kResNet50 = "pipedream-resnet50-graph.txt";
@@ -83,6 +87,13 @@ TEST(PipeDreamGraphReference, ReproducesPipeDreamsOptimizerOnGraphs) {
         {156, 176, 1}}},
       {kInception, 4, 1e9, false, 0.227278848, {{0, 17, 1}, {17, 51, 2}, {51, 91, 1}}},
       {kInception, 4, 1e9, true, 0.2408448, {{0, 17, 1}, {17, 36, 1}, {36, 46, 1}, {46, 91, 1}}},
+      {kInception,
+       8,
+       1e9,
+       false,
+       0.11951465600000008,
+       {{0, 41, 4}, {41, 57, 2}, {57, 91, 2}},
+       0.12163684799999992},
   };
   const auto data = std::filesystem::path(TANDEM_SOURCE_DIR) / "tests/planner/data";
   for (const OptimizerRun& run : runs) {
@@ -97,7 +108,12 @@ TEST(PipeDreamGraphReference, ReproducesPipeDreamsOptimizerOnGraphs) {
     options.replicate = !run.straight;
     const std::vector<PipeDreamLevel> levels{{run.workers, run.bandwidth}};
     const PipeDreamPlan plan = plan_pipedream(layers, levels, options);
-    EXPECT_NEAR(plan.time_per_minibatch, run.seconds, 1e-9 * run.seconds);
+    if (run.restricted_seconds > 0) {
+      EXPECT_NEAR(plan.time_per_minibatch, run.restricted_seconds, 1e-9 * run.restricted_seconds);
+      EXPECT_GT(plan.time_per_minibatch, run.seconds);
+    } else {
+      EXPECT_NEAR(plan.time_per_minibatch, run.seconds, 1e-9 * run.seconds);
+    }
     std::vector<Stage> ours;
     for (const PipeDreamStage& stage : plan.stages) {
       ours.push_back({stage.begin, stage.end, stage.replicas()});
