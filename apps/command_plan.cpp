@@ -19,6 +19,7 @@
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/cluster.hpp"
+#include "planner/pipedream_graph_profile.hpp"
 #include "planner/pipeline_planner.hpp"
 #include "planner/plan_output.hpp"
 #include "planner/profile.hpp"
@@ -32,6 +33,7 @@ namespace ts = tandem::schedules;
 
 struct PlanOptions {
   std::string profile;
+  std::string format = "tandem";  // of --profile: tandem (JSON) or pipedream (graph.txt)
   std::string cluster;
   std::string schedule = "pipedream";
   int minibatch = 0;
@@ -48,6 +50,12 @@ struct PlanOptions {
   // Least wall time between two GA progress lines; hidden, so tests can ask for every line.
   double progress_interval = 1.0;
 };
+
+// The profile in the format --format names; a PipeDream graph.txt becomes a graph profile.
+planner::Profile read_profile(const PlanOptions& options) {
+  if (options.format == "pipedream") return planner::load_pipedream_graph(options.profile);
+  return planner::load_profile(options.profile);
+}
 
 // Flags the chosen schedule would ignore are refused: a user who gives them expects an effect.
 void check_flags(const PlanOptions& o, const CLI::App& cmd, ts::ScheduleKind kind) {
@@ -150,7 +158,7 @@ void run_auto(const PlanOptions& options, const CLI::App& cmd) {
   ranking_options.ga.seed = static_cast<std::uint64_t>(options.seed);
   ranking_options.ga.population = options.population;
   ranking_options.ga.generations = options.generations;
-  const planner::Profile profile = planner::load_profile(options.profile);
+  const planner::Profile profile = read_profile(options);
   check_sums(profile, options.profile);
   const planner::Cluster cluster = planner::load_cluster(options.cluster);
   const planner::ScheduleRanking ranking = planner::rank_planned(profile, cluster, ranking_options);
@@ -189,7 +197,7 @@ void run_plan(const PlanOptions& options, const CLI::App& cmd) {
   request.ga.seed = static_cast<std::uint64_t>(options.seed);
   request.ga.population = options.population;
   request.ga.generations = options.generations;
-  const planner::Profile profile = planner::load_profile(options.profile);
+  const planner::Profile profile = read_profile(options);
   check_sums(profile, options.profile);
   const planner::Cluster cluster = planner::load_cluster(options.cluster);
   // The GA can take a while: say what runs, on stderr, so stdout stays the plan.
@@ -226,7 +234,13 @@ void add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "Find stages, replicas and slices for a schedule from a layer profile and a cluster");
-  cmd->add_option("--profile", options->profile, "Layer profile (JSON)")->required();
+  cmd->add_option("--profile", options->profile, "Layer profile (JSON, or see --format)")
+      ->required();
+  cmd->add_option("--format", options->format,
+                  "Of --profile: tandem (JSON, `tandem profile`) or pipedream (a PipeDream "
+                  "profiler's graph.txt; docs/planner.md#planning-on-graphs)")
+      ->check(CLI::IsMember({"tandem", "pipedream"}))
+      ->capture_default_str();
   cmd->add_option("--cluster", options->cluster, "Cluster topology (YAML)")->required();
   cmd->add_option("--schedule,-s", options->schedule,
                   "pipedream, pipedream-vsync, gpipe, 1f1b, zb-h1, zb-2p, umpipe, or auto (rank "

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "planner/cut_bytes.hpp"
+#include "planner/detail/pipedream_cut_rule.hpp"
 #include "planner/gpipe_partitioner.hpp"
 #include "planner/pipedream_dp.hpp"
 #include "planner/stage_model.hpp"
@@ -77,10 +79,16 @@ PlannedPipeline plan_with_dp(const Profile& profile, const Cluster& cluster,
                              const PlanRequest& request, int minibatch) {
   // The profile's times are for its own minibatch; scale to the one asked for.
   const double scale = static_cast<double>(minibatch) / profile.minibatch;
+  // A layer's activation is what the cut after it carries: a graph's skips included, counted as
+  // PipeDream's optimizer counts them under its cost model (detail/pipedream_cut_rule.hpp).
+  const std::vector<double> cuts = request.cost_model == CostModel::pipedream
+                                       ? detail::pipedream_cut_bytes(profile)
+                                       : cut_bytes(profile);
   std::vector<PipeDreamLayer> layers;
-  for (const LayerProfile& l : profile.layers) {
-    layers.push_back({(l.forward_ms + l.backward_ms) * scale, l.parameter_bytes,
-                      l.activation_bytes * scale, l.memory_bytes * scale});
+  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+    const LayerProfile& l = profile.layers[i];
+    layers.push_back({(l.forward_ms + l.backward_ms) * scale, l.parameter_bytes, cuts[i] * scale,
+                      l.memory_bytes * scale});
   }
   std::vector<PipeDreamLevel> levels;
   for (const TopologyLevel& level : cluster.levels) {

@@ -35,7 +35,7 @@ void reject_unknown_keys(const json& object, const std::set<std::string>& known,
 
 double read_number(const json& object, const std::string& key, const std::string& where,
                    std::string_view source, bool required) {
-  const std::string field = where + "." + key;
+  const std::string field = where.empty() ? key : where + "." + key;
   const auto it = object.find(key);
   if (it == object.end()) {
     if (required) fail(source, field, "missing");
@@ -67,15 +67,58 @@ void check_not_above(double part, double whole, const std::string& part_field,
   if (part > whole) fail(source, part_field, "exceeds " + whole_name);
 }
 
-LayerProfile parse_layer(const json& object, const std::string& where, std::string_view source) {
+// Layer `index`'s inputs: earlier layers or the model input, ascending and each once. Ascending
+// order makes a duplicate or a reversed pair an error, not a second reading of one tensor.
+std::vector<int> parse_inputs(const json& value, int index, const std::string& where,
+                              std::string_view source) {
+  const std::string field = where + ".inputs";
+  if (!value.is_array()) fail(source, field, "expected an array, got " + type_of(value));
+  if (value.empty()) fail(source, field, "empty (omit the field to read the previous layer)");
+  // Distinct values in [-1, index) leave at most index + 1 entries.
+  if (value.size() > static_cast<std::size_t>(index) + 1) {
+    fail(source, field,
+         std::to_string(value.size()) + " entries, more than the " + std::to_string(index + 1) +
+             " earlier layers and model input");
+  }
+  std::vector<int> inputs;
+  for (std::size_t k = 0; k < value.size(); ++k) {
+    const std::string at = field + "[" + std::to_string(k) + "]";
+    if (!value[k].is_number_integer()) {
+      fail(source, at, "expected an integer, got " + type_of(value[k]));
+    }
+    const auto producer = value[k].get<long long>();
+    if (producer == index) fail(source, at, "the layer reads itself");
+    if (producer > index) {
+      fail(source, at,
+           std::to_string(producer) +
+               " is not an earlier layer (a profile lists a graph in topological order)");
+    }
+    if (producer < kProfileModelInput) {
+      fail(source, at, std::to_string(producer) + " is no layer (-1: the model input)");
+    }
+    if (!inputs.empty() && producer <= inputs.back()) {
+      fail(source, at,
+           producer == inputs.back() ? "duplicate of the entry before"
+                                     : "not ascending (list each input once, in order)");
+    }
+    inputs.push_back(static_cast<int>(producer));
+  }
+  return inputs;
+}
+
+LayerProfile parse_layer(const json& object, int index, const std::string& where,
+                         std::string_view source) {
   if (!object.is_object()) fail(source, where, "expected an object, got " + type_of(object));
   reject_unknown_keys(
       object,
-      {"name", "forward_ms", "backward_ms", "backward_weight_ms", "activation_bytes",
+      {"name", "inputs", "forward_ms", "backward_ms", "backward_weight_ms", "activation_bytes",
        "parameter_bytes", "memory_bytes", "forward_fixed_ms", "backward_fixed_ms", "step_ms"},
       source, where);
   LayerProfile layer;
   layer.name = read_string(object, "name", where, source);
+  if (const auto inputs = object.find("inputs"); inputs != object.end()) {
+    layer.inputs = parse_inputs(*inputs, index, where, source);
+  }
   layer.forward_ms = read_number(object, "forward_ms", where, source, true);
   layer.backward_ms = read_number(object, "backward_ms", where, source, true);
   layer.backward_weight_ms = read_number(object, "backward_weight_ms", where, source, true);
@@ -96,9 +139,17 @@ LayerProfile parse_layer(const json& object, const std::string& where, std::stri
 
 }  // namespace
 
+bool is_graph(const Profile& profile) {
+  for (const LayerProfile& layer : profile.layers) {
+    if (!layer.inputs.empty()) return true;
+  }
+  return false;
+}
+
 Profile parse_profile(const json& root, std::string_view source) {
   if (!root.is_object()) fail(source, "", "expected a JSON object, got " + type_of(root));
-  reject_unknown_keys(root, {"model", "device", "minibatch", "concurrent", "layers"}, source, "");
+  reject_unknown_keys(root, {"model", "device", "minibatch", "concurrent", "input_bytes", "layers"},
+                      source, "");
   Profile profile;
   profile.model = read_string(root, "model", "", source);
   profile.device = read_string(root, "device", "", source);
@@ -121,14 +172,16 @@ Profile parse_profile(const json& root, std::string_view source) {
     profile.concurrent = static_cast<int>(copies);
   }
 
+  profile.input_bytes = read_number(root, "input_bytes", "", source, false);
+
   const auto layers = root.find("layers");
   if (layers == root.end()) fail(source, "layers", "missing");
   if (!layers->is_array()) fail(source, "layers", "expected an array, got " + type_of(*layers));
   if (layers->empty()) fail(source, "layers", "empty");
   profile.layers.reserve(layers->size());
   for (std::size_t i = 0; i < layers->size(); ++i) {
-    profile.layers.push_back(
-        parse_layer((*layers)[i], "layers[" + std::to_string(i) + "]", source));
+    profile.layers.push_back(parse_layer((*layers)[i], static_cast<int>(i),
+                                         "layers[" + std::to_string(i) + "]", source));
   }
   return profile;
 }
@@ -157,10 +210,12 @@ nlohmann::json profile_to_json(const Profile& profile) {
   if (!profile.device.empty()) root["device"] = profile.device;
   root["minibatch"] = profile.minibatch;
   if (profile.concurrent != 1) root["concurrent"] = profile.concurrent;
+  if (profile.input_bytes > 0) root["input_bytes"] = profile.input_bytes;
   json layers = json::array();
   for (const LayerProfile& layer : profile.layers) {
     json entry = json::object();
     if (!layer.name.empty()) entry["name"] = layer.name;
+    if (!layer.inputs.empty()) entry["inputs"] = layer.inputs;
     entry["forward_ms"] = layer.forward_ms;
     entry["backward_ms"] = layer.backward_ms;
     entry["backward_weight_ms"] = layer.backward_weight_ms;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "planner/cut_bytes.hpp"
 #include "planner/layer_op_times.hpp"
 
 namespace tandem::planner {
@@ -22,7 +23,8 @@ StageModel stage_model(const Profile& profile, int begin, int end) {
     m.step += layer.step_ms;
     m.activation_per_sample += layer.memory_bytes / samples;
   }
-  m.output_per_sample = profile.layers[end - 1].activation_bytes / samples;
+  // A graph's stage sends on every tensor its cut carries, skips from earlier stages included.
+  m.output_per_sample = cut_bytes(profile)[end - 1] / samples;
   return m;
 }
 

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "train/profile_edges.hpp"
+
 namespace tandem::train {
 
 planner::Profile flop_profile(const models::Model& model, int64_t minibatch) {
@@ -31,6 +33,8 @@ planner::Profile flop_profile(const models::Model& model, int64_t minibatch) {
     layer.memory_bytes = layer.activation_bytes;
     profile.layers.push_back(layer);
   }
+  // A graph's edges: the planner counts its cuts from them (what `cuts` holds).
+  add_profile_edges(model, minibatch, profile);
   return profile;
 }
 

@@ -18,6 +18,7 @@
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 #include "train/job_error.hpp"
+#include "train/profile_edges.hpp"
 
 namespace tandem::train {
 namespace {
@@ -302,7 +303,8 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
     entry.forward_ms = all[k].forward_ms;
     entry.backward_weight_ms = all[k].backward_weight_ms;
     entry.backward_ms = all[k].backward_input_ms + all[k].backward_weight_ms;
-    // What crosses the cut after the layer: its output for a chain; a graph's skip edges too.
+    // What crosses the cut after the layer (a graph's skip edges too); a graph's profile then
+    // gets its edges and each layer's own output instead (add_profile_edges, below).
     entry.activation_bytes =
         model.is_chain() ? all[k].output_bytes : 4 * cuts[k] * static_cast<double>(minibatch);
     for (const Tensor& p : model.layer_params(params, i)) {
@@ -318,6 +320,7 @@ planner::Profile profile_model(const JobSpec& job, const ProfileOptions& options
     profile.layers.push_back(entry);
     if (progress) progress(i, layers, entry);
   }
+  add_profile_edges(model, minibatch, profile);
   return profile;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace tandem::planner {
 namespace {
@@ -167,6 +168,80 @@ TEST(Profile, MissingFileIsAnError) {
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()), "/nonexistent/profile.json: cannot open profile");
   }
+}
+
+// A graph of three layers: layer 2 reads layer 1 and, over a skip, layer 0 and the model input.
+json skip_graph() {
+  json root = two_layers();
+  root["input_bytes"] = 64;
+  root["layers"].push_back({{"forward_ms", 1},
+                            {"backward_ms", 2},
+                            {"backward_weight_ms", 0},
+                            {"activation_bytes", 32},
+                            {"parameter_bytes", 0},
+                            {"memory_bytes", 0},
+                            {"inputs", {-1, 0, 1}}});
+  return root;
+}
+
+TEST(Profile, ReadsAGraphsEdges) {
+  const Profile profile = parse_profile(skip_graph(), "profile.json");
+  ASSERT_EQ(profile.layers.size(), 3u);
+  EXPECT_TRUE(profile.layers[0].inputs.empty());
+  EXPECT_EQ(profile.layers[2].inputs, (std::vector<int>{kProfileModelInput, 0, 1}));
+  EXPECT_DOUBLE_EQ(profile.input_bytes, 64);
+  EXPECT_TRUE(is_graph(profile));
+  const Profile again = parse_profile(profile_to_json(profile), "again");
+  EXPECT_EQ(again.layers[2].inputs, profile.layers[2].inputs);
+  EXPECT_DOUBLE_EQ(again.input_bytes, 64);
+}
+
+TEST(Profile, AChainIsWrittenAsBefore) {
+  // No edges and no input size on disk: chain profiles stay byte for byte what they were.
+  const Profile chain = parse_profile(two_layers(), "profile.json");
+  EXPECT_FALSE(is_graph(chain));
+  const json written = profile_to_json(chain);
+  EXPECT_FALSE(written.contains("input_bytes"));
+  for (const json& layer : written.at("layers")) EXPECT_FALSE(layer.contains("inputs"));
+}
+
+TEST(Profile, RejectsHostileEdges) {
+  const auto with_inputs = [](json inputs) {
+    json root = skip_graph();
+    root["layers"][2]["inputs"] = std::move(inputs);
+    return error_of(root);
+  };
+  EXPECT_EQ(with_inputs({3}),
+            "profile.json: layers[2].inputs[0]: 3 is not an earlier layer (a profile lists a "
+            "graph in topological order)");
+  EXPECT_EQ(with_inputs({2}), "profile.json: layers[2].inputs[0]: the layer reads itself");
+  EXPECT_EQ(with_inputs({0, 0}),
+            "profile.json: layers[2].inputs[1]: duplicate of the entry before");
+  EXPECT_EQ(with_inputs({1, 0}),
+            "profile.json: layers[2].inputs[1]: not ascending (list each input once, in order)");
+  EXPECT_EQ(with_inputs({-2}),
+            "profile.json: layers[2].inputs[0]: -2 is no layer (-1: the model "
+            "input)");
+  EXPECT_EQ(with_inputs({-1, 0, 1, 1}),
+            "profile.json: layers[2].inputs: 4 entries, more than the 3 earlier layers and "
+            "model input");
+  EXPECT_EQ(with_inputs(json::array()),
+            "profile.json: layers[2].inputs: empty (omit the field to read the previous layer)");
+  EXPECT_EQ(with_inputs({0.5}),
+            "profile.json: layers[2].inputs[0]: expected an integer, got number");
+  EXPECT_EQ(with_inputs("0"), "profile.json: layers[2].inputs: expected an array, got string");
+  EXPECT_EQ(with_inputs({9223372036854775807LL}),
+            "profile.json: layers[2].inputs[0]: 9223372036854775807 is not an earlier layer (a "
+            "profile lists a graph in topological order)");
+  json huge = skip_graph();
+  huge["layers"][2]["inputs"] = json::array();
+  for (int i = 0; i < 100000; ++i) huge["layers"][2]["inputs"].push_back(0);
+  EXPECT_EQ(error_of(huge),
+            "profile.json: layers[2].inputs: 100000 entries, more than the 3 earlier layers and "
+            "model input");
+  json negative = skip_graph();
+  negative["input_bytes"] = -1;
+  EXPECT_EQ(error_of(negative), "profile.json: input_bytes: negative (-1)");
 }
 
 }  // namespace
