@@ -366,6 +366,8 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
       resumed_versions(spec_, s, schedules::weight_version(p, s, spec_.first_minibatch),
                        setup.first_round, setup.params, device);
   setup.optimizer = models::make_optimizer(spec_.optimizer);
+  // Buffers (batch norm's running statistics) are updated by their layers, not trained.
+  setup.optimizer->attach(*spec_.model);
   if (!spec_.optimizer_states.empty()) {
     const OptimizerState& os = spec_.optimizer_states[static_cast<std::size_t>(s)];
     try {

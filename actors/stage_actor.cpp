@@ -447,6 +447,9 @@ std::optional<models::FusedUpdate> StageActor::begin_fused_update(const Action& 
   const models::ParamSet& w = versions_.get(version);
   for (std::int64_t i = 0; i < w.size(); ++i) {
     if (!w[i].storage_unique()) return std::nullopt;
+    // A buffer's slot takes its layer's statistics, which update_buffers reads at the STEP: an
+    // in-place update would add them to the buffer itself.
+    if (s_.model->is_buffer(w.name(i))) return std::nullopt;
   }
   // The round's STEP follows, and its round is this backward's minibatch.
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));

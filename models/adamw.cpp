@@ -34,6 +34,7 @@ AdamW::AdamW(const OptimizerSpec& spec)
 void AdamW::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
   detail::check_step_args(params, grads, who_, k.device());
   for (std::int64_t i = 0; i < params.size(); ++i) {
+    if (is_buffer(params.name(i))) continue;  // its layer updates it below
     detail::UpdateTarget target = detail::update_target(params, i, k);
     const std::string& name = params.name(i);
     if (!exp_avg_.contains(name)) {
@@ -47,6 +48,7 @@ void AdamW::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
                    detail::ptr(exp_avg_sq_.at(name)), detail::ptr(target.out), target.old.numel(),
                    lr_, weight_decay_, beta1_, beta2_, eps_, steps_ + 1);
   }
+  update_buffers(params, grads, k);
   ++steps_;
 }
 
@@ -85,7 +87,7 @@ void AdamW::check_state(const ParamSet& state, const ParamSet& params) const {
   if (state.empty()) return;  // no step taken yet
   for (const std::string& param : params.names()) {
     const std::string entry = std::string(kExpAvg) + param;
-    if (!state.contains(entry)) {
+    if (!state.contains(entry) && !is_buffer(param)) {
       refuse_state(entry,
                    "missing: the state holds moments of other parameters, and every "
                    "parameter has them once a step is taken");

@@ -9,12 +9,17 @@
 
 #include "models/input_layout.hpp"
 #include "models/layers/activation.hpp"
+#include "models/layers/avg_pool2d.hpp"
+#include "models/layers/batch_norm2d.hpp"
+#include "models/layers/conv2d.hpp"
 #include "models/layers/dropout.hpp"
 #include "models/layers/embedding.hpp"
 #include "models/layers/flatten.hpp"
+#include "models/layers/global_avg_pool2d.hpp"
 #include "models/layers/input_view.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
+#include "models/layers/max_pool2d.hpp"
 #include "models/layers/merge_layer.hpp"
 #include "models/layers/reshape.hpp"
 
@@ -35,17 +40,58 @@ cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
   fail(n, index, "unknown activation '" + n.activation + "' (expected none, relu or gelu)");
 }
 
+bool image_layer(const std::string& kind) {
+  return kind == "conv2d" || kind == "batch_norm" || kind == "max_pool" || kind == "avg_pool" ||
+         kind == "global_avg_pool";
+}
+
+// The layers over NCHW images: `in` is [batch, C, H, W].
+std::shared_ptr<const Layer> make_image_layer(const GraphNode& n, std::size_t index,
+                                              const Shape& in) {
+  if (in.size() != 4) {
+    fail(n, index,
+         n.layer + " reads images [batch, channels, height, width], given " + shape_str(in) +
+             " (a reshape node makes them)");
+  }
+  if (n.layer == "batch_norm") return std::make_shared<BatchNorm2d>(in[1]);
+  if (n.layer == "global_avg_pool") return std::make_shared<GlobalAvgPool2d>();
+  if (n.kernel <= 0) fail(n, index, n.layer + " needs 'kernel' > 0");
+  if (n.stride < 0) fail(n, index, n.layer + " needs 'stride' >= 0");
+  if (n.pad < 0) fail(n, index, n.layer + " needs 'pad' >= 0");
+  if (n.layer == "conv2d") {
+    if (n.out <= 0) fail(n, index, "conv2d needs 'out' > 0 (output channels)");
+    if (n.kernel_w < 0) fail(n, index, "conv2d needs 'kernel_w' > 0");
+    if (n.pad_w < -1) fail(n, index, "conv2d needs 'pad_w' >= 0");
+    if (n.activation != "none" && n.activation != "relu") {
+      fail(n, index, "conv2d: unknown activation '" + n.activation + "' (expected none or relu)");
+    }
+    const auto act = n.activation == "relu" ? cpu::Activation::relu : cpu::Activation::none;
+    return std::make_shared<Conv2d>(in[1], n.out, n.kernel, n.kernel_w == 0 ? n.kernel : n.kernel_w,
+                                    n.stride == 0 ? 1 : n.stride, n.pad,
+                                    n.pad_w < 0 ? n.pad : n.pad_w, act);
+  }
+  if (2 * n.pad > n.kernel) {
+    fail(n, index,
+         n.layer + ": 'pad' " + std::to_string(n.pad) + " is more than half the kernel " +
+             std::to_string(n.kernel));
+  }
+  if (n.layer == "max_pool") return std::make_shared<MaxPool2d>(n.kernel, n.stride, n.pad);
+  return std::make_shared<AvgPool2d>(n.kernel, n.stride, n.pad);
+}
+
 // The layer of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
                                         const std::vector<Shape>& in) {
-  static const std::set<std::string> kKinds = {"linear",   "relu",      "gelu",   "layer_norm",
-                                               "flatten",  "dropout",   "add",    "concat",
-                                               "multiply", "embedding", "reshape"};
+  static const std::set<std::string> kKinds = {
+      "linear",     "relu",     "gelu",     "layer_norm",     "flatten", "dropout",
+      "add",        "concat",   "multiply", "embedding",      "reshape", "conv2d",
+      "batch_norm", "max_pool", "avg_pool", "global_avg_pool"};
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
              "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
-             "multiply, embedding or reshape)");
+             "multiply, embedding, reshape, conv2d, batch_norm, max_pool, avg_pool or "
+             "global_avg_pool)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");
@@ -73,6 +119,7 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
     }
     return std::make_shared<Reshape>(n.shape);
   }
+  if (image_layer(n.layer)) return make_image_layer(n, index, in[0]);
   if (n.layer == "relu") return std::make_shared<ReLU>();
   if (n.layer == "gelu") return std::make_shared<GELU>();
   if (n.layer == "layer_norm") return std::make_shared<LayerNorm>(last);

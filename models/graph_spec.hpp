@@ -10,10 +10,20 @@ namespace tandem::models {
 struct GraphNode {
   std::string name;                 // unique among the nodes and the model input
   std::string layer;                // linear | relu | gelu | layer_norm | dropout | flatten |
-                                    // add | concat | multiply | embedding | reshape
+                                    // add | concat | multiply | embedding | reshape | conv2d |
+                                    // batch_norm | max_pool | avg_pool | global_avg_pool
   std::vector<std::string> inputs;  // empty: the previous node's output (the model input first)
-  std::int64_t out = 0;             // linear: output features
-  std::string activation = "none";  // linear: none | relu | gelu, fused after the product
+  std::int64_t out = 0;             // linear: output features; conv2d: output channels
+  std::string activation = "none";  // linear: none | relu | gelu, fused after the product;
+                                    // conv2d: none | relu
+  // conv2d, max_pool, avg_pool: the window (kernel_h when kernel_w is given) and its stride and
+  // padding. kernel_w 0 and pad_w -1: as kernel and pad (conv2d only: the pools are square).
+  // stride 0: 1 for conv2d, the kernel for the pools.
+  std::int64_t kernel = 0;
+  std::int64_t kernel_w = 0;
+  std::int64_t stride = 0;
+  std::int64_t pad = 0;
+  std::int64_t pad_w = -1;
   float p = 0.0f;                   // dropout: probability
   std::int64_t vocab = 0;           // embedding: token ids in [0, vocab); `out` is the width
   std::vector<std::int64_t> shape;  // reshape: the per-sample shape

@@ -25,6 +25,9 @@ Tensor Layer::backward_into(const Context& ctx, ParamView params, Saved& saved, 
   return need_dx ? dx : Tensor();
 }
 
+void Layer::update_buffers(const Kernels& /*k*/, ParamView /*params*/,
+                           std::span<const Tensor> /*grads*/, std::span<Tensor> /*out*/) const {}
+
 std::vector<Tensor> Layer::backward_weight(const Context& ctx, const Saved& saved,
                                            const Tensor& dy) const {
   std::vector<Tensor> grads;

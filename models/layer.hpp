@@ -143,6 +143,17 @@ class Layer {
                                                const Tensor& dy,
                                                const std::vector<bool>& want) const;
 
+  // Buffers (parameters whose ParamSpec::trainable is false) are state the optimizer never
+  // touches; the layer updates them here, once per optimizer step. `grads` holds what
+  // backward_weight_into wrote into every parameter's gradient slot (a buffer's slot holds
+  // whatever statistics the layer chose to write there, summed over the step's slices and
+  // reduced over replicas like any gradient). params and grads hold all of the layer's
+  // parameters in param_specs() order; the layer writes each buffer's new value into out[i]
+  // (which may share storage with params[i]) and leaves the other entries of out alone.
+  // Computes through k, like every layer op. Default: no buffers, nothing to do.
+  virtual void update_buffers(const Kernels& k, ParamView params, std::span<const Tensor> grads,
+                              std::span<Tensor> out) const;
+
   // Conveniences that allocate the gradients.
   std::vector<Tensor> backward_weight(const Context& ctx, const Saved& saved,
                                       const Tensor& dy) const;

@@ -7,6 +7,7 @@
 #include "models/concat_rows.hpp"
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
+#include "models/detail/optimizer_util.hpp"
 #include "models/detail/sim_ops.hpp"
 #include "models/input_layout.hpp"
 #include "runtime/counter_rng.hpp"
@@ -84,6 +85,16 @@ Model::Model(ModelSpec spec, std::vector<std::shared_ptr<const Layer>> layers,
   std::vector<std::vector<std::string>> ties = spec_.ties;
   ties.insert(ties.end(), implied_ties.begin(), implied_ties.end());
   ties_ = resolve_ties(ties, param_names_, param_specs_);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    bool any = false;
+    for (std::size_t j = 0; j < param_specs_[i].size(); ++j) {
+      if (param_specs_[i][j].trainable) continue;
+      buffers_.push_back(param_names_[i][j]);
+      any = true;
+    }
+    if (any) buffer_layers_.push_back(static_cast<int>(i));
+  }
+  std::sort(buffers_.begin(), buffers_.end());
 }
 
 void Model::link(std::vector<std::vector<int>> sources) {
@@ -327,6 +338,35 @@ std::int64_t Model::first_param(const ParamSet& params, int i) const {
     }
   }
   return first;
+}
+
+bool Model::is_buffer(std::string_view name) const {
+  return std::binary_search(buffers_.begin(), buffers_.end(), name);
+}
+
+void Model::update_buffers(const Kernels& k, ParamSet& params, const ParamSet& grads) const {
+  for (const int l : buffer_layers_) {
+    const auto li = static_cast<std::size_t>(l);
+    const std::vector<std::string>& names = param_names_[li];
+    if (!params.contains(names[0])) continue;
+    const std::int64_t first = first_param(params, l);
+    const std::int64_t gfirst = first_param(grads, l);
+    std::vector<Tensor> old;
+    std::vector<Tensor> out;
+    for (std::size_t j = 0; j < names.size(); ++j) {
+      const std::int64_t at = first + static_cast<std::int64_t>(j);
+      if (param_specs_[li][j].trainable) {
+        old.push_back(params[at]);
+        out.push_back(params[at]);
+        continue;
+      }
+      const detail::UpdateTarget t = detail::update_target(params, at, k);
+      old.push_back(t.old);
+      out.push_back(t.out);
+    }
+    layers_[li]->update_buffers(k, old,
+                                grads.range(gfirst, static_cast<std::int64_t>(names.size())), out);
+  }
 }
 
 ParamView Model::layer_params(const ParamSet& params, int i) const {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/layer.hpp"
@@ -90,6 +91,18 @@ class Model {
   ParamView layer_params(const ParamSet& params, int layer) const;
   std::span<Tensor> layer_params(ParamSet& params, int layer) const;
 
+  // ---- buffers (ParamSpec::trainable false: batch norm's running statistics) ----
+  bool has_buffers() const { return !buffers_.empty(); }
+  // Whether `name` ("<layer index>.<local name>") is a buffer: optimizers leave it alone and
+  // gradient norms skip its slot.
+  bool is_buffer(std::string_view name) const;
+  // Each layer holding buffers whose parameters are all in `params` updates them from their
+  // gradient slots in `grads` (same names; Layer::update_buffers), through k. A buffer's tensor
+  // that shares storage with another handle (a stashed weight version) is replaced in `params`
+  // by a new one, as optimizers do (copy-on-write). Layers not in `params` are skipped: a stage
+  // passes its own set. Called once per optimizer step, by the optimizer (Optimizer::attach).
+  void update_buffers(const Kernels& k, ParamSet& params, const ParamSet& grads) const;
+
   // Forward of layers [begin, end) on x; keeps each layer's saved state when ctx.keep_saved
   // (else `saved` holds one empty state per layer).
   //
@@ -169,6 +182,9 @@ class Model {
   // Each layer's param_specs(), built once: the sim ops check against them on every call.
   std::vector<std::vector<ParamSpec>> param_specs_;
   std::vector<TieGroup> ties_;
+  // The buffers' names, sorted (is_buffer), and the layers that hold any, ascending.
+  std::vector<std::string> buffers_;
+  std::vector<int> buffer_layers_;
 
   std::int64_t first_param(const ParamSet& params, int i) const;
   void link(std::vector<std::vector<int>> sources);

@@ -6,6 +6,7 @@
 #include "models/adamw.hpp"
 #include "models/detail/optimizer_util.hpp"
 #include "models/kernels/kernels.hpp"
+#include "models/model.hpp"
 #include "models/sgd.hpp"
 #include "models/sim_clock.hpp"
 
@@ -15,6 +16,18 @@ void Optimizer::sim_step(ParamSet& params, const ParamSet& grads, SimClock& cloc
   detail::check_step_args(params, grads, who_, Device::sim());
   clock.charge(clock.costs().optimizer_step_ms, who_ + " step");
   ++steps_;
+}
+
+void Optimizer::attach(const Model& model) {
+  model_ = std::make_shared<const Model>(model);
+}
+
+bool Optimizer::is_buffer(std::string_view name) const {
+  return model_ != nullptr && model_->is_buffer(name);
+}
+
+void Optimizer::update_buffers(ParamSet& params, const ParamSet& grads, const Kernels& k) const {
+  if (model_ != nullptr && model_->has_buffers()) model_->update_buffers(k, params, grads);
 }
 
 void Optimizer::step(ParamSet& params, const ParamSet& grads) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "models/param_set.hpp"
@@ -12,6 +13,7 @@
 namespace tandem::models {
 
 class Kernels;
+class Model;
 class SimClock;
 
 struct OptimizerSpec {
@@ -76,6 +78,16 @@ class Optimizer {
   // Counts an update applied through fused_update() (keeps steps() right).
   void note_fused_step() { ++steps_; }
 
+  // The model whose parameters step() updates, for its buffers (ParamSpec::trainable false:
+  // batch norm's running statistics): step() gives them no update, no weight decay and no
+  // state (check_state does not ask for theirs), and ends with Model::update_buffers, which
+  // lets their layers update them from their gradient slots. Without a model every parameter is
+  // trained. Every place that steps a model's parameters attaches the model first (the
+  // pipeline's stages, train_step, resuming from a checkpoint); the optimizer keeps a copy
+  // (copies share the layers).
+  void attach(const Model& model);
+  const Model* model() const { return model_.get(); }
+
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   std::int64_t steps() const { return steps_; }
@@ -102,9 +114,14 @@ class Optimizer {
   // Refuses `state[i]` unless it has `param`'s shape and dtype.
   void check_like(const std::string& entry, const Tensor& state, const std::string& param_name,
                   const Tensor& param) const;
+  // Whether parameter `name` is a buffer of the attached model (false without one).
+  bool is_buffer(std::string_view name) const;
+  // The buffer update that ends step(): Model::update_buffers when a model is attached.
+  void update_buffers(ParamSet& params, const ParamSet& grads, const Kernels& k) const;
   double lr_;
   std::string who_;  // "optimizer sgd": prefixes error messages
   std::int64_t steps_ = 0;
+  std::shared_ptr<const Model> model_;
 };
 
 // Throws std::invalid_argument naming the field for an unknown kind or invalid values.

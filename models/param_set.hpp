@@ -31,6 +31,11 @@ struct ParamSpec {
   Init init = Init::zeros;
   float scale = 1.0f;
   std::int64_t fan_in = 1;  // for uniform_fan_in
+  // False for a buffer (batch norm's running statistics): optimizers leave it alone (no update,
+  // no weight decay, no gradient norm); its layer updates it in Layer::update_buffers from what
+  // its backward wrote into the buffer's gradient slot, which slices sum and replicas reduce
+  // like any gradient.
+  bool trainable = true;
 };
 
 // An ordered set of named tensors: a model's (or a stage's) weights, their gradients, or

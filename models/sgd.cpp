@@ -35,6 +35,7 @@ std::optional<FusedUpdate> Sgd::fused_update() const {
 void Sgd::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
   detail::check_step_args(params, grads, who_, k.device());
   for (std::int64_t i = 0; i < params.size(); ++i) {
+    if (is_buffer(params.name(i))) continue;  // its layer updates it below
     detail::UpdateTarget t = detail::update_target(params, i, k);
     float* buf = nullptr;
     bool first = false;
@@ -50,6 +51,7 @@ void Sgd::step(ParamSet& params, const ParamSet& grads, const Kernels& k) {
     k.sgd_update(detail::ptr(t.old), detail::ptr(grads[i]), buf, detail::ptr(t.out), t.old.numel(),
                  lr_, weight_decay_, momentum_, nesterov_, first);
   }
+  update_buffers(params, grads, k);
   ++steps_;
 }
 
@@ -81,7 +83,7 @@ void Sgd::check_state(const ParamSet& state, const ParamSet& params) const {
   if (state.empty()) return;  // no step taken yet, or no momentum
   for (const std::string& param : params.names()) {
     const std::string entry = std::string(kMomentum) + param;
-    if (!state.contains(entry)) {
+    if (!state.contains(entry) && !is_buffer(param)) {
       refuse_state(entry,
                    "missing: the state holds momentum buffers of other parameters, and "
                    "every parameter has one once a step is taken");

@@ -76,11 +76,14 @@ StepOutput train_step(const Model& model, const ParamSet& params, const Tensor& 
 
 StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer,
                       const Tensor& inputs, const Tensor& targets, std::uint64_t step_seed) {
+  // The optimizer leaves the model's buffers to their layers (Optimizer::attach).
+  if (model.has_buffers() && optimizer.model() == nullptr) optimizer.attach(model);
   const std::optional<FusedUpdate> fused = optimizer.fused_update();
   bool unique = true;
   for (std::int64_t i = 0; i < params.size(); ++i) unique = unique && params[i].storage_unique();
-  // Tied copies need their gradients summed before the update, so they cannot be fused.
-  if (!fused || !unique || !model.ties().empty()) {
+  // Tied copies need their gradients summed before the update, so they cannot be fused; buffers
+  // take their statistics' sums in their gradient slots, not an update.
+  if (!fused || !unique || !model.ties().empty() || model.has_buffers()) {
     StepOutput out =
         train_step(model, static_cast<const ParamSet&>(params), inputs, targets, step_seed);
     optimizer.step(params, out.grads);

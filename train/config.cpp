@@ -147,6 +147,25 @@ models::GraphNode read_graph_node(ConfigMap n) {
     if (node.axis == 0 || node.axis < -8 || node.axis > 8) {
       n.fail("axis", "must be a dimension past the batch: 1 to 8, or -1 to -8 from the end");
     }
+  } else if (node.layer == "conv2d" || node.layer == "max_pool" || node.layer == "avg_pool") {
+    // A window larger than its (padded) input is the graph builder's error: it knows the shapes.
+    node.kernel = dimension(n, "kernel");
+    node.stride = dimension(n, "stride", node.layer == "conv2d" ? 1 : node.kernel);
+    node.pad = non_negative(n, "pad", 0);
+    if (node.pad > kMaxDimension) {
+      n.fail("pad",
+             "must be <= " + std::to_string(kMaxDimension) + ", got " + std::to_string(node.pad));
+    }
+    if (node.layer == "conv2d") {
+      node.out = dimension(n, "out");
+      node.kernel_w = dimension(n, "kernel_w", node.kernel);
+      node.pad_w = non_negative(n, "pad_w", node.pad);
+      if (node.pad_w > kMaxDimension) {
+        n.fail("pad_w", "must be <= " + std::to_string(kMaxDimension) + ", got " +
+                            std::to_string(node.pad_w));
+      }
+      node.activation = n.get_or<std::string>("activation", "none");
+    }
   } else if (node.layer == "reshape") {
     node.shape = n.get<std::vector<int64_t>>("shape");
     if (node.shape.empty() || node.shape.size() > 3) n.fail("shape", "needs 1 to 3 dimensions");

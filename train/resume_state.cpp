@@ -146,6 +146,8 @@ ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& 
   check_covers_model(path, ck.plan, model);
   const Reshard reshard = plan_reshard(manifest, plan, model.num_layers());
   const auto optimizer = models::make_optimizer(job.train.optimizer);
+  // Its state has no entries for the model's buffers: check_state must know which they are.
+  optimizer->attach(model);
   const std::set<int> stages = stages_needed(plan, needs_stage);
   const std::map<int, StageCheckpoint> old =
       read_old_stages(manifest, stages, plan, model, *optimizer);

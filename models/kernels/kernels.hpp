@@ -150,6 +150,24 @@ class Kernels {
   virtual void max_pool_backward(const float* dy, const std::int32_t* argmax, const ConvGeometry& g,
                                  std::int64_t n, float* dx) const = 0;
 
+  // --- batch normalisation over NCHW [n, c, hw] (batch_norm.hpp) ---
+  virtual void batch_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                                  float* xhat, float* rstd, float* sums, std::int64_t n,
+                                  std::int64_t c, std::int64_t hw, float eps) const = 0;
+  virtual void batch_norm_inference(const float* x, const float* gamma, const float* beta,
+                                    const float* mean, const float* var, float* y, std::int64_t n,
+                                    std::int64_t c, std::int64_t hw, float eps) const = 0;
+  virtual void batch_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                         const float* gamma, float* dx, std::int64_t n,
+                                         std::int64_t c, std::int64_t hw) const = 0;
+  virtual void batch_norm_backward_weight(const float* dy, const float* xhat, float* dgamma,
+                                          float* dbeta, std::int64_t n, std::int64_t c,
+                                          std::int64_t hw, float alpha, float beta) const = 0;
+  virtual void batch_norm_update_running(const float* sum, const float* sum_sq, const float* count,
+                                         const float* mean, const float* var, const float* updates,
+                                         float* mean_out, float* var_out, float* updates_out,
+                                         std::int64_t c, float momentum) const = 0;
+
   // --- optimizer updates (the optimizers' inner loops; models/kernels/cuda/optimizer.hpp
   // defines them). Hyper-parameters in the optimizers' own double type, converted to f32 as the
   // optimizers always have. out may alias p.

@@ -16,8 +16,21 @@ constexpr std::int64_t kColBudget = std::int64_t{8} << 20;
 
 Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
                std::int64_t stride, std::int64_t pad, cpu::Activation act)
-    : in_(in_channels), out_(out_channels), kernel_(kernel), stride_(stride), pad_(pad), act_(act) {
-  if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || pad < 0) {
+    : Conv2d(in_channels, out_channels, kernel, kernel, stride, pad, pad, act) {}
+
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
+               std::int64_t kernel_w, std::int64_t stride, std::int64_t pad_h, std::int64_t pad_w,
+               cpu::Activation act)
+    : in_(in_channels),
+      out_(out_channels),
+      kernel_h_(kernel_h),
+      kernel_w_(kernel_w),
+      stride_(stride),
+      pad_h_(pad_h),
+      pad_w_(pad_w),
+      act_(act) {
+  if (in_channels <= 0 || out_channels <= 0 || kernel_h <= 0 || kernel_w <= 0 || stride <= 0 ||
+      pad_h < 0 || pad_w < 0) {
     throw std::invalid_argument("Conv2d: need positive channels, kernel and stride, pad >= 0");
   }
   if (act != cpu::Activation::none && act != cpu::Activation::relu) {
@@ -26,41 +39,50 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
 }
 
 std::string Conv2d::describe() const {
-  std::string s = "conv2d(" + std::to_string(in_) + "->" + std::to_string(out_) +
-                  ", k=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_) +
-                  ", pad=" + std::to_string(pad_);
+  // A square window reads as it always has: "k=3, stride=1, pad=1".
+  const std::string k = kernel_h_ == kernel_w_
+                            ? std::to_string(kernel_h_)
+                            : std::to_string(kernel_h_) + "x" + std::to_string(kernel_w_);
+  const std::string pad = pad_h_ == pad_w_ ? std::to_string(pad_h_)
+                                           : std::to_string(pad_h_) + "x" + std::to_string(pad_w_);
+  std::string s = "conv2d(" + std::to_string(in_) + "->" + std::to_string(out_) + ", k=" + k +
+                  ", stride=" + std::to_string(stride_) + ", pad=" + pad;
   if (act_ != cpu::Activation::none) s += std::string(", ") + cpu::activation_name(act_);
   return s + ")";
 }
 
 std::vector<ParamSpec> Conv2d::param_specs() const {
-  const std::int64_t fan_in = in_ * kernel_ * kernel_;
+  const std::int64_t fan_in = in_ * kernel_h_ * kernel_w_;
   // Followed by a ReLU: He initialisation (variance 2 / fan_in, zero bias). PyTorch's default
   // (variance 1 / (3 fan_in)) shrinks the signal ~6x per conv+ReLU, so after VGG-16's 13
   // convolutions the logits no longer depend on the input (small VGG stuck at 49%).
   if (act_ == cpu::Activation::relu) {
-    return {{"weight", {out_, in_, kernel_, kernel_}, Init::uniform_fan_in, kHeScale, fan_in},
+    return {{"weight", {out_, in_, kernel_h_, kernel_w_}, Init::uniform_fan_in, kHeScale, fan_in},
             {"bias", {out_}, Init::zeros, 1.0f, fan_in}};
   }
-  return {{"weight", {out_, in_, kernel_, kernel_}, Init::uniform_fan_in, 1.0f, fan_in},
+  return {{"weight", {out_, in_, kernel_h_, kernel_w_}, Init::uniform_fan_in, 1.0f, fan_in},
           {"bias", {out_}, Init::uniform_fan_in, 1.0f, fan_in}};
 }
 
 Shape Conv2d::output_shape(const Shape& input) const {
-  if (input.size() != 4 || input[1] != in_ || input[2] + 2 * pad_ < kernel_ ||
-      input[3] + 2 * pad_ < kernel_) {
+  if (input.size() != 4 || input[1] != in_ || input[2] + 2 * pad_h_ < kernel_h_ ||
+      input[3] + 2 * pad_w_ < kernel_w_) {
     throw std::invalid_argument(describe() + ": input shape " + shape_str(input) +
                                 " is not [batch, " + std::to_string(in_) +
                                 ", H, W] with a window that fits");
   }
-  return {input[0], out_, (input[2] + 2 * pad_ - kernel_) / stride_ + 1,
-          (input[3] + 2 * pad_ - kernel_) / stride_ + 1};
+  return {input[0], out_, (input[2] + 2 * pad_h_ - kernel_h_) / stride_ + 1,
+          (input[3] + 2 * pad_w_ - kernel_w_) / stride_ + 1};
+}
+
+ConvGeometry Conv2d::geometry(const Shape& input) const {
+  return {in_, input[2], input[3], kernel_h_, kernel_w_, stride_, pad_h_, pad_w_};
 }
 
 LayerCost Conv2d::cost(const Shape& input) const {
   const Shape out = output_shape(input);
   const double mac = static_cast<double>(out[0]) * static_cast<double>(out_) *
-                     static_cast<double>(in_ * kernel_ * kernel_) *
+                     static_cast<double>(in_ * kernel_h_ * kernel_w_) *
                      static_cast<double>(out[2] * out[3]);
   return {2 * mac, 2 * mac, 2 * mac};
 }
@@ -71,7 +93,7 @@ ForwardResult Conv2d::forward(const Context& ctx, ParamView params, const Tensor
   detail::require_params(k, params, param_specs(), who);
   const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape out_shape = output_shape(x32.shape());
-  const cpu::ConvGeometry g{in_, x32.dim(2), x32.dim(3), kernel_, stride_, pad_};
+  const ConvGeometry g = geometry(x32.shape());
   const std::int64_t batch = out_shape[0];
   const std::int64_t ohw = g.out_hw();
   const std::int64_t ckk = g.col_rows();
@@ -107,7 +129,7 @@ Tensor Conv2d::run_backward(const Kernels& k, ParamView params, const Saved& sav
   const Shape out_shape = output_shape(x.shape());
   const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
   detail::require_f32_shape(k, dy32, out_shape, who, "output gradient");
-  const cpu::ConvGeometry g{in_, x.dim(2), x.dim(3), kernel_, stride_, pad_};
+  const ConvGeometry g = geometry(x.shape());
   const std::int64_t batch = out_shape[0];
   const std::int64_t ohw = g.out_hw();
   const std::int64_t ckk = g.col_rows();

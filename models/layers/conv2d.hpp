@@ -8,12 +8,18 @@
 namespace tandem::models {
 
 // 2-D convolution on NCHW f32 input via im2col + GEMM, optionally fused with ReLU.
-// Parameters "weight" [out, in, k, k] and "bias" [out].
+// The window may be rectangular (kernel_h x kernel_w, padded pad_h and pad_w: Inception's 1x7
+// and 7x1); the stride is the same in both dimensions. Parameters "weight" [out, in, kernel_h,
+// kernel_w] and "bias" [out].
 class Conv2d final : public Layer {
  public:
+  // A square window.
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
          std::int64_t stride = 1, std::int64_t pad = 0,
          cpu::Activation act = cpu::Activation::none);
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
+         std::int64_t kernel_w, std::int64_t stride, std::int64_t pad_h, std::int64_t pad_w,
+         cpu::Activation act);
   std::string kind() const override { return "conv2d"; }
   std::string describe() const override;
   std::vector<ParamSpec> param_specs() const override;
@@ -30,12 +36,15 @@ class Conv2d final : public Layer {
  private:
   Tensor run_backward(const Kernels& k, ParamView params, const Saved& saved, const Tensor& dy,
                       bool need_dx, const GradSink* sink) const;
+  ConvGeometry geometry(const Shape& input) const;
 
   std::int64_t in_;
   std::int64_t out_;
-  std::int64_t kernel_;
+  std::int64_t kernel_h_;
+  std::int64_t kernel_w_;
   std::int64_t stride_;
-  std::int64_t pad_;
+  std::int64_t pad_h_;
+  std::int64_t pad_w_;
   cpu::Activation act_;
 };
 

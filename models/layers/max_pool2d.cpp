@@ -7,24 +7,32 @@
 
 namespace tandem::models {
 
-MaxPool2d::MaxPool2d(std::int64_t kernel, std::int64_t stride)
-    : kernel_(kernel), stride_(stride == 0 ? kernel : stride) {
+MaxPool2d::MaxPool2d(std::int64_t kernel, std::int64_t stride, std::int64_t pad)
+    : kernel_(kernel), stride_(stride == 0 ? kernel : stride), pad_(pad) {
   if (kernel <= 0 || stride < 0) {
     throw std::invalid_argument("MaxPool2d: kernel must be positive and stride >= 0");
+  }
+  if (pad < 0 || 2 * pad > kernel) {
+    throw std::invalid_argument("MaxPool2d: pad " + std::to_string(pad) +
+                                " must be >= 0 and at most half the kernel " +
+                                std::to_string(kernel));
   }
 }
 
 std::string MaxPool2d::describe() const {
-  return "max_pool2d(k=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_) + ")";
+  std::string s = "max_pool2d(k=" + std::to_string(kernel_) + ", stride=" + std::to_string(stride_);
+  if (pad_ != 0) s += ", pad=" + std::to_string(pad_);
+  return s + ")";
 }
 
 Shape MaxPool2d::output_shape(const Shape& input) const {
-  if (input.size() != 4 || input[2] < kernel_ || input[3] < kernel_) {
-    throw std::invalid_argument(describe() + ": input shape " + shape_str(input) +
-                                " is not [batch, C, H, W] with H, W >= " + std::to_string(kernel_));
+  if (input.size() != 4 || input[2] + 2 * pad_ < kernel_ || input[3] + 2 * pad_ < kernel_) {
+    throw std::invalid_argument(
+        describe() + ": input shape " + shape_str(input) +
+        " is not [batch, C, H, W] with H, W >= " + std::to_string(kernel_ - 2 * pad_));
   }
-  return {input[0], input[1], (input[2] - kernel_) / stride_ + 1,
-          (input[3] - kernel_) / stride_ + 1};
+  return {input[0], input[1], (input[2] + 2 * pad_ - kernel_) / stride_ + 1,
+          (input[3] + 2 * pad_ - kernel_) / stride_ + 1};
 }
 
 ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
@@ -33,7 +41,7 @@ ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Ten
   detail::require_params(k, params, {}, who);
   const Tensor x32 = detail::as_f32(k, x, who, "input");
   const Shape out = output_shape(x32.shape());
-  const ConvGeometry g{x32.dim(1), x32.dim(2), x32.dim(3), kernel_, stride_, 0};
+  const ConvGeometry g{x32.dim(1), x32.dim(2), x32.dim(3), kernel_, stride_, pad_};
   Tensor y = k.empty(out);
   Tensor argmax = k.empty(out, DType::i32);
   k.max_pool_forward(detail::ptr(x32), g, out[0], detail::ptr(y), detail::ids(argmax));
@@ -54,7 +62,7 @@ Tensor MaxPool2d::backward_input(const Context& ctx, ParamView /*params*/, Saved
   const Shape in = detail::decode_shape(saved[1]);
   const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
   detail::require_f32_shape(k, dy32, output_shape(in), who, "output gradient");
-  const ConvGeometry g{in[1], in[2], in[3], kernel_, stride_, 0};
+  const ConvGeometry g{in[1], in[2], in[3], kernel_, stride_, pad_};
   Tensor dx = k.empty(in);
   k.max_pool_backward(detail::ptr(dy32), detail::ids(saved[0]), g, in[0], detail::ptr(dx));
   return dx;

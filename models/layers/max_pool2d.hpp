@@ -6,10 +6,12 @@
 
 namespace tandem::models {
 
-// Max pooling with a square window (no padding); keeps the argmax for backward.
+// Max pooling with a square window, padded with -inf (pad <= kernel / 2, as PyTorch, so that
+// every window holds an element of the input); keeps the argmax for backward.
 class MaxPool2d final : public Layer {
  public:
-  explicit MaxPool2d(std::int64_t kernel = 2, std::int64_t stride = 0);  // stride 0: = kernel
+  // stride 0: = kernel.
+  explicit MaxPool2d(std::int64_t kernel = 2, std::int64_t stride = 0, std::int64_t pad = 0);
   std::string kind() const override { return "max_pool2d"; }
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;
@@ -22,6 +24,7 @@ class MaxPool2d final : public Layer {
  private:
   std::int64_t kernel_;
   std::int64_t stride_;
+  std::int64_t pad_;
 };
 
 }  // namespace tandem::models

@@ -140,6 +140,44 @@ class DeferredCpuKernels final : public models::Kernels {
                                                        beta);
     });
   }
+  void batch_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                          float* xhat, float* rstd, float* sums, std::int64_t n, std::int64_t c,
+                          std::int64_t hw, float eps) const override {
+    stream_.enqueue([=] {
+      models::cpu_kernels().batch_norm_forward(x, gamma, beta, y, xhat, rstd, sums, n, c, hw, eps);
+    });
+  }
+  void batch_norm_inference(const float* x, const float* gamma, const float* beta,
+                            const float* mean, const float* var, float* y, std::int64_t n,
+                            std::int64_t c, std::int64_t hw, float eps) const override {
+    stream_.enqueue([=] {
+      models::cpu_kernels().batch_norm_inference(x, gamma, beta, mean, var, y, n, c, hw, eps);
+    });
+  }
+  void batch_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                 const float* gamma, float* dx, std::int64_t n, std::int64_t c,
+                                 std::int64_t hw) const override {
+    stream_.enqueue([=] {
+      models::cpu_kernels().batch_norm_backward_input(dy, xhat, rstd, gamma, dx, n, c, hw);
+    });
+  }
+  void batch_norm_backward_weight(const float* dy, const float* xhat, float* dgamma, float* dbeta,
+                                  std::int64_t n, std::int64_t c, std::int64_t hw, float alpha,
+                                  float beta) const override {
+    stream_.enqueue([=] {
+      models::cpu_kernels().batch_norm_backward_weight(dy, xhat, dgamma, dbeta, n, c, hw, alpha,
+                                                       beta);
+    });
+  }
+  void batch_norm_update_running(const float* sum, const float* sum_sq, const float* count,
+                                 const float* mean, const float* var, const float* updates,
+                                 float* mean_out, float* var_out, float* updates_out,
+                                 std::int64_t c, float momentum) const override {
+    stream_.enqueue([=] {
+      models::cpu_kernels().batch_norm_update_running(sum, sum_sq, count, mean, var, updates,
+                                                      mean_out, var_out, updates_out, c, momentum);
+    });
+  }
   void embedding_forward(const std::int32_t* ids, const float* table, const float* pos, float* y,
                          std::int64_t batch, std::int64_t seq, std::int64_t vocab,
                          std::int64_t dim) const override {

@@ -244,6 +244,7 @@ inline models::ParamSet reference_training(const models::Model& model, models::P
                                            std::int64_t k,
                                            const std::function<MinibatchData(std::int64_t)>& data) {
   auto optimizer = models::make_optimizer(opt);
+  optimizer->attach(model);  // buffers are their layers' to update, as on the pipeline's stages
   for (std::int64_t b = 0; b < k; ++b) {
     const models::ParamSet g = reference_grads(model, params, data(b), seed, b);
     optimizer->step(params, g);

@@ -121,3 +121,69 @@ TEST(ConfigGraph, AHugeGraphIsRefusedBeforeAnythingIsBuilt) {
 
 }  // namespace
 }  // namespace tandem::apps
+
+namespace tandem::apps {
+namespace {
+
+// An image graph: line 4 is node 0, node i on line 4 + i.
+const char* kImages = R"(model:
+  input: {name: x, shape: [48]}
+  graph:
+    - {name: img, layer: reshape, shape: [3, 4, 4]}
+    - {name: c1, layer: conv2d, out: 4, kernel: 1, kernel_w: 3, pad: 0, pad_w: 1, activation: relu}
+    - {name: bn, layer: batch_norm}
+    - {name: mp, layer: max_pool, kernel: 3, stride: 1, pad: 1}
+    - {name: ap, layer: avg_pool, kernel: 2, stride: 2}
+    - {name: gp, layer: global_avg_pool}
+    - {name: out, layer: linear, out: 3}
+data: {kind: teacher, samples: 64, seed: 3}
+train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+)";
+
+TEST(ConfigGraph, ImageNodesBuildTheirLayers) {
+  const train::Config c = train::parse_config(kImages, "i.yaml");
+  const models::GraphNode& conv = c.model.graph.nodes[1];
+  EXPECT_EQ(conv.kernel, 1);
+  EXPECT_EQ(conv.kernel_w, 3);
+  EXPECT_EQ(conv.pad_w, 1);
+  EXPECT_EQ(c.model.graph.nodes[4].stride, 2);
+  const models::Model m = models::Model::build(c.model);
+  EXPECT_EQ(m.layer(1).describe(), "conv2d(3->4, k=1x3, stride=1, pad=0x1, relu)");
+  EXPECT_EQ(m.layer(2).kind(), "batch_norm2d");
+  EXPECT_EQ(m.layer(3).describe(), "max_pool2d(k=3, stride=1, pad=1)");
+  EXPECT_EQ(m.layer(4).describe(), "avg_pool2d(k=2, stride=2, pad=0)");
+  const std::vector<Shape> shapes = m.activation_shapes(2);
+  EXPECT_EQ(shapes[4], (Shape{2, 4, 2, 2}));
+  EXPECT_EQ(shapes[5], (Shape{2, 4}));
+  EXPECT_TRUE(m.has_buffers());
+}
+
+TEST(ConfigGraph, BadImageNodesPointAtTheNode) {
+  const auto bad = [](const std::string& from, const std::string& to, int line,
+                      std::initializer_list<std::string> words) {
+    testing::expect_config_error(testing::replace_once(kImages, from, to), "i.yaml", line, 0,
+                                 words);
+  };
+  bad("kernel: 1, kernel_w", "kernel: -1, kernel_w", 5, {"model.graph[1].kernel", ">= 1"});
+  bad("kernel_w: 3", "kernel_w: 0", 5, {"model.graph[1].kernel_w"});
+  bad("pad: 0, pad_w", "pad: -2, pad_w", 5, {"model.graph[1].pad", ">= 0"});
+  bad("kernel: 1, kernel_w", "kernel: 1.5, kernel_w", 5, {"model.graph[1].kernel"});
+  bad("kernel: 1, kernel_w", "kernel: seven, kernel_w", 5, {"model.graph[1].kernel"});
+  bad("out: 4, kernel", "out: 0, kernel", 5, {"model.graph[1].out"});
+  // A window larger than the (padded) input: the builder knows the shapes.
+  bad("kernel: 1, kernel_w", "kernel: 9, kernel_w", 5,
+      {"model.graph[1]", "window that fits", "[1, 3, 4, 4]"});
+  bad("activation: relu", "activation: gelu", 5, {"conv2d: unknown activation 'gelu'"});
+  bad("kernel: 3, stride: 1, pad: 1", "kernel: 3, stride: 1, pad: 2", 7,
+      {"model.graph[3]", "more than half the kernel"});
+  bad("kernel: 3, stride: 1, pad: 1", "kernel: 5, stride: 0, pad: 1", 7, {"model.graph[3].stride"});
+  bad("kernel: 2, stride: 2}", "kernel: 8, stride: 2}", 8, {"model.graph[4]", "avg_pool2d"});
+  bad("{name: bn, layer: batch_norm}", "{name: bn, layer: batch_norm, kernel: 3}", 6,
+      {"model.graph[2].kernel", "unknown key"});
+  // Images only: a batch norm reading flat features.
+  bad("{name: img, layer: reshape, shape: [3, 4, 4]}", "{name: img, layer: relu}", 5,
+      {"model.graph[1]", "reads images"});
+}
+
+}  // namespace
+}  // namespace tandem::apps

@@ -44,24 +44,31 @@ ConvGeometry geometry(std::int64_t c, std::int64_t h, std::int64_t w, std::int64
   g.channels = c;
   g.height = h;
   g.width = w;
-  g.kernel = k;
+  g.kernel_h = k;
+  g.kernel_w = k;
   g.stride = stride;
-  g.pad = pad;
+  g.pad_h = pad;
+  g.pad_w = pad;
   return g;
 }
 
 const std::vector<ConvGeometry> kConvGeometries = {
     geometry(3, 11, 13, 3, 1, 1), geometry(2, 9, 8, 3, 2, 0), geometry(4, 7, 7, 5, 2, 2),
-    geometry(1, 5, 5, 1, 1, 0), geometry(2, 6, 10, 3, 3, 1)};
+    geometry(1, 5, 5, 1, 1, 0), geometry(2, 6, 10, 3, 3, 1),
+    // Inception's rectangular windows: 1x7 padded (0, 3), 7x1 padded (3, 0), 1x3 strided.
+    ConvGeometry(3, 9, 10, 1, 7, 1, 0, 3), ConvGeometry(2, 8, 9, 7, 1, 1, 3, 0),
+    ConvGeometry(2, 7, 9, 1, 3, 2, 0, 1)};
 
-// No padding (max pooling has none); overlapping windows (stride < kernel) add gradients.
+// Overlapping windows (stride < kernel) add gradients; padding (ResNet's 3x3, stride 2, pad 1
+// stem pool) never wins.
 const std::vector<ConvGeometry> kPoolGeometries = {
-    geometry(3, 8, 8, 2, 2, 0), geometry(2, 9, 11, 3, 2, 0), geometry(1, 7, 5, 3, 1, 0),
-    geometry(5, 33, 17, 2, 2, 0)};
+    geometry(3, 8, 8, 2, 2, 0),  geometry(2, 9, 11, 3, 2, 0),
+    geometry(1, 7, 5, 3, 1, 0),  geometry(5, 33, 17, 2, 2, 0),
+    geometry(2, 9, 10, 3, 2, 1), ConvGeometry(2, 7, 8, 3, 2, 2, 1, 1)};
 
 std::string label(const ConvGeometry& g) {
-  return fmt::format("c={} h={} w={} kernel={} stride={} pad={}", g.channels, g.height, g.width,
-                     g.kernel, g.stride, g.pad);
+  return fmt::format("c={} h={} w={} kernel={}x{} stride={} pad={},{}", g.channels, g.height,
+                     g.width, g.kernel_h, g.kernel_w, g.stride, g.pad_h, g.pad_w);
 }
 
 // Exact equality, NaN (an unwritten element) never equal.

@@ -140,6 +140,8 @@ GradCheckReport check_gradients(const Layer& layer, const Context& ctx, std::vec
   }
   const std::vector<ParamSpec> specs = layer.param_specs();
   for (std::size_t i = 0; i < specs.size(); ++i) {
+    // A buffer's slot holds its layer's statistics, not a derivative of L.
+    if (!specs[i].trainable) continue;
     report.tensors.push_back(check_tensor(specs[i].name, params[i], a.grads.at(i), loss, options,
                                           options.seed + 7 * (i + 1)));
   }
@@ -160,6 +162,11 @@ std::vector<Tensor> random_params(const Layer& layer, std::uint64_t seed, float 
   std::uint64_t k = 0;
   for (const ParamSpec& spec : layer.param_specs()) {
     params.push_back(random_tensor(spec.shape, counter_hash(seed, k++), scale));
+    // Buffers hold statistics (a variance, a count): positive, from 0.5 up.
+    if (!spec.trainable) {
+      float* p = params.back().data<float>();
+      for (std::int64_t i = 0; i < params.back().numel(); ++i) p[i] = 0.5f + std::abs(p[i]);
+    }
   }
   return params;
 }

@@ -66,6 +66,7 @@ GradCheckReport check_gradients(const Layer& layer, const Context& ctx, std::vec
 
 // Deterministic test data.
 Tensor random_tensor(const Shape& shape, std::uint64_t seed, float scale = 1.0f);
+// Buffers (ParamSpec::trainable false) get positive values, and check_gradients skips them.
 std::vector<Tensor> random_params(const Layer& layer, std::uint64_t seed, float scale = 0.5f);
 
 }  // namespace tandem::models::testing

@@ -190,6 +190,39 @@ class RecordingKernels final : public Kernels {
     seen("layer_norm_backward_weight", {dy, xhat, dgamma, dbeta});
     inner_.layer_norm_backward_weight(dy, xhat, dgamma, dbeta, rows, cols, alpha, beta);
   }
+  void batch_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                          float* xhat, float* rstd, float* sums, std::int64_t n, std::int64_t c,
+                          std::int64_t hw, float eps) const override {
+    seen("batch_norm_forward", {x, gamma, beta, y, xhat, rstd, sums});
+    inner_.batch_norm_forward(x, gamma, beta, y, xhat, rstd, sums, n, c, hw, eps);
+  }
+  void batch_norm_inference(const float* x, const float* gamma, const float* beta,
+                            const float* mean, const float* var, float* y, std::int64_t n,
+                            std::int64_t c, std::int64_t hw, float eps) const override {
+    seen("batch_norm_inference", {x, gamma, beta, mean, var, y});
+    inner_.batch_norm_inference(x, gamma, beta, mean, var, y, n, c, hw, eps);
+  }
+  void batch_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                 const float* gamma, float* dx, std::int64_t n, std::int64_t c,
+                                 std::int64_t hw) const override {
+    seen("batch_norm_backward_input", {dy, xhat, rstd, gamma, dx});
+    inner_.batch_norm_backward_input(dy, xhat, rstd, gamma, dx, n, c, hw);
+  }
+  void batch_norm_backward_weight(const float* dy, const float* xhat, float* dgamma, float* dbeta,
+                                  std::int64_t n, std::int64_t c, std::int64_t hw, float alpha,
+                                  float beta) const override {
+    seen("batch_norm_backward_weight", {dy, xhat, dgamma, dbeta});
+    inner_.batch_norm_backward_weight(dy, xhat, dgamma, dbeta, n, c, hw, alpha, beta);
+  }
+  void batch_norm_update_running(const float* sum, const float* sum_sq, const float* count,
+                                 const float* mean, const float* var, const float* updates,
+                                 float* mean_out, float* var_out, float* updates_out,
+                                 std::int64_t c, float momentum) const override {
+    seen("batch_norm_update_running",
+         {sum, sum_sq, count, mean, var, updates, mean_out, var_out, updates_out});
+    inner_.batch_norm_update_running(sum, sum_sq, count, mean, var, updates, mean_out, var_out,
+                                     updates_out, c, momentum);
+  }
   void embedding_forward(const std::int32_t* ids, const float* table, const float* pos, float* y,
                          std::int64_t batch, std::int64_t seq, std::int64_t vocab,
                          std::int64_t dim) const override {
@@ -364,6 +397,23 @@ const std::map<std::string, Expected>& expected_calls() {
         {{"layer_norm_backward_input", 1}},
         {{"layer_norm_backward_weight", 1}}}},
       {"max_pool", {{{"max_pool_forward", 1}}, {{"max_pool_backward", 1}}, {}}},
+      {"max_pool_pad", {{{"max_pool_forward", 1}}, {{"max_pool_backward", 1}}, {}}},
+      {"conv_1x3", {conv_fwd, with(conv_in, "act_backward", 1), with(conv_w, "act_backward", 1)}},
+      {"conv_7x1", {conv_fwd, conv_in, conv_w}},
+      // The buffers' slots take the slice's sums (a one-row column sum each).
+      {"batch_norm",
+       {{{"batch_norm_forward", 1}},
+        {{"batch_norm_backward_input", 1}},
+        {{"batch_norm_backward_weight", 1}, {"column_sum", 3}}}},
+      {"batch_norm_eval",
+       {{{"batch_norm_inference", 2}, {"fill", 2}},
+        {{"batch_norm_inference", 1}, {"fill", 1}},
+        {{"batch_norm_backward_weight", 1}, {"scale", 3}}}},
+      {"avg_pool",
+       {{{"im2col", 1}, {"column_sum", 1}}, {{"fill", 1}, {"gemm", 1}, {"col2im", 1}}, {}}},
+      {"avg_pool_pad",
+       {{{"im2col", 1}, {"column_sum", 1}}, {{"fill", 1}, {"gemm", 1}, {"col2im", 1}}, {}}},
+      {"global_avg_pool", {{{"row_sum", 1}}, {{"fill", 1}, {"gemm", 1}}, {}}},
       {"attention",
        {{{"gemm", 2}, {"bias_act_forward", 2}, {"causal_attention_forward", 1}},
         {{"gemm", 2}, {"causal_attention_backward", 1}},

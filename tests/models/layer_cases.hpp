@@ -13,10 +13,13 @@
 #include "models/layer.hpp"
 #include "models/layers/activation.hpp"
 #include "models/layers/attention.hpp"
+#include "models/layers/avg_pool2d.hpp"
+#include "models/layers/batch_norm2d.hpp"
 #include "models/layers/conv2d.hpp"
 #include "models/layers/dropout.hpp"
 #include "models/layers/embedding.hpp"
 #include "models/layers/flatten.hpp"
+#include "models/layers/global_avg_pool2d.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/max_pool2d.hpp"
@@ -55,6 +58,14 @@ inline std::vector<LayerCase> layer_cases() {
   add("flatten", std::make_shared<Flatten>(), {2, 3, 4});
   add("layer_norm", std::make_shared<LayerNorm>(6), {2, 3, 6});
   add("max_pool", std::make_shared<MaxPool2d>(2), {2, 3, 6, 6});
+  add("max_pool_pad", std::make_shared<MaxPool2d>(3, 2, 1), {2, 3, 7, 6});
+  add("conv_1x3", std::make_shared<Conv2d>(3, 4, 1, 3, 1, 0, 1, Activation::relu), {2, 3, 5, 6});
+  add("conv_7x1", std::make_shared<Conv2d>(2, 3, 7, 1, 2, 3, 0, Activation::none), {2, 2, 9, 5});
+  add("batch_norm", std::make_shared<BatchNorm2d>(3), {3, 3, 4, 5});
+  add("batch_norm_eval", std::make_shared<BatchNorm2d>(3), {3, 3, 4, 5}, false);
+  add("avg_pool", std::make_shared<AvgPool2d>(2), {2, 3, 6, 6});
+  add("avg_pool_pad", std::make_shared<AvgPool2d>(3, 2, 1), {2, 3, 7, 6});
+  add("global_avg_pool", std::make_shared<GlobalAvgPool2d>(), {2, 3, 4, 5});
   add("attention", std::make_shared<CausalSelfAttention>(8, 2), {2, 5, 8});
   add("block", std::make_shared<TransformerBlock>(8, 2, 16, 0.1f, 3, 2), {2, 5, 8});
   add("block_eval", std::make_shared<TransformerBlock>(8, 2, 16, 0.1f, 3, 2), {2, 5, 8}, false);

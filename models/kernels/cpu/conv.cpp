@@ -11,20 +11,20 @@ void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) {
   const std::int64_t oh = g.out_h();
   const std::int64_t ow = g.out_w();
   const std::int64_t ohw = oh * ow;
-  const std::int64_t k2 = g.kernel * g.kernel;
+  const std::int64_t k2 = g.kernel_h * g.kernel_w;
   const std::int64_t rows = g.col_rows();
   const std::int64_t grain =
       std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(1, n * ohw));
   parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t c = r / k2;
-      const std::int64_t ki = (r % k2) / g.kernel;
-      const std::int64_t kj = r % g.kernel;
+      const std::int64_t ki = (r % k2) / g.kernel_w;
+      const std::int64_t kj = r % g.kernel_w;
       for (std::int64_t s = 0; s < n; ++s) {
         const float* plane = x + s * g.sample_size() + c * g.height * g.width;
         float* out = col + r * n * ohw + s * ohw;
         for (std::int64_t i = 0; i < oh; ++i) {
-          const std::int64_t h = i * g.stride - g.pad + ki;
+          const std::int64_t h = i * g.stride - g.pad_h + ki;
           float* orow = out + i * ow;
           if (h < 0 || h >= g.height) {
             std::memset(orow, 0, static_cast<std::size_t>(ow) * sizeof(float));
@@ -33,14 +33,14 @@ void im2col(const float* x, const ConvGeometry& g, std::int64_t n, float* col) {
           const float* xrow = plane + h * g.width;
           if (g.stride == 1) {
             // w = j - pad + kj is in range for j in [j0, j1).
-            const std::int64_t j0 = std::clamp<std::int64_t>(g.pad - kj, 0, ow);
-            const std::int64_t j1 = std::clamp<std::int64_t>(g.width + g.pad - kj, j0, ow);
+            const std::int64_t j0 = std::clamp<std::int64_t>(g.pad_w - kj, 0, ow);
+            const std::int64_t j1 = std::clamp<std::int64_t>(g.width + g.pad_w - kj, j0, ow);
             for (std::int64_t j = 0; j < j0; ++j) orow[j] = 0.0f;
-            for (std::int64_t j = j0; j < j1; ++j) orow[j] = xrow[j - g.pad + kj];
+            for (std::int64_t j = j0; j < j1; ++j) orow[j] = xrow[j - g.pad_w + kj];
             for (std::int64_t j = j1; j < ow; ++j) orow[j] = 0.0f;
           } else {
             for (std::int64_t j = 0; j < ow; ++j) {
-              const std::int64_t w = j * g.stride - g.pad + kj;
+              const std::int64_t w = j * g.stride - g.pad_w + kj;
               orow[j] = (w >= 0 && w < g.width) ? xrow[w] : 0.0f;
             }
           }
@@ -57,24 +57,24 @@ void col2im(const float* col, const ConvGeometry& g, std::int64_t n, float* dx) 
   const std::int64_t hw = g.height * g.width;
   // One task per (sample, channel) plane: it alone writes that plane of dx.
   const std::int64_t grain = std::max<std::int64_t>(
-      1, kElementGrain / std::max<std::int64_t>(1, hw * g.kernel * g.kernel));
+      1, kElementGrain / std::max<std::int64_t>(1, hw * g.kernel_h * g.kernel_w));
   parallel_for(n * g.channels, grain, [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t s = p / g.channels;
       const std::int64_t c = p % g.channels;
       float* plane = dx + s * g.sample_size() + c * hw;
       std::memset(plane, 0, static_cast<std::size_t>(hw) * sizeof(float));
-      for (std::int64_t ki = 0; ki < g.kernel; ++ki) {
-        for (std::int64_t kj = 0; kj < g.kernel; ++kj) {
-          const std::int64_t r = (c * g.kernel + ki) * g.kernel + kj;
+      for (std::int64_t ki = 0; ki < g.kernel_h; ++ki) {
+        for (std::int64_t kj = 0; kj < g.kernel_w; ++kj) {
+          const std::int64_t r = (c * g.kernel_h + ki) * g.kernel_w + kj;
           const float* in = col + r * n * ohw + s * ohw;
           for (std::int64_t i = 0; i < oh; ++i) {
-            const std::int64_t h = i * g.stride - g.pad + ki;
+            const std::int64_t h = i * g.stride - g.pad_h + ki;
             if (h < 0 || h >= g.height) continue;
             float* xrow = plane + h * g.width;
             const float* irow = in + i * ow;
             for (std::int64_t j = 0; j < ow; ++j) {
-              const std::int64_t w = j * g.stride - g.pad + kj;
+              const std::int64_t w = j * g.stride - g.pad_w + kj;
               if (w >= 0 && w < g.width) xrow[w] += irow[j];
             }
           }
@@ -123,12 +123,17 @@ void max_pool_forward(const float* x, const ConvGeometry& g, std::int64_t n, flo
       float* out = y + p * oh * ow;
       std::int32_t* arg = argmax + p * oh * ow;
       for (std::int64_t i = 0; i < oh; ++i) {
+        // The window's rows and columns inside the plane (never empty: pad <= kernel / 2).
+        const std::int64_t h0 = std::max<std::int64_t>(0, i * g.stride - g.pad_h);
+        const std::int64_t h1 = std::min(g.height, i * g.stride - g.pad_h + g.kernel_h);
         for (std::int64_t j = 0; j < ow; ++j) {
-          std::int64_t best = (i * g.stride) * g.width + j * g.stride;
+          const std::int64_t w0 = std::max<std::int64_t>(0, j * g.stride - g.pad_w);
+          const std::int64_t w1 = std::min(g.width, j * g.stride - g.pad_w + g.kernel_w);
+          std::int64_t best = h0 * g.width + w0;
           float value = plane[best];
-          for (std::int64_t ki = 0; ki < g.kernel; ++ki) {
-            for (std::int64_t kj = 0; kj < g.kernel; ++kj) {
-              const std::int64_t at = (i * g.stride + ki) * g.width + j * g.stride + kj;
+          for (std::int64_t h = h0; h < h1; ++h) {
+            for (std::int64_t w = w0; w < w1; ++w) {
+              const std::int64_t at = h * g.width + w;
               if (plane[at] > value) {
                 value = plane[at];
                 best = at;

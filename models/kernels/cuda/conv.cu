@@ -6,11 +6,12 @@ namespace {
 
 // The scalars of ConvGeometry, by value: the struct's member functions are host code.
 struct Geom {
-  std::int64_t channels, height, width, kernel, stride, pad, out_h, out_w;
+  std::int64_t channels, height, width, kernel_h, kernel_w, stride, pad_h, pad_w, out_h, out_w;
 };
 
 Geom geom(const ConvGeometry& g) {
-  return {g.channels, g.height, g.width, g.kernel, g.stride, g.pad, g.out_h(), g.out_w()};
+  return {g.channels, g.height, g.width, g.kernel_h, g.kernel_w,
+          g.stride,   g.pad_h,  g.pad_w, g.out_h(),  g.out_w()};
 }
 
 #define TANDEM_GRID_STRIDE(i, n)                                                                   \
@@ -20,7 +21,7 @@ Geom geom(const ConvGeometry& g) {
 // One thread per col element, consecutive threads along output columns (coalesced writes).
 __global__ void im2col_kernel(const float* x, Geom g, std::int64_t n, float* col) {
   const std::int64_t ohw = g.out_h * g.out_w;
-  const std::int64_t k2 = g.kernel * g.kernel;
+  const std::int64_t k2 = g.kernel_h * g.kernel_w;
   const std::int64_t total = g.channels * k2 * n * ohw;
   TANDEM_GRID_STRIDE(idx, total) {
     const std::int64_t r = idx / (n * ohw);
@@ -29,10 +30,10 @@ __global__ void im2col_kernel(const float* x, Geom g, std::int64_t n, float* col
     const std::int64_t i = (rest % ohw) / g.out_w;
     const std::int64_t j = rest % g.out_w;
     const std::int64_t c = r / k2;
-    const std::int64_t ki = (r % k2) / g.kernel;
-    const std::int64_t kj = r % g.kernel;
-    const std::int64_t h = i * g.stride - g.pad + ki;
-    const std::int64_t w = j * g.stride - g.pad + kj;
+    const std::int64_t ki = (r % k2) / g.kernel_w;
+    const std::int64_t kj = r % g.kernel_w;
+    const std::int64_t h = i * g.stride - g.pad_h + ki;
+    const std::int64_t w = j * g.stride - g.pad_w + kj;
     const bool inside = h >= 0 && h < g.height && w >= 0 && w < g.width;
     col[idx] = inside ? x[((s * g.channels + c) * g.height + h) * g.width + w] : 0.0f;
   }
@@ -52,14 +53,14 @@ __global__ void col2im_kernel(const float* col, Geom g, std::int64_t n, float* d
     const std::int64_t h = (idx % hw) / g.width;
     const std::int64_t w = idx % g.width;
     float sum = 0.0f;
-    for (std::int64_t ki = 0; ki < g.kernel; ++ki) {
-      const std::int64_t hi = h + g.pad - ki;  // = i * stride
+    for (std::int64_t ki = 0; ki < g.kernel_h; ++ki) {
+      const std::int64_t hi = h + g.pad_h - ki;  // = i * stride
       if (hi < 0 || hi % g.stride != 0 || hi / g.stride >= g.out_h) continue;
       const std::int64_t i = hi / g.stride;
-      for (std::int64_t kj = 0; kj < g.kernel; ++kj) {
-        const std::int64_t wj = w + g.pad - kj;
+      for (std::int64_t kj = 0; kj < g.kernel_w; ++kj) {
+        const std::int64_t wj = w + g.pad_w - kj;
         if (wj < 0 || wj % g.stride != 0 || wj / g.stride >= g.out_w) continue;
-        const std::int64_t r = (c * g.kernel + ki) * g.kernel + kj;
+        const std::int64_t r = (c * g.kernel_h + ki) * g.kernel_w + kj;
         sum += col[r * n * ohw + s * ohw + i * g.out_w + wj / g.stride];
       }
     }
@@ -96,13 +97,17 @@ __global__ void max_pool_forward_kernel(const float* x, Geom g, std::int64_t n, 
     const float* plane = x + (idx / ohw) * g.height * g.width;
     const std::int64_t i = (idx % ohw) / g.out_w;
     const std::int64_t j = idx % g.out_w;
-    // As the CPU: start at the window's corner and take a later element only when strictly
-    // greater (first maximum on ties; a NaN corner stays).
-    std::int64_t best = (i * g.stride) * g.width + j * g.stride;
+    // As the CPU: start at the window's first element inside the plane and take a later element
+    // only when strictly greater (first maximum on ties; a NaN corner stays). Padding never wins.
+    const std::int64_t h0 = max(i * g.stride - g.pad_h, std::int64_t{0});
+    const std::int64_t h1 = min(i * g.stride - g.pad_h + g.kernel_h, g.height);
+    const std::int64_t w0 = max(j * g.stride - g.pad_w, std::int64_t{0});
+    const std::int64_t w1 = min(j * g.stride - g.pad_w + g.kernel_w, g.width);
+    std::int64_t best = h0 * g.width + w0;
     float value = plane[best];
-    for (std::int64_t ki = 0; ki < g.kernel; ++ki) {
-      for (std::int64_t kj = 0; kj < g.kernel; ++kj) {
-        const std::int64_t at = (i * g.stride + ki) * g.width + j * g.stride + kj;
+    for (std::int64_t h = h0; h < h1; ++h) {
+      for (std::int64_t w = w0; w < w1; ++w) {
+        const std::int64_t at = h * g.width + w;
         if (plane[at] > value) {
           value = plane[at];
           best = at;
@@ -126,11 +131,13 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::int32_t* ar
     const std::int64_t at = idx % hw;
     const std::int64_t h = at / g.width;
     const std::int64_t w = at % g.width;
-    // Windows i with i * stride <= h < i * stride + kernel, likewise j.
-    const std::int64_t i0 = h >= g.kernel ? (h - g.kernel) / g.stride + 1 : 0;
-    const std::int64_t i1 = min(h / g.stride, g.out_h - 1);
-    const std::int64_t j0 = w >= g.kernel ? (w - g.kernel) / g.stride + 1 : 0;
-    const std::int64_t j1 = min(w / g.stride, g.out_w - 1);
+    // Windows i with i * stride <= h + pad_h < i * stride + kernel_h, likewise j.
+    const std::int64_t hp = h + g.pad_h;
+    const std::int64_t wp = w + g.pad_w;
+    const std::int64_t i0 = hp >= g.kernel_h ? (hp - g.kernel_h) / g.stride + 1 : 0;
+    const std::int64_t i1 = min(hp / g.stride, g.out_h - 1);
+    const std::int64_t j0 = wp >= g.kernel_w ? (wp - g.kernel_w) / g.stride + 1 : 0;
+    const std::int64_t j1 = min(wp / g.stride, g.out_w - 1);
     const float* gp = dy + p * ohw;
     const std::int32_t* ap = argmax + p * ohw;
     float sum = 0.0f;

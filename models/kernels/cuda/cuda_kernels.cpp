@@ -10,6 +10,7 @@
 
 #include "models/kernels/cuda/activation.hpp"
 #include "models/kernels/cuda/attention.hpp"
+#include "models/kernels/cuda/batch_norm.hpp"
 #include "models/kernels/cuda/conv.hpp"
 #include "models/kernels/cuda/cross_entropy.hpp"
 #include "models/kernels/cuda/dropout.hpp"
@@ -183,6 +184,41 @@ void CudaKernels::layer_norm_backward_weight(const float* dy, const float* xhat,
                                              float* dbeta, std::int64_t rows, std::int64_t cols,
                                              float alpha, float beta) const {
   cuda::layer_norm_backward_weight(dy, xhat, dgamma, dbeta, rows, cols, alpha, beta, native_);
+}
+
+void CudaKernels::batch_norm_forward(const float* x, const float* gamma, const float* beta,
+                                     float* y, float* xhat, float* rstd, float* sums,
+                                     std::int64_t n, std::int64_t c, std::int64_t hw,
+                                     float eps) const {
+  cuda::batch_norm_forward(x, gamma, beta, y, xhat, rstd, sums, n, c, hw, eps, native_);
+}
+
+void CudaKernels::batch_norm_inference(const float* x, const float* gamma, const float* beta,
+                                       const float* mean, const float* var, float* y,
+                                       std::int64_t n, std::int64_t c, std::int64_t hw,
+                                       float eps) const {
+  cuda::batch_norm_inference(x, gamma, beta, mean, var, y, n, c, hw, eps, native_);
+}
+
+void CudaKernels::batch_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                            const float* gamma, float* dx, std::int64_t n,
+                                            std::int64_t c, std::int64_t hw) const {
+  cuda::batch_norm_backward_input(dy, xhat, rstd, gamma, dx, n, c, hw, native_);
+}
+
+void CudaKernels::batch_norm_backward_weight(const float* dy, const float* xhat, float* dgamma,
+                                             float* dbeta, std::int64_t n, std::int64_t c,
+                                             std::int64_t hw, float alpha, float beta) const {
+  cuda::batch_norm_backward_weight(dy, xhat, dgamma, dbeta, n, c, hw, alpha, beta, native_);
+}
+
+void CudaKernels::batch_norm_update_running(const float* sum, const float* sum_sq,
+                                            const float* count, const float* mean, const float* var,
+                                            const float* updates, float* mean_out, float* var_out,
+                                            float* updates_out, std::int64_t c,
+                                            float momentum) const {
+  cuda::batch_norm_update_running(sum, sum_sq, count, mean, var, updates, mean_out, var_out,
+                                  updates_out, c, momentum, native_);
 }
 
 void CudaKernels::embedding_forward(const std::int32_t* ids, const float* table, const float* pos,

@@ -76,6 +76,22 @@ class CudaKernels final : public Kernels {
   void layer_norm_backward_weight(const float* dy, const float* xhat, float* dgamma, float* dbeta,
                                   std::int64_t rows, std::int64_t cols, float alpha,
                                   float beta) const override;
+  void batch_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                          float* xhat, float* rstd, float* sums, std::int64_t n, std::int64_t c,
+                          std::int64_t hw, float eps) const override;
+  void batch_norm_inference(const float* x, const float* gamma, const float* beta,
+                            const float* mean, const float* var, float* y, std::int64_t n,
+                            std::int64_t c, std::int64_t hw, float eps) const override;
+  void batch_norm_backward_input(const float* dy, const float* xhat, const float* rstd,
+                                 const float* gamma, float* dx, std::int64_t n, std::int64_t c,
+                                 std::int64_t hw) const override;
+  void batch_norm_backward_weight(const float* dy, const float* xhat, float* dgamma, float* dbeta,
+                                  std::int64_t n, std::int64_t c, std::int64_t hw, float alpha,
+                                  float beta) const override;
+  void batch_norm_update_running(const float* sum, const float* sum_sq, const float* count,
+                                 const float* mean, const float* var, const float* updates,
+                                 float* mean_out, float* var_out, float* updates_out,
+                                 std::int64_t c, float momentum) const override;
   void embedding_forward(const std::int32_t* ids, const float* table, const float* pos, float* y,
                          std::int64_t batch, std::int64_t seq, std::int64_t vocab,
                          std::int64_t dim) const override;
