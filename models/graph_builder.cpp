@@ -15,8 +15,10 @@
 #include "models/layers/input_view.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
+#include "models/layers/lstm.hpp"
 #include "models/layers/merge_layer.hpp"
 #include "models/layers/reshape.hpp"
+#include "models/layers/seq_attention.hpp"
 
 namespace tandem::models {
 namespace {
@@ -35,17 +37,39 @@ cpu::Activation activation_of(const GraphNode& n, std::size_t index) {
   fail(n, index, "unknown activation '" + n.activation + "' (expected none, relu or gelu)");
 }
 
+// The sequence layers (lstm, seq_attention) of node `n` reading tensors of `in` shapes.
+std::shared_ptr<const Layer> sequence_layer(const GraphNode& n, std::size_t index,
+                                            const std::vector<Shape>& in) {
+  if (n.layer == "seq_attention") {
+    if (in.size() != 2 || in[0].size() != 3 || in[1].size() != 3) {
+      fail(n, index,
+           "seq_attention reads two sequences, the decoder's [batch, Td, H] and the encoder's "
+           "[batch, Te, He], given " +
+               std::to_string(in.size()) + " input(s)" +
+               (in.empty() ? "" : " of shape " + shape_str(in[0])));
+    }
+    return std::make_shared<SeqAttention>(in[0][2], in[1][2]);
+  }
+  if (in.size() != 1) fail(n, index, "lstm reads one input, given " + std::to_string(in.size()));
+  if (n.hidden <= 0) fail(n, index, "lstm needs 'hidden' > 0");
+  if (in[0].size() != 3) {
+    fail(n, index, "lstm reads a sequence [batch, steps, width], given " + shape_str(in[0]));
+  }
+  return std::make_shared<Lstm>(in[0][2], n.hidden, n.bidirectional);
+}
+
 // The layer of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
                                         const std::vector<Shape>& in) {
   static const std::set<std::string> kKinds = {"linear",   "relu",      "gelu",   "layer_norm",
                                                "flatten",  "dropout",   "add",    "concat",
                                                "multiply", "embedding", "reshape"};
+  if (n.layer == "lstm" || n.layer == "seq_attention") return sequence_layer(n, index, in);
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
              "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
-             "multiply, embedding or reshape)");
+             "multiply, embedding, reshape, lstm or seq_attention)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");

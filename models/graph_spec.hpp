@@ -10,13 +10,16 @@ namespace tandem::models {
 struct GraphNode {
   std::string name;                 // unique among the nodes and the model input
   std::string layer;                // linear | relu | gelu | layer_norm | dropout | flatten |
-                                    // add | concat | multiply | embedding | reshape
+                                    // add | concat | multiply | embedding | reshape |
+                                    // lstm | seq_attention
   std::vector<std::string> inputs;  // empty: the previous node's output (the model input first)
   std::int64_t out = 0;             // linear: output features
   std::string activation = "none";  // linear: none | relu | gelu, fused after the product
   float p = 0.0f;                   // dropout: probability
   std::int64_t vocab = 0;           // embedding: token ids in [0, vocab); `out` is the width
   std::vector<std::int64_t> shape;  // reshape: the per-sample shape
+  std::int64_t hidden = 0;          // lstm: state width per direction
+  bool bidirectional = false;       // lstm: a reversed direction too, concatenated
 };
 
 // A named model input: per-sample shape and dtype ("f32" or "i32").

@@ -142,6 +142,9 @@ models::GraphNode read_graph_node(ConfigMap n) {
   } else if (node.layer == "embedding") {
     node.vocab = dimension(n, "vocab");
     node.out = dimension(n, "out");
+  } else if (node.layer == "lstm") {
+    node.hidden = dimension(n, "hidden");
+    node.bidirectional = n.get_or<bool>("bidirectional", false);
   } else if (node.layer == "reshape") {
     node.shape = n.get<std::vector<int64_t>>("shape");
     if (node.shape.empty() || node.shape.size() > 3) n.fail("shape", "needs 1 to 3 dimensions");
