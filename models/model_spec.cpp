@@ -39,6 +39,7 @@ std::string ModelSpec::describe() const {
       if (n.layer == "linear") s << ":" << n.out << ":" << n.activation;
       if (n.layer == "dropout") s << ":" << n.p;
       if (n.layer == "embedding") s << ":" << n.vocab << ":" << n.out;
+      if (n.layer == "lstm") s << ":" << n.hidden << (n.bidirectional ? ":bidirectional" : "");
       if (n.layer == "reshape") {
         for (std::size_t i = 0; i < n.shape.size(); ++i) s << (i ? "x" : ":") << n.shape[i];
       }
