@@ -20,8 +20,10 @@
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
 #include "models/layers/max_pool2d.hpp"
+#include "models/layers/lstm.hpp"
 #include "models/layers/merge_layer.hpp"
 #include "models/layers/reshape.hpp"
+#include "models/layers/seq_attention.hpp"
 
 namespace tandem::models {
 namespace {
@@ -77,6 +79,26 @@ std::shared_ptr<const Layer> make_image_layer(const GraphNode& n, std::size_t in
   }
   if (n.layer == "max_pool") return std::make_shared<MaxPool2d>(n.kernel, n.stride, n.pad);
   return std::make_shared<AvgPool2d>(n.kernel, n.stride, n.pad);
+
+// The sequence layers (lstm, seq_attention) of node `n` reading tensors of `in` shapes.
+std::shared_ptr<const Layer> sequence_layer(const GraphNode& n, std::size_t index,
+                                            const std::vector<Shape>& in) {
+  if (n.layer == "seq_attention") {
+    if (in.size() != 2 || in[0].size() != 3 || in[1].size() != 3) {
+      fail(n, index,
+           "seq_attention reads two sequences, the decoder's [batch, Td, H] and the encoder's "
+           "[batch, Te, He], given " +
+               std::to_string(in.size()) + " input(s)" +
+               (in.empty() ? "" : " of shape " + shape_str(in[0])));
+    }
+    return std::make_shared<SeqAttention>(in[0][2], in[1][2]);
+  }
+  if (in.size() != 1) fail(n, index, "lstm reads one input, given " + std::to_string(in.size()));
+  if (n.hidden <= 0) fail(n, index, "lstm needs 'hidden' > 0");
+  if (in[0].size() != 3) {
+    fail(n, index, "lstm reads a sequence [batch, steps, width], given " + shape_str(in[0]));
+  }
+  return std::make_shared<Lstm>(in[0][2], n.hidden, n.bidirectional);
 }
 
 // The layer of node `n` reading tensors of `in` shapes.
@@ -86,12 +108,13 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
       "linear",     "relu",     "gelu",     "layer_norm",     "flatten", "dropout",
       "add",        "concat",   "multiply", "embedding",      "reshape", "conv2d",
       "batch_norm", "max_pool", "avg_pool", "global_avg_pool"};
+  if (n.layer == "lstm" || n.layer == "seq_attention") return sequence_layer(n, index, in);
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
              "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
-             "multiply, embedding, reshape, conv2d, batch_norm, max_pool, avg_pool or "
-             "global_avg_pool)");
+             "multiply, embedding, reshape, conv2d, batch_norm, max_pool, avg_pool, "
+             "global_avg_pool, lstm or seq_attention)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");

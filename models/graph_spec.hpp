@@ -11,7 +11,8 @@ struct GraphNode {
   std::string name;                 // unique among the nodes and the model input
   std::string layer;                // linear | relu | gelu | layer_norm | dropout | flatten |
                                     // add | concat | multiply | embedding | reshape | conv2d |
-                                    // batch_norm | max_pool | avg_pool | global_avg_pool
+                                    // batch_norm | max_pool | avg_pool | global_avg_pool |
+                                    // lstm | seq_attention
   std::vector<std::string> inputs;  // empty: the previous node's output (the model input first)
   std::int64_t out = 0;             // linear: output features; conv2d: output channels
   std::string activation = "none";  // linear: none | relu | gelu, fused after the product;
@@ -28,6 +29,8 @@ struct GraphNode {
   std::int64_t vocab = 0;           // embedding: token ids in [0, vocab); `out` is the width
   std::vector<std::int64_t> shape;  // reshape: the per-sample shape
   int axis = -1;                    // concat: the joined dimension (1: channels; -1: the last)
+  std::int64_t hidden = 0;          // lstm: state width per direction
+  bool bidirectional = false;       // lstm: a reversed direction too, concatenated
 };
 
 // A named model input: per-sample shape and dtype ("f32" or "i32").

@@ -129,9 +129,10 @@ class Layer {
   virtual bool weight_needs_backward_input() const { return false; }
 
   // How many tensors the layer reads: 1, or more for the layers that merge (add, concat,
-  // multiply). A layer of arity > 1 has no parameters and implements the three calls below
-  // instead of output_shape, forward and backward_input (which it never gets); for arity 1 they
-  // call those.
+  // multiply, seq_attention). A layer of arity > 1 implements the three calls below instead of
+  // output_shape, forward and backward_input (which it never gets); for arity 1 they call those.
+  // It may have parameters (seq_attention): its weight gradients come from backward_weight_into
+  // as for one input, after backward_input_n (Model's fused backward runs the two in turn).
   virtual int arity() const { return 1; }
   virtual Shape output_shape_n(std::span<const Shape> inputs) const;
   virtual ForwardResult forward_n(const Context& ctx, ParamView params,

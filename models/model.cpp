@@ -564,10 +564,19 @@ std::vector<Tensor> Model::layer_backward(const Context& ctx, const ParamSet& pa
   devices.add(Role::parameter, p);
   devices.add(Role::saved, s);
   if (l.arity() > 1) {
-    // Merge layers have no parameters: B is all there is, and W has nothing to do.
     std::vector<Tensor> d = devices.sim() ? detail::sim_backward_input_n(devices, ctx, s, g, want)
                                           : l.backward_input_n(ctx, p, s, g, want);
-    s.clear();
+    if (devices.specs().empty()) {  // add, concat, multiply: B is all there is
+      s.clear();
+      return d;
+    }
+    // A merge with weights (seq_attention): W reads what B left and the output gradient, last,
+    // as for one input; the fused backward runs W at once.
+    s.push_back(g);
+    if (!split) {
+      layer_weight(ctx, s, i, *grads, alpha, beta);
+      s.clear();
+    }
     return d;
   }
   std::vector<Tensor> d(1);
@@ -670,29 +679,34 @@ void Model::backward_weight(const Context& ctx, std::vector<Saved>& saved, int b
   check_range("Model::backward_weight", begin, end, num_layers(), saved.size());
   for (int i = end - 1; i >= begin; --i) {
     Saved& s = saved[static_cast<std::size_t>(i - begin)];
-    const Layer& l = layer(i);
-    if (l.arity() > 1) {  // a merge: no weights, and B left nothing
-      s.clear();
+    if (layer(i).arity() > 1 && param_specs_[static_cast<std::size_t>(i)].empty()) {
+      s.clear();  // a merge without weights: B left nothing
       continue;
     }
-    const GradSink sink{layer_params(grads, i), alpha, beta};
-    using Role = detail::OpDevices::Role;
-    detail::OpDevices devices("backward_weight", i, l, param_specs_[static_cast<std::size_t>(i)]);
-    devices.add(Role::gradient, sink.grads);
-    devices.add(Role::saved, s);
-    if (devices.sim()) {
-      detail::sim_backward_weight(devices, ctx, s, sink);
-    } else if (!devices.specs().empty()) {
-      if (s.empty() || !s.back().defined()) {
-        throw std::invalid_argument(devices.op() +
-                                    ": no output gradient in the saved state (backward_input "
-                                    "not run on it, or its state already released?)");
-      }
-      const Tensor dy = s.back();
-      s.pop_back();
-      l.backward_weight_into(ctx, s, dy, sink);
-    }
+    layer_weight(ctx, s, i, grads, alpha, beta);
     s.clear();
+  }
+}
+
+void Model::layer_weight(const Context& ctx, Saved& s, int i, ParamSet& grads, float alpha,
+                         float beta) const {
+  const Layer& l = layer(i);
+  const GradSink sink{layer_params(grads, i), alpha, beta};
+  using Role = detail::OpDevices::Role;
+  detail::OpDevices devices("backward_weight", i, l, param_specs_[static_cast<std::size_t>(i)]);
+  devices.add(Role::gradient, sink.grads);
+  devices.add(Role::saved, s);
+  if (devices.sim()) {
+    detail::sim_backward_weight(devices, ctx, s, sink);
+  } else if (!devices.specs().empty()) {
+    if (s.empty() || !s.back().defined()) {
+      throw std::invalid_argument(devices.op() +
+                                  ": no output gradient in the saved state (backward_input "
+                                  "not run on it, or its state already released?)");
+    }
+    const Tensor dy = s.back();
+    s.pop_back();
+    l.backward_weight_into(ctx, s, dy, sink);
   }
 }
 

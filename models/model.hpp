@@ -202,6 +202,9 @@ class Model {
   std::vector<Tensor> layer_backward(const Context& ctx, const ParamSet& params, Saved& s,
                                      const Tensor& g, int i, ParamSet* grads, float alpha,
                                      float beta, bool split) const;
+  // W of layer i on the state B left ({..., output gradient}), into grads.
+  void layer_weight(const Context& ctx, Saved& s, int i, ParamSet& grads, float alpha,
+                    float beta) const;
 
   bool chain_ = true;
   std::vector<std::vector<int>> sources_;    // per layer

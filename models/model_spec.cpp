@@ -40,6 +40,12 @@ std::string ModelSpec::describe() const {
       if (n.layer == "dropout") s << ":" << n.p;
       if (n.layer == "embedding") s << ":" << n.vocab << ":" << n.out;
       if (n.layer == "concat" && n.axis != -1) s << ":axis" << n.axis;
+      if (n.layer == "conv2d" || n.layer == "max_pool" || n.layer == "avg_pool") {
+        if (n.layer == "conv2d") s << ":" << n.out << ":" << n.activation;
+        s << ":k" << n.kernel << "x" << (n.kernel_w > 0 ? n.kernel_w : n.kernel) << ":s"
+          << n.stride << ":p" << n.pad << "x" << (n.pad_w >= 0 ? n.pad_w : n.pad);
+      }
+      if (n.layer == "lstm") s << ":" << n.hidden << (n.bidirectional ? ":bidirectional" : "");
       if (n.layer == "reshape") {
         for (std::size_t i = 0; i < n.shape.size(); ++i) s << (i ? "x" : ":") << n.shape[i];
       }

@@ -166,6 +166,9 @@ models::GraphNode read_graph_node(ConfigMap n) {
       }
       node.activation = n.get_or<std::string>("activation", "none");
     }
+  } else if (node.layer == "lstm") {
+    node.hidden = dimension(n, "hidden");
+    node.bidirectional = n.get_or<bool>("bidirectional", false);
   } else if (node.layer == "reshape") {
     node.shape = n.get<std::vector<int64_t>>("shape");
     if (node.shape.empty() || node.shape.size() > 3) n.fail("shape", "needs 1 to 3 dimensions");

@@ -138,6 +138,7 @@ std::vector<Rounds> time_rounds(const models::Model& model, const models::ParamS
         for (const int from : sources) want.push_back(from != models::Model::kModelInput);
         dxs = layer.backward_input_n(ctx, view, kept[k].saved, dy, want);
         t1 = Clock::now();
+        layer.backward_weight_into(ctx, kept[k].saved, dy, sink);  // a merge with weights
       } else if (sources[0] == models::Model::kModelInput) {
         layer.backward_into(ctx, view, kept[k].saved, dy, false, sink);
         dxs.emplace_back();

@@ -182,8 +182,15 @@ void sim_backward_weight(const OpDevices& op, const Context& ctx, const Saved& s
                          const GradSink& sink) {
   SimClock& clock = clock_of(ctx, op);
   require_shapes(sink.grads, op, "gradient");
-  if (saved.size() != 2 || !saved[0].defined() || !saved[1].defined() ||
-      saved[1].shape() != op.layer().output_shape(saved[0].shape())) {
+  // {input, output gradient}; a merge with weights keeps each of its inputs.
+  const auto inputs = static_cast<std::size_t>(op.layer().arity());
+  bool fits = saved.size() == inputs + 1;
+  std::vector<Shape> shapes;
+  for (std::size_t k = 0; fits && k < saved.size(); ++k) {
+    fits = saved[k].defined();
+    if (k < inputs) shapes.push_back(saved[k].shape());
+  }
+  if (!fits || saved.back().shape() != op.layer().output_shape_n(shapes)) {
     throw std::invalid_argument(op.op() +
                                 ": weight gradient needs the state of backward_input "
                                 "({input, output gradient}), got " +

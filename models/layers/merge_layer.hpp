@@ -8,9 +8,9 @@
 
 namespace tandem::models {
 
-// A layer of a graph model that reads several tensors of one batch (add, concat, multiply). It
-// has no parameters; the single-input calls of Layer are never made on it (Model dispatches on
-// arity()) and throw std::logic_error.
+// A layer of a graph model that reads several tensors of one batch (add, concat, multiply; and
+// seq_attention, the one with parameters). The single-input calls of Layer are never made on it
+// (Model dispatches on arity()) and throw std::logic_error.
 class MergeLayer : public Layer {
  public:
   explicit MergeLayer(int arity);

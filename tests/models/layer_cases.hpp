@@ -22,8 +22,11 @@
 #include "models/layers/global_avg_pool2d.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
+#include "models/layers/lstm.hpp"
 #include "models/layers/max_pool2d.hpp"
+#include "models/layers/seq_attention.hpp"
 #include "models/layers/transformer_block.hpp"
+#include "two_inputs.hpp"
 
 namespace tandem::models::testing {
 
@@ -69,6 +72,12 @@ inline std::vector<LayerCase> layer_cases() {
   add("attention", std::make_shared<CausalSelfAttention>(8, 2), {2, 5, 8});
   add("block", std::make_shared<TransformerBlock>(8, 2, 16, 0.1f, 3, 2), {2, 5, 8});
   add("block_eval", std::make_shared<TransformerBlock>(8, 2, 16, 0.1f, 3, 2), {2, 5, 8}, false);
+  add("lstm", std::make_shared<Lstm>(5, 4), {2, 4, 5});
+  add("bilstm", std::make_shared<Lstm>(5, 3, true), {3, 4, 5});
+  // Decoder states [2, 3, 4] and encoder outputs [2, 5, 6], flattened into one input.
+  add("seq_attention",
+      std::make_shared<TwoInputs>(std::make_shared<SeqAttention>(4, 6), Shape{3, 4}, Shape{5, 6}),
+      {2, 3 * 4 + 5 * 6});
   const std::vector<std::int32_t> ids{1, 4, 0, 10, 3, 3, 7, 2, 9, 5};
   c.push_back(
       {"embedding_pos", std::make_shared<Embedding>(11, 6, 8), Tensor::from_vector(ids, {2, 5})});

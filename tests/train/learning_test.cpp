@@ -49,6 +49,13 @@ TEST(LearningTest, SequenceToSequenceLearnsToReverse) {
   EXPECT_GE(s.eval->accuracy, 0.95);
 }
 
+// A tiny GNMT: LSTM encoder (bidirectional first), LSTM decoder, attention, on 4 stages.
+TEST(LearningTest, TinyGnmtLearnsToReverse) {
+  const train::TrainSummary s = train_shipped("gnmt-reverse.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  EXPECT_GE(s.eval->accuracy, 0.90);
+}
+
 TEST(LearningTest, SmallVggLearnsProceduralImages) {
   const train::TrainSummary s = train_shipped("vgg-small.yaml");
   ASSERT_TRUE(s.eval.has_value());
