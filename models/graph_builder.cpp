@@ -19,8 +19,8 @@
 #include "models/layers/input_view.hpp"
 #include "models/layers/layer_norm.hpp"
 #include "models/layers/linear.hpp"
-#include "models/layers/max_pool2d.hpp"
 #include "models/layers/lstm.hpp"
+#include "models/layers/max_pool2d.hpp"
 #include "models/layers/merge_layer.hpp"
 #include "models/layers/reshape.hpp"
 #include "models/layers/seq_attention.hpp"
@@ -79,6 +79,7 @@ std::shared_ptr<const Layer> make_image_layer(const GraphNode& n, std::size_t in
   }
   if (n.layer == "max_pool") return std::make_shared<MaxPool2d>(n.kernel, n.stride, n.pad);
   return std::make_shared<AvgPool2d>(n.kernel, n.stride, n.pad);
+}
 
 // The sequence layers (lstm, seq_attention) of node `n` reading tensors of `in` shapes.
 std::shared_ptr<const Layer> sequence_layer(const GraphNode& n, std::size_t index,
