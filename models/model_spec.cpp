@@ -42,8 +42,8 @@ std::string ModelSpec::describe() const {
       if (n.layer == "concat" && n.axis != -1) s << ":axis" << n.axis;
       if (n.layer == "conv2d" || n.layer == "max_pool" || n.layer == "avg_pool") {
         if (n.layer == "conv2d") s << ":" << n.out << ":" << n.activation;
-        s << ":k" << n.kernel << "x" << (n.kernel_w > 0 ? n.kernel_w : n.kernel) << ":s"
-          << n.stride << ":p" << n.pad << "x" << (n.pad_w >= 0 ? n.pad_w : n.pad);
+        s << ":k" << n.kernel << "x" << (n.kernel_w > 0 ? n.kernel_w : n.kernel) << ":s" << n.stride
+          << ":p" << n.pad << "x" << (n.pad_w >= 0 ? n.pad_w : n.pad);
       }
       if (n.layer == "lstm") s << ":" << n.hidden << (n.bidirectional ? ":bidirectional" : "");
       if (n.layer == "reshape") {
@@ -88,7 +88,7 @@ ModelSpec gpt_spec(std::int64_t layers, std::int64_t d_model, std::int64_t heads
 }
 
 bool is_image_model(const std::string& name) {
-  return name == "vgg16" || name == "alexnet";
+  return name == "vgg16" || name == "alexnet" || name == "resnet50" || name == "inception_v3";
 }
 
 ModelSpec vgg16_small_spec(std::int64_t classes) {

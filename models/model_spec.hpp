@@ -10,7 +10,8 @@ namespace tandem::models {
 
 // What to build: Model::build(spec). Fields not used by a model's `name` are ignored.
 struct ModelSpec {
-  std::string name = "mlp";  // "mlp" | "gpt" | "vgg16" | "alexnet" | "graph"
+  // "mlp" | "gpt" | "vgg16" | "alexnet" | "resnet50" | "inception_v3" | "graph"
+  std::string name = "mlp";
 
   // mlp: in_features, hidden..., classes (at least two entries). Hidden layers are
   // Linear+ReLU, the last Linear gives the logits.
@@ -29,8 +30,9 @@ struct ModelSpec {
 
   // vgg16: channels are VGG-16's (64..512) times width_mult, at least 1; image_size must be
   // a multiple of 32 (five 2x2 max-pools). The classifier's hidden width is 4096 * width_mult.
-  // alexnet: the same fields; image_size at least 63 (is_image_model lists the models that
-  // read [batch, in_channels, image_size, image_size] images).
+  // alexnet, resnet50, inception_v3: the same fields (every channel count times width_mult);
+  // image_size at least 63, 32 and 75. is_image_model lists the models that read [batch,
+  // in_channels, image_size, image_size] images.
   double width_mult = 1.0;
   std::int64_t in_channels = 3;
   std::int64_t image_size = 224;

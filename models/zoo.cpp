@@ -1,4 +1,5 @@
-// Model::build: the model zoo (mlp, gpt, vgg16, alexnet) as flat layer lists.
+// Model::build: the model zoo (mlp, gpt, vgg16, alexnet as flat layer lists; resnet50 and
+// inception_v3 as graphs, models/zoo/).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include "models/layers/max_pool2d.hpp"
 #include "models/layers/transformer_block.hpp"
 #include "models/model.hpp"
+#include "models/zoo/image_graphs.hpp"
 
 namespace tandem::models {
 namespace {
@@ -146,9 +148,16 @@ Model Model::build(const ModelSpec& spec) {
   }
   if (spec.name == "vgg16") return Model(spec, build_vgg16(spec));
   if (spec.name == "alexnet") return Model(spec, build_alexnet(spec));
+  // The graph zoo: a graph written by the zoo, under the zoo's name.
+  if (spec.name == "resnet50" || spec.name == "inception_v3") {
+    ModelSpec s = spec;
+    s.graph = spec.name == "resnet50" ? zoo::resnet50_graph(spec) : zoo::inception_v3_graph(spec);
+    return build_graph(s);
+  }
   if (spec.name == "graph") return build_graph(spec);
-  throw std::invalid_argument("model spec: field 'name' is '" + spec.name +
-                              "' (expected mlp, gpt, vgg16, alexnet or graph)");
+  throw std::invalid_argument(
+      "model spec: field 'name' is '" + spec.name +
+      "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3 or graph)");
 }
 
 }  // namespace tandem::models

@@ -310,8 +310,8 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     }
     spec.classes = dimension(m, "classes", spec.classes);
   } else {
-    m.fail("name",
-           "unknown model '" + spec.name + "' (expected mlp, gpt, vgg16, alexnet or graph)");
+    m.fail("name", "unknown model '" + spec.name +
+                       "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3 or graph)");
   }
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));

@@ -111,5 +111,35 @@ INSTANTIATE_TEST_SUITE_P(
                       FlushCase{"zb_h1_2stages_2slices", ScheduleKind::zb_h1, {1, 1}, 2}),
     [](const auto& test) { return test.param.name; });
 
+// The seed paper's image networks, small, on four 1F1B stages: every batch norm of ResNet-50's
+// bottlenecks and Inception-v3's branches normalises per slice, and the run equals the one
+// device that uses the same slices.
+TEST(ImageZooFlush, ResNet50AndInceptionV3EqualOneDeviceRunningTheSameSlices) {
+  for (const char* name : {"resnet50", "inception_v3"}) {
+    models::ModelSpec s;
+    s.name = name;
+    s.width_mult = 1.0 / 16;
+    s.image_size = s.name == "resnet50" ? 32 : 75;
+    s.classes = 4;
+    const models::Model model = models::Model::build(s);
+    constexpr std::int64_t kMinibatches = 2;
+    constexpr std::int64_t kSamples = 4;
+    const std::uint64_t seed = 7;
+    auto data = [&](std::int64_t b) { return make_minibatch(model, kSamples, b); };
+    const FlushCase c{"onef1b_4stages", ScheduleKind::one_f_one_b, {1, 1, 1, 1}, 2};
+    PipelineSpec spec;
+    spec.model = &model;
+    spec.plan = even_plan(model, flush_params(c, kSamples, kMinibatches));
+    spec.optimizer = sgd_momentum();
+    spec.seed = seed;
+    spec.data = data;
+    Pipeline pipeline(std::move(spec), make_scheduler(true));
+    pipeline.run();
+    const models::ParamSet expected = sliced_reference(model, model.init_params(seed),
+                                                       sgd_momentum(), seed, kMinibatches, 2, data);
+    EXPECT_LE(max_relative_error(pipeline.params(0), expected), 1e-6) << name;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::actors

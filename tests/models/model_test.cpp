@@ -76,6 +76,60 @@ TEST(Zoo, AlexNetHasTorchvisionsParameterCountAndASmallVariant) {
   EXPECT_THROW(Model::build(s), std::invalid_argument);
 }
 
+// Trainable parameters less the convolutions' biases (torchvision's convolutions before a batch
+// norm have none; the graph's conv2d always has one).
+std::int64_t torchvision_count(const Model& m) {
+  std::int64_t n = 0;
+  for (int i = 0; i < m.num_layers(); ++i) {
+    for (const ParamSpec& p : m.layer(i).param_specs()) {
+      const bool conv_bias = m.layer(i).kind() == "conv2d" && p.name == "bias";
+      std::int64_t numel = 1;
+      for (const std::int64_t d : p.shape) numel *= d;
+      if (p.trainable && !conv_bias) n += numel;
+    }
+  }
+  return n;
+}
+
+TEST(Zoo, ResNet50HasTorchvisionsParameterCountAndASmallVariant) {
+  ModelSpec s;
+  s.name = "resnet50";
+  s.image_size = 224;
+  s.classes = 1000;
+  const Model m = Model::build(s);
+  EXPECT_EQ(torchvision_count(m), 25557032);  // torchvision resnet50
+  EXPECT_FALSE(m.is_chain());
+  EXPECT_EQ(m.activation_shapes(1).back(), (Shape{1, 1000}));
+  s.image_size = 32;
+  s.width_mult = 1.0 / 16;
+  s.classes = 6;
+  const Model small = Model::build(s);
+  EXPECT_EQ(small.num_layers(), m.num_layers());
+  EXPECT_EQ(small.activation_shapes(2).back(), (Shape{2, 6}));
+  s.image_size = 31;
+  EXPECT_THROW(Model::build(s), std::invalid_argument);
+}
+
+TEST(Zoo, InceptionV3HasTorchvisionsParameterCountWithoutItsAuxiliaryHead) {
+  ModelSpec s;
+  s.name = "inception_v3";
+  s.image_size = 299;
+  s.classes = 1000;
+  const Model m = Model::build(s);
+  // torchvision's inception_v3 has 27,161,264 parameters, 3,326,696 of them in the auxiliary
+  // classifier (trained only with its extra loss, so not part of the pipeline's model).
+  EXPECT_EQ(torchvision_count(m), 27161264 - 3326696);
+  const std::vector<Shape> shapes = m.activation_shapes(1);
+  EXPECT_EQ(shapes[shapes.size() - 2], (Shape{1, 2048}));
+  s.image_size = 75;
+  s.width_mult = 1.0 / 16;
+  s.classes = 6;
+  const Model small = Model::build(s);
+  EXPECT_EQ(small.activation_shapes(2).back(), (Shape{2, 6}));
+  s.image_size = 74;
+  EXPECT_THROW(Model::build(s), std::invalid_argument);
+}
+
 TEST(Zoo, GptMatchesGpt2SmallPlusAnUntiedHead) {
   const Model m = Model::build(gpt_spec(12, 768, 12, 1024, 50257));
   // GPT-2 small (tied embeddings) has 124,439,808 parameters; the head adds its own matrix and
