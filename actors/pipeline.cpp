@@ -244,6 +244,11 @@ struct Pipeline::Impl {
   std::atomic<bool> running{false};             // inside run(): progress() may report work
 };
 
+std::vector<std::vector<int>> spread_tie_stages(const PipelineSpec& spec) {
+  if (spec.model == nullptr || spec.model->ties().empty()) return {};
+  return spread_ties(tie_stages(*spec.model, virtual_stage_layers(spec), spec.plan.schedule));
+}
+
 Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
     : spec_(std::move(spec)), impl_(std::make_unique<Impl>()) {
   validate();

@@ -107,6 +107,11 @@ struct PipelineSpec {
   transport::Collectives* collectives = nullptr;
 };
 
+// The stages a pipeline built from `spec` sums each spread tie among at SYNC (its schedule's
+// tied_stages): one list per tied parameter whose copies sit on two or more stages. Throws
+// std::invalid_argument as the pipeline would for a plan that does not fit the model.
+std::vector<std::vector<int>> spread_tie_stages(const PipelineSpec& spec);
+
 struct PipelineResult {
   std::vector<double>
       losses;  // mean loss of every minibatch, in order (where the coordinator runs)

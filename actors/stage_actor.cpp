@@ -732,7 +732,7 @@ void StageActor::run_sync(const Action& a) {
   models::ParamSet& g = grads();
   emit(a, versions_.latest(), nullptr, &g, started_);
   // Summing a stage's own copies first commutes with the sum among its replicas.
-  if (!ties_.spread().empty()) sum_tied_copies(true);
+  if (!ties_.spread().empty()) sum_spread_copies();
   sync_round_ = a.minibatch;
   sync_phase_ = params_.replicas_of(stage_) > 1 ? 0 : 1;
   running_ = start_sync_phase();
@@ -766,9 +766,9 @@ bool StageActor::start_sync_phase() {
   return true;
 }
 
-void StageActor::sum_tied_copies(bool spread) {
+void StageActor::sum_spread_copies() {
   models::ParamSet& g = grads();
-  const std::vector<models::TieGroup>& ties = spread ? ties_.spread() : ties_.local();
+  const std::vector<models::TieGroup>& ties = ties_.spread();
   models::Context ctx;
   const models::Completion done = s_.executor->run(
       ctx, [&](const models::Context& c) { models::sum_tied_copies(c.k(), ties, g); });

@@ -190,9 +190,10 @@ class StageActor final : public Actor {
   // Starts the current SYNC's all-reduce number sync_phase_ (0: among the stage's replicas, then
   // one per TieReduction); false once none is left.
   bool start_sync_phase();
-  // Sums the copies of each tie on this stage (inside device work, waited for: the all-reduce
-  // reads them next). `spread`: the ties also on other stages (at SYNC), else the local ones.
-  void sum_tied_copies(bool spread);
+  // Sums this stage's copies of each tie that also has copies on other stages (inside device
+  // work, waited for: the SYNC's all-reduce reads them next). The ties held here alone are
+  // summed in run_step, with the update.
+  void sum_spread_copies();
   void run_step(const Action& a);
 
   std::int64_t next_forward_version();

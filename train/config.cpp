@@ -371,11 +371,23 @@ void require_model(ConfigMap& m, const models::ModelSpec& model,
   m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
 }
 
-// Image data fits an image model or an mlp (which takes the images flattened).
+// Image data fits an image model, an mlp (which takes the images flattened) or a graph of one
+// f32 input (the images in its shape: [C, H, W], or flattened).
 void require_images(ConfigMap& m, const models::ModelSpec& model, const std::string& kind) {
-  if (model.name != "mlp" && !models::is_image_model(model.name)) {
+  const bool graph = model.name == "graph" && model.graph.declared_inputs().size() == 1 &&
+                     model.graph.declared_inputs()[0].dtype == "f32";
+  if (model.name != "mlp" && !graph && !models::is_image_model(model.name)) {
     m.fail("kind", "data '" + kind + "' does not fit model '" + model.name + "'");
   }
+}
+
+// The features per sample of an mlp's or a one-input graph's input.
+int64_t input_features(const models::ModelSpec& model) {
+  if (model.name == "mlp") return model.widths.front();
+  const std::vector<models::GraphInput> inputs = model.graph.declared_inputs();
+  int64_t n = 1;
+  for (const int64_t d : inputs.front().shape) n *= d;
+  return n;
 }
 
 // A data file must be a regular file: a directory fails late with a confusing message, and a
@@ -516,9 +528,9 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
       m.fail("image_size", "must equal the model's image_size " + std::to_string(model.image_size));
     }
     if (!images &&
-        d.spec.channels * d.spec.image_size * d.spec.image_size != model.widths.front()) {
-      m.fail("image_size", "channels * image_size^2 must equal the model's input width " +
-                               std::to_string(model.widths.front()));
+        d.spec.channels * d.spec.image_size * d.spec.image_size != input_features(model)) {
+      m.fail("image_size", "channels * image_size^2 must equal the model's input size " +
+                               std::to_string(input_features(model)));
     }
     if (d.spec.image_size < 8) m.fail("image_size", "must be >= 8");
     d.spec.noise = in_range(m, "noise", d.spec.noise, 0.0, 10.0);

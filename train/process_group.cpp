@@ -14,7 +14,6 @@
 #include <utility>
 
 #include "actors/pipeline_wire_types.hpp"
-#include "actors/stage_ties.hpp"
 #include "transport/control_frame.hpp"
 #include "transport/cuda_ipc_channel.hpp"
 #include "transport/cuda_ipc_choice.hpp"
@@ -120,12 +119,8 @@ bool stages_on_cuda(const schedules::Plan& plan) {
 std::vector<int> ties_across_processes(const actors::PipelineSpec& spec,
                                        const ProcessPlacement& placement) {
   std::vector<int> out;
-  if (spec.model == nullptr || spec.model->ties().empty()) return out;
   const schedules::ScheduleParams& p = spec.plan.schedule;
-  const std::vector<schedules::LayerRange> vlayers =
-      schedules::virtual_stage_layers(spec.plan, spec.model->num_layers(), spec.chunk_layers);
-  for (const std::vector<int>& stages :
-       actors::spread_ties(actors::tie_stages(*spec.model, vlayers, p))) {
+  for (const std::vector<int>& stages : actors::spread_tie_stages(spec)) {
     bool across = false;
     for (const int s : stages) {
       for (int r = 0; r < p.replicas_of(s); ++r) {

@@ -142,11 +142,11 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
     return MinibatchData::whole(models::InputLayout::of(spec.graph).pack(named),
                                 Tensor::from_vector(tg, ts));
   }
-  const bool graph = spec.name == "graph";
-  const std::int64_t in_f = graph ? spec.graph.input_shape.front() : spec.widths.front();
-  const std::int64_t classes =
-      graph ? model.activation_shapes(1).back().back() : spec.widths.back();
-  std::vector<float> in(static_cast<std::size_t>(samples * in_f));
+  // Features of the model's input shape (an mlp's rows, a graph's or an image model's
+  // samples), a class per sample of its logits.
+  const Shape in_shape = model.input_shape(samples);
+  const std::int64_t classes = model.activation_shapes(1).back().back();
+  std::vector<float> in(static_cast<std::size_t>(shape_numel(in_shape)));
   std::vector<std::int32_t> tg(static_cast<std::size_t>(samples));
   for (std::size_t i = 0; i < in.size(); ++i) {
     in[i] = static_cast<float>(value(i) % 2001) / 1000.0f - 1.0f;
@@ -157,13 +157,13 @@ inline MinibatchData make_minibatch(const models::Model& model, std::int64_t sam
     for (std::size_t i = 0; i < ft.size(); ++i) {
       ft[i] = static_cast<float>(value(i + 99991) % 1001) / 1000.0f;
     }
-    return MinibatchData::whole(Tensor::from_vector(in, {samples, in_f}),
+    return MinibatchData::whole(Tensor::from_vector(in, in_shape),
                                 Tensor::from_vector(ft, {samples, classes}));
   }
   for (std::size_t i = 0; i < tg.size(); ++i) {
     tg[i] = static_cast<std::int32_t>(value(i + 99991) % static_cast<std::uint64_t>(classes));
   }
-  return MinibatchData::whole(Tensor::from_vector(in, {samples, in_f}),
+  return MinibatchData::whole(Tensor::from_vector(in, in_shape),
                               Tensor::from_vector(tg, {samples}));
 }
 
