@@ -214,12 +214,9 @@ void read_graph_inputs(ConfigMap& m, models::ModelSpec& spec) {
     if (gi.dtype != "f32" && gi.dtype != "i32") {
       in.fail("dtype", "'" + gi.dtype + "' (expected f32 or i32)");
     }
+    // Inputs of mixed dtypes travel as f32 (models/input_layout.hpp).
     for (const models::GraphInput& other : spec.graph.inputs) {
       if (other.name == gi.name) in.fail("name", "'" + gi.name + "' is declared twice");
-      if (other.dtype != gi.dtype) {
-        in.fail("dtype", gi.dtype + ", but '" + other.name + "' is " + other.dtype +
-                             " (inputs travel packed in one tensor: give them one dtype)");
-      }
     }
     in.finish();
     spec.graph.inputs.push_back(std::move(gi));
