@@ -40,8 +40,8 @@ void InputLayout::pack_as_floats(const InputColumns& c, const Tensor& ids, std::
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t v = src[r * n + i];
       if (v >= kExactFloatIds || v <= -kExactFloatIds) {
-        fail(c.name, "value " + std::to_string(v) + " (sample " + std::to_string(r) +
-                         ", element " + std::to_string(i) +
+        fail(c.name, "value " + std::to_string(v) + " (sample " + std::to_string(r) + ", element " +
+                         std::to_string(i) +
                          ") travels as a float beside f32 inputs, which holds integers only "
                          "below 2^24 exactly");
       }

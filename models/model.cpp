@@ -199,7 +199,8 @@ Shape Model::input_shape(std::int64_t batch) const {
     return InputLayout::of(spec_.graph).batch_shape(batch);
   }
   if (spec_.name == "gpt") return {batch, spec_.seq_len};
-  if (is_image_model(spec_.name)) return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
+  if (is_image_model(spec_.name))
+    return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
   throw std::invalid_argument("Model::input_shape: unknown model '" + spec_.name + "'");
 }
 

@@ -304,8 +304,10 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     }
     spec.d_model = dimension(m, "d_model");
     if (spec.d_model % 2 != 0) {
-      m.fail("d_model", "must be even (the bidirectional first layer has d_model / 2 per "
-                        "direction), got " + std::to_string(spec.d_model));
+      m.fail("d_model",
+             "must be even (the bidirectional first layer has d_model / 2 per "
+             "direction), got " +
+                 std::to_string(spec.d_model));
     }
     spec.vocab = dimension(m, "vocab");
     spec.seq_len = dimension(m, "seq_len");
@@ -331,9 +333,10 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     }
     spec.classes = dimension(m, "classes", spec.classes);
   } else {
-    m.fail("name", "unknown model '" + spec.name +
-                       "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3, gnmt, s2vt or "
-                       "graph)");
+    m.fail("name",
+           "unknown model '" + spec.name +
+               "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3, gnmt, s2vt or "
+               "graph)");
   }
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
@@ -524,7 +527,8 @@ data::VideoCaptionsData read_video_captions(ConfigMap& m, const models::ModelSpe
       m.fail(key, "must equal the model's " + std::string(model_key) + " " +
                       std::to_string(model_value) + ", got " + std::to_string(v));
     }
-    if (v > limit) m.fail(key, "must be <= " + std::to_string(limit) + ", got " + std::to_string(v));
+    if (v > limit)
+      m.fail(key, "must be <= " + std::to_string(limit) + ", got " + std::to_string(v));
     return v;
   };
   d.spec.frames = same("frames", model.frames, "frames", kMaxFrames);

@@ -75,9 +75,9 @@ struct Cifar10Data {
   int64_t classes = 10;
 };
 
-using DataSpec = std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData,
-                              MnistData, Cifar10Data, TeacherRegressionData, SequencePairsData,
-                              VideoCaptionsData>;
+using DataSpec =
+    std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData, MnistData,
+                 Cifar10Data, TeacherRegressionData, SequencePairsData, VideoCaptionsData>;
 
 // The config name of a spec's kind: "teacher", "shapes", "markov-text", "tokens", "mnist",
 // "cifar10", "teacher-regression", "sequence-pairs", "video-captions".

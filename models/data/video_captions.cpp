@@ -40,7 +40,8 @@ Batch VideoCaptions::get(std::span<const int64_t> indices) const {
   const auto b = static_cast<int64_t>(indices.size());
   const int64_t w = spec_.words, nf = spec_.frames, d = spec_.features;
   std::vector<float> frames(static_cast<size_t>(b * nf * d));
-  std::vector<int32_t> caption(static_cast<size_t>(b * w)), targets(static_cast<size_t>(b * (nf + w)));
+  std::vector<int32_t> caption(static_cast<size_t>(b * w)),
+      targets(static_cast<size_t>(b * (nf + w)));
   std::vector<int32_t> words(static_cast<size_t>(w));
   for (int64_t i = 0; i < b; ++i) {
     auto rng = RngStream::from_key(
@@ -54,8 +55,9 @@ Batch VideoCaptions::get(std::span<const int64_t> indices) const {
       const float* e = embeddings_.data() + static_cast<int64_t>(shown) * d;
       float* out = frames.data() + (i * nf + f) * d;
       for (int64_t k = 0; k < d; ++k) {
-        out[k] = e[k] + static_cast<float>(spec_.noise * counter_normal(
-                                                             noise_key, static_cast<uint64_t>(f * d + k)));
+        out[k] =
+            e[k] + static_cast<float>(spec_.noise *
+                                      counter_normal(noise_key, static_cast<uint64_t>(f * d + k)));
       }
     }
     int32_t* tgt = targets.data() + i * (nf + w);

@@ -78,8 +78,8 @@ TEST(MixedInputs, RefuseIdsBeyondTwoToThe24NamingTheInput) {
   const Tensor frames = Tensor::from_vector(std::vector<float>(6, 0.0f), {1, 3, 2});
   for (const std::int32_t bad : {16777216, -16777216, 2147483647}) {
     SCOPED_TRACE(bad);
-    const std::string e = pack_error(
-        layout, {{"frames", frames}, {"words", ids({1, bad, 2}, {1, 3})}});
+    const std::string e =
+        pack_error(layout, {{"frames", frames}, {"words", ids({1, bad, 2}, {1, 3})}});
     EXPECT_NE(e.find("model input 'words'"), std::string::npos) << e;
     EXPECT_NE(e.find(std::to_string(bad)), std::string::npos) << e;
     EXPECT_NE(e.find("2^24"), std::string::npos) << e;
@@ -101,15 +101,15 @@ TEST(MixedInputs, LayersReadTheirInputsBack) {
   EXPECT_EQ(model.input_dtype(), DType::f32);
   EXPECT_EQ(model.input_shape(2), (Shape{2, 9}));
   const ParamSet params = model.init_params(5);
-  const Tensor frames =
-      Tensor::from_vector(std::vector<float>{0.5f, -1, 2, 3, -4, 5, 6, 7, 8, 9, 10, -11}, {2, 3, 2});
+  const Tensor frames = Tensor::from_vector(
+      std::vector<float>{0.5f, -1, 2, 3, -4, 5, 6, 7, 8, 9, 10, -11}, {2, 3, 2});
   const Tensor words = ids({3, 39, 0, 1, 2, 17}, {2, 3});
-  const Tensor x =
-      InputLayout::of(model.spec().graph).pack({{"frames", frames}, {"words", words}});
+  const Tensor x = InputLayout::of(model.spec().graph).pack({{"frames", frames}, {"words", words}});
   Context ctx;
   ctx.training = false;
   const Tensor y = model.forward(ctx, params, x, 0, model.num_layers()).y;
-  const auto p = Linear(2, 4).forward(ctx, model.layer_params(params, 0), frames).y.to_float_vector();
+  const auto p =
+      Linear(2, 4).forward(ctx, model.layer_params(params, 0), frames).y.to_float_vector();
   const auto w =
       Embedding(40, 4, 3).forward(ctx, model.layer_params(params, 1), words).y.to_float_vector();
   ASSERT_EQ(y.shape(), (Shape{2, 3, 8}));
