@@ -1247,6 +1247,10 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
           return 8 * static_cast<double>(d.samples);
         } else if constexpr (std::is_same_v<T, data::SequencePairsData>) {
           return 8 * static_cast<double>(d.samples);
+        } else if constexpr (std::is_same_v<T, data::VideoCaptionsData>) {
+          // The permutations, and the token embeddings the frames are drawn from.
+          return 8 * static_cast<double>(d.samples) +
+                 4 * static_cast<double>(d.spec.vocab) * static_cast<double>(d.spec.features);
         } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {
           return (8 + 2 * static_cast<double>(d.seq_len)) * (static_cast<double>(d.samples) + eval);
         } else if constexpr (std::is_same_v<T, data::TokenFileData>) {

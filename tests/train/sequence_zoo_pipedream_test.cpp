@@ -11,6 +11,7 @@
 #include <string>
 
 #include "train/config.hpp"
+#include "train/job_plan.hpp"
 #include "train/session.hpp"
 
 namespace tandem::train {
@@ -27,6 +28,12 @@ Config pipedream_config(const char* name) {
   const std::size_t at = yaml.find(from);
   EXPECT_NE(at, std::string::npos) << name;
   if (at != std::string::npos) yaml.replace(at, from.size(), "  schedule: pipedream\n");
+  // Stale weights (a minibatch's forward runs up to 3 updates behind on stage 0) want a smaller
+  // step than 1F1B's: at 1e-2 the 8-layer GNMT's loss stalls near 2 nats.
+  const std::string lr = "lr: 1.0e-2";
+  const std::size_t lr_at = yaml.find(lr);
+  EXPECT_NE(lr_at, std::string::npos) << name;
+  if (lr_at != std::string::npos) yaml.replace(lr_at, lr.size(), "lr: 3.0e-3");
   return parse_config(yaml, path.string());
 }
 
@@ -41,12 +48,12 @@ void expect_falling_loss(const char* name) {
   const Config config = pipedream_config(name);
   ASSERT_TRUE(is_pipeline(config));
   ASSERT_EQ(config.pipeline->stages.size(), 4u);
-  Session trainer(config, SessionOptions{.steps = 120});
+  Session trainer(config, SessionOptions{.steps = 300});
   const TrainSummary s = trainer.run();
-  ASSERT_EQ(s.losses.size(), 120u);
+  ASSERT_EQ(s.losses.size(), 300u);
   for (const float l : s.losses) ASSERT_TRUE(std::isfinite(l)) << l;
   // The last 20 minibatches' mean loss well under the first 20's.
-  EXPECT_LT(mean(s.losses, 100, 120), 0.7 * mean(s.losses, 0, 20));
+  EXPECT_LT(mean(s.losses, 280, 300), 0.7 * mean(s.losses, 0, 20));
 }
 
 TEST(SequenceZooPipeDream, GnmtLossFallsOnFourStages) {
