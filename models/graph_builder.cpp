@@ -242,6 +242,12 @@ Model link_nodes(const ModelSpec& spec, const std::function<std::shared_ptr<cons
         continue;
       }
       auto [shape, view] = input_of(read[k]);
+      // Token ids are i32; an f32 input would be cast, and its fractions silently dropped.
+      if (n.layer == "embedding" && inputs.find(read[k])->dtype != DType::i32) {
+        fail(n, i,
+             "embedding reads i32 token ids, but input '" + read[k] + "' is " +
+                 std::string(dtype_name(inputs.find(read[k])->dtype)));
+      }
       in.push_back(shape);
       any_view = any_view || view.has_value();
       views.push_back(std::move(view));

@@ -45,9 +45,10 @@ struct GraphInput {
 // last node's output is what the loss reads.
 //
 // The inputs: `inputs` when given, else one f32 input `input_name` of `input_shape`. Two or more
-// inputs travel packed (models/input_pack.hpp): one [batch, sum of their per-sample sizes] tensor
-// of their common dtype, each input's values flattened in declaration order; a node that reads
-// an input reads its columns, reshaped (models/layers/input_view.hpp).
+// inputs travel packed (models/input_layout.hpp): one [batch, sum of their per-sample sizes]
+// tensor of their common dtype (f32 where f32 and i32 mix, ids as exact floats), each input's
+// values flattened in declaration order; a node that reads an input reads its columns, reshaped
+// (models/layers/input_view.hpp).
 struct GraphSpec {
   std::string input_name = "input";
   std::vector<std::int64_t> input_shape;  // per sample

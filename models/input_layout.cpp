@@ -32,6 +32,24 @@ Shape with_batch(std::int64_t batch, const Shape& per_sample) {
 
 }  // namespace
 
+void InputLayout::pack_as_floats(const InputColumns& c, const Tensor& ids, std::int64_t batch,
+                                 float* out) const {
+  const auto* src = static_cast<const std::int32_t*>(ids.raw_data());
+  const std::int64_t n = c.end - c.begin;
+  for (std::int64_t r = 0; r < batch; ++r) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t v = src[r * n + i];
+      if (v >= kExactFloatIds || v <= -kExactFloatIds) {
+        fail(c.name, "value " + std::to_string(v) + " (sample " + std::to_string(r) + ", element " +
+                         std::to_string(i) +
+                         ") travels as a float beside f32 inputs, which holds integers only "
+                         "below 2^24 exactly");
+      }
+      out[r * width_ + c.begin + i] = static_cast<float>(v);
+    }
+  }
+}
+
 InputLayout InputLayout::of(const GraphSpec& graph) {
   InputLayout out;
   std::set<std::string> names;
@@ -47,11 +65,9 @@ InputLayout InputLayout::of(const GraphSpec& graph) {
     }
     if (out.width_ > kMaxInputElements - n) fail(in.name, "the inputs exceed 2^40 elements");
     InputColumns c{in.name, in.shape, parse_dtype(in), out.width_, out.width_ + n};
-    if (!out.inputs_.empty() && c.dtype != out.inputs_.front().dtype) {
-      fail(in.name, "is " + dt(c.dtype) + " but '" + out.inputs_[0].name + "' is " +
-                        dt(out.inputs_[0].dtype) +
-                        " (inputs travel packed in one tensor: give them one dtype)");
-    }
+    // One dtype travels as it is; a mix travels as f32 (f32 holds every id below 2^24 exactly,
+    // i32 holds no fraction).
+    out.dtype_ = out.inputs_.empty() || c.dtype == out.dtype_ ? c.dtype : DType::f32;
     out.width_ += n;
     out.inputs_.push_back(std::move(c));
   }
@@ -112,6 +128,10 @@ Tensor InputLayout::pack(const std::vector<NamedTensor>& named) const {
   auto* dst = static_cast<std::byte*>(out.raw_data());
   for (std::size_t k = 0; k < inputs_.size(); ++k) {
     const InputColumns& c = inputs_[k];
+    if (converted(c)) {
+      pack_as_floats(c, *given[k], batch, static_cast<float*>(out.raw_data()));
+      continue;
+    }
     const auto* src = static_cast<const std::byte*>(given[k]->raw_data());
     const std::size_t row = static_cast<std::size_t>(c.end - c.begin) * 4;
     for (std::int64_t r = 0; r < batch; ++r) {

@@ -195,14 +195,19 @@ std::string Model::describe() const {
 
 Shape Model::input_shape(std::int64_t batch) const {
   if (spec_.name == "mlp") return {batch, spec_.widths.at(0)};
-  if (spec_.name == "graph") return InputLayout::of(spec_.graph).batch_shape(batch);
+  if (spec_.name == "graph" || is_sequence_model(spec_.name)) {
+    return InputLayout::of(spec_.graph).batch_shape(batch);
+  }
   if (spec_.name == "gpt") return {batch, spec_.seq_len};
-  if (is_image_model(spec_.name)) return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
+  if (is_image_model(spec_.name))
+    return {batch, spec_.in_channels, spec_.image_size, spec_.image_size};
   throw std::invalid_argument("Model::input_shape: unknown model '" + spec_.name + "'");
 }
 
 DType Model::input_dtype() const {
-  if (spec_.name == "graph") return InputLayout::of(spec_.graph).dtype();
+  if (spec_.name == "graph" || is_sequence_model(spec_.name)) {
+    return InputLayout::of(spec_.graph).dtype();
+  }
   return layers_.empty() ? DType::f32 : layers_.front()->input_dtype();
 }
 

@@ -15,6 +15,12 @@ std::string ModelSpec::describe() const {
       << ", seq_len=" << seq_len << ", vocab=" << vocab
       << ", d_ff=" << (d_ff > 0 ? d_ff : 4 * d_model);
     if (tie_embeddings) s << ", tie_embeddings";
+  } else if (name == "gnmt") {
+    s << "layers=" << layers << ", d_model=" << d_model << ", vocab=" << vocab
+      << ", seq_len=" << seq_len;
+  } else if (name == "s2vt") {
+    s << "d_model=" << d_model << ", vocab=" << vocab << ", seq_len=" << seq_len
+      << ", frames=" << frames << ", frame_features=" << frame_features;
   } else if (is_image_model(name)) {
     s << "width_mult=" << width_mult << ", in_channels=" << in_channels
       << ", image_size=" << image_size << ", classes=" << classes;
@@ -89,6 +95,10 @@ ModelSpec gpt_spec(std::int64_t layers, std::int64_t d_model, std::int64_t heads
 
 bool is_image_model(const std::string& name) {
   return name == "vgg16" || name == "alexnet" || name == "resnet50" || name == "inception_v3";
+}
+
+bool is_sequence_model(const std::string& name) {
+  return name == "gnmt" || name == "s2vt";
 }
 
 ModelSpec vgg16_small_spec(std::int64_t classes) {

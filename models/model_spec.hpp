@@ -10,7 +10,8 @@ namespace tandem::models {
 
 // What to build: Model::build(spec). Fields not used by a model's `name` are ignored.
 struct ModelSpec {
-  // "mlp" | "gpt" | "vgg16" | "alexnet" | "resnet50" | "inception_v3" | "graph"
+  // "mlp" | "gpt" | "vgg16" | "alexnet" | "resnet50" | "inception_v3" | "gnmt" | "s2vt" |
+  // "graph"
   std::string name = "mlp";
 
   // mlp: in_features, hidden..., classes (at least two entries). Hidden layers are
@@ -38,7 +39,16 @@ struct ModelSpec {
   std::int64_t image_size = 224;
   std::int64_t classes = 10;
 
-  // graph: the layers and their edges (models/graph_spec.hpp).
+  // gnmt, s2vt (models/zoo/sequence_graphs.hpp): d_model is the LSTMs' width, vocab the tokens
+  // (0 the decoder's start token), seq_len the decoder's steps; dropout as below.
+  //   gnmt: `layers` LSTM layers in all, half encoder and half decoder (even, >= 4; the paper's
+  //   8 or 16); seq_len is the source's length too.
+  //   s2vt: seq_len caption words after `frames` video frames of `frame_features` features each.
+  std::int64_t frames = 0;
+  std::int64_t frame_features = 0;
+
+  // graph: the layers and their edges (models/graph_spec.hpp). The zoo's graph models (resnet50,
+  // inception_v3, gnmt, s2vt) have theirs written here by Model::build.
   GraphSpec graph;
 
   // Parameters shared by several layers (models/tied_params.hpp): each entry names the copies,
@@ -58,6 +68,9 @@ struct ModelSpec {
 
 // Whether the zoo model `name` reads square images sized by ModelSpec's image fields.
 bool is_image_model(const std::string& name);
+// Whether the zoo model `name` is a sequence graph reading named inputs (gnmt, s2vt): its
+// inputs are those of the graph Model::build writes.
+bool is_sequence_model(const std::string& name);
 
 // Presets used by tests, benchmarks and configs.
 ModelSpec mlp_spec(std::vector<std::int64_t> widths);

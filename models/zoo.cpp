@@ -1,5 +1,5 @@
-// Model::build: the model zoo (mlp, gpt, vgg16, alexnet as flat layer lists; resnet50 and
-// inception_v3 as graphs, models/zoo/).
+// Model::build: the model zoo (mlp, gpt, vgg16, alexnet as flat layer lists; resnet50,
+// inception_v3, gnmt and s2vt as graphs, models/zoo/).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -16,6 +16,7 @@
 #include "models/layers/transformer_block.hpp"
 #include "models/model.hpp"
 #include "models/zoo/image_graphs.hpp"
+#include "models/zoo/sequence_graphs.hpp"
 
 namespace tandem::models {
 namespace {
@@ -154,10 +155,15 @@ Model Model::build(const ModelSpec& spec) {
     s.graph = spec.name == "resnet50" ? zoo::resnet50_graph(spec) : zoo::inception_v3_graph(spec);
     return build_graph(s);
   }
+  if (is_sequence_model(spec.name)) {
+    ModelSpec s = spec;
+    s.graph = spec.name == "gnmt" ? zoo::gnmt_graph(spec) : zoo::s2vt_graph(spec);
+    return build_graph(s);
+  }
   if (spec.name == "graph") return build_graph(spec);
   throw std::invalid_argument(
       "model spec: field 'name' is '" + spec.name +
-      "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3 or graph)");
+      "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3, gnmt, s2vt or graph)");
 }
 
 }  // namespace tandem::models

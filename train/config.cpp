@@ -106,6 +106,7 @@ double in_range(ConfigMap& m, std::string_view key, double fallback, double lo, 
 std::string_view size_key(const models::ModelSpec& spec) {
   if (spec.name == "mlp") return "widths";
   if (spec.name == "graph") return "graph";
+  if (models::is_sequence_model(spec.name)) return "d_model";
   if (models::is_image_model(spec.name)) return "width_mult";
   // GPT: the blocks or the embedding and head, whichever holds more.
   const auto d = static_cast<double>(spec.d_model);
@@ -128,6 +129,8 @@ void check_parameters(ConfigMap& m, const models::ModelSpec& spec, double parame
 // The most nodes a graph may have: enough for any model written by hand or generated, and a
 // bound on what a hostile config can make the reader build.
 constexpr size_t kMaxGraphNodes = 100000;
+// The most LSTM layers of a gnmt: far past the paper's 16, and a bound on its graph.
+constexpr int64_t kMaxGnmtLayers = 1024;
 
 models::GraphNode read_graph_node(ConfigMap n) {
   models::GraphNode node;
@@ -214,12 +217,9 @@ void read_graph_inputs(ConfigMap& m, models::ModelSpec& spec) {
     if (gi.dtype != "f32" && gi.dtype != "i32") {
       in.fail("dtype", "'" + gi.dtype + "' (expected f32 or i32)");
     }
+    // Inputs of mixed dtypes travel as f32 (models/input_layout.hpp).
     for (const models::GraphInput& other : spec.graph.inputs) {
       if (other.name == gi.name) in.fail("name", "'" + gi.name + "' is declared twice");
-      if (other.dtype != gi.dtype) {
-        in.fail("dtype", gi.dtype + ", but '" + other.name + "' is " + other.dtype +
-                             " (inputs travel packed in one tensor: give them one dtype)");
-      }
     }
     in.finish();
     spec.graph.inputs.push_back(std::move(gi));
@@ -294,6 +294,29 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
                           std::to_string(spec.heads) + " heads");
     }
     spec.tie_embeddings = m.get_or<bool>("tie_embeddings", false);
+  } else if (spec.name == "gnmt") {
+    spec.layers = dimension(m, "layers");
+    // Each layer is a few graph nodes: bounded like a graph's nodes.
+    if (spec.layers < 4 || spec.layers % 2 != 0 || spec.layers > kMaxGnmtLayers) {
+      m.fail("layers", "must be even, in [4, " + std::to_string(kMaxGnmtLayers) +
+                           "] (half encoder, half decoder; the paper's 8 or 16), got " +
+                           std::to_string(spec.layers));
+    }
+    spec.d_model = dimension(m, "d_model");
+    if (spec.d_model % 2 != 0) {
+      m.fail("d_model",
+             "must be even (the bidirectional first layer has d_model / 2 per "
+             "direction), got " +
+                 std::to_string(spec.d_model));
+    }
+    spec.vocab = dimension(m, "vocab");
+    spec.seq_len = dimension(m, "seq_len");
+  } else if (spec.name == "s2vt") {
+    spec.d_model = dimension(m, "d_model");
+    spec.vocab = dimension(m, "vocab");
+    spec.seq_len = dimension(m, "seq_len");
+    spec.frames = dimension(m, "frames");
+    spec.frame_features = dimension(m, "frame_features");
   } else if (models::is_image_model(spec.name)) {
     spec.width_mult = m.get_or<double>("width_mult", spec.width_mult);
     if (!(spec.width_mult > 0) || spec.width_mult > 1024) {
@@ -310,8 +333,10 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     }
     spec.classes = dimension(m, "classes", spec.classes);
   } else {
-    m.fail("name", "unknown model '" + spec.name +
-                       "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3 or graph)");
+    m.fail("name",
+           "unknown model '" + spec.name +
+               "' (expected mlp, gpt, vgg16, alexnet, resnet50, inception_v3, gnmt, s2vt or "
+               "graph)");
   }
   if (spec.name != "mlp" && spec.name != "graph") {
     spec.dropout = static_cast<float>(in_range(m, "dropout", 0.0, 0.0, 1.0));
@@ -349,7 +374,7 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
 int64_t model_classes(const models::ModelSpec& s) {
   if (s.name == "mlp") return s.widths.back();
   if (s.name == "graph") return models::Model::build(s).activation_shapes(1).back().back();
-  if (s.name == "gpt") return s.vocab;
+  if (s.name == "gpt" || models::is_sequence_model(s.name)) return s.vocab;
   return s.classes;
 }
 
@@ -455,12 +480,19 @@ int64_t teacher_features(ConfigMap& m, const models::ModelSpec& model, const std
   return features;
 }
 
-// sequence-pairs: a graph of two i32 inputs of one length (source, then decoder input) whose
-// logits give `vocab` classes per position.
+// The graph a graph model or a zoo sequence model (gnmt, s2vt) reads its inputs with.
+models::GraphSpec graph_of(const models::ModelSpec& model) {
+  if (models::is_sequence_model(model.name)) return models::Model::build(model).spec().graph;
+  return model.graph;
+}
+
+// sequence-pairs: a graph (or a gnmt) of two i32 inputs of one length (source, then decoder
+// input) whose logits give `vocab` classes per position.
 data::SequencePairsData read_sequence_pairs(ConfigMap& m, const models::ModelSpec& model,
                                             uint64_t seed) {
-  require_model(m, model, {"graph"}, "sequence-pairs");
-  const std::vector<models::GraphInput> inputs = model.graph.declared_inputs();
+  require_model(m, model, {"graph", "gnmt"}, "sequence-pairs");
+  const models::GraphSpec graph = graph_of(model);
+  const std::vector<models::GraphInput> inputs = graph.declared_inputs();
   if (inputs.size() != 2 || inputs[0].dtype != "i32" || inputs[0].shape.size() != 1 ||
       inputs[1].shape != inputs[0].shape) {
     m.fail("kind",
@@ -478,12 +510,52 @@ data::SequencePairsData read_sequence_pairs(ConfigMap& m, const models::ModelSpe
   if (d.spec.vocab < 2 || d.spec.vocab > classes) {
     m.fail("vocab", "must be in [2, " + std::to_string(classes) + "] (the model's classes)");
   }
-  for (const models::GraphNode& n : model.graph.nodes) {
+  for (const models::GraphNode& n : graph.nodes) {
     if (n.layer == "embedding" && n.vocab < d.spec.vocab) {
       m.fail("vocab", "is " + std::to_string(d.spec.vocab) + ", but embedding '" + n.name +
                           "' has vocab " + std::to_string(n.vocab));
     }
   }
+  return d;
+}
+
+// The most features a video-captions frame may have and the most frames: far past S2VT's (4096
+// features, 80 frames), and bounds on what a hostile config can make every sample hold.
+constexpr int64_t kMaxFrameFeatures = 65536;
+constexpr int64_t kMaxFrames = 4096;
+
+// video-captions: an s2vt's frames and caption; the sizes are the model's (the data may repeat
+// them), vocab at most the model's.
+data::VideoCaptionsData read_video_captions(ConfigMap& m, const models::ModelSpec& model,
+                                            uint64_t seed) {
+  require_model(m, model, {"s2vt"}, "video-captions");
+  data::VideoCaptionsData d;
+  d.samples = dimension(m, "samples", d.samples);
+  d.spec.seed = seed;
+  auto same = [&](std::string_view key, int64_t model_value, std::string_view model_key,
+                  int64_t limit) {
+    const int64_t v = dimension(m, key, model_value);
+    if (v != model_value) {
+      m.fail(key, "must equal the model's " + std::string(model_key) + " " +
+                      std::to_string(model_value) + ", got " + std::to_string(v));
+    }
+    if (v > limit)
+      m.fail(key, "must be <= " + std::to_string(limit) + ", got " + std::to_string(v));
+    return v;
+  };
+  d.spec.frames = same("frames", model.frames, "frames", kMaxFrames);
+  d.spec.features = same("features", model.frame_features, "frame_features", kMaxFrameFeatures);
+  d.spec.words = same("words", model.seq_len, "seq_len", kMaxFrames);
+  if (d.spec.frames < d.spec.words) {
+    m.fail("frames", "must be at least the caption's " + std::to_string(d.spec.words) +
+                         " words (every word is shown in a frame), got " +
+                         std::to_string(d.spec.frames));
+  }
+  d.spec.vocab = positive(m, "vocab", model.vocab);
+  if (d.spec.vocab < 2 || d.spec.vocab > model.vocab) {
+    m.fail("vocab", "must be in [2, " + std::to_string(model.vocab) + "] (the model's vocab)");
+  }
+  d.spec.noise = in_range(m, "noise", d.spec.noise, 0.0, 100.0);
   return d;
 }
 
@@ -543,6 +615,8 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
     out = d;
   } else if (kind == "sequence-pairs") {
     out = read_sequence_pairs(m, model, seed);
+  } else if (kind == "video-captions") {
+    out = read_video_captions(m, model, seed);
   } else if (kind == "markov-text") {
     require_model(m, model, {"gpt"}, kind);
     data::MarkovTextData d;
@@ -601,7 +675,7 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
   } else {
     m.fail("kind", "unknown data kind '" + kind +
                        "' (expected teacher, teacher-regression, shapes, markov-text, tokens, "
-                       "mnist or cifar10)");
+                       "mnist, cifar10, sequence-pairs or video-captions)");
   }
   m.finish();
   return out;
@@ -644,6 +718,7 @@ int64_t generated_samples(const data::DataSpec& spec) {
   if (const auto* d = std::get_if<data::ProceduralImagesData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::MarkovTextData>(&spec)) return d->samples;
   if (const auto* d = std::get_if<data::SequencePairsData>(&spec)) return d->samples;
+  if (const auto* d = std::get_if<data::VideoCaptionsData>(&spec)) return d->samples;
   return 0;
 }
 
@@ -1184,6 +1259,10 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
           return 8 * static_cast<double>(d.samples);
         } else if constexpr (std::is_same_v<T, data::SequencePairsData>) {
           return 8 * static_cast<double>(d.samples);
+        } else if constexpr (std::is_same_v<T, data::VideoCaptionsData>) {
+          // The permutations, and the token embeddings the frames are drawn from.
+          return 8 * static_cast<double>(d.samples) +
+                 4 * static_cast<double>(d.spec.vocab) * static_cast<double>(d.spec.features);
         } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {
           return (8 + 2 * static_cast<double>(d.seq_len)) * (static_cast<double>(d.samples) + eval);
         } else if constexpr (std::is_same_v<T, data::TokenFileData>) {

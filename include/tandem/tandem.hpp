@@ -132,7 +132,8 @@ class Model {
                      std::string input_name = "input");
   // A graph reading several named inputs (a sequence-to-sequence model's source and decoder
   // input): each node names the inputs it reads. Two or more inputs travel as one model input,
-  // packed per sample in declaration order (pack_inputs makes it), and must share one dtype;
+  // packed per sample in declaration order (pack_inputs makes it), in their common dtype (f32
+  // where f32 and i32 mix: ids below 2^24 in magnitude travel as exact floats);
   // a node reading an input gets its values in its declared shape. The last node's output may
   // be of any shape the loss takes (cross-entropy: [batch, ..., classes], targets i32 [batch,
   // ...]). The same graph as a config's `model: {inputs, graph}` (docs/config.md).

@@ -35,7 +35,8 @@ std::string data_kind_name(const DataSpec& spec) {
                                [](const MnistData&) { return "mnist"; },
                                [](const Cifar10Data&) { return "cifar10"; },
                                [](const TeacherRegressionData&) { return "teacher-regression"; },
-                               [](const SequencePairsData&) { return "sequence-pairs"; }},
+                               [](const SequencePairsData&) { return "sequence-pairs"; },
+                               [](const VideoCaptionsData&) { return "video-captions"; }},
                     spec);
 }
 
@@ -92,6 +93,13 @@ Datasets make_datasets(const DataSpec& spec, int64_t eval_samples) {
             Datasets out{std::make_shared<SequencePairs>(d.spec, d.samples, kTrainSplit), nullptr};
             if (eval_samples > 0) {
               out.eval = std::make_shared<SequencePairs>(d.spec, eval_samples, kEvalSplit);
+            }
+            return out;
+          },
+          [&](const VideoCaptionsData& d) {
+            Datasets out{std::make_shared<VideoCaptions>(d.spec, d.samples, kTrainSplit), nullptr};
+            if (eval_samples > 0) {
+              out.eval = std::make_shared<VideoCaptions>(d.spec, eval_samples, kEvalSplit);
             }
             return out;
           },

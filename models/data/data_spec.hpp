@@ -18,6 +18,7 @@
 #include "models/data/teacher_classification.hpp"
 #include "models/data/teacher_regression.hpp"
 #include "models/data/token_file.hpp"
+#include "models/data/video_captions.hpp"
 
 namespace tandem::models::data {
 
@@ -33,6 +34,11 @@ struct TeacherRegressionData {
 
 struct SequencePairsData {
   SequencePairsSpec spec;
+  int64_t samples = 16384;
+};
+
+struct VideoCaptionsData {
+  VideoCaptionsSpec spec;
   int64_t samples = 16384;
 };
 
@@ -69,11 +75,12 @@ struct Cifar10Data {
   int64_t classes = 10;
 };
 
-using DataSpec = std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData,
-                              MnistData, Cifar10Data, TeacherRegressionData, SequencePairsData>;
+using DataSpec =
+    std::variant<TeacherData, ProceduralImagesData, MarkovTextData, TokenFileData, MnistData,
+                 Cifar10Data, TeacherRegressionData, SequencePairsData, VideoCaptionsData>;
 
 // The config name of a spec's kind: "teacher", "shapes", "markov-text", "tokens", "mnist",
-// "cifar10", "teacher-regression", "sequence-pairs".
+// "cifar10", "teacher-regression", "sequence-pairs", "video-captions".
 std::string data_kind_name(const DataSpec& spec);
 
 struct Datasets {

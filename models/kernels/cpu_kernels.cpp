@@ -49,6 +49,11 @@ class CpuKernels final : public Kernels {
   void copy_bytes(const void* src, void* dst, std::size_t bytes) const override {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
+  void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const override {
+    cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) y[i] = static_cast<std::int32_t>(x[i]);
+    });
+  }
   void copy(const float* src, float* dst, std::int64_t n) const override {
     cpu::parallel_for(n, cpu::kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
       std::memcpy(dst + i0, src + i0, static_cast<std::size_t>(i1 - i0) * sizeof(float));

@@ -49,6 +49,9 @@ class Kernels {
   virtual void copy(const float* src, float* dst, std::int64_t n) const = 0;
   // The same for `bytes` bytes of any dtype (joining token ids, say).
   virtual void copy_bytes(const void* src, void* dst, std::size_t bytes) const = 0;
+  // y[i] = int32(x[i]), rounding toward zero: token ids that travel as exact floats in a packed
+  // model input of mixed dtypes (models/input_layout.hpp) become ids again.
+  virtual void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const = 0;
   // x[i] = beta * x[i] (beta 0 writes zeros without reading x, which may hold NaN).
   virtual void scale(float* x, std::int64_t n, float beta) const = 0;
   // dst[i] = a[i] + b[i]; dst may alias a or b.

@@ -34,13 +34,24 @@ Tensor InputView::view(const Kernels& k, std::size_t source, const Tensor& x) co
   if (!viewed(source)) return x;
   const InputColumns& c = *views_[source];
   const Shape shape = viewed_shape(source, x.shape());
-  if (x.dtype() != c.dtype) {
+  // i32 ids beside f32 inputs travel as exact floats (models/input_layout.hpp).
+  const bool converted = x.dtype() == DType::f32 && c.dtype == DType::i32;
+  if (x.dtype() != c.dtype && !converted) {
     throw std::invalid_argument(describe() + ": the packed model input is " +
                                 std::string(dtype_name(x.dtype())) + ", '" + c.name + "' is " +
                                 std::string(dtype_name(c.dtype)));
   }
   if (!x.device().has_data()) return Tensor::empty(shape, c.dtype, x.device());
   Tensor out = k.empty(shape, c.dtype);
+  const std::int64_t rows = x.shape()[0], cols = c.end - c.begin;
+  if (converted) {
+    Tensor floats = k.empty(shape, DType::f32);
+    k.copy_2d(static_cast<const float*>(x.raw_data()) + c.begin, x.shape()[1],
+              static_cast<float*>(floats.raw_data()), cols, rows, cols);
+    k.f32_to_i32(static_cast<const float*>(floats.raw_data()),
+                 static_cast<std::int32_t*>(out.raw_data()), rows * cols);
+    return out;
+  }
   // Both dtypes are 4 bytes wide: the copy moves bits, whatever they encode.
   k.copy_2d(static_cast<const float*>(x.raw_data()) + c.begin, x.shape()[1],
             static_cast<float*>(out.raw_data()), c.end - c.begin, x.shape()[0], c.end - c.begin);

@@ -1,8 +1,9 @@
 #pragma once
 // A graph layer that reads named model inputs out of the packed model input
 // (models/input_layout.hpp): for each of its sources that is an input, it hands the inner layer
-// that input's columns, reshaped to [batch, shape...] (a copy of the bits, any 4-byte dtype),
-// and the inner layer does the rest. Parameters, saved state and costs are the inner layer's,
+// that input's columns, reshaped to [batch, shape...] (a copy of the bits, any 4-byte dtype;
+// i32 columns of a mixed f32 packing are converted back from their exact floats), and the inner
+// layer does the rest. Parameters, saved state and costs are the inner layer's,
 // so parameter names and layer indices stay those the graph declares. Model inputs take no
 // gradient: the entries of viewed sources are undefined in every backward.
 #include <memory>

@@ -92,4 +92,28 @@ std::string GraphWriter::linear(const std::string& in, std::int64_t out) {
   return append(std::move(n));
 }
 
+std::string GraphWriter::embedding(const std::string& in, std::int64_t vocab, std::int64_t out) {
+  GraphNode n = node("embedding", {in});
+  n.vocab = vocab;
+  n.out = out;
+  return append(std::move(n));
+}
+
+std::string GraphWriter::lstm(const std::string& in, std::int64_t hidden, bool bidirectional) {
+  GraphNode n = node("lstm", {in});
+  n.hidden = hidden;
+  n.bidirectional = bidirectional;
+  return append(std::move(n));
+}
+
+std::string GraphWriter::seq_attention(const std::string& q, const std::string& e) {
+  return append(node("seq_attention", {q, e}));
+}
+
+std::string GraphWriter::concat(const std::vector<std::string>& in, int axis) {
+  GraphNode n = node("concat", in);
+  n.axis = axis;
+  return append(std::move(n));
+}
+
 }  // namespace tandem::models::zoo

@@ -9,7 +9,7 @@
 namespace tandem::models::zoo {
 
 // Writes a zoo model's graph node by node: each call appends one node reading the given tensors
-// (by name; the model input is "image" or what the graph declares) and returns its name, so
+// (by name; the model input is "image" or the names the graph declares) and returns its name, so
 // that a builder reads like the network's definition.
 class GraphWriter {
  public:
@@ -41,6 +41,13 @@ class GraphWriter {
   std::string concat_channels(const std::vector<std::string>& in);
   std::string dropout(const std::string& in, float p);
   std::string linear(const std::string& in, std::int64_t out);
+  // Token ids [batch, length] -> [batch, length, out] (with learned positions).
+  std::string embedding(const std::string& in, std::int64_t vocab, std::int64_t out);
+  std::string lstm(const std::string& in, std::int64_t hidden, bool bidirectional = false);
+  // Decoder states `q` attending over encoder outputs `e`: concat(q, context).
+  std::string seq_attention(const std::string& q, const std::string& e);
+  // Joined along `axis` (-1: the last dimension; 1: the time of a sequence).
+  std::string concat(const std::vector<std::string>& in, int axis);
 
  private:
   std::string append(GraphNode node);

@@ -44,6 +44,9 @@ class DeferredCpuKernels final : public models::Kernels {
     stream_.enqueue([=] { models::cpu_kernels().copy_bytes(src, dst, bytes); });
   }
 
+  void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const override {
+    stream_.enqueue([=] { models::cpu_kernels().f32_to_i32(x, y, n); });
+  }
   void copy(const float* src, float* dst, std::int64_t n) const override {
     stream_.enqueue([=] { models::cpu_kernels().copy(src, dst, n); });
   }

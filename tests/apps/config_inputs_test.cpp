@@ -67,9 +67,10 @@ TEST(ConfigInputs, BadInputsPointAtThem) {
   expect_error(replace(kSeq2seq, "{name: tgt, shape: [5], dtype: i32}",
                        "{name: src, shape: [5], dtype: i32}"),
                4, {"model.inputs[1]", "'src' is declared twice"});
+  // Inputs may mix dtypes (they travel as f32), but token ids must be i32.
   expect_error(replace(kSeq2seq, "{name: tgt, shape: [5], dtype: i32}",
                        "{name: tgt, shape: [5], dtype: f32}"),
-               4, {"model.inputs[1]", "'src' is i32", "one dtype"});
+               10, {"model.graph[4]", "embedding reads i32 token ids", "'tgt' is f32"});
   expect_error(replace(kSeq2seq, "dtype: i32}\n    - {name: tgt", "dtype: i64}\n    - {name: tgt"),
                3, {"'i64' (expected f32 or i32)"});
   expect_error(

@@ -90,3 +90,49 @@ TEST(ConfigSequence, BadAttentionNodesPointAtTheNode) {
 
 }  // namespace
 }  // namespace tandem::apps
+
+namespace tandem::apps {
+namespace {
+
+// The zoo's sequence models and the video-captions data: every bad size is refused at its line.
+const char* kS2vt =
+    R"(model: {name: s2vt, d_model: 8, vocab: 6, seq_len: 3, frames: 4, frame_features: 5}
+data: {kind: video-captions, samples: 64, noise: 0.1}
+train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+)";
+
+TEST(ConfigSequenceZoo, ReadsGnmtAndS2vtAndRefusesBadSizesAtTheirLines) {
+  const train::Config c = train::parse_config(kS2vt, "s.yaml");
+  EXPECT_EQ(c.model.frames, 4);
+  EXPECT_EQ(c.model.frame_features, 5);
+  EXPECT_EQ(models::Model::build(c.model).input_dtype(), DType::f32);
+  auto error = [](const std::string& from, const std::string& to, int line,
+                  std::initializer_list<std::string> words) {
+    testing::expect_config_error(testing::replace_once(kS2vt, from, to), "s.yaml", line, 0, words);
+  };
+  error("noise: 0.1", "noise: -1", 2, {"data.noise"});
+  error("noise: 0.1", "noise: 0.1, frames: 9", 2,
+        {"data.frames", "must equal the model's frames 4"});
+  error("noise: 0.1", "noise: 0.1, vocab: 7", 2, {"data.vocab", "[2, 6]"});
+  error("noise: 0.1", "noise: 0.1, words: 99999999999", 2, {"data.words"});
+  error("frames: 4", "frames: 2", 2, {"data.frames", "at least the caption's 3 words"});
+  error("frame_features: 5", "frame_features: 0", 1, {"model.frame_features"});
+  const std::string gnmt =
+      "model: {name: gnmt, layers: 8, d_model: 16, vocab: 10, seq_len: 5}\n"
+      "data: {kind: sequence-pairs, samples: 64}\n"
+      "train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}\n";
+  const train::Config g = train::parse_config(gnmt, "g.yaml");
+  EXPECT_EQ(g.model.layers, 8);
+  for (const char* bad : {"layers: 7", "layers: 2", "layers: 2048"}) {
+    SCOPED_TRACE(bad);
+    testing::expect_config_error(testing::replace_once(gnmt, "layers: 8", bad), "g.yaml", 1, 0,
+                                 {"model.layers", "even"});
+  }
+  testing::expect_config_error(testing::replace_once(gnmt, "d_model: 16", "d_model: 15"), "g.yaml",
+                               1, 0, {"model.d_model", "even"});
+  testing::expect_config_error(testing::replace_once(gnmt, "sequence-pairs", "video-captions"),
+                               "g.yaml", 2, 0, {"data.kind", "does not fit model 'gnmt'"});
+}
+
+}  // namespace
+}  // namespace tandem::apps

@@ -40,6 +40,7 @@
 #include "models/kernels/cuda/optimizer.hpp"
 #include "models/kernels/cuda/reduce.hpp"
 #include "models/kernels/cuda/softmax.hpp"
+#include "models/kernels/kernels.hpp"
 #include "models/optimizer.hpp"
 #include "models/param_set.hpp"
 #include "tests/models/cuda_test_util.hpp"
@@ -423,6 +424,28 @@ std::string label(const EmbeddingShape& s) {
          " vocab=" + std::to_string(s.vocab) + " dim=" + std::to_string(s.dim);
 }
 #endif
+
+// Token ids that travel as exact floats in a mixed-dtype packed input come back as the same ids:
+// up to 2^24 (the largest run of exact float integers), negative ones, and fractions rounded
+// toward zero as the CPU's cast does.
+TEST(CudaKernels, F32ToI32MatchesCpu) {
+  TANDEM_REQUIRE_GPU();
+#if TANDEM_HAVE_CUDA
+  Stream stream(Device::cuda(0));
+  for (const std::int64_t n : kLengths) {
+    std::vector<float> x = random_floats(n, 31, -100.0f, 100.0f);
+    x[0] = 16777215.0f;  // 2^24 - 1
+    if (n > 1) x[1] = -7.0f;
+    std::vector<std::int32_t> want(static_cast<std::size_t>(n));
+    cpu_kernels().f32_to_i32(x.data(), want.data(), n);
+    const Tensor gx = upload(x);
+    Tensor gy = upload(std::vector<std::int32_t>(static_cast<std::size_t>(n), -1));
+    cuda::f32_to_i32(dev(gx), dev_ids(gy), n, stream.native_handle());
+    EXPECT_EQ(download_ids(gy, stream), want) << "n=" << n;
+    EXPECT_EQ(want[0], 16777215);
+  }
+#endif
+}
 
 TEST(CudaKernels, EmbeddingForwardMatchesCpu) {
   TANDEM_REQUIRE_GPU();

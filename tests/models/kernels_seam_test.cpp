@@ -284,6 +284,10 @@ class RecordingKernels final : public Kernels {
     seen("copy_bytes", {src, dst});
     inner_.copy_bytes(src, dst, bytes);
   }
+  void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const override {
+    seen("f32_to_i32", {x, y});
+    inner_.f32_to_i32(x, y, n);
+  }
   void sgd_update(const float* p, const float* g, float* buf, float* out, std::int64_t n, double lr,
                   double weight_decay, double momentum, bool nesterov,
                   bool first_step) const override {

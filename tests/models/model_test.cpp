@@ -130,6 +130,114 @@ TEST(Zoo, InceptionV3HasTorchvisionsParameterCountWithoutItsAuxiliaryHead) {
   EXPECT_THROW(Model::build(s), std::invalid_argument);
 }
 
+ModelSpec gnmt_spec(std::int64_t layers, std::int64_t d_model) {
+  ModelSpec s;
+  s.name = "gnmt";
+  s.layers = layers;
+  s.d_model = d_model;
+  s.vocab = 11;
+  s.seq_len = 6;
+  return s;
+}
+
+std::vector<int> layers_of_kind(const Model& m, const std::string& kind) {
+  std::vector<int> out;
+  for (int i = 0; i < m.num_layers(); ++i) {
+    if (m.layer(i).kind() == kind) out.push_back(i);
+  }
+  return out;
+}
+
+TEST(Zoo, GnmtIsHalfEncoderHalfDecoderWithAttentionIntoEveryLaterDecoderLayer) {
+  const Model m = Model::build(gnmt_spec(8, 32));
+  EXPECT_FALSE(m.is_chain());
+  EXPECT_EQ(m.input_dtype(), DType::i32);
+  EXPECT_EQ(m.input_shape(3), (Shape{3, 12}));  // source and target, packed
+  EXPECT_EQ(m.activation_shapes(3).back(), (Shape{3, 6, 11}));
+  EXPECT_EQ(m.target_shape(3), (Shape{3, 6}));
+  // 2 embeddings, 8 LSTMs, 1 attention, 2 decoder concats, 2 + 2 residual adds, the head.
+  EXPECT_EQ(m.num_layers(), 18);
+  const std::vector<int> lstms = layers_of_kind(m, "lstm");
+  ASSERT_EQ(lstms.size(), 8u);
+  const std::vector<int> attention = layers_of_kind(m, "seq_attention");
+  ASSERT_EQ(attention.size(), 1u);
+  const int att = attention[0];
+  EXPECT_EQ(m.layer(lstms[0]).describe(), "bilstm(32->16)");
+  EXPECT_EQ(m.activation_shapes(1)[static_cast<std::size_t>(lstms[0])], (Shape{1, 6, 32}));
+  EXPECT_EQ(layers_of_kind(m, "add").size(), 4u);
+  // The attention reads the first decoder LSTM and the encoder's top output (the last add
+  // before the target's embedding).
+  EXPECT_EQ(m.sources(att), (std::vector<int>{lstms[4], 6}));
+  EXPECT_EQ(m.layer(6).kind(), "add");
+  // Every decoder LSTM after the first reads the attention's output: the second directly, the
+  // later ones through concat(previous decoder output, attention).
+  EXPECT_EQ(m.sources(lstms[5]), (std::vector<int>{att}));
+  for (std::size_t k = 6; k < 8; ++k) {
+    const std::vector<int> src = m.sources(lstms[k]);
+    ASSERT_EQ(src.size(), 1u);
+    EXPECT_EQ(m.layer(src[0]).kind(), "concat");
+    EXPECT_EQ(m.sources(src[0]).back(), att);
+    EXPECT_EQ(m.activation_shapes(1)[static_cast<std::size_t>(src[0])], (Shape{1, 6, 96}));
+  }
+  // GNMT-16: 8 + 8 layers, at the paper's width.
+  ModelSpec big = gnmt_spec(16, 1024);
+  big.vocab = 32000;
+  big.seq_len = 50;
+  const Model g16 = Model::build(big);
+  EXPECT_EQ(layers_of_kind(g16, "lstm").size(), 16u);
+  EXPECT_EQ(layers_of_kind(g16, "concat").size(), 6u);
+  EXPECT_EQ(g16.activation_shapes(2).back(), (Shape{2, 50, 32000}));
+  // Dropout adds nodes after the embeddings and before the head, nothing else.
+  ModelSpec dropped = gnmt_spec(8, 32);
+  dropped.dropout = 0.2f;
+  EXPECT_EQ(Model::build(dropped).num_layers(), 18 + 3);
+}
+
+TEST(Zoo, S2vtReadsFramesThenWords) {
+  ModelSpec s;
+  s.name = "s2vt";
+  s.d_model = 24;
+  s.vocab = 9;
+  s.seq_len = 4;
+  s.frames = 5;
+  s.frame_features = 7;
+  const Model m = Model::build(s);
+  EXPECT_EQ(m.input_dtype(), DType::f32);  // f32 frames and i32 words packed as f32
+  EXPECT_EQ(m.input_shape(2), (Shape{2, 5 * 7 + 4}));
+  ASSERT_EQ(m.num_layers(), 6);
+  EXPECT_EQ(layers_of_kind(m, "lstm"), (std::vector<int>{1, 4}));
+  // The frame LSTM's states and the word embeddings joined over time feed the second LSTM.
+  EXPECT_EQ(m.sources(3), (std::vector<int>{1, 2}));
+  EXPECT_EQ(m.sources(4), (std::vector<int>{3}));
+  const std::vector<Shape> shapes = m.activation_shapes(2);
+  EXPECT_EQ(shapes[1], (Shape{2, 5, 24}));
+  EXPECT_EQ(shapes[3], (Shape{2, 9, 24}));
+  EXPECT_EQ(shapes.back(), (Shape{2, 9, 9}));
+  EXPECT_EQ(m.target_shape(2), (Shape{2, 9}));
+}
+
+TEST(Zoo, BadSequenceSpecsNameTheField) {
+  auto message = [](const ModelSpec& s) {
+    try {
+      Model::build(s);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(gnmt_spec(7, 32)).find("'layers'"), std::string::npos);
+  EXPECT_NE(message(gnmt_spec(2, 32)).find("'layers'"), std::string::npos);
+  EXPECT_NE(message(gnmt_spec(8, 33)).find("'d_model'"), std::string::npos);
+  EXPECT_EQ(message(gnmt_spec(4, 8)), "");
+  ModelSpec s;
+  s.name = "s2vt";
+  s.d_model = 8;
+  s.vocab = 5;
+  s.seq_len = 3;
+  s.frame_features = 2;
+  EXPECT_NE(message(s).find("'frames'"), std::string::npos);
+}
+
 TEST(Zoo, GptMatchesGpt2SmallPlusAnUntiedHead) {
   const Model m = Model::build(gpt_spec(12, 768, 12, 1024, 50257));
   // GPT-2 small (tied embeddings) has 124,439,808 parameters; the head adds its own matrix and

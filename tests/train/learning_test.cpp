@@ -56,6 +56,23 @@ TEST(LearningTest, TinyGnmtLearnsToReverse) {
   EXPECT_GE(s.eval->accuracy, 0.90);
 }
 
+// The zoo's GNMT with the paper's 8 LSTM layers, small, on 4 stages under 1F1B.
+TEST(LearningTest, SmallZooGnmtLearnsToReverse) {
+  const train::TrainSummary s = train_shipped("gnmt-small.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  std::printf("held-out token accuracy %.4f\n", s.eval->accuracy);
+  EXPECT_GT(s.eval->accuracy, 0.90);
+}
+
+// The zoo's S2VT captions synthetic videos (f32 frames and i32 words packed as f32). Half the
+// steps are frames whose target is <pad>: 95% of all steps leaves at least 90% of the words.
+TEST(LearningTest, SmallZooS2vtCaptionsSyntheticVideos) {
+  const train::TrainSummary s = train_shipped("s2vt-small.yaml");
+  ASSERT_TRUE(s.eval.has_value());
+  std::printf("held-out token accuracy %.4f\n", s.eval->accuracy);
+  EXPECT_GE(s.eval->accuracy, 0.95);
+}
+
 TEST(LearningTest, SmallVggLearnsProceduralImages) {
   const train::TrainSummary s = train_shipped("vgg-small.yaml");
   ASSERT_TRUE(s.eval.has_value());

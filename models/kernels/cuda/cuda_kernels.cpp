@@ -75,6 +75,10 @@ void CudaKernels::copy_bytes(const void* src, void* dst, std::size_t bytes) cons
   }
 }
 
+void CudaKernels::f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const {
+  cuda::f32_to_i32(x, y, n, native_);
+}
+
 void CudaKernels::copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,
                           std::int64_t rows, std::int64_t cols) const {
   if (rows <= 0 || cols <= 0) return;

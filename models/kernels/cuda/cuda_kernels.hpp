@@ -30,6 +30,7 @@ class CudaKernels final : public Kernels {
   Tensor to_f32(const Tensor& t) const override;
   void copy(const float* src, float* dst, std::int64_t n) const override;
   void copy_bytes(const void* src, void* dst, std::size_t bytes) const override;
+  void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n) const override;
   void scale(float* x, std::int64_t n, float beta) const override;
   void add(const float* a, const float* b, float* dst, std::int64_t n) const override;
   void copy_2d(const float* src, std::int64_t src_ld, float* dst, std::int64_t dst_ld,

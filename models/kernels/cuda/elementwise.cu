@@ -72,6 +72,13 @@ __global__ void i32_to_f32_kernel(const std::int32_t* x, float* y, std::int64_t 
   }
 }
 
+__global__ void f32_to_i32_kernel(const float* x, std::int32_t* y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = static_cast<std::int32_t>(x[i]);
+  }
+}
+
 }  // namespace
 
 void scale(float* x, std::int64_t n, float beta, void* stream) {
@@ -144,6 +151,12 @@ void i32_to_f32(const std::int32_t* x, float* y, std::int64_t n, void* stream) {
   if (n <= 0) return;
   i32_to_f32_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, y, n);
   detail::check_launch("i32_to_f32");
+}
+
+void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n, void* stream) {
+  if (n <= 0) return;
+  f32_to_i32_kernel<<<detail::grid_for(n), detail::kBlock, 0, detail::as_stream(stream)>>>(x, y, n);
+  detail::check_launch("f32_to_i32");
 }
 
 }  // namespace tandem::models::cuda

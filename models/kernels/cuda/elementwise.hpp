@@ -39,4 +39,7 @@ void row_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, 
 // y[i] = float(x[i]).
 void i32_to_f32(const std::int32_t* x, float* y, std::int64_t n, void* stream);
 
+// y[i] = int32(x[i]), rounding toward zero.
+void f32_to_i32(const float* x, std::int32_t* y, std::int64_t n, void* stream);
+
 }  // namespace tandem::models::cuda
