@@ -5,6 +5,7 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
+#include "models/detail/pool_shape.hpp"
 
 namespace tandem::models {
 namespace {
@@ -32,13 +33,7 @@ std::string AvgPool2d::describe() const {
 }
 
 Shape AvgPool2d::output_shape(const Shape& input) const {
-  if (input.size() != 4 || input[2] + 2 * pad_ < kernel_ || input[3] + 2 * pad_ < kernel_) {
-    throw std::invalid_argument(
-        describe() + ": input shape " + shape_str(input) +
-        " is not [batch, C, H, W] with H, W >= " + std::to_string(kernel_ - 2 * pad_));
-  }
-  return {input[0], input[1], (input[2] + 2 * pad_ - kernel_) / stride_ + 1,
-          (input[3] + 2 * pad_ - kernel_) / stride_ + 1};
+  return detail::pooled_shape(describe(), input, kernel_, stride_, pad_);
 }
 
 ForwardResult AvgPool2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {

@@ -4,6 +4,7 @@
 
 #include "models/detail/checks.hpp"
 #include "models/detail/meta.hpp"
+#include "models/detail/pool_shape.hpp"
 
 namespace tandem::models {
 
@@ -26,13 +27,7 @@ std::string MaxPool2d::describe() const {
 }
 
 Shape MaxPool2d::output_shape(const Shape& input) const {
-  if (input.size() != 4 || input[2] + 2 * pad_ < kernel_ || input[3] + 2 * pad_ < kernel_) {
-    throw std::invalid_argument(
-        describe() + ": input shape " + shape_str(input) +
-        " is not [batch, C, H, W] with H, W >= " + std::to_string(kernel_ - 2 * pad_));
-  }
-  return {input[0], input[1], (input[2] + 2 * pad_ - kernel_) / stride_ + 1,
-          (input[3] + 2 * pad_ - kernel_) / stride_ + 1};
+  return detail::pooled_shape(describe(), input, kernel_, stride_, pad_);
 }
 
 ForwardResult MaxPool2d::forward(const Context& ctx, ParamView params, const Tensor& x) const {
