@@ -42,11 +42,13 @@ Shape SimNode::output_shape_n(std::span<const Shape> inputs) const {
 }
 
 void SimNode::computes() const {
-  throw std::logic_error(describe() +
-                         ": a sim layer runs only on sim stages (device: sim); it computes nothing");
+  throw std::logic_error(
+      describe() + ": a sim layer runs only on sim stages (device: sim); it computes nothing");
 }
 
-ForwardResult SimNode::forward(const Context&, ParamView, const Tensor&) const { computes(); }
+ForwardResult SimNode::forward(const Context&, ParamView, const Tensor&) const {
+  computes();
+}
 Tensor SimNode::backward_input(const Context&, ParamView, Saved&, const Tensor&) const {
   computes();
 }

@@ -139,13 +139,13 @@ TEST(ConfigGraph, SimNodesCarryTheirWidthsAndWeights) {
   EXPECT_EQ(m.layer(0).param_numel(), 7);
   EXPECT_EQ(m.layer(1).param_numel(), 0);
   // The description tells two sim graphs apart (checkpoints compare them).
-  EXPECT_NE(c.model.describe(), train::parse_config(replace(kSim, "params: 7", "params: 8"),
-                                                    "g.yaml").model.describe());
+  EXPECT_NE(
+      c.model.describe(),
+      train::parse_config(replace(kSim, "params: 7", "params: 8"), "g.yaml").model.describe());
 }
 
 TEST(ConfigGraph, SimNodesAreCheckedAndRunOnlyOnSim) {
-  expect_error(replace(kSim, "out: 10, params: 7", "out: 0, params: 7"), 4,
-               {"model.graph[0].out"});
+  expect_error(replace(kSim, "out: 10, params: 7", "out: 0, params: 7"), 4, {"model.graph[0].out"});
   expect_error(replace(kSim, "params: 7", "params: -1"), 4, {"model.graph[0].params", ">= 0"});
   expect_error(replace(kSim, "params: 7", "params: 99999999999"), 4, {"model.graph[0].params"});
   expect_error(replace(kSim, "params: 7", "params: many"), 4, {"model.graph[0].params"});
