@@ -1238,8 +1238,6 @@ void check_memory(const Config& c, const models::Model& model, double parameters
   throw ConfigError(c.where.model, "model", what);
 }
 
-}  // namespace
-
 // A graph with sim nodes (models/layers/sim_node.hpp) computes nothing: every stage on sim.
 void check_sim_nodes(const Config& c) {
   if (c.model.name != "graph") return;
@@ -1262,6 +1260,8 @@ void check_sim_nodes(const Config& c) {
     }
   }
 }
+
+}  // namespace
 
 Config parse_config(const std::string& text, const std::string& file) {
   return parse_config(text, file, Machine::here());
