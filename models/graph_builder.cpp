@@ -24,6 +24,7 @@
 #include "models/layers/merge_layer.hpp"
 #include "models/layers/reshape.hpp"
 #include "models/layers/seq_attention.hpp"
+#include "models/layers/sim_node.hpp"
 
 namespace tandem::models {
 namespace {
@@ -110,12 +111,22 @@ std::shared_ptr<const Layer> make_layer(const GraphNode& n, std::size_t index,
       "add",        "concat",   "multiply", "embedding",      "reshape", "conv2d",
       "batch_norm", "max_pool", "avg_pool", "global_avg_pool"};
   if (n.layer == "lstm" || n.layer == "seq_attention") return sequence_layer(n, index, in);
+  if (n.layer == "sim") {
+    if (n.out <= 0) fail(n, index, "sim needs 'out' > 0 (features per sample)");
+    if (n.params < 0) fail(n, index, "sim needs 'params' >= 0");
+    for (const Shape& s : in) {
+      if (s.empty() || s[0] != in[0][0]) {
+        fail(n, index, "sim reads tensors of one batch, given " + shape_str(s));
+      }
+    }
+    return std::make_shared<SimNode>(static_cast<int>(in.size()), n.out, n.params);
+  }
   if (!kKinds.contains(n.layer)) {
     fail(n, index,
          "unknown layer '" + n.layer +
              "' (expected linear, relu, gelu, layer_norm, dropout, flatten, add, concat, "
              "multiply, embedding, reshape, conv2d, batch_norm, max_pool, avg_pool, "
-             "global_avg_pool, lstm or seq_attention)");
+             "global_avg_pool, lstm, seq_attention or sim)");
   }
   const bool merge = n.layer == "add" || n.layer == "concat" || n.layer == "multiply";
   if (merge && in.size() < 2) fail(n, index, n.layer + " needs at least two inputs");

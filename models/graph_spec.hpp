@@ -12,7 +12,8 @@ struct GraphNode {
   std::string layer;                // linear | relu | gelu | layer_norm | dropout | flatten |
                                     // add | concat | multiply | embedding | reshape | conv2d |
                                     // batch_norm | max_pool | avg_pool | global_avg_pool |
-                                    // lstm | seq_attention
+                                    // lstm | seq_attention | sim (sim stages only:
+                                    // models/layers/sim_node.hpp)
   std::vector<std::string> inputs;  // empty: the previous node's output (the model input first)
   std::int64_t out = 0;             // linear: output features; conv2d: output channels
   std::string activation = "none";  // linear: none | relu | gelu, fused after the product;
@@ -31,6 +32,7 @@ struct GraphNode {
   int axis = -1;                    // concat: the joined dimension (1: channels; -1: the last)
   std::int64_t hidden = 0;          // lstm: state width per direction
   bool bidirectional = false;       // lstm: a reversed direction too, concatenated
+  std::int64_t params = 0;          // sim: weights (f32 elements); `out` is its width
 };
 
 // A named model input: per-sample shape and dtype ("f32" or "i32").

@@ -51,6 +51,7 @@ std::string ModelSpec::describe() const {
         s << ":k" << n.kernel << "x" << (n.kernel_w > 0 ? n.kernel_w : n.kernel) << ":s" << n.stride
           << ":p" << n.pad << "x" << (n.pad_w >= 0 ? n.pad_w : n.pad);
       }
+      if (n.layer == "sim") s << ":" << n.out << ":" << n.params;
       if (n.layer == "lstm") s << ":" << n.hidden << (n.bidirectional ? ":bidirectional" : "");
       if (n.layer == "reshape") {
         for (std::size_t i = 0; i < n.shape.size(); ++i) s << (i ? "x" : ":") << n.shape[i];

@@ -169,6 +169,14 @@ models::GraphNode read_graph_node(ConfigMap n) {
       }
       node.activation = n.get_or<std::string>("activation", "none");
     }
+  } else if (node.layer == "sim") {
+    // A sim-only node (models/layers/sim_node.hpp): its output's width and its weights.
+    node.out = dimension(n, "out");
+    node.params = non_negative(n, "params", 0);
+    if (node.params > kMaxDimension) {
+      n.fail("params", "must be <= " + std::to_string(kMaxDimension) + ", got " +
+                           std::to_string(node.params));
+    }
   } else if (node.layer == "lstm") {
     node.hidden = dimension(n, "hidden");
     node.bidirectional = n.get_or<bool>("bidirectional", false);
@@ -1321,6 +1329,29 @@ void check_memory(const Config& c, const models::Model& model, double parameters
   throw ConfigError(c.where.model, "model", what);
 }
 
+// A graph with sim nodes (models/layers/sim_node.hpp) computes nothing: every stage on sim.
+void check_sim_nodes(const Config& c) {
+  if (c.model.name != "graph") return;
+  const auto sim = std::find_if(c.model.graph.nodes.begin(), c.model.graph.nodes.end(),
+                                [](const models::GraphNode& n) { return n.layer == "sim"; });
+  if (sim == c.model.graph.nodes.end()) return;
+  const std::string node = "node '" + sim->name + "' is a sim layer, which computes nothing";
+  if (!c.pipeline) {
+    throw ConfigError(c.where.model, "model.graph",
+                      node + ": it runs only in a pipeline whose stages are all on device sim");
+  }
+  for (std::size_t i = 0; i < c.pipeline->stages.size(); ++i) {
+    const StageSpec& st = c.pipeline->stages[i];
+    bool all_sim = st.device.is_sim();
+    for (const Device& d : st.devices) all_sim = all_sim && d.is_sim();
+    if (!all_sim) {
+      throw ConfigError(i < c.where.stages.size() ? c.where.stages[i] : c.where.pipeline,
+                        "pipeline.stages[" + std::to_string(i) + "].device",
+                        node + ": every stage must be on device sim");
+    }
+  }
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& file) {
@@ -1354,6 +1385,7 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
     c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model, machine, c.where,
                                c.schedule_ranking);
   }
+  check_sim_nodes(c);
   if (auto cl = top.find_map("cluster")) {
     c.where.cluster = cl->where();
     c.cluster.transport = cl->get_or<std::string>("transport", c.cluster.transport);

@@ -147,6 +147,40 @@ TEST(BenchCommand, TimesASimConfigWithDurationsFromAProfile) {
   expect_charged_is_simulated(r);
 }
 
+// A graph of sim nodes (what scripts/pipedream-graph-config writes from a PipeDream graph.txt):
+// a skip edge and a merge of three inputs across stages, weights on a replicated stage; the
+// device charges the profile's durations, as the simulator does.
+TEST(BenchCommand, TimesASimNodeGraphWithItsProfile) {
+  const char* config = R"(model:
+  input: {name: x, shape: [6]}
+  graph:
+    - {name: a, layer: sim, out: 10, params: 7}
+    - {name: b, layer: sim, out: 3}
+    - {name: c, layer: sim, inputs: [b], out: 5, params: 4}
+    - {name: d, layer: sim, inputs: [c, a, x], out: 4, params: 2}
+data: {kind: teacher, samples: 64, seed: 3, hidden: 8}
+train: {minibatch: 16, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+pipeline:
+  schedule: pipedream
+  stages:
+    - {layers: "0-1", replicas: 2, device: sim}
+    - {layers: "2-3", device: sim}
+)";
+  const fs::path path =
+      fs::temp_directory_path() / ("bench-sim-graph-" + std::to_string(::getpid()) + ".json");
+  planner::Profile p = uneven_profile(4);
+  p.layers[3].inputs = {planner::kProfileModelInput, 0, 2};
+  planner::save_profile(p, path);
+  const train::Config c = train::parse_config(config, "bench.yaml");
+  const BenchReport r = run_bench(c, BenchOptions{.steps = 4, .profile = path});
+  fs::remove(path);
+  expect_well_formed(r, 3, 4);
+  EXPECT_EQ(r.mode, "sim");
+  expect_charged_is_simulated(r);
+  // Layer a's output (10 features) crosses to stage 1 beside b's (3): a skip edge on the wire.
+  EXPECT_GT(r.bytes_per_step, 4.0 * 16 * (10 + 3) * 0.99);
+}
+
 TEST(BenchCommand, TimesASimConfigFromFlopCountsWithoutAProfile) {
   const train::Config c = train::parse_config(with_pipeline("pipedream", "sim"), "bench.yaml");
   const BenchReport r = run_bench(c, BenchOptions{.steps = 4});

@@ -110,6 +110,58 @@ TEST(ConfigGraph, SkipEdgesAreDirectOrRelayed) {
                {"pipeline.skip_edges", "direct or relay"});
 }
 
+// A sim-only graph (what scripts/pipedream-graph-config writes from a PipeDream profile): line
+// 4 is node 0, the pipeline's stages on lines 12 and 13.
+const char* kSim = R"(model:
+  input: {name: x, shape: [6]}
+  graph:
+    - {name: a, layer: sim, out: 10, params: 7}
+    - {name: b, layer: sim, out: 3}
+    - {name: c, layer: sim, inputs: [b, a, x], out: 4, params: 2}
+data: {kind: teacher, samples: 64, seed: 3}
+train: {minibatch: 8, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+pipeline:
+  schedule: pipedream
+  stages:
+    - {layers: "0-1", device: sim}
+    - {layers: "2-2", device: sim}
+)";
+
+TEST(ConfigGraph, SimNodesCarryTheirWidthsAndWeights) {
+  const train::Config c = train::parse_config(kSim, "g.yaml");
+  ASSERT_EQ(c.model.graph.nodes.size(), 3u);
+  EXPECT_EQ(c.model.graph.nodes[0].params, 7);
+  EXPECT_EQ(c.model.graph.nodes[1].params, 0);
+  const models::Model m = models::Model::build(c.model);
+  EXPECT_EQ(m.sources(2), (std::vector<int>{1, 0, models::Model::kModelInput}));
+  EXPECT_EQ(m.activation_shapes(5).back(), (Shape{5, 4}));
+  EXPECT_EQ(m.layer(2).arity(), 3);
+  EXPECT_EQ(m.layer(0).param_numel(), 7);
+  EXPECT_EQ(m.layer(1).param_numel(), 0);
+  // The description tells two sim graphs apart (checkpoints compare them).
+  EXPECT_NE(
+      c.model.describe(),
+      train::parse_config(replace(kSim, "params: 7", "params: 8"), "g.yaml").model.describe());
+}
+
+TEST(ConfigGraph, SimNodesAreCheckedAndRunOnlyOnSim) {
+  expect_error(replace(kSim, "out: 10, params: 7", "out: 0, params: 7"), 4, {"model.graph[0].out"});
+  expect_error(replace(kSim, "params: 7", "params: -1"), 4, {"model.graph[0].params", ">= 0"});
+  expect_error(replace(kSim, "params: 7", "params: 99999999999"), 4, {"model.graph[0].params"});
+  expect_error(replace(kSim, "params: 7", "params: many"), 4, {"model.graph[0].params"});
+  expect_error(replace(kSim, "params: 7", "params: 7, hidden: 3"), 4,
+               {"model.graph[0].hidden", "unknown key"});
+  expect_error(replace(kSim, "inputs: [b, a, x]", "inputs: [b, a, c]"), 6, {"model.graph[2]"});
+  // On a device that computes, or without a pipeline: refused where it is set.
+  expect_error(replace(kSim, "{layers: \"2-2\", device: sim}", "{layers: \"2-2\", device: cpu}"),
+               13, {"pipeline.stages[1].device", "sim layer", "device sim"});
+  expect_error(replace(kSim, "{layers: \"0-1\", device: sim}",
+                       "{layers: \"0-1\", replicas: 2, devices: [sim, cpu]}"),
+               12, {"pipeline.stages[0].device", "sim layer"});
+  const std::string bare = std::string(kSim).substr(0, std::string(kSim).find("pipeline:"));
+  expect_error(bare, 1, {"model.graph", "only in a pipeline"});
+}
+
 TEST(ConfigGraph, AHugeGraphIsRefusedBeforeAnythingIsBuilt) {
   std::string text = "model:\n  input: {shape: [4]}\n  graph:\n";
   text.reserve(text.size() + 100001 * 40);
