@@ -4,6 +4,7 @@
 // with the same layers and edges).
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
 
