@@ -162,6 +162,24 @@ TEST(ConfigGraph, SimNodesAreCheckedAndRunOnlyOnSim) {
   expect_error(bare, 1, {"model.graph", "only in a pipeline"});
 }
 
+// Procedural images fit a graph of one f32 input holding them ([C, H, W] or flattened); a
+// size that differs is refused at the data's image_size.
+TEST(ConfigGraph, ShapesDataFitsAnImageGraph) {
+  const std::string images = R"(model:
+  input: {name: image, shape: [3, 16, 16]}
+  graph:
+    - {name: c, layer: conv2d, out: 4, kernel: 3, pad: 1}
+    - {name: g, layer: global_avg_pool}
+    - {name: out, layer: linear, out: 6}
+data: {kind: shapes, samples: 64, seed: 1, image_size: 16}
+train: {minibatch: 16, steps: 2, seed: 1, optimizer: {kind: sgd, lr: 0.1}}
+)";
+  const train::Config c = train::parse_config(images, "g.yaml");
+  EXPECT_EQ(std::get<models::data::ProceduralImagesData>(c.data).spec.image_size, 16);
+  expect_error(replace(images, "image_size: 16}", "image_size: 32}"), 7,
+               {"data.image_size", "must equal the model's input size 768"});
+}
+
 TEST(ConfigGraph, AHugeGraphIsRefusedBeforeAnythingIsBuilt) {
   std::string text = "model:\n  input: {shape: [4]}\n  graph:\n";
   text.reserve(text.size() + 100001 * 40);
