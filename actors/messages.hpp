@@ -81,6 +81,15 @@ struct LossReport {
   std::int32_t correct;
   std::uint32_t rows_total;  // loss rows of the whole minibatch: complete when all reported
 };
+// A stage's share of the gradient norm of one update round (the round in the tag's minibatch):
+// the sum of squares of the gradients it updated with, before clipping. `stage` -1: the whole
+// model's (a flush schedule's global norm, sent by device 0 alone); else that stage's own (an
+// asynchronous schedule's, from its replica 0), which the coordinator adds in stage order.
+struct GradNormReport {
+  static constexpr std::string_view kName = "pipeline.grad_norm";
+  double squares;
+  std::int32_t stage;
+};
 // A forward-only run's last stage: the model's outputs for one slice (minibatch and samples in
 // the tag), on the host, for the coordinator to assemble in sample order.
 struct OutputTensor {

@@ -90,6 +90,11 @@ void check_order(const schedules::ActionList& order, const schedules::SchedulePa
       order.params.chunks != params.chunks) {
     fail("the custom order's stages, replicas or chunks differ from the plan's");
   }
+  if (order.params.global_sync != params.global_sync) {
+    fail(std::string("the custom order's header ") +
+         (params.global_sync ? "lacks globalsync, which gradient clipping needs"
+                             : "has globalsync, but the run clips no gradients"));
+  }
   if (order.params.tied_stages != params.tied_stages) {
     fail(
         "the custom order's tied stages (its header's ties=) differ from the plan's: the "
@@ -234,6 +239,7 @@ struct Pipeline::Impl {
   std::vector<ActorError> errors;
   std::shared_ptr<const schedules::Routing> routing;
   std::vector<std::vector<int>> tie_stages;  // per model tie (actors/stage_ties.hpp)
+  std::shared_ptr<const models::GradNormLayout> norm_layout;  // clipping only
   std::unique_ptr<transport::ActorChannel> channel;
   transport::LocalCollectives collectives;
   std::vector<StageActor*> stages;  // by device
@@ -243,6 +249,12 @@ struct Pipeline::Impl {
   std::optional<schedules::Schedule> schedule;  // without a custom order: the actions' source
   std::atomic<bool> running{false};             // inside run(): progress() may report work
 };
+
+bool global_norm_sync(const PipelineSpec& spec) {
+  const schedules::ScheduleKind kind = spec.plan.schedule.kind;
+  return spec.clip_grad_norm.has_value() && !schedules::is_asynchronous(kind) &&
+         schedules::trains(kind);
+}
 
 std::vector<std::vector<int>> spread_tie_stages(const PipelineSpec& spec) {
   if (spec.model == nullptr || spec.model->ties().empty()) return {};
@@ -256,6 +268,10 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
   // Stages that share a tied parameter sum its gradients at a SYNC of every round.
   impl_->tie_stages = tie_stages(*spec_.model, vlayers, spec_.plan.schedule);
   spec_.plan.schedule.tied_stages = spread_ties(impl_->tie_stages);
+  spec_.plan.schedule.global_sync = global_norm_sync(spec_);
+  if (spec_.clip_grad_norm) {
+    impl_->norm_layout = std::make_shared<const models::GradNormLayout>(*spec_.model);
+  }
   prove_runnable(vlayers);
   start_system(std::move(scheduler));
   spawn_stages(vlayers);
@@ -397,10 +413,27 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
   setup.coordinator = p.total_replicas() + 1;
   setup.seed = spec_.seed;
   setup.weight_stashing = spec_.weight_stashing;
-  setup.fuse_updates = spec_.fuse_updates;
+  // A clipped update needs every gradient's norm before any update.
+  setup.fuse_updates = spec_.fuse_updates && !spec_.clip_grad_norm;
   setup.observer = spec_.observer;
   setup.lr_at = spec_.lr_at;
+  setup.norm_layout = impl_->norm_layout;
+  setup.clip_norm = spec_.clip_grad_norm;
+  const NormReports norms = norm_reports();
+  setup.report_norm = norms.kind == NormReports::Kind::global
+                          ? d == 0
+                          : norms.kind != NormReports::Kind::none && r == 0;
   return setup;
+}
+
+NormReports Pipeline::norm_reports() const {
+  const schedules::ScheduleParams& p = spec_.plan.schedule;
+  if (!spec_.clip_grad_norm) return {};
+  if (p.global_sync) return {NormReports::Kind::global, p.stages};
+  for (int s = 0; s < p.stages; ++s) {
+    if (p.replicas_of(s) > 1) return {};
+  }
+  return {NormReports::Kind::per_stage, p.stages};
 }
 
 void Pipeline::spawn_loader_and_coordinator() {
@@ -423,12 +456,16 @@ void Pipeline::spawn_loader_and_coordinator() {
     if (spec_.on_minibatch) {
       progress = [cb = spec_.on_minibatch, first = spec_.first_minibatch](std::int64_t b,
                                                                           const MinibatchLoss& l) {
-        cb(first + b, l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0, l.correct,
-           l.rows);
+        MinibatchReport report;
+        report.loss = l.rows > 0 ? l.loss_sum / static_cast<double>(l.rows) : 0.0;
+        report.correct = l.correct;
+        report.rows = l.rows;
+        report.grad_norm = l.grad_norm;
+        cb(first + b, report);
       };
     }
-    impl_->coordinator =
-        system_->spawn<Coordinator>("coordinator", R, std::move(progress), spec_.on_event);
+    impl_->coordinator = system_->spawn<Coordinator>("coordinator", R, std::move(progress),
+                                                     spec_.on_event, norm_reports());
     impl_->channel->bind(R + 1, impl_->coordinator);
   }
 }

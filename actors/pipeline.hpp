@@ -4,6 +4,7 @@
 // bounded number of minibatches and reports. The single-device case is a one-stage plan.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/coordinator.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
 #include "actors/pipeline_progress.hpp"
@@ -37,6 +39,16 @@ class LoaderActor;
 struct OptimizerState {
   models::ParamSet state;
   std::int64_t steps = 0;
+};
+
+// One minibatch's results, as the coordinator completes them.
+struct MinibatchReport {
+  double loss = 0;  // mean over its loss rows
+  std::int64_t correct = 0;
+  std::int64_t rows = 0;
+  // Its update round's gradient norm before clipping (PipelineSpec::clip_grad_norm); NaN when
+  // the run takes none.
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct PipelineSpec {
@@ -65,9 +77,16 @@ struct PipelineSpec {
   PipelineEventHook on_event;  // the loader's and coordinator's events, on their threads
   // The learning rate of update round k on every stage (empty: constant optimizer.lr).
   std::function<double(std::int64_t round)> lr_at;
-  // Called (on the coordinator's thread) as each minibatch's loss completes: progress output.
-  std::function<void(std::int64_t minibatch, double loss, std::int64_t correct, std::int64_t rows)>
-      on_minibatch;
+  // Called (on the coordinator's thread) as each minibatch's loss (and, clipping, its gradient
+  // norm) completes: progress output.
+  std::function<void(std::int64_t minibatch, const MinibatchReport&)> on_minibatch;
+  // Scale each update's gradients down to this global norm (PyTorch's clip_grad_norm_): a flush
+  // schedule's over the whole model, every stage and replica (ScheduleParams::global_sync; one
+  // device's norm bit for bit, models/grad_norm.hpp); an asynchronous schedule's over each
+  // stage's own gradient (its stages update at no common moment). The norm before clipping is
+  // reported with each minibatch (per-stage norms added in stage order; none when a PipeDream
+  // stage is replicated, its rounds then span several minibatches).
+  std::optional<double> clip_grad_norm;
   // Resuming: this run's minibatch 0 is minibatch `first_minibatch` of the whole training (a
   // schedules::stop_boundary): data, dropout seeds, learning-rate rounds and on_minibatch's
   // numbers count from there.
@@ -111,6 +130,10 @@ struct PipelineSpec {
 // tied_stages): one list per tied parameter whose copies sit on two or more stages. Throws
 // std::invalid_argument as the pipeline would for a plan that does not fit the model.
 std::vector<std::vector<int>> spread_tie_stages(const PipelineSpec& spec);
+
+// Whether every stage of a pipeline built from `spec` meets at each round's SYNC
+// (ScheduleParams::global_sync): clipping on a flush schedule.
+bool global_norm_sync(const PipelineSpec& spec);
 
 struct PipelineResult {
   std::vector<double>
@@ -199,6 +222,8 @@ class Pipeline {
   StageSetup stage_setup(int device, const std::vector<schedules::LayerRange>& vlayers,
                          const models::ParamSet& whole, int cpu_threads);
   void spawn_loader_and_coordinator();
+  // Which gradient norms the stages report to the coordinator.
+  NormReports norm_reports() const;
 
   PipelineSpec spec_;
   std::unique_ptr<ActorSystem> system_;

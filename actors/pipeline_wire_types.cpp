@@ -13,6 +13,7 @@ transport::WireTypes pipeline_wire_types() {
       .add<SyncDone>()
       .add<Credit>()
       .add<LossReport>()
+      .add<GradNormReport>()
       .add<OutputTensor>()
       .add<StopRequest>()
       .add<StopAt>()

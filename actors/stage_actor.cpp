@@ -1,6 +1,7 @@
 #include "actors/stage_actor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -744,26 +745,75 @@ bool StageActor::start_sync_phase() {
   std::vector<int> group;
   bool contributes = contributed_;
   auto op = transport::Reduction::sum;
+  const std::size_t tie_phases = ties_.reductions().size();
   if (sync_phase_ == 0) {
     for (std::int64_t i = 0; i < g.size(); ++i) tensors.push_back(g[i]);
     group = s_.routing->sync_group(stage_);
     if (schedules::gradient_reduction(params_) == schedules::GradientReduction::mean) {
       op = transport::Reduction::mean;
     }
-  } else {
-    if (sync_phase_ - 1 >= ties_.reductions().size()) return false;
+  } else if (sync_phase_ - 1 < tie_phases) {
     const TieReduction& r = ties_.reductions()[sync_phase_ - 1];
     const std::vector<std::int64_t> first = models::first_local_copies(s_.model->ties(), g);
     for (const std::size_t t : r.ties) tensors.push_back(g[first[t]]);
     group.assign(r.members.begin(), r.members.end());
     // After its replicas' all-reduce, every replica holds the stage's sum: one of them counts.
     contributes = replica_ == 0;
+  } else if (sync_phase_ - 1 == tie_phases && params_.global_sync && s_.norm_layout) {
+    // Each slot is one stage's alone (zeros elsewhere), so the sum is exact in any order.
+    norm_squares_ = norm_squares();
+    tensors.push_back(norm_squares_);
+    for (int d = 0; d < params_.total_replicas(); ++d) group.push_back(d);
+    contributes = replica_ == 0;
+  } else {
+    return false;
   }
   ActorSystem* sys = &system();
   const std::int64_t round = sync_round_;
   s_.collectives->all_reduce(group, s_.device, round, std::move(tensors), contributes, op,
                              [sys, self = this, round] { (void)sys->send(self, SyncDone{round}); });
   return true;
+}
+
+void StageActor::sum_ties(const models::Kernels& k, models::ParamSet& g) {
+  if (ties_summed_) return;
+  // A SYNC left each spread tie's total in its first copy here; the local ties add up now.
+  models::spread_first_copy(k, ties_.spread(), g);
+  models::sum_tied_copies(k, ties_.local(), g);
+  ties_summed_ = true;
+}
+
+Tensor StageActor::norm_squares() {
+  models::ParamSet& g = grads();
+  Tensor squares;
+  models::Context ctx;
+  const models::Completion done = s_.executor->run(ctx, [&](const models::Context& c) {
+    sum_ties(c.k(), g);
+    // A device without data (sim) has no values to add: its slots stay zero on the host.
+    squares = s_.executor->device().has_data()
+                  ? c.k().empty({s_.norm_layout->slots()}, DType::f32)
+                  : Tensor::zeros({s_.norm_layout->slots()}, DType::f32, Device::cpu());
+    if (s_.executor->device().has_data()) {
+      models::gradient_squares(c.k(), *s_.norm_layout, g, squares);
+    }
+  });
+  if (done.done.recorded()) done.done.synchronize();
+  return squares;
+}
+
+double StageActor::round_squares() {
+  if (!params_.global_sync) norm_squares_ = norm_squares();
+  const Tensor host =
+      norm_squares_.device() == Device::cpu() ? norm_squares_ : norm_squares_.to(Device::cpu());
+  const double norm = models::fold_norm(host.data<float>(), s_.norm_layout->slots());
+  return norm * norm;
+}
+
+void StageActor::report_norm(std::int64_t round, double squares) {
+  Tag tag;
+  tag.minibatch = round;
+  const std::int32_t stage = params_.global_sync ? -1 : stage_;
+  sends_.push_back({s_.coordinator, make_message(GradNormReport{squares, stage}, {}, tag), {}});
 }
 
 void StageActor::sum_spread_copies() {
@@ -798,13 +848,19 @@ void StageActor::run_step(const Action& a) {
   hold(next);
   hold(g);
   if (s_.lr_at) s_.optimizer->set_lr(s_.lr_at(s_.first_round + a.minibatch));
+  float clip = 1.0f;
+  if (s_.norm_layout) {
+    const double squares = round_squares();
+    if (s_.clip_norm) clip = models::clip_coefficient(std::sqrt(squares), *s_.clip_norm);
+    if (s_.report_norm) report_norm(a.minibatch, squares);
+  }
   models::Context ctx;
   const models::Completion device_time = s_.executor->run(ctx, [&](const models::Context& c) {
-    // A SYNC left each spread tie's total in its first copy here; the local ties add up now.
-    models::spread_first_copy(c.k(), ties_.spread(), g);
-    models::sum_tied_copies(c.k(), ties_.local(), g);
+    sum_ties(c.k(), g);
+    if (clip != 1.0f) models::scale_gradients(c.k(), *s_.norm_layout, g, clip);
     s_.executor->step(c, *s_.optimizer, next, g);
   });
+  ties_summed_ = false;
   hold(next);
   versions_.publish(std::move(next));
   versions_.collect(min_needed);

@@ -28,6 +28,7 @@
 #include "actors/stage_ties.hpp"
 #include "actors/version_store.hpp"
 #include "models/executor.hpp"
+#include "models/grad_norm.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
 #include "runtime/actor.hpp"
@@ -74,6 +75,12 @@ struct StageSetup {
   std::int64_t first_round = 0;
   // The run's minibatches (StopAt may end it earlier): what it keeps at the end follows.
   std::int64_t minibatches = 0;
+  // Gradient norms (models/grad_norm.hpp): the model's slots; null takes none. Under
+  // ScheduleParams::global_sync the SYNC all-reduces every stage's squares and each STEP clips by
+  // the whole model's norm; otherwise (asynchronous schedules) by the stage's own.
+  std::shared_ptr<const models::GradNormLayout> norm_layout;
+  std::optional<double> clip_norm;  // scale gradients down to this norm; none: only report
+  bool report_norm = false;         // send each round's GradNormReport to the coordinator
 };
 
 struct StageStats {
@@ -194,6 +201,16 @@ class StageActor final : public Actor {
   // work, waited for: the SYNC's all-reduce reads them next). The ties held here alone are
   // summed in run_step, with the update.
   void sum_spread_copies();
+  // Adds the copies of every tie into each (the spread ties' totals a SYNC left in their first
+  // copies, the local ones summed here), once per round.
+  void sum_ties(const models::Kernels& k, models::ParamSet& g);
+  // The squares of this stage's gradients in the model's norm slots (ties summed first), on its
+  // device, once the device has computed them.
+  Tensor norm_squares();
+  // The norm this round's STEP clips by and reports: the whole model's (the SYNC all-reduced
+  // norm_squares_) or, without global_sync, the stage's own; and its sum of squares.
+  double round_squares();
+  void report_norm(std::int64_t round, double squares);
   void run_step(const Action& a);
 
   std::int64_t next_forward_version();
@@ -235,6 +252,8 @@ class StageActor final : public Actor {
   Inbox received_;               // the tensors messages brought, until an action takes them
   ActivationStore activations_;  // what forwards keep for backwards, and B for W
   std::optional<models::ParamSet> grads_;
+  Tensor norm_squares_;       // this round's gradient-norm slots (global_sync: all-reduced)
+  bool ties_summed_ = false;  // this round's tied copies already hold their totals
   // The next version, already updated by a fused backward; its STEP publishes it.
   std::optional<models::ParamSet> fused_next_;
   bool contributed_ = false;

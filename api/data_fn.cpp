@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "models/concat_rows.hpp"
 
 namespace tandem::api {
 namespace {
@@ -74,10 +77,22 @@ Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model
   return batch;
 }
 
-actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch) {
-  return [fn = std::move(fn), model, minibatch](std::int64_t b) {
-    Batch batch = checked_batch(fn, b, model, minibatch);
-    return actors::MinibatchData::whole(std::move(batch.inputs), std::move(batch.targets));
+actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch,
+                               std::int64_t accumulate) {
+  return [fn = std::move(fn), model, minibatch, accumulate](std::int64_t b) {
+    if (accumulate == 1) {
+      Batch batch = checked_batch(fn, b, model, minibatch);
+      return actors::MinibatchData::whole(std::move(batch.inputs), std::move(batch.targets));
+    }
+    std::vector<Tensor> inputs, targets;
+    for (std::int64_t i = 0; i < accumulate; ++i) {
+      Batch batch = checked_batch(fn, b * accumulate + i, model, minibatch);
+      inputs.push_back(std::move(batch.inputs));
+      targets.push_back(std::move(batch.targets));
+    }
+    const models::Kernels& k = models::cpu_kernels();
+    return actors::MinibatchData::whole(models::concat_rows(k, inputs),
+                                        models::concat_rows(k, targets));
   };
 }
 

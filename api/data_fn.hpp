@@ -17,7 +17,10 @@ namespace tandem::api {
 Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model,
                     std::int64_t minibatch, const char* name = "DataFn");
 
-actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch);
+// Step b's data: minibatches b * accumulate .. b * accumulate + accumulate - 1 of `fn`, each
+// checked, stacked in that order.
+actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch,
+                               std::int64_t accumulate = 1);
 
 // `minibatches` minibatches of `fn` as a dataset of minibatch * minibatches samples, read in
 // whole minibatches (what train::evaluate_params asks for when its chunk is the minibatch).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,6 +70,8 @@ Progress progress_of(const train::StepRecord& r) {
   p.samples_per_s = r.samples_per_s;
   p.elapsed_s = r.elapsed_s;
   p.lr = r.lr;
+  p.has_grad_norm = r.grad_norm.has_value();
+  p.grad_norm = r.grad_norm.value_or(0);
   p.has_eval = r.eval.has_value();
   if (r.eval) p.eval = eval_report(*r.eval);
   return p;
@@ -118,6 +121,18 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
   job.train.steps = o.minibatches;
   job.train.optimizer = internal_optimizer(o.optimizer);
   job.train.seed = o.seed;
+  if (o.accumulate < 1) {
+    throw std::invalid_argument("TrainOptions.accumulate: must be >= 1, got " +
+                                std::to_string(o.accumulate));
+  }
+  job.train.accumulate = o.accumulate;
+  if (o.clip_grad_norm < 0 || !std::isfinite(o.clip_grad_norm)) {
+    throw std::invalid_argument(
+        "TrainOptions.clip_grad_norm: must be a finite number >= 0 (0: "
+        "no clipping), got " +
+        std::to_string(o.clip_grad_norm));
+  }
+  if (o.clip_grad_norm > 0) job.train.clip_grad_norm = o.clip_grad_norm;
   if (!o.init_from.empty()) job.train.init_from = o.init_from;
   if (o.log_every < 1) {
     throw std::invalid_argument("TrainOptions.log_every: must be >= 1, got " +
@@ -151,21 +166,26 @@ struct JobRun::State {
   bool ran = false;
 
   // What train::JobInputs::on_minibatch calls: on_minibatch below (the state outlives the run).
-  std::function<void(std::int64_t, double, std::int64_t, std::int64_t)> reporter() {
-    return [this](std::int64_t b, double loss, std::int64_t correct, std::int64_t rows) {
-      on_minibatch(b, loss, correct, rows);
-    };
+  std::function<void(std::int64_t, const actors::MinibatchReport&)> reporter() {
+    return [this](std::int64_t b, const actors::MinibatchReport& r) { on_minibatch(b, r); };
   }
 
   // On a pipeline thread, as each minibatch's loss completes.
-  void on_minibatch(std::int64_t b, double loss, std::int64_t correct, std::int64_t rows) {
+  void on_minibatch(std::int64_t b, const actors::MinibatchReport& r) {
     {
       std::lock_guard lock(mu);
-      losses[b] = loss;
+      losses[b] = r.loss;
     }
     if (on_metrics) {
-      on_metrics(
-          {b, loss, correct, rows, std::chrono::duration<double>(Clock::now() - start).count()});
+      Metrics m;
+      m.minibatch = b;
+      m.loss = r.loss;
+      m.correct = r.correct;
+      m.rows = r.rows;
+      m.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+      m.has_grad_norm = !std::isnan(r.grad_norm);
+      m.grad_norm = m.has_grad_norm ? r.grad_norm : 0;
+      on_metrics(m);
     }
   }
 };
@@ -218,7 +238,8 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   train::JobInputs inputs;
   inputs.model = model;
   inputs.model_name = model_name;
-  inputs.data = data_source(std::move(options.data), model, options.plan.minibatch);
+  inputs.data =
+      data_source(std::move(options.data), model, options.plan.minibatch, options.accumulate);
   if (options.eval_data) {
     inputs.eval = held_out_dataset(std::move(options.eval_data), model, options.plan.minibatch,
                                    options.eval_minibatches);

@@ -46,6 +46,7 @@ std::string format_progress(const train::StepRecord& r) {
   const int width = static_cast<int>(std::to_string(r.steps).size());
   std::string line = fmt::format("step {:>{}}/{}  loss {:.4f}", r.step, width, r.steps, r.loss);
   if (r.accuracy) line += fmt::format("  acc {:5.1f}%", 100 * *r.accuracy);
+  if (r.grad_norm) line += fmt::format("  grad norm {:.4f}", *r.grad_norm);
   if (r.eval) {
     line += fmt::format("  eval loss {:.4f}", r.eval->loss);
     if (r.eval->has_accuracy) line += fmt::format(" acc {:5.1f}%", 100 * r.eval->accuracy);
@@ -89,6 +90,7 @@ nlohmann::json to_json(const train::StepRecord& r) {
                    {"eta_s", r.eta_s},
                    {"lr", r.lr}};
   if (r.accuracy) j["accuracy"] = *r.accuracy;
+  if (r.grad_norm) j["grad_norm"] = *r.grad_norm;
   if (r.resident_mib) j["resident_mib"] = *r.resident_mib;
   if (r.eval) {
     j["eval_loss"] = r.eval->loss;

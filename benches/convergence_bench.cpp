@@ -398,7 +398,7 @@ int run(int argc, char** argv) {
     spec.lr_at = [&o](std::int64_t round) { return lr_at(o, round); };
     Clock::time_point start;
     // The coordinator calls this on its own thread; run() joins it before the vector is read.
-    spec.on_minibatch = [&c, &start](std::int64_t b, double, std::int64_t, std::int64_t) {
+    spec.on_minibatch = [&c, &start](std::int64_t b, const tandem::actors::MinibatchReport&) {
       if (b >= 0 && b < static_cast<std::int64_t>(c.seconds.size())) {
         c.seconds[static_cast<std::size_t>(b)] =
             std::chrono::duration<double>(Clock::now() - start).count();

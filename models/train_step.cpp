@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "models/grad_norm.hpp"
 #include "models/loss.hpp"
 
 namespace tandem::models {
@@ -98,6 +99,25 @@ StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer
                  fused->alpha, fused->beta);
   optimizer.note_fused_step();
   return finish(fl.loss);
+}
+
+StepOutput train_step(const Model& model, ParamSet& params, Optimizer& optimizer,
+                      const Tensor& inputs, const Tensor& targets, std::uint64_t step_seed,
+                      const StepOptions& options) {
+  if (!options.clip_norm && !options.report_norm) {
+    return train_step(model, params, optimizer, inputs, targets, step_seed);
+  }
+  if (model.has_buffers() && optimizer.model() == nullptr) optimizer.attach(model);
+  StepOutput out =
+      train_step(model, static_cast<const ParamSet&>(params), inputs, targets, step_seed);
+  const GradNormLayout layout(model);
+  const Kernels& k = cpu_kernels();
+  out.grad_norm = gradient_norm(k, layout, out.grads);
+  if (options.clip_norm) {
+    scale_gradients(k, layout, out.grads, clip_coefficient(out.grad_norm, *options.clip_norm));
+  }
+  optimizer.step(params, out.grads);
+  return out;
 }
 
 EvalOutput evaluate(const Model& model, const ParamSet& params, const Tensor& inputs,

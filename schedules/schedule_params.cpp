@@ -131,6 +131,11 @@ void ScheduleParams::validate() const {
                     ") to be a multiple of stages (p=" + std::to_string(stages) + ")");
   }
   check_ties(*this);
+  if (global_sync && (is_asynchronous(kind) || !trains(kind))) {
+    fail(*this,
+         "global_sync needs a flush schedule (an asynchronous one has no round that every stage "
+         "updates at)");
+  }
   check_compositions(*this, forward_slices, "forward_slices");
   check_compositions(*this, backward_slices, "backward_slices");
   auto composed = [&](const std::vector<std::vector<std::int64_t>>& comps) {

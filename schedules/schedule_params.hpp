@@ -28,14 +28,18 @@ struct ScheduleParams {
   // every round also sums those copies' gradients among them, so each such stage has a SYNC
   // before every STEP even when it is not replicated.
   std::vector<std::vector<int>> tied_stages;
+  // Every stage of every replica meets every other at each round's SYNC (global gradient-norm
+  // clipping: the norm spans the whole model). Flush schedules only; every stage then SYNCs
+  // before each STEP.
+  bool global_sync = false;
 
   // Throws ScheduleError naming the offending field.
   void validate() const;
 
   int replicas_of(int stage) const;
   bool tied(int stage) const;
-  // Whether the stage runs SYNC before each STEP: replicated, or tied to another stage.
-  bool syncs(int stage) const { return replicas_of(stage) > 1 || tied(stage); }
+  // Whether the stage runs SYNC before each STEP: replicated, tied to another stage, or global.
+  bool syncs(int stage) const { return replicas_of(stage) > 1 || tied(stage) || global_sync; }
   int total_replicas() const;  // also the number of devices
   int device_of(int stage, int replica) const;
   int stage_of(int device) const;

@@ -114,8 +114,12 @@ bool parse_header(const std::vector<Cursor>& toks, ScheduleParams& p) {
       p.rematerialize = true;
       continue;
     }
+    if (c.token == "globalsync") {
+      p.global_sync = true;
+      continue;
+    }
     const auto eq = c.token.find('=');
-    if (eq == std::string_view::npos) c.fail("expected key=value or remat");
+    if (eq == std::string_view::npos) c.fail("expected key=value, remat or globalsync");
     const std::string_view key = c.token.substr(0, eq);
     const std::string_view value = c.token.substr(eq + 1);
     const auto as_int = [&](const char* what) {
@@ -311,6 +315,7 @@ std::string format_actions(const ActionList& list) {
     }
   }
   if (p.rematerialize) out += " remat";
+  if (p.global_sync) out += " globalsync";
   out += '\n';
   for (std::size_t d = 0; d < list.devices.size(); ++d) {
     out += 'd';

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -68,6 +69,8 @@ std::string fmt_count(double n) {
 
 // An elastic job's re-plans (train/elastic_job.hpp): far beyond any real run's.
 constexpr int64_t kMaxReplans = 64;
+// Minibatches per step: beyond this a run is better served by a larger minibatch.
+constexpr int64_t kMaxAccumulate = 65536;
 
 int64_t positive(ConfigMap& m, std::string_view key, std::optional<int64_t> fallback = {}) {
   const int64_t v = fallback ? m.get_or<int64_t>(key, *fallback) : m.get<int64_t>(key);
@@ -739,6 +742,23 @@ TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
                             "gives " + std::to_string(samples));
   }
   t.steps = positive(m, "steps");
+  t.accumulate = positive(m, "accumulate", t.accumulate);
+  if (t.accumulate > kMaxAccumulate) {
+    m.fail("accumulate", "must be <= " + std::to_string(kMaxAccumulate) + ", got " +
+                             std::to_string(t.accumulate));
+  }
+  if (samples > 0 && t.minibatch * t.accumulate > samples) {
+    m.fail("accumulate", std::to_string(t.accumulate) + " minibatches of " +
+                             std::to_string(t.minibatch) + " per step, but data.samples gives " +
+                             std::to_string(samples));
+  }
+  if (m.has("clip_grad_norm")) {
+    const double clip = m.get<double>("clip_grad_norm");
+    if (!(clip > 0) || !std::isfinite(clip)) {
+      m.fail("clip_grad_norm", "must be a finite number > 0, got " + std::to_string(clip));
+    }
+    t.clip_grad_norm = clip;
+  }
   t.optimizer = read_optimizer(m.map("optimizer"));
   if (auto ls = m.find_map("lr_schedule")) {
     LrSchedule& l = t.lr_schedule;
@@ -1386,6 +1406,14 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
                                c.schedule_ranking);
   }
   check_sim_nodes(c);
+  if (c.pipeline && c.train.accumulate > 1 &&
+      (c.pipeline->schedule == "pipedream" || c.pipeline->schedule == "pipedream-vsync")) {
+    throw ConfigError(c.where.train, "train.accumulate",
+                      std::to_string(c.train.accumulate) + " minibatches per step, but " +
+                          c.pipeline->schedule +
+                          " updates after every minibatch; accumulating over slices is 2bw's "
+                          "batch (pipeline.slices)");
+  }
   if (auto cl = top.find_map("cluster")) {
     c.where.cluster = cl->where();
     c.cluster.transport = cl->get_or<std::string>("transport", c.cluster.transport);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "actors/minibatch_data.hpp"
+#include "actors/pipeline.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
 
@@ -30,7 +31,7 @@ struct JobInputs {
   // The learning rate of update round k instead of train.lr_schedule's.
   std::function<double(int64_t round)> lr_at;
   // Each minibatch's loss as it completes (any order), on a pipeline thread.
-  std::function<void(int64_t minibatch, double loss, int64_t correct, int64_t rows)> on_minibatch;
+  std::function<void(int64_t minibatch, const actors::MinibatchReport&)> on_minibatch;
 };
 
 }  // namespace tandem::train

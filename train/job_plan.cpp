@@ -1,5 +1,6 @@
 #include "train/job_plan.hpp"
 
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -69,10 +70,43 @@ bool is_pipeline(const JobSpec& job) {
          (job.pipeline->stages.size() > 1 || job.pipeline->stages.front().replicas > 1);
 }
 
+PipelineLayout accumulated(PipelineLayout p, int64_t k) {
+  if (k == 1) return p;
+  const auto kind = schedules::parse_schedule_kind(p.schedule);
+  if (kind == schedules::ScheduleKind::pipedream ||
+      kind == schedules::ScheduleKind::pipedream_vsync) {
+    throw JobError("train.accumulate",
+                   std::to_string(k) + " minibatches per step, but " + p.schedule +
+                       " updates after every minibatch; accumulating over slices is 2bw's "
+                       "batch (pipeline.slices)");
+  }
+  if (p.slices.empty()) p.slices.push_back(1);
+  for (int64_t& m : p.slices) {
+    if (m > std::numeric_limits<std::int32_t>::max() / k) {
+      throw JobError("train.accumulate", std::to_string(k) + " minibatches of " +
+                                             std::to_string(m) + " slices make too many slices");
+    }
+    m *= k;
+  }
+  for (SliceComposition& c : p.compositions) {
+    const SliceComposition one = c;
+    for (int64_t i = 1; i < k; ++i) {
+      c.forward.insert(c.forward.end(), one.forward.begin(), one.forward.end());
+      c.backward.insert(c.backward.end(), one.backward.begin(), one.backward.end());
+    }
+  }
+  return p;
+}
+
 schedules::Plan training_plan(const JobSpec& job, int num_layers, int64_t steps) {
   PipelineLayout one;  // no pipeline section: one stage of every layer on the CPU
   one.stages.push_back(StageSpec{});
-  const PipelineLayout& p = job.pipeline ? *job.pipeline : one;
+  if (job.train.accumulate < 1) {
+    throw JobError("train.accumulate", "must be >= 1, got " + std::to_string(job.train.accumulate));
+  }
+  // k minibatches of m slices each make one minibatch of k * m slices: the schedule's flush
+  // (or 2BW's batch) is the step, and every slice's loss is scaled by the k minibatches' rows.
+  const PipelineLayout p = accumulated(job.pipeline ? *job.pipeline : one, job.train.accumulate);
   for (size_t s = 0; s < p.stages.size(); ++s) {
     // Sim stages compute no values, so there would be no loss to learn from.
     if (!p.stages[s].device.has_data()) {
@@ -83,7 +117,7 @@ schedules::Plan training_plan(const JobSpec& job, int num_layers, int64_t steps)
     }
   }
   try {
-    return pipeline_plan(p, job.train.minibatch, num_layers, steps);
+    return pipeline_plan(p, step_samples(job.train), num_layers, steps);
   } catch (const schedules::ScheduleError& e) {
     throw JobError(job.pipeline ? "pipeline" : "train", e.what());
   }

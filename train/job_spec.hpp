@@ -33,6 +33,13 @@ struct LrSchedule {
 struct TrainSpec {
   int64_t minibatch = 32;
   int64_t steps = 100;
+  // Minibatches per optimizer step (gradient accumulation): a step averages loss and gradients
+  // over accumulate * minibatch samples once, as one device does on that larger minibatch. The
+  // pipeline runs them as one minibatch of accumulate times the slices (step_samples).
+  int64_t accumulate = 1;
+  // Scale each step's gradients down to this global L2 norm (actors::PipelineSpec); none: no
+  // clipping and no norm reported.
+  std::optional<double> clip_grad_norm;
   models::OptimizerSpec optimizer;
   LrSchedule lr_schedule;
   uint64_t seed = 0;  // parameter init, minibatch order, dropout
@@ -42,6 +49,11 @@ struct TrainSpec {
   // them from `seed`; a resume from a checkpoint takes precedence.
   std::optional<std::filesystem::path> init_from;
 };
+
+// Samples per optimizer step: the minibatch times the minibatches accumulated.
+inline int64_t step_samples(const TrainSpec& t) {
+  return t.minibatch * t.accumulate;
+}
 
 struct StageSpec {
   int64_t first_layer = 0;

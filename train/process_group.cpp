@@ -333,7 +333,12 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     m.tcp = ch.get();
     return ch;
   };
-  const std::vector<int> tied = ties_across_processes(spec, placement);
+  std::vector<int> tied = ties_across_processes(spec, placement);
+  // Global clipping's SYNC all-reduces the norm among every stage, across processes too.
+  if (actors::global_norm_sync(spec) && placement.world_size() > 1) {
+    tied.clear();
+    for (int s = 0; s < spec.plan.schedule.stages; ++s) tied.push_back(s);
+  }
   const bool across = placement.replicas_span_processes() || !tied.empty();
   if (across && use_nccl(m.opt.collectives, spec.plan, tied)) {
     transport::NcclCollectivesOptions no;

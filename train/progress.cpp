@@ -45,13 +45,13 @@ void Progress::add_busy(int device, Clock::duration d) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(), std::memory_order_relaxed);
 }
 
-void Progress::add(int64_t b, double loss, int64_t correct, int64_t rows) {
+void Progress::add(int64_t b, const actors::MinibatchReport& r) {
   bool diverged = false;
   {
     std::lock_guard lock(mu_);
     if (b < 0 || b >= steps_) return;
-    done_[static_cast<size_t>(b)] = Done{loss, correct, rows};
-    if (!std::isfinite(loss) && !diverged_at_) {
+    done_[static_cast<size_t>(b)] = Done{r.loss, r.correct, r.rows, r.grad_norm};
+    if (!std::isfinite(r.loss) && !diverged_at_) {
       diverged_at_ = b;
       diverged = true;
     }
@@ -102,6 +102,7 @@ void Progress::pump() {
     window_loss_ += d.loss;
     window_correct_ += d.correct;
     window_rows_ += d.rows;
+    last_norm_ = d.grad_norm;
     ++window_steps_;
     const int64_t step = ++next_;
     // The last record waits for the end of the run, which may bring the held-out results.
@@ -135,7 +136,7 @@ void Progress::emit(Clock::time_point now, std::optional<EvalResult> eval) {
   }
   const double window_s = seconds_between(window_start_, now);
   r.samples_per_s =
-      window_s > 0 ? static_cast<double>(window_steps_ * train_.minibatch) / window_s : 0;
+      window_s > 0 ? static_cast<double>(window_steps_ * step_samples(train_)) / window_s : 0;
   r.elapsed_s = seconds_between(start_, now);
   const int64_t done_here = next_ - first_;
   r.eta_s = done_here > 0
@@ -144,6 +145,7 @@ void Progress::emit(Clock::time_point now, std::optional<EvalResult> eval) {
   r.lr = scheduled_lr(train_.lr_schedule, train_.optimizer.lr, std::max<int64_t>(next_ - 1, 0),
                       steps_);
   r.eval = std::move(eval);
+  if (!std::isnan(last_norm_)) r.grad_norm = last_norm_;
   if (const auto rss = resident_bytes()) r.resident_mib = static_cast<double>(*rss) / (1 << 20);
   r.window_s = window_s;
   for (size_t d = 0; d < busy_ns_.size() && d < layout_.size(); ++d) {

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "actors/pipeline.hpp"
 #include "train/evaluation.hpp"
 #include "train/job_spec.hpp"
 #include "train/step_record.hpp"
@@ -36,8 +38,9 @@ class Progress {
 
   // On the stages' threads: an action's time on its device.
   void add_busy(int device, Clock::duration d);
-  // Minibatch b's loss and, for classification, its correct predictions among `rows`.
-  void add(int64_t b, double loss, int64_t correct, int64_t rows);
+  // Minibatch b's loss, for classification its correct predictions among its rows, and its
+  // update's gradient norm (when the run takes one).
+  void add(int64_t b, const actors::MinibatchReport& r);
   void add_eval(int64_t step, EvalResult r);
 
   // After the run: the last window, with the held-out results if any.
@@ -51,6 +54,7 @@ class Progress {
   struct Done {
     double loss = 0;
     int64_t correct = 0, rows = 0;
+    double grad_norm = 0;
   };
 
   bool is_eval_step(int64_t step) const;
@@ -71,6 +75,7 @@ class Progress {
   bool pending_eval_ = false;  // the window ending at next_ waits for its evaluation
   double window_loss_ = 0;
   int64_t window_steps_ = 0, window_correct_ = 0, window_rows_ = 0;
+  double last_norm_ = std::numeric_limits<double>::quiet_NaN();  // the window's last step's
   Clock::time_point start_, window_start_;
   std::optional<Clock::time_point> trained_at_;  // when the last step's loss was counted
   std::vector<std::atomic<int64_t>> busy_ns_;

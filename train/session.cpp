@@ -166,7 +166,7 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
   const actors::DataSource data_source =
       inputs_.data
           ? inputs_.data
-          : actors::dataset_source(data_.train, model_, job_.train.minibatch, job_.train.seed);
+          : actors::dataset_source(data_.train, model_, step_samples(job_.train), job_.train.seed);
   const Clock::time_point start = Clock::now();
   int64_t at = first_step_;
   // Checkpoints cut the run into segments, each a pipeline that starts from the weights,
@@ -251,10 +251,11 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
     return scheduled_lr(schedule, lr, round, steps);
   };
   if (inputs_.lr_at) spec.lr_at = inputs_.lr_at;
-  spec.on_minibatch = [&progress, also = inputs_.on_minibatch](int64_t b, double loss,
-                                                               int64_t correct, int64_t rows) {
-    progress.add(b, loss, correct, rows);
-    if (also) also(b, loss, correct, rows);
+  spec.clip_grad_norm = t.clip_grad_norm;
+  spec.on_minibatch = [&progress, also = inputs_.on_minibatch](int64_t b,
+                                                               const actors::MinibatchReport& r) {
+    progress.add(b, r);
+    if (also) also(b, r);
   };
   spec.observer = [&progress, snapshots](const actors::StageEvent& e) {
     progress.add_busy(e.device, e.end - e.start);
@@ -414,7 +415,7 @@ void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
   s.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   s.samples_per_s =
       s.pipeline_seconds > 0
-          ? static_cast<double>((at - first_step_) * job_.train.minibatch) / s.pipeline_seconds
+          ? static_cast<double>((at - first_step_) * step_samples(job_.train)) / s.pipeline_seconds
           : 0;
 }
 

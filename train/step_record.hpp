@@ -21,6 +21,9 @@ struct StepRecord {
   double elapsed_s = 0;
   double eta_s = 0;
   double lr = 0;
+  // The gradient norm (before clipping) of the window's last step, when the run clips
+  // (train.clip_grad_norm).
+  std::optional<double> grad_norm;
   // This process's resident memory when the record was made (absent where the system does not
   // say): what shows a leak over a long run.
   std::optional<double> resident_mib;

@@ -53,9 +53,11 @@ TrainData load_train_data(const JobSpec& job, const models::Model& model) {
                                " classes, the model only " + std::to_string(model_outputs(model)) +
                                " outputs");
   }
-  if (train->size() < t.minibatch) {
-    throw JobError("data", train->describe() + " holds fewer samples than one minibatch of " +
-                               std::to_string(t.minibatch));
+  if (train->size() < step_samples(t)) {
+    throw JobError("data", train->describe() + " holds fewer samples than one step's " +
+                               std::to_string(step_samples(t)) + " (train.minibatch " +
+                               std::to_string(t.minibatch) + " x train.accumulate " +
+                               std::to_string(t.accumulate) + ")");
   }
 
   return TrainData{sets.train, t.eval ? sets.eval : nullptr};

@@ -259,6 +259,10 @@ struct Metrics {
   std::int64_t correct = 0;  // classification: correct predictions (argmax == target)
   std::int64_t rows = 0;     // predictions the loss averages over
   double elapsed_s = 0;      // since run() started
+  // The update's gradient norm before clipping (runs that clip: TrainOptions::clip_grad_norm,
+  // train.clip_grad_norm).
+  bool has_grad_norm = false;
+  double grad_norm = 0;
 };
 
 // Held-out results: the mean loss and accuracy over the held-out samples.
@@ -294,6 +298,9 @@ struct Progress {
   double samples_per_s = 0;
   double elapsed_s = 0;
   double lr = 0;
+  // The gradient norm before clipping of the window's last step (runs that clip).
+  bool has_grad_norm = false;
+  double grad_norm = 0;
   bool has_eval = false;  // the held-out data was evaluated at this step
   EvalReport eval;
 };
@@ -358,6 +365,16 @@ struct TrainOptions {
   // Every `log_every` minibatches (and at each evaluation and the end), in minibatch order.
   std::function<void(const Progress&)> on_progress;
   std::int64_t log_every = 10;
+  // Gradient accumulation: each update takes `accumulate` minibatches (`data` is asked for
+  // minibatches b * accumulate to b * accumulate + accumulate - 1 for update b) and averages
+  // loss and gradients over all their samples once, as one device does on a minibatch that many
+  // times larger; `minibatches`, Metrics and Progress count updates. Not with pipedream or
+  // pipedream-vsync, which update after every minibatch.
+  std::int64_t accumulate = 1;
+  // Scale each update's gradients down to this global L2 norm (PyTorch's clip_grad_norm_; a
+  // flush schedule's norm spans every stage and replica and equals one device's bit for bit; an
+  // asynchronous schedule clips each stage by its own). 0: no clipping.
+  double clip_grad_norm = 0;
 };
 
 struct StageReport {

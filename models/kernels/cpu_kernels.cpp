@@ -160,6 +160,9 @@ class CpuKernels final : public Kernels {
   void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override {
     cpu::row_max(x, rows, cols, out);
   }
+  void sum_squares(const float* x, std::int64_t n, float* out) const override {
+    *out = cpu::sum_squares(x, n);
+  }
 
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,

@@ -50,4 +50,9 @@ void Kernels::fused_attention_backward(const float*, const float*, const float*,
   no_fused_attention(*this, "fused_attention_backward");
 }
 
+void Kernels::sum_squares(const float*, std::int64_t, float*) const {
+  throw std::logic_error("sum_squares: device " + device().str() +
+                         " has no sum-of-squares kernel (gradient norms cannot be taken there)");
+}
+
 }  // namespace tandem::models

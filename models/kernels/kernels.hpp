@@ -195,6 +195,11 @@ class Kernels {
                               float* dx, float scale, CrossEntropySums* sums) const;
   // *sums = {sum of the n values, in double, 0}: the value of an application's loss.
   virtual void sum_losses(const float* values, std::int64_t n, CrossEntropySums* sums) const;
+
+  // *out = sum_i x[i]^2 over n floats (out in the device's memory), accumulated in double in a
+  // fixed order and rounded to f32 once: a parameter's share of the gradient norm, the same on
+  // every run. The default throws std::logic_error (a device without it cannot clip).
+  virtual void sum_squares(const float* x, std::int64_t n, float* out) const;
 };
 
 // The CPU's kernels (models/kernels/cpu/), for every Context that names no other.

@@ -431,6 +431,10 @@ void link_stages(Graph& g) {
 std::vector<int> sync_meetings(const ScheduleParams& p) {
   std::vector<int> meets(static_cast<std::size_t>(p.stages));
   std::iota(meets.begin(), meets.end(), 0);
+  if (p.global_sync) {
+    std::fill(meets.begin(), meets.end(), 0);
+    return meets;
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (const std::vector<int>& tie : p.tied_stages) {

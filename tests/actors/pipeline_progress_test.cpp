@@ -218,7 +218,7 @@ TEST(PipelineProgress, ACoordinatorStuckInOnMinibatchIsNamedWithTheReportsWaitin
   const models::Model model = tiny_mlp();
   PipelineSpec spec = spec_for(model, one_f_one_b(2, 4));
   auto gate = std::make_shared<Gate>();
-  spec.on_minibatch = [gate](std::int64_t b, double, std::int64_t, std::int64_t) {
+  spec.on_minibatch = [gate](std::int64_t b, const MinibatchReport&) {
     if (b == 0) gate->pass();
   };
   Pipeline pipeline(std::move(spec), make_scheduler(true));

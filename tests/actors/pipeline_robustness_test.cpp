@@ -236,7 +236,7 @@ TEST(Pipeline, FailFromOutsideStopsTheRunWithItsReason) {
   spec.plan = even_plan(model, p);
   Pipeline* self = nullptr;
   // What a lost peer process looks like to the process that stays: the run fails mid-way.
-  spec.on_minibatch = [&](std::int64_t b, double, std::int64_t, std::int64_t) {
+  spec.on_minibatch = [&](std::int64_t b, const MinibatchReport&) {
     if (b == 3) self->stop_with_error("rank 1 (10.0.0.2) lost: no heartbeat for 3.0 s");
   };
   spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
@@ -302,9 +302,9 @@ TEST(Pipeline, ReportsEachMinibatchAsItCompletesAndFollowsTheLearningRateSchedul
   spec.plan = even_plan(model, p);
   spec.seed = 4;
   spec.data = [&](std::int64_t b) { return make_minibatch(model, 8, b); };
-  spec.on_minibatch = [&](std::int64_t b, double loss, std::int64_t, std::int64_t rows) {
-    EXPECT_EQ(rows, 8);
-    seen.emplace_back(b, loss);  // the coordinator is one actor: no lock needed
+  spec.on_minibatch = [&](std::int64_t b, const MinibatchReport& r) {
+    EXPECT_EQ(r.rows, 8);
+    seen.emplace_back(b, r.loss);  // the coordinator is one actor: no lock needed
   };
   // Rounds 1 and 3 learn nothing: only minibatches 0 and 2 change the weights.
   spec.lr_at = [](std::int64_t round) { return round % 2 == 1 ? 0.0 : 0.1; };

@@ -49,7 +49,7 @@ Outcome run(PipelineSpec spec, bool threads, std::int64_t stop_after = -1) {
   const int stages = spec.plan.schedule.stages;
   std::atomic<Pipeline*> self{nullptr};
   if (stop_after >= 0) {
-    spec.on_minibatch = [&self, stop_after](std::int64_t b, double, std::int64_t, std::int64_t) {
+    spec.on_minibatch = [&self, stop_after](std::int64_t b, const MinibatchReport&) {
       if (b == stop_after) self.load()->request_stop();
     };
   }
@@ -113,7 +113,7 @@ TEST(PipelineStop, StopFromAnotherThreadEndsTheRunCleanly) {
   const auto p = params_of(ScheduleKind::pipedream, 4, 100000);
   std::atomic<std::int64_t> seen{0};
   PipelineSpec spec = spec_of(model, p);
-  spec.on_minibatch = [&seen](std::int64_t b, double, std::int64_t, std::int64_t) { seen = b + 1; };
+  spec.on_minibatch = [&seen](std::int64_t b, const MinibatchReport&) { seen = b + 1; };
   Pipeline pipeline(std::move(spec), make_scheduler(true));
   std::thread stopper([&] {
     while (seen.load() < 20) std::this_thread::yield();

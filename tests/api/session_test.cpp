@@ -473,3 +473,92 @@ TEST(EmbeddingApi, EvaluatesHeldOutDataEveryNMinibatches) {
 }
 
 }  // namespace
+
+namespace {
+
+// make_batch(b) stacked for b in [first, first + k): one device's minibatch of k times the rows.
+tandem::Batch stacked_batch(std::int64_t first, std::int64_t k) {
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  for (std::int64_t i = 0; i < k; ++i) {
+    const tandem::Batch b = make_batch(first + i);
+    const float* xs = b.inputs.data<float>();
+    const std::int32_t* ys = b.targets.data<std::int32_t>();
+    x.insert(x.end(), xs, xs + b.inputs.numel());
+    y.insert(y.end(), ys, ys + b.targets.numel());
+  }
+  return {tandem::Tensor::from_vector(x, {k * kMinibatch, kFeatures}),
+          tandem::Tensor::from_vector(y, {k * kMinibatch})};
+}
+
+struct ApiRun {
+  std::vector<tandem::NamedTensor> weights;
+  std::vector<double> norms;
+};
+
+ApiRun run_api(tandem::TrainOptions o) {
+  Fixture f;
+  std::mutex mu;
+  std::vector<double> norms(static_cast<std::size_t>(o.minibatches), -1);
+  o.on_metrics = [&](const tandem::Metrics& m) {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(m.has_grad_norm);
+    norms.at(static_cast<std::size_t>(m.minibatch)) = m.grad_norm;
+  };
+  tandem::Session session(f.model, std::move(o));
+  (void)session.run();
+  return {session.weights(), norms};
+}
+
+}  // namespace
+
+// TrainOptions::accumulate asks `data` for k minibatches per update and equals one device on
+// their k-times minibatch; TrainOptions::clip_grad_norm clips and reports the norm per update.
+TEST(EmbeddingApi, AccumulationAndClippingEqualOneDevice) {
+  constexpr std::int64_t k = 3;
+  tandem::Plan plan;
+  plan.stages = {{0, 2, {"cpu"}}, {2, 5, {"cpu"}}};
+  plan.schedule = tandem::Schedule::one_f_one_b;
+  plan.minibatch = kMinibatch;
+  plan.slices = 2;
+  tandem::TrainOptions o = options_for(plan, 4);
+  o.accumulate = k;
+  o.clip_grad_norm = 0.1;
+  const ApiRun got = run_api(std::move(o));
+
+  tandem::Plan one;
+  one.stages = {{0, 5, {"cpu"}}};
+  one.schedule = tandem::Schedule::gpipe;
+  one.minibatch = k * kMinibatch;
+  tandem::TrainOptions w = options_for(one, 4);
+  w.data = [](std::int64_t b) { return stacked_batch(b * k, k); };
+  w.clip_grad_norm = 0.1;
+  const ApiRun want = run_api(std::move(w));
+
+  ASSERT_EQ(got.weights.size(), want.weights.size());
+  for (std::size_t i = 0; i < want.weights.size(); ++i) {
+    const tandem::Tensor& a = got.weights[i].value;
+    const tandem::Tensor& b = want.weights[i].value;
+    ASSERT_EQ(a.numel(), b.numel());
+    for (std::int64_t j = 0; j < a.numel(); ++j) {
+      EXPECT_NEAR(a.data<float>()[j], b.data<float>()[j], 1e-6) << want.weights[i].name;
+    }
+  }
+  for (std::size_t i = 0; i < want.norms.size(); ++i) {
+    EXPECT_GT(want.norms[i], 0.1) << "the clip acts";
+    EXPECT_NEAR(got.norms[i], want.norms[i], 1e-6 * want.norms[i]) << "update " << i;
+  }
+}
+
+TEST(EmbeddingApi, AccumulationAndClippingRefuseBadValues) {
+  Fixture f;
+  tandem::TrainOptions o = options_for(
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch), 2);
+  o.accumulate = 0;
+  EXPECT_THROW(tandem::Session(f.model, o), std::invalid_argument);
+  o.accumulate = 1;
+  for (const double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    o.clip_grad_norm = bad;
+    EXPECT_THROW(tandem::Session(f.model, o), std::invalid_argument) << bad;
+  }
+}

@@ -169,6 +169,60 @@ TEST(Launch, AKilledRankEndsATiedJob) {
   EXPECT_NE(line.find("lost"), std::string::npos) << line;
 }
 
+// Global clipping's norm meets in an all-reduce of every stage at each round's SYNC (Gloo across
+// ranks): 2 and 4 processes clip exactly as one process does, and print its norms.
+TEST(Launch, GlobalClippingSpansProcesses) {
+  testing::TempDir dir;
+  const std::string yaml = mlp_config(k1F1B, 12) + "";
+  std::string clipped = yaml;
+  clipped.replace(clipped.find("  log_every: 10\n"), 16,
+                  "  log_every: 4\n  clip_grad_norm: 0.05\n  accumulate: 2\n");
+  const std::string file = dir.write("clip.yaml", clipped).string();
+  const testing::CommandResult one = testing::run_command(kTandem + " train " + file);
+  ASSERT_EQ(one.code, 0) << one.output;
+  ASSERT_NE(one.output.find("grad norm "), std::string::npos) << one.output;
+  for (int n : {2, 4}) {
+    const testing::CommandResult job =
+        testing::run_command(kTandem + " launch -n " + std::to_string(n) + " " + file);
+    ASSERT_EQ(job.code, 0) << job.output;
+    EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << n << ":\n" << job.output;
+    // The same norms, printed by rank 0.
+    for (std::size_t at = one.output.find("grad norm "); at != std::string::npos;
+         at = one.output.find("grad norm ", at + 1)) {
+      const std::string norm = one.output.substr(at, 17);
+      EXPECT_NE(job.output.find(norm), std::string::npos) << norm << " in\n" << job.output;
+    }
+  }
+}
+
+// A rank killed while the others wait in the norm's all-reduce ends the job, naming it.
+TEST(Launch, AKilledRankEndsAClippedJob) {
+  testing::TempDir dir;
+  std::string yaml = mlp_config(k1F1B, 1000000);
+  yaml.replace(yaml.find("  log_every: 10\n"), 16, "  log_every: 1000\n  clip_grad_norm: 0.05\n");
+  const auto config = dir.write("clipkill.yaml", yaml);
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-clipkill";
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
+  });
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
+    victim = testing::find_rank(mark, 1);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GT(victim, 0) << "no rank 1 within 60 s";
+  std::this_thread::sleep_for(1500ms);  // well into training
+  ::kill(victim, SIGKILL);
+  launcher.join();
+  EXPECT_EQ(job.code, 1) << job.output;
+  const auto at = job.output.find("[rank 0] tandem: error: ");
+  ASSERT_NE(at, std::string::npos) << job.output;
+  const std::string line = job.output.substr(at, job.output.find('\n', at) - at);
+  EXPECT_NE(line.find("rank 1"), std::string::npos) << line;
+}
+
 TEST(Launch, AStageWhoseReplicasSpanProcessesReducesThroughGloo) {
   testing::TempDir dir;
   // Stage 0's two replicas on ranks 0 and 1; their gradients meet in Gloo's all-reduce.

@@ -22,6 +22,7 @@ const tt::WireTypes& pipeline_types() {
         .add<ta::BackwardTensor>()
         .add<ta::Credit>()
         .add<ta::LossReport>()
+        .add<ta::GradNormReport>()
         .add<ta::StopRequest>()
         .add<ta::StopAt>()
         .add<ta::StageFinished>();

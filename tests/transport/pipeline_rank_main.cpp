@@ -261,7 +261,8 @@ int run_rank(const Args& a) {
   actors::PipelineSpec spec = tt::split_case_spec(a.case_name, model);
   spec.hosts = [&a, stages](Endpoint e) { return tt::split_rank_of(e, stages, a.world) == a.rank; };
   if (a.rank == 0 && a.progress_at >= 0) {
-    spec.on_minibatch = [at = a.progress_at](std::int64_t b, double, std::int64_t, std::int64_t) {
+    spec.on_minibatch = [at = a.progress_at](std::int64_t b,
+                                             const tandem::actors::MinibatchReport&) {
       if (b != at) return;
       std::printf("progress %lld\n", static_cast<long long>(b));
       std::fflush(stdout);

@@ -39,6 +39,25 @@ void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alph
   combine_partials(partials.data(), chunks, cols, alpha, beta, out);
 }
 
+float sum_squares(const float* x, std::int64_t n) {
+  const std::int64_t chunks = (n + kElementGrain - 1) / kElementGrain;
+  std::vector<double> partials(static_cast<std::size_t>(std::max<std::int64_t>(chunks, 1)), 0.0);
+  parallel_for(chunks, 1, [&](std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const std::int64_t i1 = std::min(n, (k + 1) * kElementGrain);
+      double acc = 0.0;
+      for (std::int64_t i = k * kElementGrain; i < i1; ++i) {
+        const double v = x[i];
+        acc += v * v;
+      }
+      partials[static_cast<std::size_t>(k)] = acc;
+    }
+  });
+  double total = 0.0;
+  for (const double p : partials) total += p;
+  return static_cast<float>(total);
+}
+
 void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) {
   if (cols <= 0) return;
   const std::int64_t grain = std::max<std::int64_t>(1, kElementGrain / cols);

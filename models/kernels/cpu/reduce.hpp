@@ -21,4 +21,8 @@ inline constexpr std::int64_t kReduceRows = 128;
 void combine_partials(const float* partials, std::int64_t chunks, std::int64_t cols, float alpha,
                       float beta, float* out);
 
+// sum_i x[i]^2 over n floats, accumulated in f64 over fixed chunks whose partial sums are added
+// in order (the result does not depend on the number of threads), rounded to f32 once.
+float sum_squares(const float* x, std::int64_t n);
+
 }  // namespace tandem::models::cpu

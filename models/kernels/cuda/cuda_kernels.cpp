@@ -172,6 +172,10 @@ void CudaKernels::row_max(const float* x, std::int64_t rows, std::int64_t cols, 
   cuda::row_max(x, rows, cols, out, native_);
 }
 
+void CudaKernels::sum_squares(const float* x, std::int64_t n, float* out) const {
+  cuda::sum_squares(x, n, out, native_);
+}
+
 void CudaKernels::layer_norm_forward(const float* x, const float* gamma, const float* beta,
                                      float* y, float* xhat, float* rstd, std::int64_t rows,
                                      std::int64_t cols, float eps) const {

@@ -68,6 +68,7 @@ class CudaKernels final : public Kernels {
   void softmax_backward(const float* y, const float* dy, float* dx, std::int64_t rows,
                         std::int64_t cols) const override;
   void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out) const override;
+  void sum_squares(const float* x, std::int64_t n, float* out) const override;
   void layer_norm_forward(const float* x, const float* gamma, const float* beta, float* y,
                           float* xhat, float* rstd, std::int64_t rows, std::int64_t cols,
                           float eps) const override;

@@ -17,7 +17,30 @@ __global__ void row_max_kernel(const float* x, std::int64_t rows, std::int64_t c
   }
 }
 
+constexpr int kSquaresBlock = 256;
+
+__global__ void sum_squares_kernel(const float* x, std::int64_t n, float* out) {
+  __shared__ double part[kSquaresBlock];
+  double s = 0.0;
+  for (std::int64_t i = threadIdx.x; i < n; i += kSquaresBlock) {
+    const double v = x[i];
+    s += v * v;
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kSquaresBlock / 2; half > 0; half >>= 1) {
+    if (static_cast<int>(threadIdx.x) < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = static_cast<float>(part[0]);
+}
+
 }  // namespace
+
+void sum_squares(const float* x, std::int64_t n, float* out, void* stream) {
+  sum_squares_kernel<<<1, kSquaresBlock, 0, detail::as_stream(stream)>>>(x, n > 0 ? n : 0, out);
+  detail::check_launch("sum_squares");
+}
 
 void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alpha, float beta,
                 float* out, void* stream) {

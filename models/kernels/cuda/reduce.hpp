@@ -17,4 +17,8 @@ void column_sum(const float* x, std::int64_t rows, std::int64_t cols, float alph
 // out[r] = max_c x[r, c] over a row-major [rows, cols] matrix with cols > 0.
 void row_max(const float* x, std::int64_t rows, std::int64_t cols, float* out, void* stream);
 
+// *out = sum_i x[i]^2, accumulated in double in a fixed order (one block: fixed strided
+// subsets, then a fixed tree) and rounded to f32 once.
+void sum_squares(const float* x, std::int64_t n, float* out, void* stream);
+
 }  // namespace tandem::models::cuda
