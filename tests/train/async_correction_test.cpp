@@ -1,0 +1,154 @@
+// pipeline.async_correction through a whole session: the key is read and refused where it does
+// not apply, corrected PipeDream pipelines learn, and their checkpoints resume bit for bit
+// (the state holds the master weights).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "temp_dir.hpp"
+#include "train/config.hpp"
+#include "train/config_error.hpp"
+#include "train/session.hpp"
+
+namespace tandem::apps {
+namespace {
+
+using testing::TempDir;
+
+const char* kGpt =
+    R"(model: {name: gpt, layers: 2, d_model: 16, heads: 2, seq_len: 8, vocab: 8}
+data: {kind: markov-text, vocab: 8, samples: 256, seed: 1}
+train:
+  minibatch: 8
+  steps: 8
+  optimizer: {kind: adamw, lr: 1.0e-2}
+  lr_schedule: {kind: cosine, warmup_steps: 2}
+  seed: 3
+  log_every: 1
+)";
+
+// Line 9 of the config is "pipeline:", line 11 the correction.
+std::string with_pipeline(const std::string& schedule, const std::string& correction,
+                          const char* base = kGpt) {
+  std::string extra = schedule == "2bw" ? "  slices: 2\n" : "  slices: 1\n";
+  return std::string(base) + "pipeline:\n  schedule: " + schedule +
+         "\n  async_correction: " + correction + "\n" + extra +
+         "  stages:\n    - {layers: \"0-1\"}\n    - {layers: \"2\"}\n" +
+         "    - {layers: \"3-4\"}\n";
+}
+
+bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_config_error(const std::string& yaml, int line, const std::string& words) {
+  try {
+    const train::Config config = train::parse_config(yaml, "test.yaml");
+    train::at_config(config, [&] { train::Session session(config); });
+    ADD_FAILURE() << "no error for " << words;
+  } catch (const train::ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("test.yaml:" + std::to_string(line) + ":"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("async_correction"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(words), std::string::npos) << msg;
+  }
+}
+
+TEST(AsyncCorrectionConfig, FlushSchedulesAndUnknownNamesAreRefused) {
+  expect_config_error(with_pipeline("1f1b", "weight-prediction"), 11, "1f1b flushes");
+  expect_config_error(with_pipeline("pipedream", "lookahead"), 11, "unknown async correction");
+  std::string sgd = kGpt;
+  sgd.replace(sgd.find("{kind: adamw, lr: 1.0e-2}"), 25, "{kind: sgd, lr: 1.0e-2}");
+  expect_config_error(with_pipeline("pipedream", "nesterov", sgd.c_str()), 11, "momentum");
+  const train::Config ok = train::parse_config(with_pipeline("pipedream", "nesterov"), "test.yaml");
+  EXPECT_EQ(ok.pipeline->async_correction, models::AsyncCorrection::nesterov);
+}
+
+class CorrectedResume : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+// A checkpoint of a corrected run resumes bit for bit, and the correction changes the run.
+TEST_P(CorrectedResume, CheckpointsAndResumeEqualOneRun) {
+  const auto [schedule, correction] = GetParam();
+  TempDir dir;
+  const train::Config config =
+      train::parse_config(with_pipeline(schedule, correction), "test.yaml");
+  train::Session reference(config);
+  const train::TrainSummary all = reference.run();
+  ASSERT_EQ(all.losses.size(), 8u);
+  train::Session uncorrected(train::parse_config(with_pipeline(schedule, "none"), "test.yaml"));
+  EXPECT_NE(uncorrected.run().params_fingerprint, all.params_fingerprint);
+
+  train::Session first(
+      config, train::SessionOptions{
+                  .checkpoint_dir = dir.path(), .checkpoint_every = 3, .checkpoint_keep = 0});
+  const train::TrainSummary a = first.run();
+  ASSERT_EQ(a.checkpoints.size(), 3u);
+  EXPECT_TRUE(bit_identical(a.losses, all.losses));
+  train::Session second(config, train::SessionOptions{.resume = a.checkpoints.front()});
+  EXPECT_EQ(second.first_step(), 3);
+  const train::TrainSummary b = second.run();
+  EXPECT_TRUE(
+      bit_identical(b.losses, std::vector<float>(all.losses.begin() + 3, all.losses.end())));
+  EXPECT_EQ(b.params_fingerprint, all.params_fingerprint);
+}
+
+INSTANTIATE_TEST_SUITE_P(Corrections, CorrectedResume,
+                         ::testing::Values(std::pair{"pipedream", "weight-prediction"},
+                                           std::pair{"pipedream", "nesterov"},
+                                           std::pair{"pipedream-vsync", "weight-prediction"},
+                                           std::pair{"2bw", "nesterov"}),
+                         [](const auto& info) {
+                           std::string name =
+                               std::string(info.param.first) + "_" + info.param.second;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+double mean(const std::vector<float>& v, std::size_t begin, std::size_t end) {
+  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                         v.begin() + static_cast<std::ptrdiff_t>(end), 0.0) /
+         static_cast<double>(end - begin);
+}
+
+class CorrectedPipeDream : public ::testing::TestWithParam<const char*> {};
+
+// Four stages (delays 3, 2, 1, 0) learn the Markov text with each correction.
+TEST_P(CorrectedPipeDream, LossFalls) {
+  const std::string yaml =
+      std::string(R"(model: {name: gpt, layers: 2, d_model: 32, heads: 2, seq_len: 16, vocab: 16}
+data: {kind: markov-text, vocab: 8, samples: 2048, seed: 1}
+train:
+  minibatch: 16
+  steps: 120
+  optimizer: {kind: adamw, lr: 3.0e-3}
+  lr_schedule: {kind: constant, warmup_steps: 10}
+  seed: 0
+  log_every: 1000
+pipeline:
+  schedule: pipedream
+  async_correction: )") +
+      GetParam() +
+      "\n  stages:\n    - {layers: \"0\"}\n    - {layers: \"1\"}\n    - {layers: \"2\"}\n"
+      "    - {layers: \"3-4\"}\n";
+  train::Session trainer(train::parse_config(yaml, "test.yaml"));
+  const train::TrainSummary s = trainer.run();
+  ASSERT_EQ(s.losses.size(), 120u);
+  for (const float l : s.losses) ASSERT_TRUE(std::isfinite(l)) << l;
+  EXPECT_LT(mean(s.losses, 100, 120), 0.75 * mean(s.losses, 0, 10));
+}
+
+INSTANTIATE_TEST_SUITE_P(Corrections, CorrectedPipeDream,
+                         ::testing::Values("none", "weight-prediction", "nesterov"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace tandem::apps
