@@ -102,9 +102,9 @@ INSTANTIATE_TEST_SUITE_P(Corrections, CorrectedResume,
                                            std::pair{"pipedream", "nesterov"},
                                            std::pair{"pipedream-vsync", "weight-prediction"},
                                            std::pair{"2bw", "nesterov"}),
-                         [](const auto& info) {
+                         [](const auto& param_info) {
                            std::string name =
-                               std::string(info.param.first) + "_" + info.param.second;
+                               std::string(param_info.param.first) + "_" + param_info.param.second;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
@@ -144,8 +144,8 @@ pipeline:
 
 INSTANTIATE_TEST_SUITE_P(Corrections, CorrectedPipeDream,
                          ::testing::Values("none", "weight-prediction", "nesterov"),
-                         [](const auto& info) {
-                           std::string name = info.param;
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
