@@ -32,10 +32,10 @@ train:
   log_every: 1
 )";
 
-// Line 9 of the config is "pipeline:", line 11 the correction.
+// Line 10 of the config is "pipeline:", line 12 the correction.
 std::string with_pipeline(const std::string& schedule, const std::string& correction,
                           const char* base = kGpt) {
-  std::string extra = schedule == "2bw" ? "  slices: 2\n" : "  slices: 1\n";
+  std::string extra = schedule == "2bw" ? "  slices: 4\n" : "  slices: 1\n";
   return std::string(base) + "pipeline:\n  schedule: " + schedule +
          "\n  async_correction: " + correction + "\n" + extra +
          "  stages:\n    - {layers: \"0-1\"}\n    - {layers: \"2\"}\n" +
@@ -60,11 +60,11 @@ void expect_config_error(const std::string& yaml, int line, const std::string& w
 }
 
 TEST(AsyncCorrectionConfig, FlushSchedulesAndUnknownNamesAreRefused) {
-  expect_config_error(with_pipeline("1f1b", "weight-prediction"), 11, "1f1b flushes");
-  expect_config_error(with_pipeline("pipedream", "lookahead"), 11, "unknown async correction");
+  expect_config_error(with_pipeline("1f1b", "weight-prediction"), 12, "1f1b flushes");
+  expect_config_error(with_pipeline("pipedream", "lookahead"), 12, "unknown async correction");
   std::string sgd = kGpt;
   sgd.replace(sgd.find("{kind: adamw, lr: 1.0e-2}"), 25, "{kind: sgd, lr: 1.0e-2}");
-  expect_config_error(with_pipeline("pipedream", "nesterov", sgd.c_str()), 11, "momentum");
+  expect_config_error(with_pipeline("pipedream", "nesterov", sgd.c_str()), 12, "momentum");
   const train::Config ok = train::parse_config(with_pipeline("pipedream", "nesterov"), "test.yaml");
   EXPECT_EQ(ok.pipeline->async_correction, models::AsyncCorrection::nesterov);
 }
