@@ -6,7 +6,7 @@
 //
 //   bench_convergence [--steps=N] [--minibatch=B] [--slices=M] [--layers=L] [--d-model=D]
 //                     [--heads=H] [--seq-len=T] [--vocab=V] [--data-vocab=V] [--sharpness=S]
-//                     [--samples=N] [--eval-samples=N] [--lr=X] [--warmup=N]
+//                     [--samples=N] [--eval-samples=N] [--lr=X] [--beta1=X] [--warmup=N]
 //                     [--lr-schedule=constant|cosine] [--seed=N] [--workers=N] [--smooth=N]
 //                     [--target=LOSS | --target-gap=X] [--schedules=a,b,...] [--out=PREFIX]
 //                     [--replay=1]
@@ -82,6 +82,7 @@ struct Options {
   std::int64_t samples = 8192;
   std::int64_t eval_samples = 512;
   double lr = 1.5e-3;
+  double beta1 = 0.9;  // AdamW's momentum
   std::int64_t warmup = 20;
   std::string lr_schedule = "constant";
   std::uint64_t seed = 0;
@@ -142,6 +143,7 @@ Options parse(int argc, char** argv) {
       {"samples", [&](const std::string& v) { o.samples = std::stoll(v); }},
       {"eval-samples", [&](const std::string& v) { o.eval_samples = std::stoll(v); }},
       {"lr", [&](const std::string& v) { o.lr = std::stod(v); }},
+      {"beta1", [&](const std::string& v) { o.beta1 = std::stod(v); }},
       {"warmup", [&](const std::string& v) { o.warmup = std::stoll(v); }},
       {"lr-schedule", [&](const std::string& v) { o.lr_schedule = v; }},
       {"seed", [&](const std::string& v) { o.seed = std::stoull(v); }},
@@ -321,6 +323,7 @@ std::vector<double> replay(const Options& o, const Variant& v, const schedules::
   models::OptimizerSpec os;
   os.kind = "adamw";
   os.lr = o.lr;
+  os.beta1 = o.beta1;
   auto optimizer = models::make_optimizer(os);
   models::ParamSet current = init.clone();
   std::map<std::int64_t, models::ParamSet> versions;  // version k: weights after k updates
@@ -376,6 +379,7 @@ std::vector<double> delayed(const Options& o, const Variant& v, const schedules:
   }
   spec.optimizer.kind = "adamw";
   spec.optimizer.lr = o.lr;
+  spec.optimizer.beta1 = o.beta1;
   spec.correction = v.correction;
   spec.lr_at = [&o](std::int64_t t) { return lr_at(o, t); };
   models::DelayedTrainer trainer(spec, init);
@@ -443,6 +447,7 @@ int run(int argc, char** argv) {
     spec.plan = make_plan(o, v, model.num_layers());
     spec.optimizer.kind = "adamw";
     spec.optimizer.lr = o.lr;
+    spec.optimizer.beta1 = o.beta1;
     spec.seed = o.seed;
     spec.initial_params = init.clone();
     spec.data = actors::dataset_source(text, model, o.minibatch, o.seed);
@@ -602,6 +607,7 @@ int run(int argc, char** argv) {
                    {"slices", o.slices},
                    {"stages", o.stages},
                    {"lr", o.lr},
+                   {"beta1", o.beta1},
                    {"warmup", o.warmup},
                    {"lr_schedule", o.lr_schedule},
                    {"seed", o.seed},
