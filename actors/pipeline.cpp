@@ -10,6 +10,7 @@
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/stage_edges.hpp"
+#include "models/delay_correction.hpp"
 #include "models/executor.hpp"
 #include "schedules/in_place_updates.hpp"
 #include "schedules/pipeline_rules.hpp"
@@ -74,6 +75,15 @@ void check_spec(const PipelineSpec& spec) {
       static_cast<int>(spec.optimizer_states.size()) != params.stages) {
     fail(std::to_string(spec.optimizer_states.size()) + " optimizer states for " +
          std::to_string(params.stages) + " stages");
+  }
+  if (spec.async_correction != models::AsyncCorrection::none &&
+      (params.kind != schedules::ScheduleKind::pipedream &&
+       params.kind != schedules::ScheduleKind::pipedream_vsync &&
+       params.kind != schedules::ScheduleKind::pipedream_2bw)) {
+    fail("async_correction " + std::string(models::async_correction_name(spec.async_correction)) +
+         " applies to schedules pipedream, pipedream-vsync and 2bw only (their gradients are "
+         "stale), not to " +
+         std::string(schedules::to_string(params.kind)));
   }
   if (!spec.older_versions.empty() &&
       static_cast<int>(spec.older_versions.size()) != params.stages) {
@@ -386,7 +396,12 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
   setup.older_versions =
       resumed_versions(spec_, s, schedules::weight_version(p, s, spec_.first_minibatch),
                        setup.first_round, setup.params, device);
-  setup.optimizer = models::make_optimizer(spec_.optimizer);
+  try {
+    setup.optimizer = models::make_optimizer(spec_.optimizer, spec_.async_correction,
+                                             schedules::update_delay(p, s));
+  } catch (const std::invalid_argument& e) {
+    fail("stage " + std::to_string(s) + ": " + e.what());
+  }
   // Buffers (batch norm's running statistics) are updated by their layers, not trained.
   setup.optimizer->attach(*spec_.model);
   if (!spec_.optimizer_states.empty()) {

@@ -19,6 +19,7 @@
 #include "actors/pipeline_progress.hpp"
 #include "actors/stage_actor.hpp"
 #include "actors/stage_event.hpp"
+#include "models/delay_correction.hpp"
 #include "models/executor.hpp"
 #include "models/model.hpp"
 #include "models/optimizer.hpp"
@@ -66,6 +67,9 @@ struct PipelineSpec {
   DataSource data;
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
+  // Asynchronous schedules (pipedream, pipedream-vsync, 2bw): each stage's optimizer corrects
+  // its versions for the stage's delay (schedules::update_delay); refused for the others.
+  models::AsyncCorrection async_correction = models::AsyncCorrection::none;
   // A graph's tensors that skip stages are relayed by the stages in between instead of sent
   // straight to their readers (tensor_edges).
   bool relay_skips = false;

@@ -6,7 +6,7 @@
 //
 //   bench_convergence [--steps=N] [--minibatch=B] [--slices=M] [--layers=L] [--d-model=D]
 //                     [--heads=H] [--seq-len=T] [--vocab=V] [--data-vocab=V] [--sharpness=S]
-//                     [--samples=N] [--eval-samples=N] [--lr=X] [--warmup=N]
+//                     [--samples=N] [--eval-samples=N] [--lr=X] [--beta1=X] [--warmup=N]
 //                     [--lr-schedule=constant|cosine] [--seed=N] [--workers=N] [--smooth=N]
 //                     [--target=LOSS | --target-gap=X] [--schedules=a,b,...] [--out=PREFIX]
 //                     [--replay=1]
@@ -18,6 +18,12 @@
 // runtime's must match it up to float rounding, which tells a runtime bug from staleness. For
 // flush schedules (version b everywhere) the replay is single-device training: a check of the
 // replay itself.
+//
+// Beside the schedules: pipedream-wp and pipedream-nesterov (PipeDream with
+// pipeline.async_correction weight-prediction / nesterov), pipedream-vsync-wp and 2bw-wp; and
+// tau-pipedream, tau-pipedream-wp, tau-pipedream-nesterov: no pipeline, one device with each
+// stage's updates delayed by PipeDream's delays (models::DelayedTrainer), uncorrected and
+// corrected. A corrected schedule's replay is the delay harness with its delays.
 //
 // Prints a table and, last, one BENCH_JSON line (json_line_reporter.hpp's format); writes
 // PREFIX.csv (one row per schedule and step) and PREFIX.json (curves and summary), which
@@ -44,6 +50,8 @@
 #include "actors/pipeline.hpp"
 #include "actors/step_seed.hpp"
 #include "models/data/markov_text.hpp"
+#include "models/delay_correction.hpp"
+#include "models/delayed_training.hpp"
 #include "models/loss.hpp"
 #include "models/model.hpp"
 #include "models/model_spec.hpp"
@@ -74,6 +82,7 @@ struct Options {
   std::int64_t samples = 8192;
   std::int64_t eval_samples = 512;
   double lr = 1.5e-3;
+  double beta1 = 0.9;  // AdamW's momentum
   std::int64_t warmup = 20;
   std::string lr_schedule = "constant";
   std::uint64_t seed = 0;
@@ -94,6 +103,10 @@ struct Variant {
   int slices;
   bool stashing = true;
   bool umpipe_compositions = false;
+  models::AsyncCorrection correction = models::AsyncCorrection::none;
+  // Not a pipeline: one device with each stage's updates delayed as `kind` delays them
+  // (models::DelayedTrainer, delays schedules::update_delay).
+  bool harness = false;
 };
 
 struct Curve {
@@ -130,6 +143,7 @@ Options parse(int argc, char** argv) {
       {"samples", [&](const std::string& v) { o.samples = std::stoll(v); }},
       {"eval-samples", [&](const std::string& v) { o.eval_samples = std::stoll(v); }},
       {"lr", [&](const std::string& v) { o.lr = std::stod(v); }},
+      {"beta1", [&](const std::string& v) { o.beta1 = std::stod(v); }},
       {"warmup", [&](const std::string& v) { o.warmup = std::stoll(v); }},
       {"lr-schedule", [&](const std::string& v) { o.lr_schedule = v; }},
       {"seed", [&](const std::string& v) { o.seed = std::stoull(v); }},
@@ -173,6 +187,9 @@ Options parse(int argc, char** argv) {
 
 std::vector<Variant> variants(const Options& o) {
   const int p = o.stages, m = o.slices;
+  constexpr auto kNone = models::AsyncCorrection::none;
+  constexpr auto kPredict = models::AsyncCorrection::weight_prediction;
+  constexpr auto kNesterov = models::AsyncCorrection::nesterov;
   std::vector<Variant> all = {
       {"single-device", ScheduleKind::gpipe, 1, 1},
       {"gpipe", ScheduleKind::gpipe, p, m},
@@ -182,6 +199,13 @@ std::vector<Variant> variants(const Options& o) {
       {"pipedream-vsync", ScheduleKind::pipedream_vsync, p, 1},
       {"2bw", ScheduleKind::pipedream_2bw, p, m},
       {"umpipe", ScheduleKind::umpipe, p, m, true, true},
+      {"pipedream-wp", ScheduleKind::pipedream, p, 1, true, false, kPredict},
+      {"pipedream-nesterov", ScheduleKind::pipedream, p, 1, true, false, kNesterov},
+      {"pipedream-vsync-wp", ScheduleKind::pipedream_vsync, p, 1, true, false, kPredict},
+      {"2bw-wp", ScheduleKind::pipedream_2bw, p, m, true, false, kPredict},
+      {"tau-pipedream", ScheduleKind::pipedream, p, 1, true, false, kNone, true},
+      {"tau-pipedream-wp", ScheduleKind::pipedream, p, 1, true, false, kPredict, true},
+      {"tau-pipedream-nesterov", ScheduleKind::pipedream, p, 1, true, false, kNesterov, true},
   };
   if (o.only.empty()) return all;
   std::vector<Variant> out;
@@ -299,6 +323,7 @@ std::vector<double> replay(const Options& o, const Variant& v, const schedules::
   models::OptimizerSpec os;
   os.kind = "adamw";
   os.lr = o.lr;
+  os.beta1 = o.beta1;
   auto optimizer = models::make_optimizer(os);
   models::ParamSet current = init.clone();
   std::map<std::int64_t, models::ParamSet> versions;  // version k: weights after k updates
@@ -336,6 +361,37 @@ std::vector<double> replay(const Options& o, const Variant& v, const schedules::
     // Versions no later minibatch uses (the oldest any stage takes is b + 1 - (p - 1)).
     while (versions.begin()->first < b + 1 - (sp.stages - 1)) versions.erase(versions.begin());
   }
+  return losses;
+}
+
+// The losses of one-device training with each stage's updates delayed as the schedule of `v`
+// delays them (schedules::update_delay), corrected as `v` says, on the same minibatches: what
+// the delays alone cost. For an asynchronous schedule with stashing this is also its replay.
+std::vector<double> delayed(const Options& o, const Variant& v, const schedules::Plan& plan,
+                            const models::Model& model, const models::ParamSet& init,
+                            const actors::DataSource& data, models::ParamSet* final_params) {
+  models::DelayedTrainingSpec spec;
+  spec.model = &model;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const auto& r = plan.stages[s].layers;
+    spec.stages.push_back(
+        {r.begin, r.end, schedules::update_delay(plan.schedule, static_cast<int>(s))});
+  }
+  spec.optimizer.kind = "adamw";
+  spec.optimizer.lr = o.lr;
+  spec.optimizer.beta1 = o.beta1;
+  spec.correction = v.correction;
+  spec.lr_at = [&o](std::int64_t t) { return lr_at(o, t); };
+  models::DelayedTrainer trainer(spec, init);
+  std::vector<double> losses;
+  for (std::int64_t b = 0; b < o.steps; ++b) {
+    const actors::MinibatchData d = data(b);
+    const std::int64_t n = d.samples();
+    const Tensor x = d.rows({0, n}, false).reshape(model.input_shape(n));
+    const Tensor y = d.rows({0, n}, true).reshape(model.target_shape(n));
+    losses.push_back(trainer.step(x, y, actors::step_seed(o.seed, b)).loss);
+  }
+  if (final_params != nullptr) *final_params = trainer.params();
   return losses;
 }
 
@@ -391,10 +447,12 @@ int run(int argc, char** argv) {
     spec.plan = make_plan(o, v, model.num_layers());
     spec.optimizer.kind = "adamw";
     spec.optimizer.lr = o.lr;
+    spec.optimizer.beta1 = o.beta1;
     spec.seed = o.seed;
     spec.initial_params = init.clone();
     spec.data = actors::dataset_source(text, model, o.minibatch, o.seed);
     spec.weight_stashing = v.stashing;
+    spec.async_correction = v.correction;
     spec.lr_at = [&o](std::int64_t round) { return lr_at(o, round); };
     Clock::time_point start;
     // The coordinator calls this on its own thread; run() joins it before the vector is read.
@@ -405,12 +463,19 @@ int run(int argc, char** argv) {
       }
     };
     try {
-      actors::Pipeline pipeline(std::move(spec), make_work_sharing({.workers = o.workers}));
-      start = Clock::now();
-      const actors::PipelineResult r = pipeline.run();
-      c.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      c.losses = r.losses;
-      c.params = pipeline.params();
+      if (v.harness) {
+        // Its seconds are not a schedule's: the curve is for steps only.
+        start = Clock::now();
+        c.losses = delayed(o, v, spec.plan, model, init, spec.data, &c.params);
+        c.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      } else {
+        actors::Pipeline pipeline(std::move(spec), make_work_sharing({.workers = o.workers}));
+        start = Clock::now();
+        const actors::PipelineResult r = pipeline.run();
+        c.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        c.losses = r.losses;
+        c.params = pipeline.params();
+      }
     } catch (const std::exception& e) {
       c.error = e.what();
       std::printf("  %-18s FAILED: %s\n", v.name.c_str(), e.what());
@@ -426,9 +491,13 @@ int run(int argc, char** argv) {
         }
       }
       std::tie(c.eval_loss, c.eval_accuracy) = evaluate(model, c.params, eval, o.minibatch);
-      if (o.replay && v.stages > 1) {
-        c.replay = replay(o, v, make_plan(o, v, model.num_layers()), model, init,
-                          actors::dataset_source(text, model, o.minibatch, o.seed));
+      if (o.replay && v.stages > 1 && !v.harness) {
+        // A corrected schedule's semantics are the delay harness's with its delays.
+        const schedules::Plan plan = make_plan(o, v, model.num_layers());
+        const actors::DataSource data = actors::dataset_source(text, model, o.minibatch, o.seed);
+        c.replay = v.correction == models::AsyncCorrection::none
+                       ? replay(o, v, plan, model, init, data)
+                       : delayed(o, v, plan, model, init, data, nullptr);
       }
       std::printf("  %-18s %7.2f s  final %.4f  eval %.4f\n", v.name.c_str(), c.total_seconds,
                   c.smoothed.back(), c.eval_loss);
@@ -538,6 +607,7 @@ int run(int argc, char** argv) {
                    {"slices", o.slices},
                    {"stages", o.stages},
                    {"lr", o.lr},
+                   {"beta1", o.beta1},
                    {"warmup", o.warmup},
                    {"lr_schedule", o.lr_schedule},
                    {"seed", o.seed},

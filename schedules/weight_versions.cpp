@@ -25,6 +25,19 @@ std::int64_t weight_version(const ScheduleParams& params, int stage, std::int64_
   }
 }
 
+int update_delay(const ScheduleParams& params, int stage) {
+  switch (params.kind) {
+    case ScheduleKind::pipedream:
+      return warmup(params, stage);
+    case ScheduleKind::pipedream_vsync:
+      return params.stages - 1;
+    case ScheduleKind::pipedream_2bw:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 int versions_kept(const ScheduleParams& params, int stage) {
   switch (params.kind) {
     case ScheduleKind::pipedream:

@@ -17,6 +17,11 @@ int warmup(const ScheduleParams& params, int stage);
 // Vertical sync: max(0, b - (p - 1)). 2BW: max(0, t - 1).
 std::int64_t weight_version(const ScheduleParams& params, int stage, std::int64_t minibatch);
 
+// How many updates stale the weights are that a gradient of `stage` is computed with: the
+// delay a delay correction predicts across (models/delay_correction.hpp). PipeDream: w_s
+// (warmup); vertical sync: p - 1; 2BW: 1; flush schedules: 0.
+int update_delay(const ScheduleParams& params, int stage);
+
 // The most versions `stage` holds at once: each version lives from its STEP to its last use,
 // the newest one always. Flush: 1; PipeDream: w_s + 1; 2BW: 2; vertical sync: p, because a
 // stage publishes a version p - 1 - w_s minibatches before its first use.

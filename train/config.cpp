@@ -15,6 +15,7 @@
 #include <span>
 #include <sstream>
 
+#include "models/delay_correction.hpp"
 #include "models/graph_builder.hpp"
 #include "models/model.hpp"
 #include "planner/cluster.hpp"
@@ -1257,6 +1258,20 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
                            " layers; the model has " + std::to_string(num_layers));
     }
   }
+  if (m.has("async_correction")) {
+    try {
+      p.async_correction = models::parse_async_correction(m.get<std::string>("async_correction"));
+    } catch (const std::invalid_argument& e) {
+      m.fail("async_correction", e.what());
+    }
+    if (p.async_correction != models::AsyncCorrection::none && p.schedule != "pipedream" &&
+        p.schedule != "pipedream-vsync" && p.schedule != "2bw") {
+      m.fail("async_correction",
+             "applies to schedules pipedream, pipedream-vsync and 2bw only (their gradients are "
+             "stale); schedule " +
+                 p.schedule + " flushes");
+    }
+  }
   m.finish();
   // Whatever the schedule itself refuses (2BW with fewer slices than stages, replicas under a
   // schedule without data parallelism, ...), at the section it comes from.
@@ -1404,6 +1419,13 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   if (auto p = top.find_map("pipeline")) {
     c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model, machine, c.where,
                                c.schedule_ranking);
+    if (c.pipeline->async_correction != models::AsyncCorrection::none) {
+      try {
+        (void)models::make_optimizer(c.train.optimizer, c.pipeline->async_correction, 1);
+      } catch (const std::invalid_argument& e) {
+        p->fail("async_correction", e.what());
+      }
+    }
   }
   check_sim_nodes(c);
   if (c.pipeline && c.train.accumulate > 1 &&

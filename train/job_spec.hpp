@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/data/data_spec.hpp"
+#include "models/delay_correction.hpp"
 #include "models/executor.hpp"
 #include "models/model_spec.hpp"
 #include "models/optimizer.hpp"
@@ -84,6 +85,8 @@ struct PipelineLayout {
   // A graph's tensors that skip stages: sent straight to the stages that read them, or relayed
   // by every stage in between (for links that join neighbours only, and to compare).
   bool relay_skips = false;
+  // Asynchronous schedules only: how each stage corrects its weights for its gradients' delay.
+  models::AsyncCorrection async_correction = models::AsyncCorrection::none;
   std::vector<StageSpec> stages;
 };
 

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "models/delay_correction.hpp"
 #include "models/optimizer.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/schedule_kind.hpp"
@@ -145,7 +146,10 @@ ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& 
   check_position(path, ck, job, plan, steps);
   check_covers_model(path, ck.plan, model);
   const Reshard reshard = plan_reshard(manifest, plan, model.num_layers());
-  const auto optimizer = models::make_optimizer(job.train.optimizer);
+  // A corrected run's state holds its master weights too; the delay does not change the check.
+  const auto optimizer = models::make_optimizer(
+      job.train.optimizer,
+      job.pipeline ? job.pipeline->async_correction : models::AsyncCorrection::none, 0);
   // Its state has no entries for the model's buffers: check_state must know which they are.
   optimizer->attach(model);
   const std::set<int> stages = stages_needed(plan, needs_stage);

@@ -7,6 +7,7 @@
 
 #include "actors/dataset_source.hpp"
 #include "models/data/markov_text.hpp"
+#include "models/delay_correction.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "train/eval_snapshots.hpp"
 #include "train/job_checkpoint.hpp"
@@ -108,6 +109,13 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
     (void)models::make_optimizer(job_.train.optimizer);
   } catch (const std::invalid_argument& e) {
     throw JobError("train.optimizer", e.what());
+  }
+  if (job_.pipeline && job_.pipeline->async_correction != models::AsyncCorrection::none) {
+    try {
+      (void)models::make_optimizer(job_.train.optimizer, job_.pipeline->async_correction, 1);
+    } catch (const std::invalid_argument& e) {
+      throw JobError("pipeline.async_correction", e.what());
+    }
   }
   if (!options_.resume) {
     params_ = initial_params();
@@ -240,6 +248,7 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   if (job_.pipeline) {
     spec.matmul_precision = job_.pipeline->precision;
     spec.relay_skips = job_.pipeline->relay_skips;
+    spec.async_correction = job_.pipeline->async_correction;
   }
   spec.initial_params = params_;
   spec.first_minibatch = at;

@@ -36,6 +36,22 @@ TEST(ScheduleWeightVersions, GoldenStraightPipeline) {
   for (int s = 0; s < 4; ++s) EXPECT_EQ(weight_version(vs, s, 5), 2) << s;
 }
 
+// The delay a correction predicts across: a late minibatch b's version is b - update_delay.
+TEST(ScheduleWeightVersions, UpdateDelayIsTheStalenessOfALateMinibatch) {
+  for (const ScheduleKind kind :
+       {ScheduleKind::pipedream, ScheduleKind::pipedream_vsync, ScheduleKind::pipedream_2bw,
+        ScheduleKind::one_f_one_b, ScheduleKind::gpipe}) {
+    const auto sp = straight(kind, 4);
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(weight_version(sp, s, 20), 20 - update_delay(sp, s)) << to_string(kind) << s;
+    }
+  }
+  EXPECT_EQ(update_delay(straight(ScheduleKind::pipedream, 4), 0), 3);
+  EXPECT_EQ(update_delay(straight(ScheduleKind::pipedream_vsync, 4), 3), 3);
+  EXPECT_EQ(update_delay(straight(ScheduleKind::pipedream_2bw, 4), 0), 1);
+  EXPECT_EQ(update_delay(straight(ScheduleKind::one_f_one_b, 4), 0), 0);
+}
+
 TEST(ScheduleWeightVersions, UnevenReplication) {
   auto sp = straight(ScheduleKind::pipedream, 3);
   sp.replicas = {2, 1, 1};
