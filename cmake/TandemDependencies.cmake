@@ -21,6 +21,21 @@ if(NOT DEFINED BLA_VENDOR)
   set(BLA_VENDOR OpenBLAS)
 endif()
 find_package(BLAS REQUIRED)
+# oneDNN (libdnnl-dev): the CPU kernels' bf16 matrix products. Debian's build threads through
+# OpenMP (libgomp), so the kernels also set libgomp's per-thread team size (bf16_gemm.cpp);
+# link the same runtime oneDNN loads, never a second one. Debian's dnnl-config.cmake also finds
+# OpenCL (its GPU runtime), hence ocl-icd-opencl-dev in scripts/setup.
+find_package(dnnl CONFIG QUIET)
+if(NOT dnnl_FOUND OR NOT TARGET DNNL::dnnl)
+  message(FATAL_ERROR "Tandem needs oneDNN (the CMake package 'dnnl' with the target "
+    "'DNNL::dnnl'), which was not found: install libdnnl-dev and ocl-icd-opencl-dev (scripts/setup does), or set "
+    "dnnl_DIR to the directory that holds dnnl-config.cmake")
+endif()
+find_library(TANDEM_GOMP_LIBRARY NAMES gomp libgomp.so.1)
+if(NOT TANDEM_GOMP_LIBRARY)
+  message(FATAL_ERROR "Tandem needs libgomp (the OpenMP runtime that Debian's oneDNN uses) "
+    "for the CPU bf16 GEMM's thread control, which was not found: install libgomp1")
+endif()
 if(TANDEM_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
