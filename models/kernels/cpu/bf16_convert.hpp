@@ -1,0 +1,17 @@
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.hpp"
+
+namespace tandem::models::cpu {
+
+// y[i] = x[i] rounded to bf16, to nearest with ties to even (as BFloat16::from_float): NaN stays
+// a (quiet) NaN, infinities stay infinite, and finite values above bf16's largest round to
+// infinity. Vectorised, and parallel over large n.
+void to_bf16(const float* x, BFloat16* y, std::int64_t n);
+
+// y[i] = x[i] widened to f32 (exact).
+void from_bf16(const BFloat16* x, float* y, std::int64_t n);
+
+}  // namespace tandem::models::cpu
