@@ -1,5 +1,6 @@
 #include "models/kernels/cpu/bf16_convert.hpp"
 
+#include <algorithm>
 #include <bit>
 
 #include "models/kernels/cpu/threading.hpp"
@@ -31,6 +32,15 @@ void from_bf16_range(const BFloat16* x, float* y, std::int64_t n) {
 void to_bf16(const float* x, BFloat16* y, std::int64_t n) {
   parallel_for(n, kElementGrain,
                [&](std::int64_t i0, std::int64_t i1) { to_bf16_range(x + i0, y + i0, i1 - i0); });
+}
+
+void to_bf16_rows(const float* x, std::int64_t ldx, BFloat16* y, std::int64_t ldy,
+                  std::int64_t rows, std::int64_t cols) {
+  if (cols <= 0) return;
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementGrain / cols);
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) to_bf16_range(x + r * ldx, y + r * ldy, cols);
+  });
 }
 
 void from_bf16(const BFloat16* x, float* y, std::int64_t n) {

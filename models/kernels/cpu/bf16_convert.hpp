@@ -11,6 +11,11 @@ namespace tandem::models::cpu {
 // infinity. Vectorised, and parallel over large n.
 void to_bf16(const float* x, BFloat16* y, std::int64_t n);
 
+// The same over the rows of a row-major [rows, cols] matrix: y[r * ldy + c] = bf16(x[r * ldx +
+// c]) (packing a strided operand).
+void to_bf16_rows(const float* x, std::int64_t ldx, BFloat16* y, std::int64_t ldy,
+                  std::int64_t rows, std::int64_t cols);
+
 // y[i] = x[i] widened to f32 (exact).
 void from_bf16(const BFloat16* x, float* y, std::int64_t n);
 
