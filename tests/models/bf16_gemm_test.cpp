@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "models/kernels/cpu/bf16_convert.hpp"
 #include "models/kernels/cpu/gemm.hpp"
 #include "models/kernels/cpu/threading.hpp"
+#include "models/kernels/kernels.hpp"
 
 namespace tandem::models::testing {
 namespace {
@@ -161,6 +163,22 @@ TEST(Bf16Gemm, RunsANonReferenceImplementation) {
           << impl << (ta ? " A^T" : "") << (tb ? " B^T" : "");
       RecordProperty(std::string("impl") + (ta ? "_at" : "") + (tb ? "_bt" : ""), impl);
     }
+}
+
+TEST(Bf16Gemm, KernelsRoundAStridedOrTransposed) {
+  // Kernels::gemm_bf16 packs a padded f32 A into bf16 itself: the same as rounding it first.
+  if (!cpu::bf16_gemm_native()) GTEST_SKIP() << "no AVX512-BF16 or AMX on this CPU";
+  const std::unique_ptr<Kernels> k16 = make_cpu_kernels(true);
+  const std::int64_t m = 19, n = 23, k = 37, pad = 5;
+  for (const bool ta : {false, true}) {
+    const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + pad;
+    const std::vector<float> a32 = random_floats(a_rows * lda, 6);
+    const std::vector<BFloat16> a16 = rounded(a32), b16 = rounded(random_floats(k * n, 7));
+    std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
+    cpu::bf16_gemm(ta, false, m, n, k, 1.0f, a16.data(), lda, b16.data(), n, 0.0f, want.data(), n);
+    k16->gemm_bf16(ta, false, m, n, k, 1.0f, a32.data(), lda, b16.data(), n, 0.0f, got.data(), n);
+    EXPECT_EQ(got, want) << (ta ? "A^T" : "A");
+  }
 }
 
 float from_bits(std::uint32_t u) {
