@@ -44,16 +44,16 @@ class OmpThreads {
   int saved_;
 };
 
-struct Shape {
+struct GemmShape {
   bool trans_a, trans_b;
   std::int64_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
   int threads;
-  bool operator==(const Shape&) const = default;
+  bool operator==(const GemmShape&) const = default;
 };
 
-struct ShapeHash {
-  std::size_t operator()(const Shape& s) const {
+struct GemmShapeHash {
+  std::size_t operator()(const GemmShape& s) const {
     std::size_t h = std::hash<std::int64_t>{}(s.m);
     const auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     for (const std::int64_t v : {s.n, s.k, s.lda, s.ldb, s.ldc}) mix(std::hash<std::int64_t>{}(v));
@@ -75,12 +75,12 @@ dnnl::engine& engine() {
   return e;
 }
 
-std::string describe(const Shape& s) {
+std::string describe(const GemmShape& s) {
   return "[" + std::to_string(s.m) + " x " + std::to_string(s.k) + "] x [" + std::to_string(s.k) +
          " x " + std::to_string(s.n) + "]" + (s.trans_a ? " A^T" : "") + (s.trans_b ? " B^T" : "");
 }
 
-std::shared_ptr<const Primitive> make_primitive(const Shape& s) {
+std::shared_ptr<const Primitive> make_primitive(const GemmShape& s) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // Strides give the transposes and leading dimensions, so no operand is ever copied.
@@ -110,9 +110,9 @@ std::shared_ptr<const Primitive> make_primitive(const Shape& s) {
 
 // Primitives by shape, made once: making one costs far more than a small product. Entries are
 // never evicted (a model has few distinct shapes).
-std::shared_ptr<const Primitive> primitive_for(const Shape& s) {
+std::shared_ptr<const Primitive> primitive_for(const GemmShape& s) {
   static std::mutex mutex;
-  static std::unordered_map<Shape, std::shared_ptr<const Primitive>, ShapeHash> cache;
+  static std::unordered_map<GemmShape, std::shared_ptr<const Primitive>, GemmShapeHash> cache;
   {
     const std::lock_guard lock(mutex);
     if (const auto it = cache.find(s); it != cache.end()) return it->second;
@@ -123,7 +123,7 @@ std::shared_ptr<const Primitive> primitive_for(const Shape& s) {
   return cache.try_emplace(s, std::move(made)).first->second;
 }
 
-void run(const Shape& s, const BFloat16* a, const BFloat16* b, float* c) {
+void run(const GemmShape& s, const BFloat16* a, const BFloat16* b, float* c) {
   const OmpThreads team(s.threads);
   try {
     const std::shared_ptr<const Primitive> p = primitive_for(s);
@@ -180,12 +180,12 @@ void bf16_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
     return;
   }
   init_threading();
-  const Shape whole{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, 1};
+  const GemmShape whole{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, 1};
   const int workers = num_threads();
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   if (gemm_threading() == GemmThreading::blas_threads) {
-    Shape s = whole;
+    GemmShape s = whole;
     s.threads = workers;
     run(s, a, b, c);
     return;
@@ -206,7 +206,7 @@ void bf16_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
         const std::int64_t begin = std::min(extent, units * p / parts * kTileAlign);
         const std::int64_t end = std::min(extent, units * (p + 1) / parts * kTileAlign);
         if (begin >= end) return;
-        Shape s = whole;
+        GemmShape s = whole;
         if (split_m) {
           s.m = end - begin;
           run(s, trans_a ? a + begin : a + begin * lda, b, c + begin * ldc);
@@ -220,7 +220,7 @@ void bf16_gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 std::string bf16_gemm_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
                            std::int64_t k) {
-  const Shape s{trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n, 1.0f, 0.0f, 1};
+  const GemmShape s{trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n, 1.0f, 0.0f, 1};
   try {
     const OmpThreads team(1);
     return primitive_for(s)->impl;
