@@ -21,6 +21,28 @@ if(NOT DEFINED BLA_VENDOR)
   set(BLA_VENDOR OpenBLAS)
 endif()
 find_package(BLAS REQUIRED)
+# oneDNN (libdnnl-dev): the CPU kernels' bf16 matrix products. Debian's build threads through
+# OpenMP (libgomp), so the kernels also set libgomp's per-thread team size (bf16_gemm.cpp);
+# link the same runtime oneDNN loads, never a second one. Debian's dnnl-config.cmake also finds
+# OpenCL (its GPU runtime), hence ocl-icd-opencl-dev in scripts/setup; without it that config
+# stops configure with a bare "Could NOT find OpenCL", so it is looked for first.
+find_package(OpenCL QUIET)
+if(NOT OpenCL_FOUND)
+  message(FATAL_ERROR "Tandem needs the OpenCL development files, which Debian's oneDNN CMake "
+    "package (libdnnl-dev, for the CPU bf16 GEMMs) requires, and they were not found: install "
+    "ocl-icd-opencl-dev (scripts/setup does)")
+endif()
+find_package(dnnl CONFIG QUIET)
+if(NOT dnnl_FOUND OR NOT TARGET DNNL::dnnl)
+  message(FATAL_ERROR "Tandem needs oneDNN (the CMake package 'dnnl' with the target "
+    "'DNNL::dnnl'), which was not found: install libdnnl-dev (scripts/setup does), or set "
+    "dnnl_DIR to the directory that holds dnnl-config.cmake")
+endif()
+find_library(TANDEM_GOMP_LIBRARY NAMES gomp libgomp.so.1)
+if(NOT TANDEM_GOMP_LIBRARY)
+  message(FATAL_ERROR "Tandem needs libgomp (the OpenMP runtime that Debian's oneDNN uses) "
+    "for the CPU bf16 GEMM's thread control, which was not found: install libgomp1")
+endif()
 if(TANDEM_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

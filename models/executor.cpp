@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "models/kernels/cpu/bf16_gemm.hpp"
+#include "models/kernels/kernels.hpp"
 #include "models/sim_clock.hpp"
 #include "runtime/stream.hpp"
 
@@ -23,13 +25,19 @@ namespace {
 
 class CpuExecutor final : public Executor {
  public:
-  explicit CpuExecutor(int threads) {
+  CpuExecutor(int threads, MatmulPrecision precision) {
     if (threads > 0) arena_.emplace(threads);
+    // bf16 products where the CPU has bf16 instructions (emulated ones would be slower than
+    // f32); elsewhere f32, said once per process. tf32 has no CPU counterpart: f32.
+    if (precision == MatmulPrecision::bf16 && cpu::bf16_gemm_native_or_warn()) {
+      kernels_ = make_cpu_kernels(true);
+    }
   }
   Device device() const override { return Device::cpu(); }
   bool uses_memory_after_return() const override { return false; }
   Completion run(Context ctx, const std::function<void(const Context&)>& work) override {
     ctx.sim_clock = nullptr;
+    if (kernels_) ctx.kernels = kernels_.get();
     const auto start = std::chrono::steady_clock::now();
     // Kernels split their loops over the arena's threads: with several stages computing at
     // once, each keeps to its share instead of all contending for every core.
@@ -51,6 +59,7 @@ class CpuExecutor final : public Executor {
 
  private:
   std::optional<tbb::task_arena> arena_;
+  std::unique_ptr<Kernels> kernels_;  // bf16 products; null: cpu_kernels()
 };
 
 class SimExecutor final : public Executor {
@@ -235,7 +244,7 @@ MatmulPrecision parse_matmul_precision(std::string_view text) {
 
 std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs, int cpu_threads,
                                         MatmulPrecision precision) {
-  if (device.is_cpu()) return std::make_unique<CpuExecutor>(cpu_threads);
+  if (device.is_cpu()) return std::make_unique<CpuExecutor>(cpu_threads, precision);
   if (device.is_sim()) return std::make_unique<SimExecutor>(sim_costs);
 #if TANDEM_HAVE_CUDA
   if (device.is_cuda()) {

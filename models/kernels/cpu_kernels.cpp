@@ -7,9 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/kernels/cpu/attention.hpp"
 #include "models/kernels/cpu/batch_norm.hpp"
+#include "models/kernels/cpu/bf16_convert.hpp"
+#include "models/kernels/cpu/bf16_gemm.hpp"
+#include "models/kernels/cpu/bf16_weight_cache.hpp"
 #include "models/kernels/cpu/conv.hpp"
 #include "models/kernels/cpu/dropout.hpp"
 #include "models/kernels/cpu/elementwise.hpp"
@@ -30,9 +34,60 @@ std::int64_t row_grain(std::int64_t cols) {
   return std::max<std::int64_t>(1, cpu::kElementGrain / std::max<std::int64_t>(1, cols));
 }
 
+// Operands rounded to bf16 on the fly, in a buffer per thread that grows to the largest seen.
+// A nested call on the same thread (a parallel loop's worker picking up another product while
+// it waits) gets a buffer of its own instead.
+class Bf16Scratch {
+ public:
+  explicit Bf16Scratch(std::size_t n) {
+    if (in_use_) {
+      own_.resize(n);
+      data_ = own_.data();
+      return;
+    }
+    if (shared_.size() < n) shared_.resize(n);
+    in_use_ = true;
+    held_ = true;
+    data_ = shared_.data();
+  }
+  ~Bf16Scratch() {
+    if (held_) in_use_ = false;
+  }
+  Bf16Scratch(const Bf16Scratch&) = delete;
+  Bf16Scratch& operator=(const Bf16Scratch&) = delete;
+  BFloat16* data() const { return data_; }
+
+ private:
+  static thread_local std::vector<BFloat16> shared_;
+  static thread_local bool in_use_;
+  std::vector<BFloat16> own_;
+  BFloat16* data_ = nullptr;
+  bool held_ = false;
+};
+thread_local std::vector<BFloat16> Bf16Scratch::shared_;
+thread_local bool Bf16Scratch::in_use_ = false;
+
 class CpuKernels final : public Kernels {
  public:
+  explicit CpuKernels(bool bf16_products = false) : bf16_products_(bf16_products) {}
+
   Device device() const override { return Device::cpu(); }
+
+  bool bf16_products() const override { return bf16_products_; }
+  Tensor bf16_copy(const Tensor& w) const override { return weights_bf16_.get(w); }
+  void drop_bf16_copy(const Tensor& w) const override { weights_bf16_.drop(w); }
+  void to_bf16(const float* x, BFloat16* y, std::int64_t n) const override {
+    cpu::to_bf16(x, y, n);
+  }
+  void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 float alpha, const float* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                 float beta, float* c, std::int64_t ldc) const override {
+    // A packed as stored ([m, k], or [k, m] when transposed), without its padding.
+    const std::int64_t rows = trans_a ? k : m, cols = trans_a ? m : k;
+    const Bf16Scratch a16(static_cast<std::size_t>(std::max<std::int64_t>(0, rows * cols)));
+    cpu::to_bf16_rows(a, lda, a16.data(), cols, rows, cols);
+    cpu::bf16_gemm(trans_a, trans_b, m, n, k, alpha, a16.data(), cols, b, ldb, beta, c, ldc);
+  }
 
   Tensor empty(const Shape& shape, DType dtype) const override {
     return Tensor::empty(shape, dtype, Device::cpu());
@@ -297,6 +352,10 @@ class CpuKernels final : public Kernels {
       }
     });
   }
+
+ private:
+  bool bf16_products_;
+  mutable cpu::Bf16WeightCache weights_bf16_;
 };
 
 }  // namespace
@@ -304,6 +363,10 @@ class CpuKernels final : public Kernels {
 const Kernels& cpu_kernels() {
   static const CpuKernels kernels;
   return kernels;
+}
+
+std::unique_ptr<Kernels> make_cpu_kernels(bool bf16_products) {
+  return std::make_unique<CpuKernels>(bf16_products);
 }
 
 }  // namespace tandem::models

@@ -1,6 +1,6 @@
 // The defaults of Kernels' optional methods: a device without fused attention says so, and its
 // fused methods refuse to run (a layer asks fused_attention() first); a device that computes
-// its losses inline has no loss kernels.
+// its losses inline has no loss kernels; a device without bf16 products refuses those.
 #include "models/kernels/kernels.hpp"
 
 #include <stdexcept>
@@ -19,7 +19,32 @@ namespace {
                          " has no loss kernels (its losses are computed inline)");
 }
 
+[[noreturn]] void no_bf16_products(const Kernels& k, const char* what) {
+  throw std::logic_error(std::string(what) + ": device " + k.device().str() +
+                         " has no bf16 products (ask bf16_products() first)");
+}
+
 }  // namespace
+
+bool Kernels::bf16_products() const {
+  return false;
+}
+
+Tensor Kernels::bf16_copy(const Tensor&) const {
+  no_bf16_products(*this, "bf16_copy");
+}
+
+void Kernels::drop_bf16_copy(const Tensor&) const {}
+
+void Kernels::to_bf16(const float*, BFloat16*, std::int64_t) const {
+  no_bf16_products(*this, "to_bf16");
+}
+
+void Kernels::gemm_bf16(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                        std::int64_t, const BFloat16*, std::int64_t, float, float*,
+                        std::int64_t) const {
+  no_bf16_products(*this, "gemm_bf16");
+}
 
 void Kernels::cross_entropy_loss(const float*, const std::int32_t*, std::int64_t, std::int64_t,
                                  float*, float, CrossEntropySums*) const {

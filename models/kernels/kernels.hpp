@@ -14,6 +14,7 @@
 // The methods mirror models/kernels/cpu/*.hpp, whose comments define their semantics; the
 // CUDA twins in models/kernels/cuda/ take the same arguments plus a stream.
 #include <cstdint>
+#include <memory>
 
 #include "models/kernels/cpu/activation.hpp"
 #include "models/kernels/cpu/conv.hpp"
@@ -66,6 +67,23 @@ class Kernels {
   virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                     float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                     float beta, float* c, std::int64_t ldc) const = 0;
+
+  // --- bf16 products (cpu/bf16_gemm.hpp): cpu executors at MatmulPrecision::bf16, where the
+  // CPU has native bf16 (models/executor.hpp). A layer asks bf16_products() first; the other
+  // devices say no (cuda rounds inside gemm) and their bf16 methods throw std::logic_error. ---
+  virtual bool bf16_products() const;
+  // A bf16 copy of the f32 weight `w` on device(), made once per version of w's storage and
+  // kept while that version lives (cpu/bf16_weight_cache.hpp, which also says when a caller
+  // must drop_bf16_copy() a weight it wrote in place).
+  virtual Tensor bf16_copy(const Tensor& w) const;
+  virtual void drop_bf16_copy(const Tensor& w) const;
+  // y[i] = x[i] rounded to bf16, to nearest even (cpu/bf16_convert.hpp).
+  virtual void to_bf16(const float* x, BFloat16* y, std::int64_t n) const;
+  // gemm with A rounded to bf16 here and B already bf16: products of bf16 operands accumulated
+  // in f32, into f32 C.
+  virtual void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                         float alpha, const float* a, std::int64_t lda, const BFloat16* b,
+                         std::int64_t ldb, float beta, float* c, std::int64_t ldc) const;
 
   // --- activations and reductions (activation.hpp, reduce.hpp) ---
   virtual void bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,
@@ -204,5 +222,9 @@ class Kernels {
 
 // The CPU's kernels (models/kernels/cpu/), for every Context that names no other.
 const Kernels& cpu_kernels();
+// CPU kernels of their own, whose bf16_products() is `bf16_products` (with a weight cache of
+// their own): for a cpu executor at MatmulPrecision::bf16. They use bf16 instructions whatever
+// the CPU has; the executor asks cpu::bf16_gemm_native() first.
+std::unique_ptr<Kernels> make_cpu_kernels(bool bf16_products);
 
 }  // namespace tandem::models

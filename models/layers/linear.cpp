@@ -6,6 +6,57 @@
 #include "models/detail/linear_ops.hpp"
 
 namespace tandem::models {
+namespace {
+
+// The three products, at bf16 precision where the kernels ask for it (Kernels::bf16_products:
+// operands rounded to bf16, the weight through its cached copy; f32 accumulation and outputs).
+
+const BFloat16* bf16_ptr(const Tensor& t) {
+  return static_cast<const BFloat16*>(t.raw_data());
+}
+
+void forward_product(const Kernels& k, const Tensor& x, std::int64_t rows, std::int64_t in,
+                     const Tensor& w, const float* b, std::int64_t out, cpu::Activation act,
+                     Tensor& y, Tensor& pre) {
+  float* pre_ptr = pre.defined() ? detail::ptr(pre) : nullptr;
+  if (k.bf16_products()) {
+    const Tensor w16 = k.bf16_copy(w);
+    detail::linear_forward_bf16(k, detail::ptr(x), rows, in, bf16_ptr(w16), b, out, act,
+                                detail::ptr(y), pre_ptr);
+    return;
+  }
+  detail::linear_forward(k, detail::ptr(x), rows, in, detail::ptr(w), b, out, act, detail::ptr(y),
+                         pre_ptr);
+}
+
+void input_gradient(const Kernels& k, const Tensor& dz, std::int64_t rows, std::int64_t in,
+                    const Tensor& w, std::int64_t out, Tensor& dx) {
+  if (k.bf16_products()) {
+    const Tensor w16 = k.bf16_copy(w);
+    detail::linear_backward_input_bf16(k, detail::ptr(dz), rows, in, bf16_ptr(w16), out,
+                                       detail::ptr(dx));
+    return;
+  }
+  detail::linear_backward_input(k, detail::ptr(dz), rows, in, detail::ptr(w), out, detail::ptr(dx));
+}
+
+void weight_gradient(const Kernels& k, const Tensor& dz, const Tensor& x, std::int64_t rows,
+                     std::int64_t in, std::int64_t out, const GradSink& sink) {
+  if (k.bf16_products()) {
+    Tensor x16 = k.empty(x.shape(), DType::bf16);
+    k.to_bf16(detail::ptr(x), static_cast<BFloat16*>(x16.raw_data()), x.numel());
+    detail::linear_backward_weight_bf16(k, detail::ptr(dz), bf16_ptr(x16), rows, in, out,
+                                        sink.alpha, sink.beta, detail::ptr(sink.grads[0]));
+    // Where the sink is the weight itself (a fused update), its new values are written in
+    // place, so a bf16 copy of the old ones must not outlive them.
+    k.drop_bf16_copy(sink.grads[0]);
+    return;
+  }
+  detail::linear_backward_weight(k, detail::ptr(dz), detail::ptr(x), rows, in, out, sink.alpha,
+                                 sink.beta, detail::ptr(sink.grads[0]));
+}
+
+}  // namespace
 
 Linear::Linear(std::int64_t in, std::int64_t out, cpu::Activation act, bool bias)
     : in_(in), out_(out), act_(act), bias_(bias) {
@@ -59,9 +110,8 @@ ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor
   Tensor y = k.empty(out_shape);
   Tensor pre;
   if (act_ == cpu::Activation::gelu) pre = k.empty(out_shape);
-  detail::linear_forward(k, detail::ptr(x32), rows, in_, detail::ptr(params[0]),
-                         bias_ ? detail::ptr(params[1]) : nullptr, out_, act_, detail::ptr(y),
-                         pre.defined() ? detail::ptr(pre) : nullptr);
+  forward_product(k, x32, rows, in_, params[0], bias_ ? detail::ptr(params[1]) : nullptr, out_,
+                  act_, y, pre);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
     r.saved.push_back(x32);
@@ -99,8 +149,7 @@ Tensor Linear::backward_input(const Context& ctx, ParamView params, Saved& saved
   const Tensor dz = grad_pre_activation(k, saved, dy, nullptr);
   const Tensor& x = saved[0];
   Tensor dx = k.empty(x.shape());
-  detail::linear_backward_input(k, detail::ptr(dz), x.numel() / in_, in_, detail::ptr(params[0]),
-                                out_, detail::ptr(dx));
+  input_gradient(k, dz, x.numel() / in_, in_, params[0], out_, dx);
   return dx;
 }
 
@@ -110,8 +159,7 @@ void Linear::backward_weight_into(const Context& ctx, const Saved& saved, const 
   detail::require_sink(k, sink, param_specs(), describe());
   const Tensor dz = grad_pre_activation(k, saved, dy, &sink);
   const Tensor& x = saved[0];
-  detail::linear_backward_weight(k, detail::ptr(dz), detail::ptr(x), x.numel() / in_, in_, out_,
-                                 sink.alpha, sink.beta, detail::ptr(sink.grads[0]));
+  weight_gradient(k, dz, x, x.numel() / in_, in_, out_, sink);
 }
 
 Tensor Linear::backward_into(const Context& ctx, ParamView params, Saved& saved, const Tensor& dy,
@@ -128,11 +176,9 @@ Tensor Linear::backward_into(const Context& ctx, ParamView params, Saved& saved,
   Tensor dx;
   if (need_dx) {
     dx = k.empty(x.shape());
-    detail::linear_backward_input(k, detail::ptr(dz), rows, in_, detail::ptr(params[0]), out_,
-                                  detail::ptr(dx));
+    input_gradient(k, dz, rows, in_, params[0], out_, dx);
   }
-  detail::linear_backward_weight(k, detail::ptr(dz), detail::ptr(x), rows, in_, out_, sink.alpha,
-                                 sink.beta, detail::ptr(sink.grads[0]));
+  weight_gradient(k, dz, x, rows, in_, out_, sink);
   return dx;
 }
 
