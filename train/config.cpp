@@ -753,6 +753,13 @@ TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
                              std::to_string(t.minibatch) + " per step, but data.samples gives " +
                              std::to_string(samples));
   }
+  if (m.has("precision")) {
+    const std::string text = m.get<std::string>("precision");
+    if (text != "f32" && text != "bf16") {
+      m.fail("precision", "unknown precision '" + text + "' (expected f32 or bf16)");
+    }
+    t.precision = models::parse_matmul_precision(text);
+  }
   if (m.has("clip_grad_norm")) {
     const double clip = m.get<double>("clip_grad_norm");
     if (!(clip > 0) || !std::isfinite(clip)) {
@@ -1428,6 +1435,11 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
     }
   }
   check_sim_nodes(c);
+  if (c.pipeline && c.train.precision && c.pipeline->precision != models::MatmulPrecision::f32 &&
+      c.pipeline->precision != *c.train.precision) {
+    throw ConfigError(c.where.train, "train.precision",
+                      "differs from pipeline.precision, which it supersedes: give one");
+  }
   if (c.pipeline && c.train.accumulate > 1 &&
       (c.pipeline->schedule == "pipedream" || c.pipeline->schedule == "pipedream-vsync")) {
     throw ConfigError(c.where.train, "train.accumulate",

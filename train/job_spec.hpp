@@ -41,6 +41,10 @@ struct TrainSpec {
   // Scale each step's gradients down to this global L2 norm (actors::PipelineSpec); none: no
   // clipping and no norm reported.
   std::optional<double> clip_grad_norm;
+  // How every stage runs matrix products (supersedes PipelineLayout::precision): bf16 rounds
+  // their operands, accumulating in f32 (cuda: every GEMM; cpu: Linear layers through oneDNN,
+  // where the CPU has bf16 instructions); master weights, optimizer state and gradients stay f32.
+  std::optional<models::MatmulPrecision> precision;
   models::OptimizerSpec optimizer;
   LrSchedule lr_schedule;
   uint64_t seed = 0;  // parameter init, minibatch order, dropout

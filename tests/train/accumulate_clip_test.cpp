@@ -151,3 +151,35 @@ TEST(Clipping, AsynchronousStagesReportTheirNormsTogether) {
 
 }  // namespace
 }  // namespace tandem::train
+
+namespace tandem::train {
+namespace {
+
+// train.precision: bf16 rounds the products' operands (Linear layers on cpu stages, where the
+// CPU has bf16 instructions), so a bf16 run differs from the f32 one by bf16-sized amounts.
+TEST(Precision, Bf16TrainsCloseToF32AndBadValuesAreRefused) {
+  const std::string f32 = job(16, 1, pipeline("1f1b", 2), "");
+  const std::string bf16 = job(16, 1, pipeline("1f1b", 2), "  precision: bf16\n");
+  const Outcome a = run(f32);
+  const Outcome b = run(bf16);
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (std::size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_NEAR(b.losses[i], a.losses[i], 0.02 * std::fabs(a.losses[i])) << "step " << i;
+  }
+  EXPECT_EQ(parse_config(bf16, "t.yaml").train.precision, models::MatmulPrecision::bf16);
+  for (const char* bad : {"fp16", "tf32", "BF16", "[bf16]"}) {
+    try {
+      (void)parse_config(job(16, 1, "", std::string("  precision: ") + bad + "\n"), "t.yaml");
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("train.precision"), std::string::npos) << e.what();
+    }
+  }
+  // Given twice, differently, it is refused where it supersedes.
+  std::string both = bf16;
+  both.replace(both.find("  schedule: 1f1b"), 16, "  schedule: 1f1b\n  precision: tf32");
+  EXPECT_THROW((void)parse_config(both, "t.yaml"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tandem::train
