@@ -55,6 +55,29 @@ const std::string kPipeDream =
     "pipeline:\n  schedule: pipedream\n  stages:\n    - {layers: \"0\"}\n"
     "    - {layers: \"1\"}\n    - {layers: \"2\"}\n    - {layers: \"3\"}\n";
 
+// Launches `config` on 2 processes marked `mark`, kills rank 1 with SIGKILL well into training
+// and returns the job's result (code -2 with a message when rank 1 never started).
+testing::CommandResult launch_and_kill_rank_1(const std::string& mark,
+                                              const std::filesystem::path& config) {
+  testing::CommandResult job;
+  std::thread launcher([&] {
+    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
+  });
+  pid_t victim = -1;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
+    victim = testing::find_rank(mark, 1);
+    std::this_thread::sleep_for(20ms);
+  }
+  if (victim > 0) {
+    std::this_thread::sleep_for(1500ms);  // well into training
+    ::kill(victim, SIGKILL);
+  }
+  launcher.join();
+  if (victim <= 0) return {-2, "no rank 1 within 60 s\n" + job.output};
+  return job;
+}
+
 TEST(Launch, RanksTrainExactlyWhatOneProcessTrains) {
   testing::TempDir dir;
   for (const auto& [name, pipeline] :
@@ -146,20 +169,8 @@ TEST(Launch, AKilledRankEndsATiedJob) {
                 "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n    - {layers: \"0-1\"}\n"
                 "    - {layers: \"2-4\"}\n");
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-tiekill";
-  testing::CommandResult job;
-  std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
-  });
-  pid_t victim = -1;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
-    victim = testing::find_rank(mark, 1);
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GT(victim, 0) << "no rank 1 within 60 s";
-  std::this_thread::sleep_for(1500ms);  // well into training
-  ::kill(victim, SIGKILL);
-  launcher.join();
+  const testing::CommandResult job = launch_and_kill_rank_1(mark, config);
+  ASSERT_NE(job.code, -2) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("rank 1 was killed by signal 9"), std::string::npos) << job.output;
   const auto at = job.output.find("[rank 0] tandem: error: ");
@@ -202,20 +213,8 @@ TEST(Launch, AKilledRankEndsAClippedJob) {
   yaml.replace(yaml.find("  log_every: 10\n"), 16, "  log_every: 1000\n  clip_grad_norm: 0.05\n");
   const auto config = dir.write("clipkill.yaml", yaml);
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-clipkill";
-  testing::CommandResult job;
-  std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
-  });
-  pid_t victim = -1;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
-    victim = testing::find_rank(mark, 1);
-    std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_GT(victim, 0) << "no rank 1 within 60 s";
-  std::this_thread::sleep_for(1500ms);  // well into training
-  ::kill(victim, SIGKILL);
-  launcher.join();
+  const testing::CommandResult job = launch_and_kill_rank_1(mark, config);
+  ASSERT_NE(job.code, -2) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
   const auto at = job.output.find("[rank 0] tandem: error: ");
   ASSERT_NE(at, std::string::npos) << job.output;

@@ -451,3 +451,45 @@ TEST(HostileCheckpoint, AdamMomentsThatDoNotFitAreRefusedNamingTheFileAndTensor)
 
 }  // namespace
 }  // namespace tandem::apps
+
+namespace tandem::apps {
+namespace {
+
+// A run in bf16 with clipping and accumulation, stopped at a checkpoint: the checkpoint holds
+// the f32 masters and the optimizer state, so the resume trains exactly what the uninterrupted
+// run trains, and the same checkpoint resumes under f32 too.
+TEST(PrecisionResume, ABf16ClippedAccumulatedRunResumesBitForBitAndUnderF32) {
+  TempDir dir;
+  const std::string mlp =
+      "model: {name: mlp, widths: [64, 256, 256, 8]}\n"
+      "data: {kind: teacher, samples: 2048, seed: 1, hidden: 8}\n"
+      "train:\n  minibatch: 32\n  steps: 8\n  optimizer: {kind: adamw, lr: 1.0e-3}\n"
+      "  seed: 0\n  log_every: 1\n  clip_grad_norm: 0.5\n  accumulate: 2\n";
+  const std::string pipeline =
+      "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n    - {layers: \"0\"}\n"
+      "    - {layers: \"1-2\"}\n";
+  const train::Config bf16 =
+      train::parse_config(mlp + "  precision: bf16\n" + pipeline, "test.yaml");
+  train::Session whole(bf16);
+  const train::TrainSummary all = whole.run();
+
+  train::SessionOptions first_half;
+  first_half.steps = 4;
+  first_half.checkpoint_dir = dir.path();
+  train::Session first(bf16, first_half);
+  (void)first.run();
+  train::Session second(bf16, train::SessionOptions{.resume = dir.path()});
+  EXPECT_EQ(second.first_step(), 4);
+  const train::TrainSummary b = second.run();
+  EXPECT_TRUE(bit_identical(b.losses, tail(all.losses, 4)));
+  EXPECT_EQ(b.params_fingerprint, all.params_fingerprint);
+
+  train::Session as_f32(train::parse_config(mlp + pipeline, "test.yaml"),
+                        train::SessionOptions{.resume = dir.path()});
+  const train::TrainSummary c = as_f32.run();
+  EXPECT_EQ(c.steps, 8);
+  EXPECT_NE(c.params_fingerprint, all.params_fingerprint);  // f32 products from step 4 on
+}
+
+}  // namespace
+}  // namespace tandem::apps
