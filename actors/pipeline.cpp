@@ -422,6 +422,11 @@ StageSetup Pipeline::stage_setup(int d, const std::vector<LayerRange>& vlayers,
                        ? spec_.make_executor(device, cpu_threads)
                        : models::make_executor(device, costs, cpu_threads, spec_.matmul_precision);
   if (!setup.executor) fail("make_executor returned no executor for " + device.str());
+  if (spec_.wire_dtype != DType::f32 && spec_.wire_dtype != DType::bf16) {
+    fail("wire_dtype " + std::string(dtype_name(spec_.wire_dtype)) +
+         ": tensors between stages travel in f32 or bf16");
+  }
+  setup.wire_dtype = spec_.wire_dtype;
   setup.channel = impl_->channel.get();
   setup.collectives = spec_.collectives != nullptr ? spec_.collectives : &impl_->collectives;
   setup.loader = p.total_replicas();

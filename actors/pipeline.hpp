@@ -108,6 +108,10 @@ struct PipelineSpec {
   int cpu_threads_per_replica = 0;
   // How cuda replicas run matrix products (f32, TF32, bf16 with f32 accumulation).
   models::MatmulPrecision matmul_precision = models::MatmulPrecision::f32;
+  // The dtype of activations and gradients between stages: f32, or bf16 (half the bytes, each
+  // value rounded to nearest even where it leaves its stage and widened exactly where it
+  // arrives; cuda stages send f32 whatever this says, models::Executor::to_wire).
+  DType wire_dtype = DType::f32;
   // Makes each replica's executor from its device and its share of the CPU threads. Unset:
   // models::make_executor. A device of one's own plugs in here, as long as its executor keeps
   // the contract of models/executor.hpp.

@@ -622,8 +622,7 @@ void StageActor::run_backward(const Action& a) {
   if (ce != nullptr) {
     received = take_edges(a, Port::gradient, ce->gradient_out);
   } else {
-    dy = last ? kept.dlogits
-              : s_.executor->to_device(received_.take(a, routes_.inputs, Port::gradient, nullptr));
+    dy = last ? kept.dlogits : arrived(received_.take(a, routes_.inputs, Port::gradient, nullptr));
   }
   // A split backward's W holds the version until it ran.
   if (!a.with_weight) versions_.pin(version);
@@ -876,12 +875,12 @@ StageActor::ForwardInputs StageActor::take_forward_inputs(const Action& a, const
   ForwardInputs in;
   const bool first = vstage(a.chunk) == 0;
   if (ce == nullptr) {
-    in.x = s_.executor->to_device(
-        received_.take(a, routes_.inputs, first ? Port::input : Port::activation, nullptr));
+    in.x =
+        arrived(received_.take(a, routes_.inputs, first ? Port::input : Port::activation, nullptr));
     return in;
   }
   in.arrived = take_edges(a, Port::activation, ce->in_edges);
-  if (first) in.x = s_.executor->to_device(received_.take(a, routes_.inputs, Port::input, nullptr));
+  if (first) in.x = arrived(received_.take(a, routes_.inputs, Port::input, nullptr));
   in.reads = gather_reads(*ce, in.arrived, in.x);
   return in;
 }
@@ -902,13 +901,18 @@ EdgeTensors StageActor::take_edges(const Action& a, Port port,
                                    const std::vector<std::uint16_t>& edges) {
   EdgeTensors out(s_.routing->edges().size());
   for (const std::uint16_t e : edges) {
-    out[e] = s_.executor->to_device(received_.take(a, routes_.inputs, port, e));
+    out[e] = arrived(received_.take(a, routes_.inputs, port, e));
   }
   return out;
 }
 
+Tensor StageActor::arrived(const Tensor& t) {
+  return s_.executor->to_device(s_.executor->from_wire(t));
+}
+
 void StageActor::send(const Route& r, const Tensor& t, std::int64_t first, bool forward) {
-  Tensor part = rows(t, first, r.samples.begin, r.samples.end);
+  const Tensor part =
+      s_.executor->to_wire(rows(t, first, r.samples.begin, r.samples.end), s_.wire_dtype);
   const TensorMeta meta = TensorMeta::of(part);
   stats_.bytes_sent += part.nbytes();
   sends_.push_back({r.device, forward ? make_message(ForwardTensor{meta}, {part}, tensor_tag(r))

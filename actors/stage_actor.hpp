@@ -59,6 +59,7 @@ struct StageSetup {
   std::vector<std::vector<int>> tie_stages;
   std::unique_ptr<models::Optimizer> optimizer;
   std::unique_ptr<models::Executor> executor;
+  DType wire_dtype = DType::f32;  // of the activations and gradients it sends (PipelineSpec)
   transport::Channel* channel = nullptr;
   transport::Collectives* collectives = nullptr;
   transport::Endpoint loader = -1;
@@ -188,6 +189,8 @@ class StageActor final : public Actor {
   void send_forward(const Action& a, const ChunkEdges* ce, const Tensor& y,
                     const std::vector<Tensor>& outputs, const ForwardInputs& in);
   // A graph model's F and B (StageEdges): what arrived on each of `edges` for `a`.
+  // A received tensor in f32 where this stage computes (the wire's bf16 widened).
+  Tensor arrived(const Tensor& t);
   EdgeTensors take_edges(const Action& a, schedules::Port port,
                          const std::vector<std::uint16_t>& edges);
   // Sends rows of `t` (whose row 0 is sample `first`) along `r`.

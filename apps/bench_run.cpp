@@ -133,10 +133,11 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
     // chain's stage sends its output on; a graph's tensors travel along its edges, straight to
     // their readers or relayed, as the run sends them.
     const std::vector<double> cuts = model.cut_elements(1);
+    const auto wire = static_cast<double>(dtype_size(train::wire_dtype(config)));
     for (std::size_t v = 0; v < vstages.size(); ++v) {
-      costs.stages[v].output_bytes = 4 * cuts.at(static_cast<std::size_t>(vstages[v].end - 1));
+      costs.stages[v].output_bytes = wire * cuts.at(static_cast<std::size_t>(vstages[v].end - 1));
     }
-    costs.edges = sim_edge_bytes(model, vstages, config.pipeline->relay_skips);
+    costs.edges = sim_edge_bytes(model, vstages, config.pipeline->relay_skips, wire);
     costs.latency = options.link_latency_us / 1e3;
     if (options.link_gbit_s > 0) {
       costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
@@ -155,6 +156,7 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
                         actors::dataset_source(data.train, model, config.train.minibatch,
                                                config.train.seed, Device::sim()));
   spec.relay_skips = config.pipeline && config.pipeline->relay_skips;
+  spec.wire_dtype = train::wire_dtype(config);
   train::ProcessGroup* const group = options.group;
   std::unique_ptr<train::ProcessPlacement> placement;
   if (group != nullptr) {
@@ -327,7 +329,8 @@ ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
 }
 
 std::vector<ts::EdgeBytes> sim_edge_bytes(const models::Model& model,
-                                          const std::vector<ts::LayerRange>& vstages, bool relay) {
+                                          const std::vector<ts::LayerRange>& vstages, bool relay,
+                                          double wire_bytes) {
   const std::vector<Shape> outputs = model.activation_shapes(1);
   std::vector<ts::EdgeBytes> out;
   for (const ts::TensorEdge& e : actors::tensor_edges(model, vstages, relay)) {
@@ -336,7 +339,7 @@ std::vector<ts::EdgeBytes> sim_edge_bytes(const models::Model& model,
                              : outputs.at(static_cast<std::size_t>(e.item));
     double elements = 1;
     for (const std::int64_t d : shape) elements *= static_cast<double>(d);
-    out.push_back({e, 4 * elements});
+    out.push_back({e, wire_bytes * elements});
   }
   return out;
 }

@@ -54,11 +54,11 @@ schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
                                                 const std::vector<schedules::LayerRange>& vstages);
 
 // A graph model's tensor edges on `vstages` (actors::tensor_edges: straight to each reader, or
-// relayed), each with what its sim tensor weighs on the wire per sample: 4 bytes an element.
-// Empty for a chain.
+// relayed), each with what its sim tensor weighs on the wire per sample: `wire_bytes` an element
+// (4 for f32, 2 for bf16: pipeline.wire_dtype). Empty for a chain.
 std::vector<schedules::EdgeBytes> sim_edge_bytes(const models::Model& model,
                                                  const std::vector<schedules::LayerRange>& vstages,
-                                                 bool relay);
+                                                 bool relay, double wire_bytes = 4);
 
 // A spec that runs `plan` with the sim device's durations `sim`; the replicas' placements are
 // the plan's (they should be on sim).

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/kernels/cpu/bf16_convert.hpp"
 #include "models/kernels/cpu/bf16_gemm.hpp"
 #include "models/kernels/kernels.hpp"
 #include "models/sim_clock.hpp"
@@ -52,12 +53,27 @@ class CpuExecutor final : public Executor {
                   float grad_scale) const override {
     return loss.compute(ctx, output, targets, true, grad_scale);
   }
+  // The conversions split over this stage's own threads, like its kernels.
+  Tensor to_wire(const Tensor& t, DType wire) override {
+    return in_arena([&] { return Executor::to_wire(t, wire); });
+  }
+  Tensor from_wire(const Tensor& t) override {
+    return in_arena([&] { return Executor::from_wire(t); });
+  }
   void step(const Context&, Optimizer& optimizer, ParamSet& params,
             const ParamSet& grads) const override {
     optimizer.step(params, grads);
   }
 
  private:
+  template <class F>
+  Tensor in_arena(F&& f) {
+    if (!arena_) return f();
+    Tensor out;
+    arena_->execute([&] { out = f(); });
+    return out;
+  }
+
   std::optional<tbb::task_arena> arena_;
   std::unique_ptr<Kernels> kernels_;  // bf16 products; null: cpu_kernels()
 };
@@ -170,6 +186,12 @@ class CudaExecutor final : public Executor {
     optimizer.step(params, grads, kernels_);
   }
 
+  // Work still queued writes `t`: it leaves in f32 (Executor::to_wire).
+  Tensor to_wire(const Tensor& t, DType wire) override {
+    if (t.device().is_cuda()) return t;
+    return Executor::to_wire(t, wire);
+  }
+
   // On the copy stream, so that an input arriving from the host or from another GPU is copied
   // while the compute stream still runs the actions submitted before; the compute stream waits
   // for the copy only where the next work begins.
@@ -220,6 +242,28 @@ class CudaExecutor final : public Executor {
 #endif
 
 }  // namespace
+
+Tensor Executor::to_wire(const Tensor& t, DType wire) {
+  if (!t.defined() || t.dtype() != DType::f32 || wire == DType::f32) return t;
+  if (wire != DType::bf16) {
+    throw std::invalid_argument("to_wire: tensors between stages travel in f32 or bf16, not " +
+                                std::string(dtype_name(wire)));
+  }
+  if (t.device().is_sim()) return Tensor::empty(t.shape(), DType::bf16, t.device());
+  if (!t.device().is_cpu()) return t;
+  Tensor out = Tensor::empty(t.shape(), DType::bf16, Device::cpu());
+  cpu::to_bf16(t.data<float>(), out.data<BFloat16>(), t.numel());
+  return out;
+}
+
+Tensor Executor::from_wire(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::bf16) return t;
+  if (t.device().is_sim()) return Tensor::empty(t.shape(), DType::f32, t.device());
+  if (!t.device().is_cpu()) return t;
+  Tensor out = Tensor::empty(t.shape(), DType::f32, Device::cpu());
+  cpu::from_bf16(t.data<BFloat16>(), out.data<float>(), t.numel());
+  return out;
+}
 
 const char* matmul_precision_name(MatmulPrecision precision) {
   switch (precision) {

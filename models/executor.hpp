@@ -53,6 +53,17 @@ class Executor {
   // gradient from another host.
   virtual Tensor to_device(const Tensor& t) { return t; }
 
+  // Tensors between stages travel in the pipeline's wire dtype (PipelineSpec::wire_dtype).
+  // to_wire: `t`, an f32 activation or gradient that work this executor ran has written, in
+  // `wire`. bf16 rounds to nearest even; cpu converts at once, sim makes a bf16 tensor of t's
+  // shape (no data: the bytes a send counts are the wire's). cuda returns `t` in f32: its
+  // tensors are written by work still queued, and a conversion ordered behind that work is not
+  // part of this interface, so cuda stages send f32 whatever the wire.
+  virtual Tensor to_wire(const Tensor& t, DType wire);
+  // What arrived from another stage, in f32 before to_device: a host bf16 tensor widened (exact),
+  // a sim one remade in f32, anything else itself.
+  virtual Tensor from_wire(const Tensor& t);
+
   // `loss` of a slice's output with its gradient (Loss::compute); on a device without data, a
   // gradient of the right shape and no loss. Call inside run().
   virtual LossResult loss(const Context& ctx, const Loss& loss, const Tensor& output,

@@ -1226,6 +1226,13 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
       m.fail("precision", e.what());
     }
   }
+  if (m.has("wire_dtype")) {
+    const std::string text = m.get<std::string>("wire_dtype");
+    if (text != "f32" && text != "bf16") {
+      m.fail("wire_dtype", "unknown dtype '" + text + "' (expected f32 or bf16)");
+    }
+    p.wire_dtype = parse_dtype(text);
+  }
   if (m.has("partition")) {
     planned_stages(m, p, where.stages, minibatch, num_layers, machine, ranking);
   } else {

@@ -86,6 +86,9 @@ struct PipelineLayout {
   bool rematerialize = false;                  // gpipe: recompute forwards in backward
   // cuda replicas' matrix products: f32, or inputs rounded to tf32 / bf16 (f32 accumulation).
   models::MatmulPrecision precision = models::MatmulPrecision::f32;
+  // Activations and gradients between stages: f32 or bf16; unset: bf16 when the run's precision
+  // (train.precision, else `precision`) is bf16, else f32.
+  std::optional<DType> wire_dtype;
   // A graph's tensors that skip stages: sent straight to the stages that read them, or relayed
   // by every stage in between (for links that join neighbours only, and to compare).
   bool relay_skips = false;
@@ -124,5 +127,17 @@ struct JobSpec {
   std::optional<PipelineLayout> pipeline;  // none: one stage of every layer on the CPU
   ClusterSpec cluster;
 };
+
+// How every stage runs matrix products: train.precision, else pipeline.precision, else f32.
+inline models::MatmulPrecision run_precision(const JobSpec& job) {
+  if (job.train.precision) return *job.train.precision;
+  return job.pipeline ? job.pipeline->precision : models::MatmulPrecision::f32;
+}
+
+// The dtype of tensors between stages: pipeline.wire_dtype, else bf16 at bf16 precision.
+inline DType wire_dtype(const JobSpec& job) {
+  if (job.pipeline && job.pipeline->wire_dtype) return *job.pipeline->wire_dtype;
+  return run_precision(job) == models::MatmulPrecision::bf16 ? DType::bf16 : DType::f32;
+}
 
 }  // namespace tandem::train

@@ -262,6 +262,7 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   if (inputs_.lr_at) spec.lr_at = inputs_.lr_at;
   spec.clip_grad_norm = t.clip_grad_norm;
   if (t.precision) spec.matmul_precision = *t.precision;
+  spec.wire_dtype = wire_dtype(job_);
   spec.on_minibatch = [&progress, also = inputs_.on_minibatch](int64_t b,
                                                                const actors::MinibatchReport& r) {
     progress.add(b, r);

@@ -19,22 +19,22 @@ void linear_backward_weight(const Kernels& k, const float* dz, const float* x, s
   k.gemm(true, false, out, in, rows, alpha, dz, out, x, in, beta, dw, in);
 }
 
-void linear_forward_bf16(const Kernels& k, const float* x, std::int64_t rows, std::int64_t in,
+void linear_forward_bf16(const Kernels& k, const BFloat16* x16, std::int64_t rows, std::int64_t in,
                          const BFloat16* w16, const float* b, std::int64_t out, Activation act,
                          float* y, float* pre) {
-  k.gemm_bf16(false, true, rows, out, in, 1.0f, x, in, w16, in, 0.0f, y, out);
+  k.gemm_bf16_ab(false, true, rows, out, in, 1.0f, x16, in, w16, in, 0.0f, y, out);
   k.bias_act_forward(y, b, rows, out, act, pre);
 }
 
-void linear_backward_input_bf16(const Kernels& k, const float* dz, std::int64_t rows,
+void linear_backward_input_bf16(const Kernels& k, const BFloat16* dz16, std::int64_t rows,
                                 std::int64_t in, const BFloat16* w16, std::int64_t out, float* dx) {
-  k.gemm_bf16(false, false, rows, in, out, 1.0f, dz, out, w16, in, 0.0f, dx, in);
+  k.gemm_bf16_ab(false, false, rows, in, out, 1.0f, dz16, out, w16, in, 0.0f, dx, in);
 }
 
-void linear_backward_weight_bf16(const Kernels& k, const float* dz, const BFloat16* x16,
+void linear_backward_weight_bf16(const Kernels& k, const BFloat16* dz16, const BFloat16* x16,
                                  std::int64_t rows, std::int64_t in, std::int64_t out, float alpha,
                                  float beta, float* dw) {
-  k.gemm_bf16(true, false, out, in, rows, alpha, dz, out, x16, in, beta, dw, in);
+  k.gemm_bf16_ab(true, false, out, in, rows, alpha, dz16, out, x16, in, beta, dw, in);
 }
 
 }  // namespace tandem::models::detail

@@ -22,15 +22,14 @@ void linear_backward_weight(const Kernels& k, const float* dz, const float* x, s
                             std::int64_t in, std::int64_t out, float alpha, float beta, float* dw);
 
 // The same at bf16 precision (k.bf16_products()): w16 is the weight's bf16 copy
-// (Kernels::bf16_copy); x and dz are rounded to bf16 on the way in; products accumulate in
-// f32 and every output stays f32.
-void linear_forward_bf16(const Kernels& k, const float* x, std::int64_t rows, std::int64_t in,
+// (Kernels::bf16_copy), x16 the input and dz16 the pre-activation gradient rounded to bf16
+// once by the caller; products accumulate in f32 and every output stays f32.
+void linear_forward_bf16(const Kernels& k, const BFloat16* x16, std::int64_t rows, std::int64_t in,
                          const BFloat16* w16, const float* b, std::int64_t out, Activation act,
                          float* y, float* pre);
-void linear_backward_input_bf16(const Kernels& k, const float* dz, std::int64_t rows,
+void linear_backward_input_bf16(const Kernels& k, const BFloat16* dz16, std::int64_t rows,
                                 std::int64_t in, const BFloat16* w16, std::int64_t out, float* dx);
-// x16 is x rounded to bf16 ([rows, in]).
-void linear_backward_weight_bf16(const Kernels& k, const float* dz, const BFloat16* x16,
+void linear_backward_weight_bf16(const Kernels& k, const BFloat16* dz16, const BFloat16* x16,
                                  std::int64_t rows, std::int64_t in, std::int64_t out, float alpha,
                                  float beta, float* dw);
 

@@ -79,6 +79,9 @@ class CpuKernels final : public Kernels {
   void to_bf16(const float* x, BFloat16* y, std::int64_t n) const override {
     cpu::to_bf16(x, y, n);
   }
+  void round_to_bf16(const float* x, float* y, std::int64_t n) const override {
+    cpu::round_to_bf16(x, y, n);
+  }
   void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                  float alpha, const float* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
                  float beta, float* c, std::int64_t ldc) const override {
@@ -87,6 +90,12 @@ class CpuKernels final : public Kernels {
     const Bf16Scratch a16(static_cast<std::size_t>(std::max<std::int64_t>(0, rows * cols)));
     cpu::to_bf16_rows(a, lda, a16.data(), cols, rows, cols);
     cpu::bf16_gemm(trans_a, trans_b, m, n, k, alpha, a16.data(), cols, b, ldb, beta, c, ldc);
+  }
+
+  void gemm_bf16_ab(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    float alpha, const BFloat16* a, std::int64_t lda, const BFloat16* b,
+                    std::int64_t ldb, float beta, float* c, std::int64_t ldc) const override {
+    cpu::bf16_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
   Tensor empty(const Shape& shape, DType dtype) const override {

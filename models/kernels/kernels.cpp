@@ -40,10 +40,20 @@ void Kernels::to_bf16(const float*, BFloat16*, std::int64_t) const {
   no_bf16_products(*this, "to_bf16");
 }
 
+void Kernels::round_to_bf16(const float*, float*, std::int64_t) const {
+  no_bf16_products(*this, "round_to_bf16");
+}
+
 void Kernels::gemm_bf16(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                         std::int64_t, const BFloat16*, std::int64_t, float, float*,
                         std::int64_t) const {
   no_bf16_products(*this, "gemm_bf16");
+}
+
+void Kernels::gemm_bf16_ab(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                           const BFloat16*, std::int64_t, const BFloat16*, std::int64_t, float,
+                           float*, std::int64_t) const {
+  no_bf16_products(*this, "gemm_bf16_ab");
 }
 
 void Kernels::cross_entropy_loss(const float*, const std::int32_t*, std::int64_t, std::int64_t,

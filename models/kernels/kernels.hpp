@@ -79,11 +79,18 @@ class Kernels {
   virtual void drop_bf16_copy(const Tensor& w) const;
   // y[i] = x[i] rounded to bf16, to nearest even (cpu/bf16_convert.hpp).
   virtual void to_bf16(const float* x, BFloat16* y, std::int64_t n) const;
+  // The same values kept in f32 (y may be x).
+  virtual void round_to_bf16(const float* x, float* y, std::int64_t n) const;
   // gemm with A rounded to bf16 here and B already bf16: products of bf16 operands accumulated
   // in f32, into f32 C.
   virtual void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                          float alpha, const float* a, std::int64_t lda, const BFloat16* b,
                          std::int64_t ldb, float beta, float* c, std::int64_t ldc) const;
+  // The same with A bf16 already (an operand rounded once and read by several products).
+  virtual void gemm_bf16_ab(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                            std::int64_t k, float alpha, const BFloat16* a, std::int64_t lda,
+                            const BFloat16* b, std::int64_t ldb, float beta, float* c,
+                            std::int64_t ldc) const;
 
   // --- activations and reductions (activation.hpp, reduce.hpp) ---
   virtual void bias_act_forward(float* y, const float* bias, std::int64_t rows, std::int64_t cols,

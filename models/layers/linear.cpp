@@ -8,11 +8,21 @@
 namespace tandem::models {
 namespace {
 
-// The three products, at bf16 precision where the kernels ask for it (Kernels::bf16_products:
-// operands rounded to bf16, the weight through its cached copy; f32 accumulation and outputs).
+// The three products, at bf16 precision where the kernels ask for it (Kernels::bf16_products):
+// the input and the pre-activation gradient rounded to bf16 once each, by the caller, and read
+// by every product that needs them; the weight through its cached copy; f32 accumulation and
+// outputs. Else all f32.
 
 const BFloat16* bf16_ptr(const Tensor& t) {
   return static_cast<const BFloat16*>(t.raw_data());
+}
+
+// `t` in the dtype the products read: bf16 at bf16 precision (rounded once), else itself.
+Tensor operand(const Kernels& k, const Tensor& t) {
+  if (!k.bf16_products() || t.dtype() == DType::bf16) return t;
+  Tensor out = k.empty(t.shape(), DType::bf16);
+  k.to_bf16(detail::ptr(t), static_cast<BFloat16*>(out.raw_data()), t.numel());
+  return out;
 }
 
 void forward_product(const Kernels& k, const Tensor& x, std::int64_t rows, std::int64_t in,
@@ -21,7 +31,7 @@ void forward_product(const Kernels& k, const Tensor& x, std::int64_t rows, std::
   float* pre_ptr = pre.defined() ? detail::ptr(pre) : nullptr;
   if (k.bf16_products()) {
     const Tensor w16 = k.bf16_copy(w);
-    detail::linear_forward_bf16(k, detail::ptr(x), rows, in, bf16_ptr(w16), b, out, act,
+    detail::linear_forward_bf16(k, bf16_ptr(x), rows, in, bf16_ptr(w16), b, out, act,
                                 detail::ptr(y), pre_ptr);
     return;
   }
@@ -33,7 +43,7 @@ void input_gradient(const Kernels& k, const Tensor& dz, std::int64_t rows, std::
                     const Tensor& w, std::int64_t out, Tensor& dx) {
   if (k.bf16_products()) {
     const Tensor w16 = k.bf16_copy(w);
-    detail::linear_backward_input_bf16(k, detail::ptr(dz), rows, in, bf16_ptr(w16), out,
+    detail::linear_backward_input_bf16(k, bf16_ptr(dz), rows, in, bf16_ptr(w16), out,
                                        detail::ptr(dx));
     return;
   }
@@ -43,10 +53,9 @@ void input_gradient(const Kernels& k, const Tensor& dz, std::int64_t rows, std::
 void weight_gradient(const Kernels& k, const Tensor& dz, const Tensor& x, std::int64_t rows,
                      std::int64_t in, std::int64_t out, const GradSink& sink) {
   if (k.bf16_products()) {
-    Tensor x16 = k.empty(x.shape(), DType::bf16);
-    k.to_bf16(detail::ptr(x), static_cast<BFloat16*>(x16.raw_data()), x.numel());
-    detail::linear_backward_weight_bf16(k, detail::ptr(dz), bf16_ptr(x16), rows, in, out,
-                                        sink.alpha, sink.beta, detail::ptr(sink.grads[0]));
+    const Tensor x16 = operand(k, x);
+    detail::linear_backward_weight_bf16(k, bf16_ptr(dz), bf16_ptr(x16), rows, in, out, sink.alpha,
+                                        sink.beta, detail::ptr(sink.grads[0]));
     // Where the sink is the weight itself (a fused update), its new values are written in
     // place, so a bf16 copy of the old ones must not outlive them.
     k.drop_bf16_copy(sink.grads[0]);
@@ -110,11 +119,13 @@ ForwardResult Linear::forward(const Context& ctx, ParamView params, const Tensor
   Tensor y = k.empty(out_shape);
   Tensor pre;
   if (act_ == cpu::Activation::gelu) pre = k.empty(out_shape);
-  forward_product(k, x32, rows, in_, params[0], bias_ ? detail::ptr(params[1]) : nullptr, out_,
-                  act_, y, pre);
+  // At bf16 the rounded input is what backward reads too: kept instead of the f32 one.
+  const Tensor xk = operand(k, x32);
+  forward_product(k, xk, rows, in_, params[0], bias_ ? detail::ptr(params[1]) : nullptr, out_, act_,
+                  y, pre);
   ForwardResult r{y, {}};
   if (ctx.keep_saved) {
-    r.saved.push_back(x32);
+    r.saved.push_back(xk);
     if (cpu::backward_reads_output(act_)) r.saved.push_back(y);
     if (act_ == cpu::Activation::gelu) r.saved.push_back(pre);
   }
@@ -126,8 +137,16 @@ Tensor Linear::grad_pre_activation(const Kernels& k, const Saved& saved, const T
   const std::string who = describe();
   detail::require_saved(saved, act_ == cpu::Activation::none ? 1 : 2, who);
   const Tensor& x = saved[0];
-  const Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
+  Tensor dy32 = detail::as_f32(k, dy, who, "output gradient");
   detail::require_f32_shape(k, dy32, output_shape(x.shape()), who, "output gradient");
+  if (k.bf16_products()) {
+    // The gradient arrives in bf16, like the activations the forward's product rounds: so the
+    // bias gradient reads the values the products do, and a pipeline whose stages send bf16
+    // (PipelineSpec::wire_dtype) rounds nothing that one device does not.
+    Tensor rounded = k.empty(dy32.shape());
+    k.round_to_bf16(detail::ptr(dy32), detail::ptr(rounded), dy32.numel());
+    dy32 = rounded;
+  }
   const std::int64_t rows = x.numel() / in_;
   float* db = nullptr;
   if (sink != nullptr && bias_) db = detail::ptr(sink->grads[1]);
@@ -146,7 +165,7 @@ Tensor Linear::backward_input(const Context& ctx, ParamView params, Saved& saved
                               const Tensor& dy) const {
   const Kernels& k = ctx.k();
   detail::require_params(k, params, param_specs(), describe());
-  const Tensor dz = grad_pre_activation(k, saved, dy, nullptr);
+  const Tensor dz = operand(k, grad_pre_activation(k, saved, dy, nullptr));
   const Tensor& x = saved[0];
   Tensor dx = k.empty(x.shape());
   input_gradient(k, dz, x.numel() / in_, in_, params[0], out_, dx);
@@ -157,7 +176,7 @@ void Linear::backward_weight_into(const Context& ctx, const Saved& saved, const 
                                   const GradSink& sink) const {
   const Kernels& k = ctx.k();
   detail::require_sink(k, sink, param_specs(), describe());
-  const Tensor dz = grad_pre_activation(k, saved, dy, &sink);
+  const Tensor dz = operand(k, grad_pre_activation(k, saved, dy, &sink));
   const Tensor& x = saved[0];
   weight_gradient(k, dz, x, x.numel() / in_, in_, out_, sink);
 }
@@ -170,7 +189,7 @@ Tensor Linear::backward_into(const Context& ctx, ParamView params, Saved& saved,
   detail::require_sink(k, sink, param_specs(), who);
   // The bias gradient may be written first (backward never reads the bias); the weight
   // gradient only after dx, since the sink may alias the weight (fused SGD).
-  const Tensor dz = grad_pre_activation(k, saved, dy, &sink);
+  const Tensor dz = operand(k, grad_pre_activation(k, saved, dy, &sink));
   const Tensor& x = saved[0];
   const std::int64_t rows = x.numel() / in_;
   Tensor dx;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "apps/local_launcher.hpp"
+#include "models/kernels/cpu/bf16_gemm.hpp"
 #include "rank_process.hpp"
 #include "run_command.hpp"
 #include "temp_dir.hpp"
@@ -204,6 +205,25 @@ TEST(Launch, GlobalClippingSpansProcesses) {
       EXPECT_NE(job.output.find(norm), std::string::npos) << norm << " in\n" << job.output;
     }
   }
+}
+
+// At bf16 precision activations and gradients cross processes in bf16 (the tcp data plane
+// carries the wire's dtype); a chain of Linear layers rounds them anyway, so the job ends where
+// one process does, with the wire in bf16 or f32.
+TEST(Launch, Bf16TensorsBetweenProcessesChangeNoWeight) {
+  if (!models::cpu::bf16_gemm_native()) GTEST_SKIP() << "no AVX512-BF16 or AMX: f32 products";
+  testing::TempDir dir;
+  std::string yaml = mlp_config(k1F1B, 12);
+  yaml.replace(yaml.find("  log_every: 10\n"), 16, "  log_every: 4\n  precision: bf16\n");
+  std::string f32_wire = yaml;
+  f32_wire.replace(f32_wire.find("  stages:"), 9, "  wire_dtype: f32\n  stages:");
+  const std::string file = dir.write("bf16.yaml", yaml).string();
+  const testing::CommandResult one =
+      testing::run_command(kTandem + " train " + dir.write("f32wire.yaml", f32_wire).string());
+  ASSERT_EQ(one.code, 0) << one.output;
+  const testing::CommandResult job = testing::run_command(kTandem + " launch -n 2 " + file);
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
 }
 
 // A rank killed while the others wait in the norm's all-reduce ends the job, naming it.

@@ -235,6 +235,13 @@ TEST(Bf16Convert, LongVectorsMatchTheScalarRounding) {
   const std::vector<float> back = widened(y);
   for (std::size_t i = 0; i < x.size(); ++i)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(back[i]), std::uint32_t(y[i].bits) << 16) << "at " << i;
+  // Rounded in place, in one pass: bit for bit what the two conversions give.
+  std::vector<float> in_place = x;
+  cpu::round_to_bf16(in_place.data(), in_place.data(), static_cast<std::int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(in_place[i]), std::bit_cast<std::uint32_t>(back[i]))
+        << "at " << i << " of " << x[i];
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/kernels/cpu/bf16_gemm.hpp"
 #include "train/config.hpp"
 #include "train/config_error.hpp"
 #include "train/job_error.hpp"
@@ -179,6 +180,52 @@ TEST(Precision, Bf16TrainsCloseToF32AndBadValuesAreRefused) {
   std::string both = bf16;
   both.replace(both.find("  schedule: 1f1b"), 16, "  schedule: 1f1b\n  precision: tf32");
   EXPECT_THROW((void)parse_config(both, "t.yaml"), ConfigError);
+}
+
+// A bf16 pipeline rounds nothing one device does not: the Linear layers round what they read
+// (activations in forward, gradients in backward) to bf16 anyway, so sending both in bf16
+// between stages (pipeline.wire_dtype, bf16 by default at bf16 precision) changes no value, and
+// a 4-stage run equals one device's bf16 run in weights, losses and norms.
+TEST(Precision, AFourStageBf16RunEqualsOneDeviceInBf16WhateverTheWire) {
+  if (!models::cpu::bf16_gemm_native()) GTEST_SKIP() << "no AVX512-BF16 or AMX: f32 products";
+  const std::string bf16 = "  precision: bf16\n  clip_grad_norm: 0.2\n";
+  const Outcome want = run(job(16, 1, "", bf16));
+  for (const char* wire : {"", "  wire_dtype: bf16\n", "  wire_dtype: f32\n"}) {
+    for (const char* schedule : {"1f1b", "gpipe"}) {
+      SCOPED_TRACE(std::string(schedule) + " wire '" + wire + "'");
+      std::string p = pipeline(schedule, 4);
+      p.insert(p.find("  stages:"), wire);
+      const Config c = parse_config(job(16, 1, p, bf16), "t.yaml");
+      EXPECT_EQ(wire_dtype(c),
+                std::string(wire).find("f32") != std::string::npos ? DType::f32 : DType::bf16);
+      const Outcome got = run(job(16, 1, p, bf16));
+      EXPECT_LE(max_relative_error(got.params, want.params), 1e-6);
+      ASSERT_EQ(got.losses.size(), want.losses.size());
+      for (std::size_t i = 0; i < want.losses.size(); ++i) {
+        EXPECT_NEAR(got.losses[i], want.losses[i], 1e-6 * std::fabs(want.losses[i])) << i;
+        EXPECT_EQ(printed(got.norms[i]), printed(want.norms[i])) << "step " << i;
+      }
+    }
+  }
+}
+
+TEST(Precision, TheWireDtypeIsF32OrBf16AndFollowsThePrecision) {
+  const std::string p = pipeline("1f1b", 2);
+  EXPECT_EQ(wire_dtype(parse_config(job(16, 1, p, ""), "t.yaml")), DType::f32);
+  EXPECT_EQ(wire_dtype(parse_config(job(16, 1, p, "  precision: bf16\n"), "t.yaml")), DType::bf16);
+  std::string at_f32 = p;
+  at_f32.insert(at_f32.find("  stages:"), "  wire_dtype: bf16\n");
+  EXPECT_EQ(wire_dtype(parse_config(job(16, 1, at_f32, ""), "t.yaml")), DType::bf16);
+  for (const char* bad : {"i32", "fp16", "BF16", "[bf16]", "{a: 1}", "''"}) {
+    std::string y = p;
+    y.insert(y.find("  stages:"), std::string("  wire_dtype: ") + bad + "\n");
+    try {
+      (void)parse_config(job(16, 1, y, ""), "t.yaml");
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("pipeline.wire_dtype"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -27,7 +27,23 @@ void from_bf16_range(const BFloat16* x, float* y, std::int64_t n) {
     y[i] = std::bit_cast<float>(static_cast<std::uint32_t>(x[i].bits) << 16);
 }
 
+TANDEM_VECTOR_CLONES
+void round_to_bf16_range(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const std::uint32_t quiet_nan = (u & 0xffff0000u) | 0x400000u;
+    y[i] = std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+}
+
 }  // namespace
+
+void round_to_bf16(const float* x, float* y, std::int64_t n) {
+  parallel_for(n, kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
+    round_to_bf16_range(x + i0, y + i0, i1 - i0);
+  });
+}
 
 void to_bf16(const float* x, BFloat16* y, std::int64_t n) {
   parallel_for(n, kElementGrain,

@@ -16,6 +16,10 @@ void to_bf16(const float* x, BFloat16* y, std::int64_t n);
 void to_bf16_rows(const float* x, std::int64_t ldx, BFloat16* y, std::int64_t ldy,
                   std::int64_t rows, std::int64_t cols);
 
+// y[i] = x[i] rounded to bf16 as to_bf16 does and widened again, in one pass (exactly
+// from_bf16 of to_bf16's result). y may be x.
+void round_to_bf16(const float* x, float* y, std::int64_t n);
+
 // y[i] = x[i] widened to f32 (exact).
 void from_bf16(const BFloat16* x, float* y, std::int64_t n);
 
