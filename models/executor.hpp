@@ -75,8 +75,9 @@ class Executor {
 
 // How matrix products run: f32, or inputs rounded to TF32 or to bf16 with f32 accumulation. cuda
 // executors round in every GEMM (models/kernels/cuda/gemm.hpp); cpu executors at bf16 round the
-// Linear layers' products (models/kernels/cpu/bf16_gemm.hpp, weights rounded once per version)
-// where the CPU has AVX512-BF16 or AMX, and compute in f32 elsewhere (one log line) and at tf32.
+// Linear layers' and transformer blocks' products (models/kernels/cpu/bf16_gemm.hpp, weights
+// rounded once per version) where the CPU has AVX512-BF16 or AMX, and compute in f32 elsewhere
+// (one log line) and at tf32.
 enum class MatmulPrecision : std::uint8_t { f32, tf32, bf16 };
 // "f32", "tf32", "bf16"; parse throws std::invalid_argument naming `text`.
 const char* matmul_precision_name(MatmulPrecision precision);

@@ -33,4 +33,18 @@ void linear_backward_weight_bf16(const Kernels& k, const BFloat16* dz16, const B
                                  std::int64_t rows, std::int64_t in, std::int64_t out, float alpha,
                                  float beta, float* dw);
 
+// A layer's linear map (weight tensor `w`, [out, in]) at the precision its kernels ask for: the
+// f32 functions above, or at bf16 products (Kernels::bf16_products) x and dz rounded on the way
+// in, w through its cached bf16 copy (the layers that keep no rounded copies of their own:
+// the transformer block). _weight rounds x to a bf16 temporary and, since `dw` may be the weight
+// itself (a fused update), drops the weight's cached copy once written.
+void linear_map_forward(const Kernels& k, const float* x, std::int64_t rows, std::int64_t in,
+                        const Tensor& w, const float* b, std::int64_t out, Activation act, float* y,
+                        float* pre);
+void linear_map_backward_input(const Kernels& k, const float* dz, std::int64_t rows,
+                               std::int64_t in, const Tensor& w, std::int64_t out, float* dx);
+void linear_map_backward_weight(const Kernels& k, const float* dz, const float* x,
+                                std::int64_t rows, std::int64_t in, std::int64_t out, float alpha,
+                                float beta, Tensor& dw);
+
 }  // namespace tandem::models::detail

@@ -126,14 +126,14 @@ ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const T
   k.layer_norm_forward(detail::ptr(x32), pf(kLn1W), pf(kLn1B), f(h1), f(xhat1), f(rstd1), n, d_,
                        kLnEps);
   Tensor qkv = k.empty({b, t, 3 * d_});
-  detail::linear_forward(k, f(h1), n, d_, pf(kQkvW), pf(kQkvB), 3 * d_, Activation::none, f(qkv),
-                         nullptr);
+  detail::linear_map_forward(k, f(h1), n, d_, p[kQkvW], pf(kQkvB), 3 * d_, Activation::none, f(qkv),
+                             nullptr);
   Tensor att = k.empty(shape);
   // The probabilities, or with fused attention each row's log-sum-exp.
   Tensor probs = detail::causal_attention_forward(k, f(qkv), f(att), b, t, heads_, d_ / heads_);
   Tensor a = k.empty(shape);
-  detail::linear_forward(k, f(att), n, d_, pf(kProjW), pf(kProjB), d_, Activation::none, f(a),
-                         nullptr);
+  detail::linear_map_forward(k, f(att), n, d_, p[kProjW], pf(kProjB), d_, Activation::none, f(a),
+                             nullptr);
   const detail::DropoutKey key{Dropout::key(ctx.seed, salt_), ctx.sample_begin};
   const std::int64_t per_sample = t * d_;
   if (drop) k.dropout_apply(f(a), f(a), b, per_sample, dropout_, key.key, key.first_sample);
@@ -144,11 +144,11 @@ ForwardResult TransformerBlock::forward(const Context& ctx, ParamView p, const T
   k.layer_norm_forward(f(x1), pf(kLn2W), pf(kLn2B), f(h2), f(xhat2), f(rstd2), n, d_, kLnEps);
   Tensor pre = k.empty({b, t, d_ff_});
   Tensor hidden = k.empty({b, t, d_ff_});
-  detail::linear_forward(k, f(h2), n, d_, pf(kFcW), pf(kFcB), d_ff_, Activation::gelu, f(hidden),
-                         f(pre));
+  detail::linear_map_forward(k, f(h2), n, d_, p[kFcW], pf(kFcB), d_ff_, Activation::gelu, f(hidden),
+                             f(pre));
   Tensor m = k.empty(shape);
-  detail::linear_forward(k, f(hidden), n, d_ff_, pf(kOutW), pf(kOutB), d_, Activation::none, f(m),
-                         nullptr);
+  detail::linear_map_forward(k, f(hidden), n, d_ff_, p[kOutW], pf(kOutB), d_, Activation::none,
+                             f(m), nullptr);
   const std::uint64_t key2 = key.key ^ 0x9e3779b97f4a7c15ull;  // second dropout of the block
   if (drop) k.dropout_apply(f(m), f(m), b, per_sample, dropout_, key2, key.first_sample);
   Tensor y = x1;  // y = x1 + m, in place: x1 itself is not needed by backward
@@ -194,10 +194,10 @@ Tensor TransformerBlock::backward_input(const Context& ctx, ParamView p, Saved& 
                     key.first_sample);
   }
   Tensor dpre = k.empty({b, t, d_ff_});
-  detail::linear_backward_input(k, f(dm), n, d_ff_, pf(kOutW), d_, f(dpre));
+  detail::linear_map_backward_input(k, f(dm), n, d_ff_, p[kOutW], d_, f(dpre));
   k.act_backward(f(dpre), f(s[kPre]), f(dpre), n * d_ff_, Activation::gelu);
   Tensor dh2 = k.empty(shape);
-  detail::linear_backward_input(k, f(dpre), n, d_, pf(kFcW), d_ff_, f(dh2));
+  detail::linear_map_backward_input(k, f(dpre), n, d_, p[kFcW], d_ff_, f(dh2));
   Tensor dx1 = k.empty(shape);
   k.layer_norm_backward_input(f(dh2), f(s[kXhat2]), f(s[kRstd2]), pf(kLn2W), f(dx1), n, d_);
   k.add(f(dx1), f(dy32), f(dx1), n * d_);
@@ -209,12 +209,12 @@ Tensor TransformerBlock::backward_input(const Context& ctx, ParamView p, Saved& 
     k.dropout_apply(f(dx1), f(da), b, per_sample, dropout_, key.key, key.first_sample);
   }
   Tensor datt = k.empty(shape);
-  detail::linear_backward_input(k, f(da), n, d_, pf(kProjW), d_, f(datt));
+  detail::linear_map_backward_input(k, f(da), n, d_, p[kProjW], d_, f(datt));
   Tensor dqkv = k.empty({b, t, 3 * d_});
   detail::causal_attention_backward(k, f(s[kQkv]), f(s[kAtt]), s[kProbs], f(datt), f(dqkv), b, t,
                                     heads_, d_ / heads_);
   Tensor dh1 = datt;  // datt is dead: reuse its memory
-  detail::linear_backward_input(k, f(dqkv), n, d_, pf(kQkvW), 3 * d_, f(dh1));
+  detail::linear_map_backward_input(k, f(dqkv), n, d_, p[kQkvW], 3 * d_, f(dh1));
   Tensor dx = k.empty(shape);
   k.layer_norm_backward_input(f(dh1), f(s[kXhat1]), f(s[kRstd1]), pf(kLn1W), f(dx), n, d_);
   k.add(f(dx), f(dx1), f(dx), n * d_);
@@ -239,16 +239,17 @@ void TransformerBlock::backward_weight_into(const Context& ctx, const Saved& s,
   const std::int64_t n = s[kRstd1].numel();
   auto f = [&](std::size_t i) { return detail::ptr(s[i]); };
   auto g = [&](std::size_t i) { return detail::ptr(sink.grads[i]); };
+  auto w = [&](std::size_t i) -> Tensor& { return sink.grads[i]; };
   const float a = sink.alpha;
   const float bt = sink.beta;
-  detail::linear_backward_weight(k, f(kDm), f(kF), n, d_ff_, d_, a, bt, g(kOutW));
+  detail::linear_map_backward_weight(k, f(kDm), f(kF), n, d_ff_, d_, a, bt, w(kOutW));
   k.column_sum(f(kDm), n, d_, a, bt, g(kOutB));
-  detail::linear_backward_weight(k, f(kDpre), f(kH2), n, d_, d_ff_, a, bt, g(kFcW));
+  detail::linear_map_backward_weight(k, f(kDpre), f(kH2), n, d_, d_ff_, a, bt, w(kFcW));
   k.column_sum(f(kDpre), n, d_ff_, a, bt, g(kFcB));
   k.layer_norm_backward_weight(f(kDh2), f(kXhat2), g(kLn2W), g(kLn2B), n, d_, a, bt);
-  detail::linear_backward_weight(k, f(kDa), f(kAtt), n, d_, d_, a, bt, g(kProjW));
+  detail::linear_map_backward_weight(k, f(kDa), f(kAtt), n, d_, d_, a, bt, w(kProjW));
   k.column_sum(f(kDa), n, d_, a, bt, g(kProjB));
-  detail::linear_backward_weight(k, f(kDqkv), f(kH1), n, d_, 3 * d_, a, bt, g(kQkvW));
+  detail::linear_map_backward_weight(k, f(kDqkv), f(kH1), n, d_, 3 * d_, a, bt, w(kQkvW));
   k.column_sum(f(kDqkv), n, 3 * d_, a, bt, g(kQkvB));
   k.layer_norm_backward_weight(f(kDh1), f(kXhat1), g(kLn1W), g(kLn1B), n, d_, a, bt);
 }

@@ -14,6 +14,7 @@
 #include "apps/commands.hpp"
 #include "apps/default_config.hpp"
 #include "apps/trainer_report.hpp"
+#include "models/kernels/cpu/bf16_gemm.hpp"
 #include "temp_dir.hpp"
 #include "train/config.hpp"
 #include "train/job_plan.hpp"
@@ -86,6 +87,24 @@ TEST(SessionTest, ShippedPipelineConfigsRun) {
       EXPECT_GE(st.peak_versions, 1u);
     }
   }
+}
+
+// The whole default run in bf16 (products, and the tensors between its 4 stages) ends within 1%
+// of the f32 run's held-out loss.
+TEST(DefaultConfigTest, TrainedInBf16ItEndsWithinOnePercentOfF32) {
+  if (!models::cpu::bf16_gemm_native()) GTEST_SKIP() << "no AVX512-BF16 or AMX: f32 products";
+  std::string bf16(default_config());
+  bf16.replace(bf16.find("train:\n"), 7, "train:\n  precision: bf16\n");
+  double held_out[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    train::Session trainer(
+        train::parse_config(i == 0 ? std::string(default_config()) : bf16, kDefaultConfigName));
+    const train::TrainSummary s = trainer.run();
+    ASSERT_TRUE(s.eval.has_value());
+    held_out[i] = s.eval->loss;
+  }
+  EXPECT_NEAR(held_out[1], held_out[0], 0.01 * held_out[0]);
+  EXPECT_NE(held_out[1], held_out[0]) << "the bf16 run computed in f32";
 }
 
 const char* kMlp = R"(model: {name: mlp, widths: [8, 32, 32, 32, 3]}

@@ -17,6 +17,7 @@
 #include "models/kernels/cpu/bf16_weight_cache.hpp"
 #include "models/kernels/kernels.hpp"
 #include "models/layers/linear.hpp"
+#include "models/layers/transformer_block.hpp"
 #include "models/loss.hpp"
 #include "models/model.hpp"
 #include "models/model_spec.hpp"
@@ -101,6 +102,40 @@ TEST(Bf16Linear, ForwardAndBackwardWithinBf16OfF32) {
       EXPECT_EQ(grads[0].to_float_vector(), b16.dw.to_float_vector());
     }
   }
+}
+
+// The transformer block's four linear maps take the same bf16 path (detail::linear_map_*); its
+// layer norms, attention core and residual adds stay f32.
+TEST(Bf16TransformerBlock, ForwardAndBackwardWithinBf16OfF32) {
+  if (!cpu::bf16_gemm_native()) GTEST_SKIP() << "no AVX512-BF16 or AMX on this CPU";
+  const std::unique_ptr<Kernels> k16 = make_cpu_kernels(true);
+  Context c16;
+  c16.kernels = k16.get();
+  const TransformerBlock block(32, 4, 64, 0.0f, 1, 2);
+  const std::vector<Tensor> p = random_params(block, 1);
+  const Tensor x = random_tensor({3, 7, 32}, 2);
+  const Tensor dy = random_tensor({3, 7, 32}, 3);
+  auto pass = [&](const Context& ctx) {
+    Saved saved = block.forward(ctx, p, x).saved;
+    const Tensor y = block.forward(ctx, p, x).y;
+    BackwardResult r = block.backward(ctx, p, saved, dy);
+    r.grads.insert(r.grads.begin(), {y, r.dx});
+    return r.grads;
+  };
+  const std::vector<Tensor> f32 = pass(Context{});
+  const std::vector<Tensor> b16 = pass(c16);
+  ASSERT_EQ(f32.size(), b16.size());
+  double largest = 0;
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    const double e = relative_error(b16[i], f32[i]);
+    EXPECT_LE(e, kBf16Tolerance) << "output " << i;
+    largest = std::max(largest, e);
+  }
+  EXPECT_GT(largest, 0.0) << "equals f32: the bf16 path did not run";
+  // Within bf16 of f32, but the same on every run: a bf16 product is deterministic.
+  const std::vector<Tensor> again = pass(c16);
+  for (std::size_t i = 0; i < b16.size(); ++i)
+    EXPECT_EQ(again[i].to_float_vector(), b16[i].to_float_vector()) << "output " << i;
 }
 
 TEST(Bf16WeightCache, OneCopyPerVersionKeptWhileTheVersionLives) {
