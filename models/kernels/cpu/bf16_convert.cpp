@@ -9,15 +9,18 @@
 namespace tandem::models::cpu {
 namespace {
 
-// Branch-free form of BFloat16::from_float on raw bits, so that the compiler vectorises it (a
-// select per lane instead of an early return).
+// BFloat16::from_float's bits of the f32 with bits `u`, branch-free (a select per lane instead of
+// an early return) so that the loops below vectorise.
+inline std::uint32_t bf16_bits(std::uint32_t u) {
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+}
+
 TANDEM_VECTOR_CLONES
 void to_bf16_range(const float* x, BFloat16* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t quiet_nan = (u >> 16) | 0x40u;
-    y[i].bits = static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    y[i].bits = static_cast<std::uint16_t>(bf16_bits(std::bit_cast<std::uint32_t>(x[i])));
   }
 }
 
@@ -29,12 +32,8 @@ void from_bf16_range(const BFloat16* x, float* y, std::int64_t n) {
 
 TANDEM_VECTOR_CLONES
 void round_to_bf16_range(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x[i]);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    const std::uint32_t quiet_nan = (u & 0xffff0000u) | 0x400000u;
-    y[i] = std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-  }
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = std::bit_cast<float>(bf16_bits(std::bit_cast<std::uint32_t>(x[i])) << 16);
 }
 
 }  // namespace
