@@ -246,7 +246,6 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   spec.optimizer = t.optimizer;
   spec.seed = t.seed;
   if (job_.pipeline) {
-    spec.matmul_precision = job_.pipeline->precision;
     spec.relay_skips = job_.pipeline->relay_skips;
     spec.async_correction = job_.pipeline->async_correction;
   }
@@ -261,7 +260,7 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   };
   if (inputs_.lr_at) spec.lr_at = inputs_.lr_at;
   spec.clip_grad_norm = t.clip_grad_norm;
-  if (t.precision) spec.matmul_precision = *t.precision;
+  spec.matmul_precision = run_precision(job_);
   spec.wire_dtype = wire_dtype(job_);
   spec.on_minibatch = [&progress, also = inputs_.on_minibatch](int64_t b,
                                                                const actors::MinibatchReport& r) {
