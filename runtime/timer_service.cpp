@@ -61,19 +61,38 @@ TimerService::Clock::time_point TimerService::next_deadline() const noexcept {
   return Clock::time_point(Clock::duration(earliest_.load(std::memory_order_acquire)));
 }
 
+// One thread at a time takes and fires the due prefix of the heap: a thread that took a later
+// batch while another still fired an earlier one would reach the receivers first. A thread
+// that finds the firing taken leaves at once (workers never wait here); the firing thread looks
+// again after letting go, so a timer that fell due meanwhile is not left behind.
 bool TimerService::run_due() {
-  if (Clock::now() < next_deadline()) return false;
-  thread_local std::vector<Timer> batch;
-  {
-    std::lock_guard lock(mu_);
-    if (stopped_) return false;
-    take_due(batch);
-    publish_earliest();
+  bool any = false;
+  while (Clock::now() >= next_deadline()) {
+    if (firing_.exchange(true, std::memory_order_acquire)) return any;
+    const bool fired = fire_due_batches();
+    firing_.store(false, std::memory_order_release);
+    if (!fired) break;  // stopped, or none due after all
+    any = true;
   }
-  const bool any = !batch.empty();
-  for (Timer& t : batch) t.fn(true);
-  batch.clear();
   return any;
+}
+
+// With firing_ held: fires due batches until none is left. False when none was due.
+bool TimerService::fire_due_batches() {
+  std::vector<Timer>& batch = firing_batch_;
+  bool any = false;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return any;
+      take_due(batch);
+      publish_earliest();
+    }
+    if (batch.empty()) return any;
+    any = true;
+    for (Timer& t : batch) t.fn(true);
+    batch.clear();
+  }
 }
 
 bool TimerService::wait_for_due(std::unique_lock<std::mutex>& lock) {

@@ -51,7 +51,8 @@ class TimerService {
   // The earliest pending deadline; time_point::max() when none (or stopped). Lock-free.
   std::chrono::steady_clock::time_point next_deadline() const noexcept;
   // Driven mode: runs every timer due by now on the calling thread, earliest first. False when
-  // none was due. Threads may call it concurrently: each timer fires once.
+  // none was due, or when another thread is running them (it then runs these too). Threads
+  // may call it concurrently: each timer fires once, and in deadline order across threads.
   bool run_due();
 
   // Cancels pending timers (their callbacks see fired == false, on the timer thread; driven, on
@@ -75,6 +76,8 @@ class TimerService {
   // With mu_ held: waits until the earliest timer is due (or a change to look at). False when
   // the service stopped.
   bool wait_for_due(std::unique_lock<std::mutex>& lock);
+  // Driven mode, with firing_ held: fires due timers, batch after batch, until none is due.
+  bool fire_due_batches();
   // With mu_ held: moves the due timers, earliest first, into `batch`.
   void take_due(std::vector<Timer>& batch);
   // With mu_ held: publishes the heap's front for next_deadline().
@@ -91,7 +94,9 @@ class TimerService {
   std::vector<Timer> heap_;  // under mu_
   std::uint64_t next_seq_ = 0;
   bool stopped_ = false;
-  bool sleeping_ = false;  // the thread waits on cv_ (a new earliest timer must wake it)
+  std::atomic<bool> firing_{false};  // driven: a thread is in fire_due_batches()
+  std::vector<Timer> firing_batch_;  // under firing_ (its capacity kept between batches)
+  bool sleeping_ = false;            // the thread waits on cv_ (a new earliest timer must wake it)
   std::thread thread_;
   std::mutex join_mu_;
 };

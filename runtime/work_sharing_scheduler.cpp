@@ -393,6 +393,10 @@ void WorkSharingScheduler::run(std::size_t index) {
       const bool watch = watch_left > 0;
       bool prewoken = false;
       bool timer_soon = false;
+      // A unit left here would keep the system from ever looking idle while this worker
+      // sleeps: fire_timers() settles, but the try_take() after it may find its slot stolen
+      // and drop the unit it counted for it.
+      settle(self);
       actor = park(self, seen.get(), watch, woken, prewoken, timer_soon);
       if (actor == nullptr && timer_soon) {
         if (!contended(Clock::now())) await_deadline();  // then the loop's top runs the timer

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -201,6 +202,79 @@ TEST(Timers, AParkedWorkerFiresTheTimersOfAWaiterKeptOffItsCore) {
   EXPECT_EQ(stalls_done.load(), 1) << "the alarm came only after the waiter's stall";
   wait_for(stalls_done, 2);
   system.wait_idle();
+}
+
+// Several threads run the due timers at once (the work-sharing scheduler's workers do, each
+// every kTimerCheckEvery resumes, and the waiter's backup beside the waiter): a thread that took
+// a later batch must not fire it before the thread that took the earlier one has fired that.
+// Each callback spins a little, as a send does, so that a second thread takes the next batch
+// while the first is still firing.
+TEST(TimerService, ThreadsRunningDueTimersAtOnceFireThemInDeadlineOrder) {
+  constexpr int kTimers = 3000;
+  TimerService timers(DrivenTimers{});
+  std::mutex mu;
+  std::vector<int> fired;
+  std::atomic<int> count{0};
+  const auto base = Clock::now() + std::chrono::milliseconds(5);
+  for (int i = 0; i < kTimers; ++i) {
+    // Deadlines 1 us apart, several sharing one instant (ties: the order of setting).
+    timers.at(base + std::chrono::microseconds(i / 3), [&, i](bool ok) {
+      const auto until = Clock::now() + std::chrono::microseconds(2);
+      while (Clock::now() < until) {
+      }
+      std::lock_guard lock(mu);
+      if (ok) fired.push_back(i);
+      count.fetch_add(1, std::memory_order_release);
+    });
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      while (count.load(std::memory_order_acquire) < kTimers) (void)timers.run_due();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(fired.size(), static_cast<std::size_t>(kTimers));
+  int out_of_order = 0;
+  for (int i = 0; i < kTimers; ++i) out_of_order += fired[i] != i;
+  EXPECT_EQ(out_of_order, 0) << "timers fired out of deadline order";
+}
+
+// The same through the scheduler: many alarms due within a millisecond while the timer waiter
+// is kept off its core at every wake-up, so that the parked workers back it up and fire beside
+// it, and the busy workers look at the timers between resumes.
+std::atomic<bool> stall_always{false};
+void stall_each_wake() {
+  if (stall_always.load()) std::this_thread::sleep_for(std::chrono::microseconds(400));
+}
+
+TEST(Timers, AlarmsFiredByTheWaiterAndItsBackupsArriveInDeadlineOrder) {
+  struct Seam {
+    Seam() {
+      stall_always = true;
+      detail::waiter_woke_for_tests.store(&stall_each_wake);
+    }
+    ~Seam() {
+      detail::waiter_woke_for_tests.store(nullptr);
+      stall_always = false;
+    }
+  } seam;
+  ActorSystem system(make_work_sharing({.workers = 4}));
+  auto* r = system.spawn<Recorder>();
+  constexpr int kRounds = 20;
+  constexpr int kAlarms = 200;
+  for (int round = 0; round < kRounds; ++round) {
+    r->got.clear();
+    const auto start = Clock::now() + std::chrono::milliseconds(20);
+    for (int i = 0; i < kAlarms; ++i) {
+      system.send_at(start + std::chrono::microseconds(5 * i), r, Alarm{i});
+    }
+    system.wait_idle();
+    ASSERT_EQ(r->got.size(), static_cast<std::size_t>(kAlarms));
+    int out_of_order = 0;
+    for (int i = 0; i < kAlarms; ++i) out_of_order += r->got[i].first != i;
+    ASSERT_EQ(out_of_order, 0) << "round " << round << ": alarms arrived out of deadline order";
+  }
 }
 
 TEST(TimerService, DrivenRunsDueTimersOnTheCallingThreadAndSaysWhenOneBecomesEarliest) {
