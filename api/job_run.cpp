@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "api/data_fn.hpp"
+#include "api/launch.hpp"
 #include "api/plan_conversion.hpp"
 #include "models/optimizer.hpp"
 #include "schedules/schedule_error.hpp"
@@ -45,13 +46,20 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
   if (o.steps > 0) so.steps = o.steps;
   if (!o.trace.empty()) so.trace = o.trace;
   if (!o.checkpoints.dir.empty()) {
-    if (o.checkpoints.every < 0 || o.checkpoints.keep < 1) {
-      throw std::invalid_argument(field + ".checkpoints: every must be >= 0 and keep >= 1");
+    if (o.checkpoints.every < 0 || o.checkpoints.keep < 0) {
+      throw std::invalid_argument(
+          field + ".checkpoints: every and keep must be >= 0 (keep 0 keeps " +
+          "every checkpoint), got every " + std::to_string(o.checkpoints.every) + ", keep " +
+          std::to_string(o.checkpoints.keep));
     }
     so.checkpoint_dir = o.checkpoints.dir;
     so.checkpoint_every = o.checkpoints.every;
     so.checkpoint_keep = o.checkpoints.keep;
   }
+  so.gather_weights = true;  // rank 0's Session::weights() is the whole model's
+  so.steps_option =
+      field == "TrainOptions" ? "TrainOptions.minibatches" : "train.steps (" + field + ".steps)";
+  so.checkpoint_every_option = field + ".checkpoints.every";
   if (!o.resume.empty()) so.resume = o.resume;
   return so;
 }
@@ -204,7 +212,7 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
   // The job's other ranks wait for this one from here on: joined before the session is built,
   // as `tandem train` does.
   std::unique_ptr<train::ProcessGroup> group =
-      train::join_launched_job(train::process_group_options(config.cluster));
+      join_job(options.launch, train::process_group_options(config.cluster), "ConfigRunOptions");
   train::JobInputs inputs;
   inputs.on_minibatch = state_->reporter();
   try {
@@ -247,7 +255,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   inputs.lr_at = std::move(options.lr_at);
   inputs.on_minibatch = state_->reporter();
   std::unique_ptr<train::ProcessGroup> group =
-      train::join_launched_job(train::process_group_options(job.cluster));
+      join_job(options.launch, train::process_group_options(job.cluster), "TrainOptions");
   try {
     state_->job.emplace(job, so, std::move(group), std::move(inputs));
   } catch (const train::CheckpointError& e) {
@@ -328,7 +336,7 @@ void JobRun::stop() {
 
 std::vector<NamedTensor> JobRun::weights() const {
   if (!state_->ran) throw std::logic_error("Session::weights: run() has not run");
-  const models::ParamSet& params = state_->job->session().params();
+  const models::ParamSet& params = state_->job->session().whole_params();
   std::vector<NamedTensor> out;
   for (std::int64_t i = 0; i < params.size(); ++i) out.push_back({params.name(i), params[i]});
   return out;

@@ -41,7 +41,8 @@ models::ParamSet file_tensors(const std::string& path, const Weights& weights) {
 
 void write(const std::string& path, const Weights& weights, const models::ParamSet& params) {
   try {
-    train::write_model_file(path, params, train::ModelFileInfo{weights.model, weights.step, ""});
+    train::write_model_file(path, params,
+                            train::ModelFileInfo{weights.model, weights.step, "", {}});
   } catch (const models::SafetensorsError& e) {
     throw std::invalid_argument(std::string("save_weights: ") + e.what());
   }

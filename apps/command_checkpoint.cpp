@@ -88,8 +88,9 @@ void add_export(CLI::App& cmd) {
     const train::Checkpoint checkpoint = train::read_checkpoint(args->dir);
     check_not_an_input(args->out, checkpoint, step_directory(checkpoint, args->dir));
     const models::ParamSet weights = train::newest_weights(checkpoint);
-    train::write_model_file(args->out, weights,
-                            {checkpoint.model, checkpoint.step, checkpoint.origin.name});
+    train::write_model_file(
+        args->out, weights,
+        {checkpoint.model, checkpoint.step, checkpoint.origin.name, checkpoint.model_layers});
     std::cout << "exported the weights of step " << checkpoint.step << " (" << weights.size()
               << " tensors, " << weights.numel() << " parameters) to " << args->out << "\n";
   });

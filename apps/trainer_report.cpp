@@ -237,6 +237,8 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   options.checkpoint_dir = command.checkpoint_dir;
   options.checkpoint_every = command.checkpoint_every;
   options.resume = command.resume;
+  options.steps_option = "train.steps (--steps)";
+  options.checkpoint_every_option = "--checkpoint-every";
   std::optional<train::ElasticJob> job;
   train::at_config(config, [&] {
     if (command.join) {

@@ -18,6 +18,7 @@
 #include "runtime/atomic_file.hpp"
 #include "runtime/sha256.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/model_identity.hpp"
 #include "train/schedule_json.hpp"
 
 namespace tandem::train {
@@ -579,6 +580,24 @@ std::optional<CheckpointRef> parent_from_json(const Fields& f, const json& manif
   return ref;
 }
 
+// The manifest's "model_layers" (absent in manifests written before it was recorded: none): at
+// most 1,000,000 lines of at most 4,096 bytes.
+std::vector<std::string> model_layers_from_json(const Fields& f, const json& manifest) {
+  std::vector<std::string> out;
+  if (!manifest.contains("model_layers")) return out;
+  const json& a = f.array(manifest, "", "model_layers");
+  if (a.size() > 1000000) {
+    f.fail("field 'model_layers' holds " + std::to_string(a.size()) + " lines");
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].is_string() || a[i].get<std::string>().size() > 4096) {
+      f.fail("field 'model_layers[" + std::to_string(i) + "]' is not a line of text");
+    }
+    out.push_back(a[i].get<std::string>());
+  }
+  return out;
+}
+
 // The manifest's "history" (absent in manifests written before it was recorded: none): at most
 // 10,000 lines of at most 4,096 bytes.
 std::vector<std::string> history_from_json(const Fields& f, const json& manifest) {
@@ -810,6 +829,7 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   Checkpoint& c = m.checkpoint;
   c.step = f.int64(manifest, "", "step");
   c.model = f.string(manifest, "", "model");
+  c.model_layers = model_layers_from_json(f, manifest);
   c.optimizer = f.string(manifest, "", "optimizer");
   c.plan = plan_from_json(f, manifest);
   c.seed = f.uint64(manifest, "", "seed");
@@ -822,6 +842,11 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   if (expect.model && *expect.model != c.model) {
     refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
                               *expect.model + "'");
+  }
+  if (expect.model_layers && !c.model_layers.empty()) {
+    if (const auto diff = identity_difference(c.model_layers, *expect.model_layers)) {
+      refuse(manifest_file, "checkpoint of another model '" + c.model + "': " + *diff);
+    }
   }
   if (expect.optimizer && *expect.optimizer != c.optimizer) {
     refuse(manifest_file, "checkpoint of another optimizer: '" + c.optimizer +
@@ -937,6 +962,7 @@ fs::path commit_checkpoint(const CheckpointSlot& slot, const Checkpoint& checkpo
                            {"format_version", kCheckpointFormatVersion},
                            {"step", checkpoint.step},
                            {"model", checkpoint.model},
+                           {"model_layers", checkpoint.model_layers},
                            {"optimizer", checkpoint.optimizer},
                            {"plan", plan_to_json(checkpoint.plan)},
                            {"seed", checkpoint.seed},

@@ -76,6 +76,9 @@ struct CheckpointRef {
 struct Checkpoint {
   std::int64_t step = 0;  // minibatches done
   std::string model;      // models::ModelSpec::describe(): a resume refuses another model
+  // train::model_identity(): every layer's line, the loss, the ties (empty in manifests written
+  // before it was recorded: then only `model` and the parameter shapes are compared).
+  std::vector<std::string> model_layers;
   schedules::Plan plan;   // stages (layer ranges, replicas, devices) and schedule parameters
   std::string optimizer;  // models::OptimizerSpec::kind
   std::uint64_t seed = 0;
@@ -184,7 +187,9 @@ StageFileRecord stage_file_record_from_json(const nlohmann::json& j, int stages,
 // both. The plan may differ (cut, replicas, schedule, slices, chunks, minibatch size, process
 // count): a resume lays the stages out anew (train/resume_state.hpp).
 struct CheckpointExpectations {
-  std::optional<std::string> model;      // ModelSpec::describe()
+  std::optional<std::string> model;  // ModelSpec::describe()
+  // train::model_identity(): compared line by line when the manifest records it.
+  std::optional<std::vector<std::string>> model_layers;
   std::optional<std::string> optimizer;  // OptimizerSpec::kind
 };
 

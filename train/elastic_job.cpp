@@ -217,6 +217,8 @@ void ElasticJob::start_generation(int rank, int world) {
     o.resume = *options_.checkpoint_dir;
   }
   auto session = std::make_unique<Session>(job_, o, inputs_);
+  if (!session->checkpoint_note().empty())
+    spdlog::info("elastic job: {}", session->checkpoint_note());
   announce_plan(*session);
   exchange_next_port();
   std::lock_guard lock(mu_);
@@ -227,6 +229,8 @@ void ElasticJob::start_generation(int rank, int world) {
 SessionOptions ElasticJob::session_options() {
   SessionOptions o = options_;
   o.group = group_.get();
+  // A re-plan may move the stop boundaries under the interval the job was started with.
+  o.round_checkpoint_every = job_.cluster.elastic;
   if (job_.cluster.elastic && replans_ < job_.cluster.max_replans) {
     o.end_after_checkpoint = [this](int segment, int64_t) { return decide_growth(segment); };
   }

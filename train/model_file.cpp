@@ -11,6 +11,7 @@
 
 #include "models/safetensors.hpp"
 #include "train/job_error.hpp"
+#include "train/model_identity.hpp"
 #include "train/tied_weights.hpp"
 
 namespace tandem::train {
@@ -48,13 +49,39 @@ void check_format(const fs::path& path, const models::SafetensorsMetadata& metad
   }
 }
 
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = text.find('\n', at);
+    out.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) return out;
+    at = end + 1;
+  }
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += '\n';
+    out += lines[i];
+  }
+  return out;
+}
+
 void check_metadata(const fs::path& path, const models::SafetensorsMetadata& metadata,
-                    const std::string& model_name) {
+                    const models::Model& model, const std::string& model_name) {
   check_format(path, metadata);
-  const std::string model = metadata_value(metadata, "model");
-  if (model != model_name) {
-    refuse(path, "holds the weights of model '" + model + "', but this run's model is '" +
+  const std::string name = metadata_value(metadata, "model");
+  if (name != model_name) {
+    refuse(path, "holds the weights of model '" + name + "', but this run's model is '" +
                      model_name + "'");
+  }
+  const std::vector<std::string> recorded = split_lines(metadata_value(metadata, "model_layers"));
+  if (recorded.empty()) return;  // written without them (save_weights, older files)
+  if (const auto diff = identity_difference(recorded, model_identity(model))) {
+    refuse(path, "holds the weights of another model '" + name + "': " + *diff);
   }
 }
 
@@ -108,11 +135,12 @@ models::ParamSet in_layer_order(const models::ParamSet& params) {
 
 void write_model_file(const fs::path& path, const models::ParamSet& params,
                       const ModelFileInfo& info) {
-  const models::SafetensorsMetadata metadata = {
+  models::SafetensorsMetadata metadata = {
       {"format", kModelFileFormat},    {"format_version", kModelFileFormatVersion},
       {"model", info.model},           {"step", std::to_string(info.step)},
       {"checkpoint", info.checkpoint},
   };
+  if (!info.model_layers.empty()) metadata["model_layers"] = join_lines(info.model_layers);
   models::write_safetensors(path, params, metadata);
 }
 
@@ -129,7 +157,7 @@ models::ParamSet read_model_file(const fs::path& path, const models::Model& mode
   } catch (const models::SafetensorsError& e) {
     throw ModelFileError(e.what());  // names the path already
   }
-  check_metadata(path, content.metadata, model_name);
+  check_metadata(path, content.metadata, model, model_name);
   const models::ParamSet whole = model_file_params(path, content.tensors, model);
   models::ParamSet out;
   const models::ParamSet wanted = model.init_params(0, layers.begin, layers.end, Device::sim());
@@ -164,6 +192,7 @@ ModelFileContents read_model_file(const fs::path& path) {
   ModelFileContents out;
   out.info.model = metadata_value(content.metadata, "model");
   out.info.checkpoint = metadata_value(content.metadata, "checkpoint");
+  out.info.model_layers = split_lines(metadata_value(content.metadata, "model_layers"));
   const std::string step = metadata_value(content.metadata, "step");
   try {
     std::size_t used = 0;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "models/model.hpp"
 #include "models/param_set.hpp"
@@ -32,6 +33,9 @@ struct ModelFileInfo {
   std::string model;  // models::ModelSpec::describe() (Checkpoint::model)
   std::int64_t step = 0;
   std::string checkpoint;  // the step directory's name ("step-00000200"), or empty
+  // train::model_identity() (Checkpoint::model_layers), when known: written as the metadata
+  // "model_layers", one line each, and compared line by line when a file is read for a model.
+  std::vector<std::string> model_layers;
 };
 
 // Writes `params` (a whole model's weights under their global names) atomically

@@ -13,6 +13,7 @@
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
 #include "train/model_file.hpp"
+#include "train/model_identity.hpp"
 #include "train/predict_inputs.hpp"
 #include "train/tied_weights.hpp"
 
@@ -153,6 +154,11 @@ models::ParamSet load_predict_weights(const fs::path& path, const models::Model&
     if (checkpoint.model != model_name) {
       throw PredictError(path.string() + ": the checkpoint holds another model:\n  " +
                          checkpoint.model + "\nnot this one:\n  " + model_name);
+    }
+    if (!checkpoint.model_layers.empty()) {
+      if (const auto diff = identity_difference(checkpoint.model_layers, model_identity(model))) {
+        throw PredictError(path.string() + ": the checkpoint holds another model: " + *diff);
+      }
     }
     // A tied parameter's copies that the stage files left out take its leader's values.
     models::ParamSet weights = with_tied_copies(newest_weights(checkpoint), model);

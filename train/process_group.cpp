@@ -497,11 +497,12 @@ void ProcessGroup::shutdown() {
   impl_->rendezvous->shutdown();
 }
 
-std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options) {
-  const transport::LaunchEnv env = transport::read_launch_env(transport::process_env());
+std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options,
+                                                const transport::EnvLookup& lookup) {
+  const transport::LaunchEnv env = transport::read_launch_env(lookup);
   if (env.world_size <= 1) return nullptr;
   options.env = env;
-  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) options.host = host;
+  if (const std::optional<std::string> host = lookup("TANDEM_HOST")) options.host = *host;
   return std::make_unique<ProcessGroup>(std::move(options));
 }
 

@@ -102,10 +102,11 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-// When a launcher started this process as one of several (transport::read_launch_env), joins
-// the job with `options` (their env and host filled in here; TANDEM_HOST, when set, is this
-// process's address); otherwise null. Throws transport::LaunchEnvError for malformed variables,
-// RendezvousError for a failed join.
-std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options);
+// When a launcher started this process as one of several (transport::read_launch_env of
+// `lookup`, the process's environment by default), joins the job with `options` (their env and
+// host filled in here; TANDEM_HOST, when set, is this process's address); otherwise null.
+// Throws transport::LaunchEnvError for malformed variables, RendezvousError for a failed join.
+std::unique_ptr<ProcessGroup> join_launched_job(
+    ProcessGroupOptions options, const transport::EnvLookup& lookup = transport::process_env());
 
 }  // namespace tandem::train

@@ -8,6 +8,7 @@
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "schedules/weight_versions.hpp"
+#include "train/model_identity.hpp"
 #include "train/reshard.hpp"
 #include "train/tied_checkpoint.hpp"
 
@@ -141,7 +142,9 @@ ResumeState read_resume_state(const std::filesystem::path& path, const JobSpec& 
                               const schedules::Plan& plan, int64_t steps,
                               const std::function<bool(int stage)>& needs_stage) {
   const CheckpointManifest manifest =
-      read_checkpoint_manifest(path, {.model = model_name, .optimizer = job.train.optimizer.kind});
+      read_checkpoint_manifest(path, {.model = model_name,
+                                      .model_layers = model_identity(model),
+                                      .optimizer = job.train.optimizer.kind});
   const Checkpoint& ck = manifest.checkpoint;
   check_position(path, ck, job, plan, steps);
   check_covers_model(path, ck.plan, model);

@@ -9,6 +9,7 @@
 #include "models/data/markov_text.hpp"
 #include "models/delay_correction.hpp"
 #include "schedules/pipeline_rules.hpp"
+#include "schedules/schedule_kind.hpp"
 #include "train/eval_snapshots.hpp"
 #include "train/job_checkpoint.hpp"
 #include "train/job_error.hpp"
@@ -16,6 +17,7 @@
 #include "train/job_trace.hpp"
 #include "train/job_weights.hpp"
 #include "train/model_file.hpp"
+#include "train/model_identity.hpp"
 #include "train/pipeline_trace.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
@@ -95,8 +97,16 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
       steps_(options_.steps.value_or(job_.train.steps)),
       stop_(std::make_unique<Stop>()) {
   if (steps_ < 1) throw std::invalid_argument("steps must be >= 1");
-  if (options_.checkpoint_every < 0) throw std::invalid_argument("checkpoint_every must be >= 0");
+  if (options_.checkpoint_every < 0) {
+    throw JobError(options_.checkpoint_every_option,
+                   "must be >= 0, got " + std::to_string(options_.checkpoint_every));
+  }
+  if (options_.checkpoint_keep < 0) {
+    throw JobError("keep", "must be >= 0 (0 keeps every checkpoint), got " +
+                               std::to_string(options_.checkpoint_keep));
+  }
   plan_ = training_plan(job_, model_.num_layers(), steps_);
+  check_stop_boundaries();
   if (options_.group != nullptr) {
     placement_ = std::make_unique<ProcessPlacement>(job_, plan_, options_.group->world_size());
   }
@@ -231,6 +241,52 @@ std::vector<int64_t> Session::eval_steps() const {
   return out;
 }
 
+namespace {
+
+std::string replica_counts(const schedules::ScheduleParams& sp) {
+  std::string out;
+  for (int st = 0; st < sp.stages; ++st) {
+    if (st > 0) out += '-';  // appended apart: GCC 12 misreads the concatenation (-Wrestrict)
+    out += std::to_string(sp.replicas_of(st));
+  }
+  return out;
+}
+
+std::string nearest_multiples(int64_t v, int64_t unit) {
+  const int64_t below = v / unit * unit;
+  const std::string above = std::to_string(below + unit);
+  return below > 0 ? std::to_string(below) + " or " + above : above;
+}
+
+}  // namespace
+
+void Session::check_stop_boundaries() {
+  if (!options_.checkpoint_dir) return;
+  const int64_t unit = schedules::stop_boundary(plan_.schedule, 1);
+  if (unit <= 1) return;
+  const std::string why = std::string(schedules::to_string(plan_.schedule.kind)) +
+                          " with replicas " + replica_counts(plan_.schedule) +
+                          " stops (and resumes) only after a multiple of " + std::to_string(unit) +
+                          " minibatches, one update on every replica";
+  const int64_t every = options_.checkpoint_every;
+  if (every > 0 && every % unit != 0) {
+    if (!options_.round_checkpoint_every) {
+      throw JobError(options_.checkpoint_every_option,
+                     std::to_string(every) + " steps: " + why + ": checkpoint every " +
+                         nearest_multiples(every, unit) + " steps");
+    }
+    options_.checkpoint_every = schedules::stop_boundary(plan_.schedule, every);
+    checkpoint_note_ = "checkpoints every " + std::to_string(options_.checkpoint_every) +
+                       " steps, not " + std::to_string(every) + ": " + why;
+  }
+  if (steps_ % unit != 0 && !options_.round_checkpoint_every) {
+    throw JobError(options_.steps_option, "a run of " + std::to_string(steps_) +
+                                              " steps ends where its checkpoint " +
+                                              "could not be resumed: " + why + ": train " +
+                                              nearest_multiples(steps_, unit) + " steps");
+  }
+}
+
 int64_t Session::segment_end(int64_t at) const {
   if (!options_.checkpoint_dir || options_.checkpoint_every <= 0) return steps_;
   return std::min(steps_, schedules::stop_boundary(plan_.schedule, at + options_.checkpoint_every));
@@ -307,6 +363,7 @@ void Session::write_checkpoint_at(int segment, int64_t at, const std::vector<Sta
   Checkpoint ck;
   ck.step = at;
   ck.model = model_name();
+  ck.model_layers = model_identity(model_);
   ck.plan = plan_;
   ck.optimizer = job_.train.optimizer.kind;
   ck.seed = job_.train.seed;
@@ -392,7 +449,7 @@ models::ParamSet Session::own_weights() const {
 }
 
 void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
-                     std::chrono::steady_clock::time_point start) const {
+                     std::chrono::steady_clock::time_point start) {
   std::optional<EvalResult> eval;
   if (options_.group == nullptr) {
     if (data_.eval) eval = evaluate();
@@ -401,12 +458,14 @@ void Session::finish(TrainSummary& s, Progress& progress, int64_t at,
     // Rank 0 holds only its own stages: the others send their tensors' fingerprints, and their
     // weights only when rank 0 evaluates the whole model.
     const bool evaluates = data_.eval != nullptr;
-    const JobWeights w = finish_job_weights(*options_.group, model_, own_weights(), evaluates);
+    JobWeights w = finish_job_weights(*options_.group, model_, own_weights(),
+                                      evaluates || options_.gather_weights);
     s.params_fingerprint = w.fingerprint;
-    if (w.whole) {
+    if (w.whole && evaluates) {
       eval = evaluate_params(model_, *w.whole, *data_.eval, job_.train.eval->samples,
                              job_.train.minibatch, Device::cpu());
     }
+    if (w.whole && options_.gather_weights) whole_params_ = std::move(w.whole);
   }
   progress.finish(eval);
   s.first_step = first_step_;

@@ -47,10 +47,20 @@ struct SessionOptions {
   // of every rank's stages (train/job_trace.hpp).
   std::optional<std::filesystem::path> trace;
   // Write checkpoints into this directory (train/checkpoint.hpp): every checkpoint_every steps
-  // (rounded up to the schedule's stop boundary; 0: only at the end) and at the end.
+  // (0: only at the end) and at the end.
   std::optional<std::filesystem::path> checkpoint_dir;
+  // A checkpoint resumes only at a stop boundary of its plan (schedules::stop_boundary: under
+  // PipeDream with replicas, a multiple of the replica counts' least common multiple). With
+  // checkpoints, an interval or a run length that is not one is refused at construction with
+  // the nearest that are, unless `round_checkpoint_every` (elastic jobs, whose re-planned
+  // replicas move the boundaries): then the interval is rounded up, said in checkpoint_note(),
+  // and the run's length is left as it is.
   int64_t checkpoint_every = 0;
-  int checkpoint_keep = 2;
+  bool round_checkpoint_every = false;
+  int checkpoint_keep = 2;  // 0: every checkpoint is kept
+  // The front end's names of the options above, for its messages ("--checkpoint-every").
+  std::string steps_option = "steps";
+  std::string checkpoint_every_option = "checkpoint_every";
   // Continue the run a checkpoint (a directory written by checkpoint_dir) stopped at.
   std::optional<std::filesystem::path> resume;
   // A multi-process job (not owned; outlives the trainer): this process runs the stage
@@ -61,6 +71,9 @@ struct SessionOptions {
   // evaluation, train/job_weights.hpp); the others' summaries cover their own stages. Null:
   // everything here.
   ProcessGroup* group = nullptr;
+  // A multi-process job: the other ranks send rank 0 their weights at the end of the run, so
+  // that its whole_params() holds the whole model (the embedding API's Session::weights()).
+  bool gather_weights = false;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
   // Called on every rank after each checkpoint but the run's last (segment number, step):
@@ -99,6 +112,9 @@ class Session {
   // The weights of the layers this process runs (in one process the whole model's): initial (or
   // resumed) before run(), trained after.
   const models::ParamSet& params() const { return params_; }
+  // After run(): on rank 0 of a multi-process job with SessionOptions::gather_weights, the whole
+  // model's weights; otherwise params().
+  const models::ParamSet& whole_params() const { return whole_params_ ? *whole_params_ : params_; }
   // A config's job: its training data (a job built in code brings a DataSource instead).
   const models::data::Dataset& train_data() const { return *data_.train; }
   const models::data::Dataset* eval_data() const { return data_.eval.get(); }
@@ -107,6 +123,8 @@ class Session {
   // How a resume laid the checkpoint out on this plan, when it is another plan (one line,
   // ResumeState::reshard_note); empty otherwise.
   const std::string& resume_note() const { return resume_note_; }
+  // How round_checkpoint_every changed the interval (one line); empty when it did not.
+  const std::string& checkpoint_note() const { return checkpoint_note_; }
   // The whole model's parameter count (a process of a job holds only its stages' weights).
   int64_t parameters() const;
   // What checkpoints record as the model.
@@ -118,6 +136,7 @@ class Session {
   std::vector<int64_t> eval_steps() const;
   // Where the segment starting at step `at` ends: the next checkpoint or the run's end.
   int64_t segment_end(int64_t at) const;
+  void check_stop_boundaries();
   actors::PipelineSpec segment_spec(int64_t at, int64_t end, const actors::DataSource& data,
                                     Progress& progress, EvalSnapshots* snapshots) const;
   // Throws when a loss was not finite.
@@ -144,7 +163,7 @@ class Session {
   models::ParamSet own_weights() const;
   // After the last segment: the final evaluation and record, and the run's totals.
   void finish(TrainSummary& s, Progress& progress, int64_t at,
-              std::chrono::steady_clock::time_point start) const;
+              std::chrono::steady_clock::time_point start);
 
   JobSpec job_;
   SessionOptions options_;
@@ -163,6 +182,8 @@ class Session {
   // lineage, which pruning keeps).
   std::optional<CheckpointRef> parent_checkpoint_;
   std::string resume_note_;
+  std::string checkpoint_note_;
+  std::optional<models::ParamSet> whole_params_;  // see whole_params()
   std::vector<std::string> history_;  // Checkpoint::history of the checkpoints this run writes
   std::unique_ptr<Stop> stop_;
   std::unique_ptr<ProcessPlacement> placement_;  // with a group

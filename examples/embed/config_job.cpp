@@ -1,9 +1,9 @@
 // A service that runs a training job described by a YAML config (any of Tandem's configs/,
 // docs/config.md) through the embedding API: it checkpoints halfway, evaluates the held-out
 // data, then resumes the checkpoint in a second session and checks that the resumed run ends
-// with the very weights the whole run ended with. Started under a launcher (tandem launch,
-// torchrun, mpirun, srun: their variables set), each process joins the job as its rank and
-// rank 0 reports.
+// with the very weights the whole run ended with. It asks to join a launcher's job
+// (Launch::from_environment()): started under tandem launch, torchrun, mpirun or srun, each
+// process joins the job as its rank and rank 0 reports; started alone, it runs alone.
 //   config_job_example [CONFIG]     without CONFIG: a small MLP job written to a temp file
 #include <unistd.h>
 
@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   if (argc <= 1) std::ofstream(config) << kJob;
   try {
     tandem::ConfigRunOptions whole;
+    whole.launch = tandem::Launch::from_environment();
     whole.checkpoints = {(work / "checkpoints").string(), 20, 2};
     whole.on_progress = [](const tandem::Progress& p) {
       std::printf("step %" PRId64 "/%" PRId64 "  loss %.4f%s\n", p.step, p.steps, p.loss,

@@ -278,9 +278,12 @@ struct EvalReport {
 // ---------------------------------------------------------------------------------------------
 // What every run may do besides training: checkpoints, held-out evaluation, progress.
 
-// Checkpoints into `dir`: every `every` steps (rounded up to the schedule's next stop boundary;
-// 0: only at the end) and at the end, keeping the newest `keep` of the run's lineage. The files
-// are `tandem train --checkpoint`'s: either front end resumes what the other wrote.
+// Checkpoints into `dir`: every `every` steps (0: only at the end) and at the end, keeping the
+// newest `keep` of the run's lineage (0: all). The files are `tandem train --checkpoint`'s:
+// either front end resumes what the other wrote. A checkpoint resumes only where the plan can
+// stop (PipeDream with replicas: after a multiple of the replica counts' least common multiple,
+// 2 for replicas 2-1-1): an `every` or a run length that is not such a step is refused when the
+// Session is made, naming the nearest that are.
 struct CheckpointOptions {
   std::string dir;  // empty: no checkpoints
   std::int64_t every = 0;
@@ -305,9 +308,43 @@ struct Progress {
   EvalReport eval;
 };
 
+// How a Session takes part in a job of several processes, said explicitly: a service that only
+// runs inside a launcher's environment (a Slurm step, a torchrun worker) does not join a job
+// unasked. The default is local().
+class Launch {
+ public:
+  enum class Kind { local, environment, rank };
+  // This process alone, whatever the environment holds.
+  static Launch local() { return Launch(); }
+  // As a launcher's variables say (tandem launch, torchrun, mpirun, srun:
+  // docs/multi-process.md): rank R of N when they describe a job of several processes, alone
+  // when they describe none.
+  static Launch from_environment();
+  // Rank `rank` of `world_size` processes whose rank 0 listens at `master` ("host:port",
+  // "[v6]:port"), each given the job's `token` (a connection without it is refused; a master
+  // that is not a loopback address needs one). Checked when the Session is made:
+  // std::invalid_argument names what is wrong.
+  static Launch rank(int rank, int world_size, std::string master, std::string token = "");
+
+  Kind kind() const { return kind_; }
+  int rank_index() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::string& master() const { return master_; }
+  const std::string& token() const { return token_; }
+
+ private:
+  Kind kind_ = Kind::local;
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::string master_, token_;
+};
+
 // Runs configured from a YAML file (docs/config.md), the ones `tandem train CONFIG` runs: the
 // same steps, the same files, the same losses and weights bit for bit.
 struct ConfigRunOptions {
+  // Launch::from_environment() makes this process a rank of the job a launcher started, as
+  // `tandem train` is; the default runs it alone.
+  Launch launch;
   std::int64_t steps = 0;  // 0: the config's train.steps
   CheckpointOptions checkpoints;
   std::string resume;  // a checkpoint directory to continue from; empty: a fresh run
@@ -336,6 +373,8 @@ struct ConfigData {
 ConfigData config_data(const std::string& config_file);
 
 struct TrainOptions {
+  // As ConfigRunOptions::launch: alone unless asked otherwise.
+  Launch launch;
   Plan plan;
   std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
   Optimizer optimizer;
@@ -348,8 +387,9 @@ struct TrainOptions {
   // Session::stop().
   std::function<void(const Metrics&)> on_metrics;
   std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
-  // As ConfigRunOptions: checkpoints (the model is recorded by describe()'s first line, which
-  // a resume must match: a zoo model's is a config's), a checkpoint to continue from, a trace.
+  // As ConfigRunOptions: checkpoints (the model is recorded by its name, describe()'s first
+  // line, and every layer's line, which a resume must match: a zoo model's are a config's), a
+  // checkpoint to continue from, a trace.
   CheckpointOptions checkpoints;
   std::string resume;
   std::string trace;
@@ -453,12 +493,14 @@ class Session {
   // Checks everything before anything runs and throws std::invalid_argument naming what is
   // wrong: stages that overlap, leave gaps or run past the model; an unknown device; a schedule
   // that cannot run the plan; a missing DataFn; an unknown optimizer; a checkpoint that cannot
-  // resume this run. Under a launcher's variables (as for a config's job below) this process
-  // joins the job as its rank: rank 0 runs the DataFn and reports, the others run their stages.
+  // resume this run. With options.launch a rank of a job (as for a config's job below), this
+  // process joins the job as its rank: rank 0 runs the DataFn and reports, the others run their
+  // stages.
   Session(Model model, TrainOptions options);
-  // The job the YAML config `config_file` describes. Under a launcher's variables (tandem
-  // launch, torchrun, mpirun, srun: docs/multi-process.md) this process joins the job as its
-  // rank and runs the stages placed there; rank 0 runs the loader, reports and checkpoints.
+  // The job the YAML config `config_file` describes. With options.launch a rank of a job
+  // (Launch::from_environment() under tandem launch, torchrun, mpirun, srun:
+  // docs/multi-process.md) this process joins the job as its rank and runs the stages placed
+  // there; rank 0 runs the loader, reports and checkpoints.
   // Throws std::invalid_argument naming "file:line:column: key" for a config problem, or the
   // checkpoint for one that cannot resume this config; std::runtime_error for a failed join.
   explicit Session(const std::string& config_file, ConfigRunOptions options = {});
@@ -478,8 +520,9 @@ class Session {
   // runs none. Idempotent; no effect after the run. Must not race with the destructor.
   void stop();
 
-  // After run(): the trained weights of the whole model (replica 0 of each stage; in a
-  // multi-process job, on rank 0).
+  // After run(): the trained weights of the whole model (replica 0 of each stage). In a
+  // multi-process job rank 0 holds the whole model's (the other ranks send it theirs as the run
+  // ends); every other rank holds only the stages it ran.
   std::vector<NamedTensor> weights() const;
 
   // The model's outputs for `inputs` (the model's input layout, [N, ...]; f32 features or i32

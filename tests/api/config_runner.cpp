@@ -6,6 +6,7 @@
 //   eval_at <step> <loss, %a>          each evaluation during the run (train.eval.every)
 //   eval <loss, %a>                    with train.eval
 //   fingerprint <16 hex digits>
+//   weights <tensors> <elements> <digest>  what Session::weights() holds (weights_digest.hpp)
 //   usage: config_runner CONFIG [--steps N] [--checkpoint-dir DIR] [--resume DIR]
 #include <cinttypes>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <exception>
 #include <string>
 #include <tandem/tandem.hpp>
+
+#include "weights_digest.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -22,6 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   tandem::ConfigRunOptions options;
+  options.launch = tandem::Launch::from_environment();  // a rank when a launcher started it
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--steps")
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
     }
     if (r.has_eval) std::printf("eval %a\n", r.eval.loss);
     std::printf("fingerprint %016" PRIx64 "\n", r.weights_fingerprint);
+    std::printf("weights %s\n", tandem::api_test::weights_digest(session.weights()).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "config_runner: %s\n", e.what());
     return 1;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../train/temp_dir.hpp"
+#include "weights_digest.hpp"
 
 namespace tandem {
 namespace {
@@ -47,6 +48,7 @@ struct RunFigures {
   bool has_eval = false;
   double eval = 0;
   std::map<std::int64_t, double> evals;  // held-out loss by step, during the run
+  std::string weights;                   // weights_digest() of Session::weights()
 };
 
 std::string hex(std::uint64_t v) {
@@ -262,6 +264,9 @@ RunFigures parse_runner(const std::string& out) {
       r.eval = std::strtod(v.c_str(), nullptr);
     } else if (word == "fingerprint") {
       in >> r.fingerprint;
+    } else if (word == "weights") {
+      std::getline(in, r.weights);
+      if (!r.weights.empty() && r.weights[0] == ' ') r.weights.erase(0, 1);
     }
   }
   return r;
@@ -285,6 +290,7 @@ TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
     const TrainResult r = session.run();
     alone.losses = r.losses;
     alone.fingerprint = hex(r.weights_fingerprint);
+    alone.weights = api_test::weights_digest(session.weights());
     alone.has_eval = r.has_eval;
     alone.eval = r.eval.loss;
   }
@@ -309,6 +315,8 @@ TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
   const RunFigures job = parse_runner(o0);
   EXPECT_EQ(as_f32(job.losses), as_f32(alone.losses));
   EXPECT_EQ(job.fingerprint, alone.fingerprint);
+  // Rank 0's Session::weights() is the whole model, as one process's is (not its own stages).
+  EXPECT_EQ(job.weights, alone.weights);
   ASSERT_TRUE(job.has_eval);
   EXPECT_EQ(job.eval, alone.eval);
   EXPECT_EQ(job.evals, alone.evals);

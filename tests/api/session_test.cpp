@@ -380,6 +380,155 @@ TEST(EmbeddingApi, ACheckpointThenAResumeIsTheWholeRun) {
   }
 }
 
+// A checkpoint records every layer: a model whose parameters all have the same shapes but whose
+// one activation differs (GELU for ReLU) neither resumes it nor starts from its exported file.
+TEST(EmbeddingApi, ACheckpointOfAModelWithAnotherActivationIsRefused) {
+  const auto model_with = [](tandem::LayerPtr activation) {
+    return tandem::Model::classifier(kFeatures, {tandem::layers::linear(kFeatures, 16), activation,
+                                                 tandem::layers::linear(16, kClasses)});
+  };
+  const tandem::Model relu = model_with(tandem::layers::relu());
+  const tandem::Model gelu = model_with(tandem::layers::gelu());
+  const std::string dir =
+      ::testing::TempDir() + "tandem-api-identity-" + std::to_string(::getpid());
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(relu, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  tandem::TrainOptions first = options_for(plan, 4);
+  first.checkpoints = {dir + "/ck", 0, 2};
+  ASSERT_EQ(tandem::Session(relu, std::move(first)).run().checkpoints.size(), 1u);
+
+  tandem::TrainOptions same = options_for(plan, 8);
+  same.resume = dir + "/ck";
+  EXPECT_EQ(tandem::Session(relu, std::move(same)).run().first_minibatch, 4);
+  tandem::TrainOptions other = options_for(plan, 8);
+  other.resume = dir + "/ck";
+  try {
+    tandem::Session(gelu, std::move(other));
+    ADD_FAILURE() << "a checkpoint of the ReLU model resumed the GELU model";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("layer 1: relu"), std::string::npos) << what;
+    EXPECT_NE(what.find("layer 1: gelu"), std::string::npos) << what;
+  }
+
+  const std::string file = dir + "/model.safetensors";
+  ASSERT_EQ(std::system((std::string(TANDEM_CLI) + " checkpoint export " + dir + "/ck -o " + file +
+                         " >/dev/null")
+                            .c_str()),
+            0);
+  tandem::TrainOptions from_file = options_for(plan, 2);
+  from_file.init_from = file;
+  try {
+    tandem::Session(gelu, std::move(from_file));
+    ADD_FAILURE() << "the ReLU model's exported file started the GELU model";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1: gelu"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// PipeDream with replicas 2-1 stops (and resumes) only after an even number of minibatches: a
+// checkpoint interval or a run length that is odd is refused when the session is made, with the
+// even values beside it, instead of checkpointing at other steps or writing a last checkpoint
+// that the same plan then refuses to resume.
+TEST(EmbeddingApi, ACheckpointIntervalThePlanCannotStopAtIsRefusedWithTheNearestThatItCan) {
+  Fixture f;
+  tandem::Plan pipedream;
+  pipedream.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
+  pipedream.schedule = tandem::Schedule::pipedream;
+  pipedream.minibatch = kMinibatch;
+  const std::string dir = ::testing::TempDir() + "tandem-api-every-" + std::to_string(::getpid());
+  const auto refusal = [&](std::int64_t minibatches, std::int64_t every) {
+    tandem::TrainOptions o = options_for(pipedream, minibatches);
+    o.checkpoints = {dir, every, 2};
+    try {
+      tandem::Session(f.model, std::move(o));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string every = refusal(8, 3);
+  EXPECT_NE(every.find("TrainOptions.checkpoints.every: 3 steps"), std::string::npos) << every;
+  EXPECT_NE(every.find("checkpoint every 2 or 4 steps"), std::string::npos) << every;
+  const std::string steps = refusal(7, 2);
+  EXPECT_NE(steps.find("TrainOptions.minibatches: a run of 7 steps"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("train 6 or 8 steps"), std::string::npos) << steps;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "a refused session wrote checkpoints";
+  // Without checkpoints an odd run is fine; so is an even interval of an even run, each
+  // checkpoint then resumable by the same plan.
+  EXPECT_EQ(tandem::Session(f.model, options_for(pipedream, 7)).run().minibatches, 7);
+  tandem::TrainOptions even = options_for(pipedream, 8);
+  even.checkpoints = {dir, 2, 0};
+  const tandem::TrainResult r = tandem::Session(f.model, std::move(even)).run();
+  ASSERT_EQ(r.checkpoints.size(), 4u);
+  // keep = 0 keeps every checkpoint.
+  std::size_t step_dirs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    step_dirs += entry.path().filename().string().rfind("step-", 0) == 0;
+  }
+  EXPECT_EQ(step_dirs, 4u);
+  tandem::TrainOptions rest = options_for(pipedream, 8);
+  rest.resume = r.checkpoints[1];
+  EXPECT_EQ(tandem::Session(f.model, std::move(rest)).run().first_minibatch, 4);
+  std::filesystem::remove_all(dir);
+}
+
+// A service that runs inside a launcher's environment (a Slurm step, a torchrun worker) runs
+// alone unless its options ask to join: the variables of a job of two processes change nothing
+// with the default Launch::local(). Launch::rank() is checked when the session is made.
+TEST(EmbeddingApi, ALocalLaunchRunsAloneWhateverTheEnvironmentSays) {
+  Fixture f;
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  const tandem::TrainResult alone = tandem::Session(f.model, options_for(plan, 4)).run();
+  const std::vector<std::pair<const char*, const char*>> vars = {{"TANDEM_RANK", "1"},
+                                                                 {"TANDEM_WORLD_SIZE", "2"},
+                                                                 {"TANDEM_MASTER", "127.0.0.1:1"},
+                                                                 {"RANK", "1"},
+                                                                 {"WORLD_SIZE", "2"},
+                                                                 {"MASTER_ADDR", "127.0.0.1"},
+                                                                 {"MASTER_PORT", "1"},
+                                                                 {"SLURM_PROCID", "1"},
+                                                                 {"SLURM_NTASKS", "2"},
+                                                                 {"OMPI_COMM_WORLD_RANK", "1"},
+                                                                 {"OMPI_COMM_WORLD_SIZE", "2"}};
+  for (const auto& [name, value] : vars) ::setenv(name, value, 1);
+  tandem::TrainResult r;
+  try {
+    r = tandem::Session(f.model, options_for(plan, 4)).run();
+  } catch (...) {
+    for (const auto& [name, value] : vars) ::unsetenv(name);
+    throw;
+  }
+  for (const auto& [name, value] : vars) ::unsetenv(name);
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.processes, 1);
+  EXPECT_EQ(r.losses, alone.losses);
+  EXPECT_EQ(r.weights_fingerprint, alone.weights_fingerprint);
+
+  const auto refusal = [&](tandem::Launch launch) {
+    tandem::TrainOptions o = options_for(plan, 4);
+    o.launch = std::move(launch);
+    try {
+      tandem::Session(f.model, std::move(o));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(tandem::Launch::rank(2, 2, "127.0.0.1:29500"))
+                .find("TrainOptions.launch: rank 2 of 2 processes"),
+            std::string::npos);
+  EXPECT_NE(refusal(tandem::Launch::rank(0, 0, "127.0.0.1:29500")).find("TrainOptions.launch"),
+            std::string::npos);
+  EXPECT_NE(refusal(tandem::Launch::rank(1, 2, "no port")).find("TrainOptions.launch: "),
+            std::string::npos);
+  // A master that may be on another host needs the job's token.
+  EXPECT_NE(refusal(tandem::Launch::rank(1, 2, "10.0.0.1:29500")).find("TrainOptions.launch: "),
+            std::string::npos);
+}
+
 // A session built in code starts from a whole-model file (`tandem checkpoint export` of its
 // own checkpoint) under another plan; a file of another model is refused at
 // TrainOptions.init_from.

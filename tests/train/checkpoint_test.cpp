@@ -422,6 +422,18 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
                 .find("field 'plan' is not a valid plan: plan: stage 0: has 1 replicas but the "
                       "schedule says 2"),
             std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model_layers"] = "layer 0";
+            }).find("field 'model_layers' must be an array"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model_layers"] = json::array({"layer 0", 7});
+            }).find("field 'model_layers[1]' is not a line of text"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model_layers"] = json::array({std::string(5000, 'x')});
+            }).find("field 'model_layers[0]' is not a line of text"),
+            std::string::npos);
   spit(manifest_file, manifest.dump());
   expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
@@ -489,6 +501,34 @@ TEST_F(CheckpointTest, RefusesAnotherModelOrOptimizerNamingBoth) {
   const train::Checkpoint c =
       train::read_checkpoint(dir_, {.model = "mlp(widths=[4, 8, 8, 2])", .optimizer = "adamw"});
   expect_same(c, make_checkpoint(2));
+}
+
+// A checkpoint records every layer's line (train::model_identity): a model whose name and
+// parameter shapes agree but whose one activation differs is refused, naming the two lines; a
+// manifest written before the lines were recorded is compared by name only.
+TEST_F(CheckpointTest, RefusesAModelThatDiffersInOneLayerNamingTheLine) {
+  train::Checkpoint written = make_checkpoint(2);
+  written.model_layers = {"layer 0: linear(4->8, relu)", "layer 1: linear(8->2)", "loss: xent"};
+  train::write_checkpoint(dir_, written);
+  const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
+  std::vector<std::string> gelu = written.model_layers;
+  gelu[0] = "layer 0: linear(4->8, gelu)";
+  EXPECT_NE(refusal(dir_, manifest, {.model = written.model, .model_layers = gelu})
+                .find("the file has 'layer 0: linear(4->8, relu)' where this model has 'layer 0: "
+                      "linear(4->8, gelu)'"),
+            std::string::npos);
+  std::vector<std::string> longer = written.model_layers;
+  longer.push_back("tie: 0.weight=1.weight");
+  EXPECT_NE(refusal(dir_, manifest, {.model_layers = longer})
+                .find("this model has 'tie: 0.weight=1.weight', which the file lacks"),
+            std::string::npos);
+  EXPECT_EQ(train::read_checkpoint(dir_, {.model_layers = written.model_layers}).model_layers,
+            written.model_layers);
+  json m = json::parse(slurp(manifest));
+  m.erase("model_layers");
+  spit(manifest, m.dump(2));
+  EXPECT_TRUE(
+      train::read_checkpoint(manifest.parent_path(), {.model_layers = gelu}).model_layers.empty());
 }
 
 // The manifest reads on its own; each stage file is read, and checked, when asked for.
