@@ -94,6 +94,16 @@ tandem::TrainOptions options_for(tandem::Plan plan, std::int64_t minibatches) {
   return o;
 }
 
+// PipeDream over the fixture's model with stage 0 (layers 0-1) replicated twice: it stops and
+// resumes only after an even number of minibatches.
+tandem::Plan pipedream_2_1() {
+  tandem::Plan p;
+  p.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
+  p.schedule = tandem::Schedule::pipedream;
+  p.minibatch = kMinibatch;
+  return p;
+}
+
 double mean(const std::vector<double>& v, std::size_t begin, std::size_t end) {
   return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin),
                          v.begin() + static_cast<std::ptrdiff_t>(end), 0.0) /
@@ -346,10 +356,7 @@ TEST(EmbeddingApi, SplitEvenlyGivesTheRemainderToTheFirstStages) {
 // exactly (losses and weights), for a flush schedule and for PipeDream with a replicated stage.
 TEST(EmbeddingApi, ACheckpointThenAResumeIsTheWholeRun) {
   Fixture f;
-  tandem::Plan pipedream;
-  pipedream.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
-  pipedream.schedule = tandem::Schedule::pipedream;
-  pipedream.minibatch = kMinibatch;
+  const tandem::Plan pipedream = pipedream_2_1();
   for (const tandem::Plan& plan :
        {tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch, 4),
         pipedream}) {
@@ -433,10 +440,7 @@ TEST(EmbeddingApi, ACheckpointOfAModelWithAnotherActivationIsRefused) {
 // that the same plan then refuses to resume.
 TEST(EmbeddingApi, ACheckpointIntervalThePlanCannotStopAtIsRefusedWithTheNearestThatItCan) {
   Fixture f;
-  tandem::Plan pipedream;
-  pipedream.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
-  pipedream.schedule = tandem::Schedule::pipedream;
-  pipedream.minibatch = kMinibatch;
+  const tandem::Plan pipedream = pipedream_2_1();
   const std::string dir = ::testing::TempDir() + "tandem-api-every-" + std::to_string(::getpid());
   const auto refusal = [&](std::int64_t minibatches, std::int64_t every) {
     tandem::TrainOptions o = options_for(pipedream, minibatches);
