@@ -580,36 +580,21 @@ std::optional<CheckpointRef> parent_from_json(const Fields& f, const json& manif
   return ref;
 }
 
-// The manifest's "model_layers" (absent in manifests written before it was recorded: none): at
-// most 1,000,000 lines of at most 4,096 bytes.
-std::vector<std::string> model_layers_from_json(const Fields& f, const json& manifest) {
+// An optional array of lines in the manifest ("model_layers", "history"; absent in manifests
+// written before it was recorded: none): at most `max_lines` lines of at most 4,096 bytes.
+std::vector<std::string> lines_from_json(const Fields& f, const json& manifest,
+                                         const std::string& key, std::size_t max_lines) {
   std::vector<std::string> out;
-  if (!manifest.contains("model_layers")) return out;
-  const json& a = f.array(manifest, "", "model_layers");
-  if (a.size() > 1000000) {
-    f.fail("field 'model_layers' holds " + std::to_string(a.size()) + " lines");
+  if (!manifest.contains(key)) return out;
+  const json& a = f.array(manifest, "", key);
+  if (a.size() > max_lines) {
+    f.fail("field '" + key + "' holds " + std::to_string(a.size()) + " lines");
   }
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!a[i].is_string() || a[i].get<std::string>().size() > 4096) {
-      f.fail("field 'model_layers[" + std::to_string(i) + "]' is not a line of text");
+      f.fail("field '" + key + "[" + std::to_string(i) + "]' is not a line of text");
     }
     out.push_back(a[i].get<std::string>());
-  }
-  return out;
-}
-
-// The manifest's "history" (absent in manifests written before it was recorded: none): at most
-// 10,000 lines of at most 4,096 bytes.
-std::vector<std::string> history_from_json(const Fields& f, const json& manifest) {
-  std::vector<std::string> out;
-  if (!manifest.contains("history")) return out;
-  const json& h = f.array(manifest, "", "history");
-  if (h.size() > 10000) f.fail("field 'history' holds " + std::to_string(h.size()) + " lines");
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    if (!h[i].is_string() || h[i].get<std::string>().size() > 4096) {
-      f.fail("field 'history[" + std::to_string(i) + "]' is not a line of text");
-    }
-    out.push_back(h[i].get<std::string>());
   }
   return out;
 }
@@ -829,7 +814,7 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   Checkpoint& c = m.checkpoint;
   c.step = f.int64(manifest, "", "step");
   c.model = f.string(manifest, "", "model");
-  c.model_layers = model_layers_from_json(f, manifest);
+  c.model_layers = lines_from_json(f, manifest, "model_layers", 1000000);
   c.optimizer = f.string(manifest, "", "optimizer");
   c.plan = plan_from_json(f, manifest);
   c.seed = f.uint64(manifest, "", "seed");
@@ -837,7 +822,7 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   c.data_position = f.int64(manifest, "", "data_position");
   c.extras = f.member(manifest, "", "extras");
   c.parent = parent_from_json(f, manifest);
-  c.history = history_from_json(f, manifest);
+  c.history = lines_from_json(f, manifest, "history", 10000);
 
   if (expect.model && *expect.model != c.model) {
     refuse(manifest_file, "checkpoint of another model: '" + c.model + "', this run trains '" +
