@@ -2,8 +2,9 @@
 // Serving what was trained: a model's outputs for given inputs, computed by the same stage
 // actors that train it, under the forward-only schedule (schedules::ScheduleKind::forward) on a
 // job's plan (stages, replicas, devices). The outputs equal Model::forward's for evaluation
-// (Context::training = false) on the same weights, bit for bit on the CPU: each slice runs
-// the same kernels over its rows.
+// (Context::training = false) on the same weights run slice by slice, bit for bit on the CPU:
+// each slice runs the same kernels over its rows. Against one forward of the whole batch they
+// agree to rounding: a BLAS may pick its order of summation by a product's shape.
 #include <cstddef>
 #include <filesystem>
 #include <string>
