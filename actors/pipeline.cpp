@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/coordinator.hpp"
+#include "actors/data_source_error.hpp"
 #include "actors/loader_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/stage_edges.hpp"
@@ -231,9 +232,10 @@ std::vector<Tensor> assemble_outputs(
       rows.push_back(it->second);
     }
     if (next != params.samples()) {
-      throw PipelineError("pipeline: the outputs of minibatch " + std::to_string(b) +
-                          " cover samples [0," + std::to_string(next) + ") of " +
-                          std::to_string(params.samples()));
+      throw PipelineError(PipelineError::Kind::internal,
+                          "pipeline: the outputs of minibatch " + std::to_string(b) +
+                              " cover samples [0," + std::to_string(next) + ") of " +
+                              std::to_string(params.samples()));
     }
     out.push_back(rows.size() == 1 ? rows.front() : concat_rows(rows));
   }
@@ -290,12 +292,15 @@ Pipeline::Pipeline(PipelineSpec spec, std::unique_ptr<Scheduler> scheduler)
 
 void Pipeline::validate() {
   check_spec(spec_);
-  if (spec_.first_minibatch > 0) {
-    // Minibatch b of this run is minibatch first + b of the training.
-    spec_.data = [data = std::move(spec_.data), first = spec_.first_minibatch](std::int64_t b) {
+  // Minibatch b of this run is minibatch first + b of the training; the source's failures are
+  // named by that.
+  spec_.data = [data = std::move(spec_.data), first = spec_.first_minibatch](std::int64_t b) {
+    try {
       return data(first + b);
-    };
-  }
+    } catch (const std::exception& e) {
+      throw DataSourceError(e.what(), first + b);
+    }
+  };
   spec_.plan.validate(spec_.model->num_layers());
 }
 
@@ -536,8 +541,12 @@ PipelineResult Pipeline::run() {
     if (!impl_->errors.empty()) {
       const ActorError& e = impl_->errors.front();
       system_->stop();
-      if (e.actor.empty()) throw PipelineError("pipeline stopped: " + e.what);
-      throw PipelineError("pipeline stopped: actor '" + e.actor + "' failed: " + e.what);
+      if (e.actor.empty()) {
+        throw PipelineError(PipelineError::Kind::stopped, "pipeline stopped: " + e.what);
+      }
+      throw PipelineError(PipelineError::Kind::failed,
+                          "pipeline stopped: actor '" + e.actor + "' failed: " + e.what,
+                          e.exception);
     }
   }
   if (!done()) {
@@ -550,15 +559,16 @@ PipelineResult Pipeline::run() {
     const bool stopped = system_->stopped();
     system_->stop();
     if (stopped) {
-      throw PipelineError(
-          "pipeline stopped before its end: its actor system was stopped (a "
-          "channel that lost its peer stops it)" +
-          (waits.empty() ? std::string() : ":" + waits));
+      throw PipelineError(PipelineError::Kind::stopped,
+                          "pipeline stopped before its end: its actor system was stopped (a "
+                          "channel that lost its peer stops it)" +
+                              (waits.empty() ? std::string() : ":" + waits));
     }
     const int finished = impl_->coordinator != nullptr ? impl_->coordinator->finished() : 0;
-    throw PipelineError("pipeline went quiet before its end (" + std::to_string(finished) + " of " +
-                        std::to_string(impl_->stages.size()) +
-                        " stage replicas finished):" + waits);
+    throw PipelineError(PipelineError::Kind::quiet, "pipeline went quiet before its end (" +
+                                                        std::to_string(finished) + " of " +
+                                                        std::to_string(impl_->stages.size()) +
+                                                        " stage replicas finished):" + waits);
   }
   if (impl_->coordinator != nullptr) {
     for (const auto& [b, l] : impl_->coordinator->losses()) {

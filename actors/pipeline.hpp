@@ -3,6 +3,7 @@
 // replica, a loader, a coordinator), wires them through a channel and collectives, runs a
 // bounded number of minibatches and reports. The single-device case is a one-stage plan.
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <map>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/coordinator.hpp"
@@ -159,7 +161,20 @@ struct PipelineResult {
 // before its end (naming what every stage waits for).
 class PipelineError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Kind {
+    failed,    // an actor's handler threw: cause() is what (ActionError, DataSourceError, ...)
+    stopped,   // stopped from outside (stop_with_error, a channel that lost its peer)
+    quiet,     // went quiet before its end: no actor can go on
+    internal,  // the run broke its own rules (outputs that do not cover a minibatch)
+  };
+  PipelineError(Kind kind, const std::string& what, std::exception_ptr cause = nullptr)
+      : std::runtime_error(what), kind_(kind), cause_(std::move(cause)) {}
+  Kind kind() const noexcept { return kind_; }
+  const std::exception_ptr& cause() const noexcept { return cause_; }
+
+ private:
+  Kind kind_;
+  std::exception_ptr cause_;
 };
 
 class Pipeline {

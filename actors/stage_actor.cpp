@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "actors/action_error.hpp"
 #include "actors/messages.hpp"
 #include "actors/step_seed.hpp"
 #include "runtime/actor_system.hpp"
@@ -66,8 +67,16 @@ void StageActor::note_memory() {
 }
 
 std::string StageActor::where(const Action& a) const {
-  return "stage " + std::to_string(stage_) + " replica " + std::to_string(replica_) + " (d" +
-         std::to_string(s_.device) + ", " + stats_.device_name + ") " + schedules::to_string(a);
+  std::string out = "stage " + std::to_string(stage_) + " replica " + std::to_string(replica_) +
+                    " (d" + std::to_string(s_.device) + ", " + stats_.device_name + ") " +
+                    schedules::to_string(a);
+  // A resumed or segmented run counts its actions from its own start.
+  if (s_.first_minibatch > 0 && (a.op == Op::F || a.op == Op::B || a.op == Op::W)) {
+    out += " (minibatch ";
+    out += std::to_string(s_.first_minibatch + a.minibatch);
+    out += " of the training)";
+  }
+  return out;
 }
 
 void StageActor::on_message(Message& msg) {
@@ -325,7 +334,11 @@ void StageActor::execute(const Action& a) {
         break;
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(where(a) + ": " + e.what());
+    std::optional<std::int64_t> minibatch;
+    if (a.op == Op::F || a.op == Op::B || a.op == Op::W)
+      minibatch = s_.first_minibatch + a.minibatch;
+    throw ActionError(where(a) + ": " + e.what(), stage_, replica_, minibatch,
+                      std::current_exception());
   }
   ++stats_.actions;
   publish_running(std::nullopt);

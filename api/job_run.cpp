@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "api/data_fn.hpp"
+#include "api/error_translation.hpp"
 #include "api/launch.hpp"
 #include "api/plan_conversion.hpp"
 #include "models/optimizer.hpp"
@@ -30,6 +31,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A checkpoint or weights file named by option `key` that cannot be used.
+Error checkpoint_error(const std::string& key, const std::string& detail) {
+  ErrorWhere where;
+  where.key = key;
+  return Error(ErrorCode::checkpoint, key + ": " + detail, std::move(where));
+}
+
 // The options both kinds of job share.
 struct RunFiles {
   std::int64_t steps = 0;
@@ -41,16 +49,17 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
   const std::string field = owner;
   train::SessionOptions so;
   if (o.steps < 0) {
-    throw std::invalid_argument(field + ".steps: must be >= 0, got " + std::to_string(o.steps));
+    throw option_error(field + ".steps", "must be >= 0, got " + std::to_string(o.steps));
   }
   if (o.steps > 0) so.steps = o.steps;
   if (!o.trace.empty()) so.trace = o.trace;
   if (!o.checkpoints.dir.empty()) {
     if (o.checkpoints.every < 0 || o.checkpoints.keep < 0) {
-      throw std::invalid_argument(
-          field + ".checkpoints: every and keep must be >= 0 (keep 0 keeps " +
-          "every checkpoint), got every " + std::to_string(o.checkpoints.every) + ", keep " +
-          std::to_string(o.checkpoints.keep));
+      throw option_error(field + ".checkpoints",
+                         "every and keep must be >= 0 (keep 0 keeps every checkpoint), got "
+                         "every " +
+                             std::to_string(o.checkpoints.every) + ", keep " +
+                             std::to_string(o.checkpoints.keep));
     }
     so.checkpoint_dir = o.checkpoints.dir;
     so.checkpoint_every = o.checkpoints.every;
@@ -112,7 +121,7 @@ models::OptimizerSpec internal_optimizer(const Optimizer& o) {
   try {
     (void)models::make_optimizer(spec);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("TrainOptions.optimizer: ") + e.what());
+    throw option_error("TrainOptions.optimizer", e.what());
   }
   return spec;
 }
@@ -122,7 +131,7 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
   try {
     (void)internal_plan(o.plan, o.minibatches, model.num_layers());
   } catch (const schedules::ScheduleError& e) {
-    throw std::invalid_argument(e.what());  // names the plan's stage or field already
+    throw Error(ErrorCode::plan, e.what());  // names the plan's stage or field already
   }
   train::JobSpec job;
   job.train.minibatch = o.plan.minibatch;
@@ -130,27 +139,26 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
   job.train.optimizer = internal_optimizer(o.optimizer);
   job.train.seed = o.seed;
   if (o.accumulate < 1) {
-    throw std::invalid_argument("TrainOptions.accumulate: must be >= 1, got " +
-                                std::to_string(o.accumulate));
+    throw option_error("TrainOptions.accumulate",
+                       "must be >= 1, got " + std::to_string(o.accumulate));
   }
   job.train.accumulate = o.accumulate;
   if (o.clip_grad_norm < 0 || !std::isfinite(o.clip_grad_norm)) {
-    throw std::invalid_argument(
-        "TrainOptions.clip_grad_norm: must be a finite number >= 0 (0: "
-        "no clipping), got " +
-        std::to_string(o.clip_grad_norm));
+    throw option_error(
+        "TrainOptions.clip_grad_norm",
+        "must be a finite number >= 0 (0: no clipping), got " + std::to_string(o.clip_grad_norm));
   }
   if (o.clip_grad_norm > 0) job.train.clip_grad_norm = o.clip_grad_norm;
   if (!o.init_from.empty()) job.train.init_from = o.init_from;
   if (o.log_every < 1) {
-    throw std::invalid_argument("TrainOptions.log_every: must be >= 1, got " +
-                                std::to_string(o.log_every));
+    throw option_error("TrainOptions.log_every",
+                       "must be >= 1, got " + std::to_string(o.log_every));
   }
   job.train.log_every = o.log_every;
   if (o.eval_data) {
     if (o.eval_minibatches < 1 || o.eval_every < 0) {
-      throw std::invalid_argument(
-          "TrainOptions.eval_minibatches must be >= 1 and eval_every >= 0 with eval_data");
+      throw option_error("TrainOptions.eval_minibatches",
+                         "must be >= 1 and eval_every >= 0 with eval_data");
     }
     job.train.eval = train::EvalSpec{o.eval_every, o.eval_minibatches * o.plan.minibatch};
   }
@@ -172,6 +180,7 @@ struct JobRun::State {
   std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
   Clock::time_point start;
   bool ran = false;
+  bool failed = false;  // run() threw
 
   // What train::JobInputs::on_minibatch calls: on_minibatch below (the state outlives the run).
   std::function<void(std::int64_t, const actors::MinibatchReport&)> reporter() {
@@ -201,12 +210,7 @@ struct JobRun::State {
 JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
     : state_(std::make_unique<State>()) {
   state_->on_progress = std::move(options.on_progress);
-  train::Config config;
-  try {
-    config = train::load_config(config_file);
-  } catch (const train::ConfigError& e) {
-    throw std::invalid_argument(e.what());
-  }
+  const train::Config config = train::load_config(config_file);
   train::SessionOptions so = session_options(
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
   // The job's other ranks wait for this one from here on: joined before the session is built,
@@ -218,10 +222,8 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
   try {
     train::at_config(config,
                      [&] { state_->job.emplace(config, so, std::move(group), std::move(inputs)); });
-  } catch (const train::ConfigError& e) {
-    throw std::invalid_argument(e.what());
   } catch (const train::CheckpointError& e) {
-    throw std::invalid_argument(std::string("ConfigRunOptions.resume: ") + e.what());
+    throw checkpoint_error("ConfigRunOptions.resume", e.what());
   }
   if (!options.weights.empty()) {
     train::Session& session = state_->job->session();
@@ -229,14 +231,14 @@ JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
       state_->predict_weights =
           train::load_predict_weights(options.weights, session.model(), session.model_name());
     } catch (const std::runtime_error& e) {
-      throw std::invalid_argument(std::string("ConfigRunOptions.weights: ") + e.what());
+      throw checkpoint_error("ConfigRunOptions.weights", e.what());
     }
   }
 }
 
 JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainOptions options)
     : state_(std::make_unique<State>()) {
-  if (!options.data) throw std::invalid_argument("TrainOptions.data: no DataFn");
+  if (!options.data) throw option_error("TrainOptions.data", "no DataFn");
   state_->on_progress = std::move(options.on_progress);
   state_->on_metrics = std::move(options.on_metrics);
   const train::JobSpec job = code_job(model, options);
@@ -259,10 +261,10 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   try {
     state_->job.emplace(job, so, std::move(group), std::move(inputs));
   } catch (const train::CheckpointError& e) {
-    throw std::invalid_argument(std::string("TrainOptions.resume: ") + e.what());
+    throw checkpoint_error("TrainOptions.resume", e.what());
   } catch (const train::JobError& e) {
     if (e.key() != "train.init_from") throw;
-    throw std::invalid_argument("TrainOptions.init_from: " + e.detail());
+    throw checkpoint_error("TrainOptions.init_from", e.detail());
   }
 }
 
@@ -271,6 +273,37 @@ JobRun::~JobRun() = default;
 TrainResult JobRun::run() {
   if (state_->ran) throw std::logic_error("Session::run called twice");
   state_->ran = true;
+  try {
+    return run_job();
+  } catch (...) {
+    const Error e = to_error(std::current_exception(), state_->job->group());
+    state_->failed = true;
+    throw Error(e.code(), e.what(), e.where(), std::make_shared<TrainResult>(partial_result()));
+  }
+}
+
+TrainResult JobRun::partial_result() {
+  train::ElasticJob& job = *state_->job;
+  TrainResult out;
+  out.status = RunStatus::failed;
+  out.first_minibatch = job.session().first_step();
+  out.resume_note = job.session().resume_note();
+  {
+    std::lock_guard lock(state_->mu);
+    for (const auto& [b, loss] : state_->losses) {
+      if (b >= out.first_minibatch) out.losses.push_back(loss);
+    }
+  }
+  out.minibatches = static_cast<std::int64_t>(out.losses.size());
+  out.seconds = std::chrono::duration<double>(Clock::now() - state_->start).count();
+  for (const auto& c : job.session().checkpoints_written()) out.checkpoints.push_back(c.string());
+  const train::ProcessGroup* group = job.group();
+  out.rank = group != nullptr ? group->rank() : 0;
+  out.processes = group != nullptr ? group->world_size() : 1;
+  return out;
+}
+
+TrainResult JobRun::run_job() {
   train::ElasticJob& job = *state_->job;
   const bool reporter = job.group() == nullptr || job.group()->rank() == 0;
   std::function<void(const train::StepRecord&)> on_record;
@@ -290,7 +323,7 @@ TrainResult JobRun::run() {
   out.first_minibatch = s.first_step;
   out.resume_note = job.session().resume_note();
   out.minibatches = s.steps - s.first_step;
-  out.stopped = s.stopped;
+  out.status = s.stopped ? RunStatus::stopped : RunStatus::completed;
   {
     std::lock_guard lock(state_->mu);
     for (const auto& [b, loss] : state_->losses) {
@@ -320,9 +353,9 @@ Tensor JobRun::predict(const Tensor& inputs, const PredictOptions& options) cons
                           train::PredictOptions{.slices = options.slices})
         .outputs;
   } catch (const train::PredictError& e) {
-    throw std::invalid_argument(std::string("Session::predict: ") + e.what());
-  } catch (const actors::PipelineError& e) {
-    throw std::runtime_error(std::string("Session::predict: ") + e.what());
+    throw Error(ErrorCode::data, std::string("Session::predict: ") + e.what());
+  } catch (...) {
+    throw to_error(std::current_exception(), nullptr, "Session::predict: ");
   }
 }
 
@@ -336,6 +369,11 @@ void JobRun::stop() {
 
 std::vector<NamedTensor> JobRun::weights() const {
   if (!state_->ran) throw std::logic_error("Session::weights: run() has not run");
+  if (state_->failed) {
+    throw Error(ErrorCode::stopped,
+                "Session::weights: the run failed, so there are no trained weights (the "
+                "failure's partial() names the checkpoints it wrote)");
+  }
   const models::ParamSet& params = state_->job->session().whole_params();
   std::vector<NamedTensor> out;
   for (std::int64_t i = 0; i < params.size(); ++i) out.push_back({params.name(i), params[i]});

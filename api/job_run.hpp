@@ -13,16 +13,17 @@ namespace tandem::api {
 
 class JobRun {
  public:
-  // The job of a YAML config. Throws std::invalid_argument (the config, or a checkpoint that
-  // cannot resume it) and std::runtime_error (a failed join).
+  // The job of a YAML config. Throws tandem::Error, or the library's own exceptions, which
+  // Session turns into one (api/error_translation.hpp).
   JobRun(const std::string& config_file, ConfigRunOptions options);
   // A job built in code: `model` (described as `model_name` in checkpoints) through `options`'
-  // plan on its DataFn. Throws std::invalid_argument naming the field at fault.
+  // plan on its DataFn. Throws as the other constructor does, naming the field at fault.
   JobRun(const models::Model& model, const std::string& model_name, TrainOptions options);
   ~JobRun();
   JobRun(const JobRun&) = delete;
   JobRun& operator=(const JobRun&) = delete;
 
+  // Throws tandem::Error carrying partial_result() when the run fails.
   TrainResult run();
   void stop();
   std::vector<NamedTensor> weights() const;
@@ -30,6 +31,11 @@ class JobRun {
   std::string model_name() const;
 
  private:
+  TrainResult run_job();
+  // What the run did before it failed: the minibatches the coordinator reported, the
+  // checkpoints it wrote.
+  TrainResult partial_result();
+
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "api/error_translation.hpp"
 #include "runtime/device.hpp"
 #include "train/job_plan.hpp"
 
@@ -12,20 +13,20 @@ namespace {
 
 // A replica's device, named by its place in the plan when it is unknown or absent.
 Device checked_device(const std::string& d, std::size_t stage, std::size_t replica) {
-  const std::string where =
-      "plan.stages[" + std::to_string(stage) + "].devices[" + std::to_string(replica) + "]: ";
+  const std::string key =
+      "plan.stages[" + std::to_string(stage) + "].devices[" + std::to_string(replica) + "]";
   Device device;
   try {
     device = Device::parse(d);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(where + e.what());
+    throw plan_error(key, e.what());
   }
   // Caught here, before any weights are allocated, rather than by the first allocation.
   if (device.is_cuda() && device.index() >= cuda_device_count()) {
-    throw std::invalid_argument(where + d + " does not exist: " +
-                                (cuda_backend_built()
-                                     ? std::to_string(cuda_device_count()) + " GPU(s) visible"
-                                     : std::string("this build has no CUDA backend")));
+    throw plan_error(
+        key, d + " does not exist: " +
+                 (cuda_backend_built() ? std::to_string(cuda_device_count()) + " GPU(s) visible"
+                                       : std::string("this build has no CUDA backend")));
   }
   return device;
 }
@@ -58,12 +59,12 @@ schedules::ScheduleKind schedule_kind(Schedule schedule) {
     case Schedule::umpipe:
       return K::umpipe;
   }
-  throw std::invalid_argument("unknown tandem::Schedule value " +
-                              std::to_string(static_cast<int>(schedule)));
+  throw plan_error("plan.schedule",
+                   "unknown tandem::Schedule value " + std::to_string(static_cast<int>(schedule)));
 }
 
 train::PipelineLayout pipeline_layout(const Plan& plan) {
-  if (plan.stages.empty()) throw std::invalid_argument("plan.stages: no stages");
+  if (plan.stages.empty()) throw plan_error("plan.stages", "no stages");
   train::PipelineLayout layout;
   layout.schedule = std::string(schedules::to_string(schedule_kind(plan.schedule)));
   layout.slices = {plan.slices};
@@ -72,8 +73,8 @@ train::PipelineLayout pipeline_layout(const Plan& plan) {
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& st = plan.stages[s];
     if (st.devices.empty()) {
-      throw std::invalid_argument("plan.stages[" + std::to_string(s) +
-                                  "].devices: a stage needs at least one replica");
+      throw plan_error("plan.stages[" + std::to_string(s) + "].devices",
+                       "a stage needs at least one replica");
     }
     train::StageSpec spec;
     spec.first_layer = st.begin;
@@ -90,11 +91,11 @@ train::PipelineLayout pipeline_layout(const Plan& plan) {
 
 schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches, int num_layers) {
   if (plan.minibatch < 1) {
-    throw std::invalid_argument("plan.minibatch: must be >= 1, got " +
-                                std::to_string(plan.minibatch));
+    throw plan_error("plan.minibatch", "must be >= 1, got " + std::to_string(plan.minibatch));
   }
   if (minibatches < 1) {
-    throw std::invalid_argument("minibatches: must be >= 1, got " + std::to_string(minibatches));
+    throw option_error("TrainOptions.minibatches",
+                       "must be >= 1, got " + std::to_string(minibatches));
   }
   return train::pipeline_plan(pipeline_layout(plan), plan.minibatch, num_layers, minibatches);
 }

@@ -10,12 +10,12 @@ namespace tandem::api {
 
 schedules::ScheduleKind schedule_kind(Schedule schedule);
 
-// The API's plan as a job's pipeline layout (train/job_spec.hpp). Throws std::invalid_argument
-// naming the stage and field of an empty stage or an unknown device.
+// The API's plan as a job's pipeline layout (train/job_spec.hpp). Throws tandem::Error
+// (ErrorCode::plan) naming the stage and field of an empty stage or an unknown device.
 train::PipelineLayout pipeline_layout(const Plan& plan);
 
 // A plan of `minibatches` minibatches for a model of `num_layers` layers, through the one
-// conversion every job takes (train/job_plan.hpp). Throws std::invalid_argument naming the field,
+// conversion every job takes (train/job_plan.hpp). Throws tandem::Error naming the field,
 // schedules::ScheduleError for what the schedule or the model's layers refuse.
 schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches, int num_layers);
 

@@ -2,10 +2,15 @@
 #include <string>
 #include <utility>
 
+#include "api/error_translation.hpp"
 #include "api/job_run.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem {
+
+// Errors: the constructors run their work through api::at_boundary; JobRun's run() and
+// predict() translate their own (a failed run's Error carries its partial result), so every
+// failure reaches the application as a tandem::Error; calls out of order are std::logic_error.
 
 // The model is kept for the run's length: its layers may be the application's own.
 struct Session::Impl {
@@ -18,12 +23,16 @@ Session::Session(Model model, TrainOptions options) : impl_(std::make_unique<Imp
   const Model& m = *impl_->model;
   // Checkpoints name the model by its first line (a zoo model's spec, as a config's job names
   // it), so a code-built job and a config's job of the same model resume each other's.
-  impl_->run = std::make_unique<api::JobRun>(*m.impl_, m.title_, std::move(options));
+  api::at_boundary(nullptr, "", [&] {
+    impl_->run = std::make_unique<api::JobRun>(*m.impl_, m.title_, std::move(options));
+  });
 }
 
 Session::Session(const std::string& config_file, ConfigRunOptions options)
     : impl_(std::make_unique<Impl>()) {
-  impl_->run = std::make_unique<api::JobRun>(config_file, std::move(options));
+  api::at_boundary(nullptr, "", [&] {
+    impl_->run = std::make_unique<api::JobRun>(config_file, std::move(options));
+  });
 }
 
 Session::~Session() = default;

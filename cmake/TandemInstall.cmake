@@ -11,7 +11,7 @@ endif()
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(TANDEM_PUBLIC_HEADERS tandem.hpp device.hpp dtype.hpp tensor.hpp kernels.hpp layer.hpp)
+set(TANDEM_PUBLIC_HEADERS tandem.hpp device.hpp dtype.hpp error.hpp tensor.hpp kernels.hpp layer.hpp)
 list(TRANSFORM TANDEM_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/tandem/
      OUTPUT_VARIABLE public_header_files)
 install(FILES ${public_header_files} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tandem

@@ -30,9 +30,9 @@ bool Actor::run_next() {
   try {
     return handle_next(lanes_);
   } catch (const std::exception& e) {
-    fail("<handle_next>", e.what());
+    fail("<handle_next>", e.what(), std::current_exception());
   } catch (...) {
-    fail("<handle_next>", "unknown exception");
+    fail("<handle_next>", "unknown exception", std::current_exception());
   }
   return false;
 }
@@ -90,9 +90,9 @@ void Actor::finish() {
   try {
     on_stop();
   } catch (const std::exception& e) {
-    system_->report(ActorError{name_, "<on_stop>", e.what()});
+    system_->report(ActorError{name_, "<on_stop>", e.what(), std::current_exception()});
   } catch (...) {
-    system_->report(ActorError{name_, "<on_stop>", "unknown exception"});
+    system_->report(ActorError{name_, "<on_stop>", "unknown exception", std::current_exception()});
   }
 }
 
@@ -119,9 +119,9 @@ void Actor::dispatch(Message& m) {
   try {
     on_message(m);
   } catch (const std::exception& e) {
-    fail(message_type_name(m.type()), e.what());
+    fail(message_type_name(m.type()), e.what(), std::current_exception());
   } catch (...) {
-    fail(message_type_name(m.type()), "unknown exception");
+    fail(message_type_name(m.type()), "unknown exception", std::current_exception());
   }
   if (trace != nullptr) {
     trace->complete(message_type_name(m.type()), "actor", id_, start, trace->now_ns() - start);
@@ -133,10 +133,12 @@ void Actor::stop_self() {
   stopped_.store(true, std::memory_order_seq_cst);
 }
 
-void Actor::fail(std::string_view message_type, std::string_view what) {
+void Actor::fail(std::string_view message_type, std::string_view what,
+                 std::exception_ptr exception) {
   failed_ = true;
   stopped_.store(true, std::memory_order_seq_cst);
-  system_->report(ActorError{name_, std::string(message_type), std::string(what)});
+  system_->report(
+      ActorError{name_, std::string(message_type), std::string(what), std::move(exception)});
 }
 
 }  // namespace tandem

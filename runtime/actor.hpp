@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 #include "runtime/lanes.hpp"
@@ -76,7 +77,7 @@ class Actor {
   // After a sender published into the inbox: true when it must schedule this actor.
   bool claim();
   bool run_next();
-  void fail(std::string_view message_type, std::string_view what);
+  void fail(std::string_view message_type, std::string_view what, std::exception_ptr exception);
   void finish();
 
   std::string name_;

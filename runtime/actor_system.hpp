@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,9 @@ struct ActorError {
   std::string actor;         // the actor's name
   std::string message_type;  // the kind of message it was handling
   std::string what;          // the exception's message
+  // The exception itself, for callers that tell failures apart by type; null when the error
+  // was no exception (a reason given in words).
+  std::exception_ptr exception;
 };
 
 struct ActorSystemOptions {

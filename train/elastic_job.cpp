@@ -13,6 +13,7 @@
 #include "train/checkpoint.hpp"
 #include "train/config_limits.hpp"
 #include "train/elastic_plan.hpp"
+#include "train/job_agreement.hpp"
 
 namespace tandem::train {
 namespace {
@@ -61,6 +62,7 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
   }
   session_ = std::make_unique<Session>(job_, session_options(), inputs_);
   model_ = session_->model();
+  if (group_ != nullptr) agree_on_job(*group_, job_description(job_, *session_), "job/agree");
   if (group_ != nullptr && job_.cluster.elastic) exchange_next_port();
 }
 

@@ -65,6 +65,7 @@ class ElasticJob {
   // to one).
   Session& session() { return *session_; }
   ProcessGroup* group() { return group_.get(); }
+  const ProcessGroup* group() const { return group_.get(); }
   // Orderly leave of the group in use.
   void shutdown();
 

@@ -151,7 +151,7 @@ struct ProcessGroup::Impl {
   std::unique_ptr<transport::Rendezvous> rendezvous;
   std::mutex mu;
   actors::Pipeline* watched = nullptr;  // guarded by mu
-  std::string first_failure;            // guarded by mu
+  GroupFailure first_failure;           // guarded by mu
   const ProcessPlacement* placement = nullptr;
   // The channel of the pipeline being prepared (owned by it): one of the two.
   transport::TcpChannel* tcp = nullptr;
@@ -164,10 +164,10 @@ struct ProcessGroup::Impl {
   std::uint64_t completed_before = 0;  // guarded by mu: progress of earlier segments
 
   // From the control plane's or the data plane's thread.
-  void failed(const std::string& why) {
+  void failed(GroupFailure::Kind kind, int rank, const std::string& why) {
     std::lock_guard lock(mu);
-    if (first_failure.empty()) first_failure = why;
-    if (watched != nullptr) watched->stop_with_error(first_failure);
+    if (first_failure.kind == GroupFailure::Kind::none) first_failure = {kind, rank, why};
+    if (watched != nullptr) watched->stop_with_error(first_failure.text);
   }
 
   // For the heartbeats, on the control plane's thread: the pipeline of this segment, or idle
@@ -184,10 +184,11 @@ struct ProcessGroup::Impl {
     const std::string who = "rank " + std::to_string(l.rank) + " (" + l.host + ")";
     // "stalled: ..." (alive, of no use) reads as what the rank did; anything else lost it.
     const bool stalled = l.reason.starts_with("stalled");
-    failed((me        ? "this process, "
+    failed(stalled ? GroupFailure::Kind::stalled : GroupFailure::Kind::lost, l.rank,
+           (me        ? "this process, "
             : stalled ? ""
                       : "lost ") +
-           who + (stalled ? " " : ": ") + l.reason);
+               who + (stalled ? " " : ": ") + l.reason);
     if (me) exit_unless_stopped(kStalledExitGrace);
   }
 
@@ -199,7 +200,7 @@ struct ProcessGroup::Impl {
     while (first_failure_now().empty() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    failed("collectives: " + why);
+    failed(GroupFailure::Kind::collectives, -1, "collectives: " + why);
   }
 
   // A stalled rank's own pipeline may never stop (its kernel or worker is stuck): the process
@@ -216,7 +217,7 @@ struct ProcessGroup::Impl {
 
   std::string first_failure_now() {
     std::lock_guard lock(mu);
-    return first_failure;
+    return first_failure.text;
   }
 };
 
@@ -297,7 +298,9 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       o.device = device;
       o.stop_system_on_error = false;
       o.on_error = [&m](const transport::ChannelError& e) {
-        if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
+        if (e.peer_rank >= 0 && e.fatal)
+          m.failed(GroupFailure::Kind::lost, e.peer_rank,
+                   "lost " + e.peer + ": data plane: " + e.what);
       };
       auto ch = std::make_unique<transport::CudaIpcChannel>(system, std::move(o));
       m.ipc = ch.get();
@@ -310,7 +313,9 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
       o.types = actors::pipeline_wire_types();
       o.stop_system_on_error = false;
       o.on_error = [&m](const transport::ChannelError& e) {
-        if (e.peer_rank >= 0 && e.fatal) m.failed("lost " + e.peer + ": data plane: " + e.what);
+        if (e.peer_rank >= 0 && e.fatal)
+          m.failed(GroupFailure::Kind::lost, e.peer_rank,
+                   "lost " + e.peer + ": data plane: " + e.what);
       };
       auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
       m.ucx = ch.get();
@@ -327,7 +332,9 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     o.on_error = [&m](const transport::ChannelError& e) {
       // A known peer whose connection fails is gone for this job (crashed, or sent what
       // cannot be trusted); a stranger's garbage is only logged by the channel.
-      if (e.peer_rank >= 0) m.failed("lost " + e.peer + ": data plane: " + e.what);
+      if (e.peer_rank >= 0)
+        m.failed(GroupFailure::Kind::lost, e.peer_rank,
+                 "lost " + e.peer + ": data plane: " + e.what);
     };
     auto ch = std::make_unique<transport::TcpChannel>(system, std::move(o));
     m.tcp = ch.get();
@@ -356,6 +363,11 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   }
 }
 
+GroupFailure ProcessGroup::first_failure() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->first_failure;
+}
+
 void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
   Impl& m = *impl_;
   if (m.tcp == nullptr && m.ucx == nullptr && m.ipc == nullptr) {
@@ -364,7 +376,9 @@ void ProcessGroup::connect(actors::Pipeline& pipeline, int segment) {
   {
     std::lock_guard lock(m.mu);
     m.watched = &pipeline;
-    if (!m.first_failure.empty()) pipeline.stop_with_error(m.first_failure);
+    if (m.first_failure.kind != GroupFailure::Kind::none) {
+      pipeline.stop_with_error(m.first_failure.text);
+    }
   }
   try {
     connect_channel(segment);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "train/group_failure.hpp"
 #include "train/process_placement.hpp"
 #include "transport/launch_env.hpp"
 #include "transport/rendezvous.hpp"
@@ -75,6 +76,9 @@ class ProcessGroup {
   void connect(actors::Pipeline& pipeline, int segment);
   // After run() (or its failure): no failure reaches that pipeline any more.
   void release();
+  // The first failure of the job this rank saw (kind none while there was none); it stays
+  // once set.
+  GroupFailure first_failure() const;
 
   // Any rank publishes `value` under `key` (put does not wait); one other rank takes it (take
   // waits until it is there, and rank 0 forgets the value once taken, so a key has one reader).

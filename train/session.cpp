@@ -10,6 +10,7 @@
 #include "models/delay_correction.hpp"
 #include "schedules/pipeline_rules.hpp"
 #include "schedules/schedule_kind.hpp"
+#include "train/diverged_error.hpp"
 #include "train/eval_snapshots.hpp"
 #include "train/job_checkpoint.hpp"
 #include "train/job_error.hpp"
@@ -332,9 +333,10 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
 
 void Session::check_diverged(const Progress& progress) {
   if (const auto b = progress.diverged_at()) {
-    throw std::runtime_error("training diverged at step " + std::to_string(*b + 1) +
-                             " (the loss is not finite); the run stopped there; try a smaller "
-                             "train.optimizer.lr");
+    throw DivergedError("training diverged at step " + std::to_string(*b + 1) +
+                            " (the loss is not finite); the run stopped there; try a smaller "
+                            "train.optimizer.lr",
+                        *b);
   }
 }
 
@@ -384,6 +386,7 @@ void Session::write_checkpoint_at(int segment, int64_t at, const std::vector<Sta
   s.checkpoints.push_back(
       write_job_checkpoint(options_.group, segment, *options_.checkpoint_dir, ck, own,
                            CheckpointWriteOptions{.keep = options_.checkpoint_keep}));
+  checkpoints_written_.push_back(s.checkpoints.back());
   if (options_.group == nullptr || options_.group->rank() == 0) {
     parent_checkpoint_ = checkpoint_ref(s.checkpoints.back());
   }

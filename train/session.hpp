@@ -123,6 +123,10 @@ class Session {
   // How a resume laid the checkpoint out on this plan, when it is another plan (one line,
   // ResumeState::reshard_note); empty otherwise.
   const std::string& resume_note() const { return resume_note_; }
+  // The checkpoints run() wrote so far, in order: after a failed run, what it left behind.
+  const std::vector<std::filesystem::path>& checkpoints_written() const {
+    return checkpoints_written_;
+  }
   // How round_checkpoint_every changed the interval (one line); empty when it did not.
   const std::string& checkpoint_note() const { return checkpoint_note_; }
   // The whole model's parameter count (a process of a job holds only its stages' weights).
@@ -181,6 +185,7 @@ class Session {
   // The next checkpoint's parent: the one resumed from, then the last one written (the run's
   // lineage, which pruning keeps).
   std::optional<CheckpointRef> parent_checkpoint_;
+  std::vector<std::filesystem::path> checkpoints_written_;
   std::string resume_note_;
   std::string checkpoint_note_;
   std::optional<models::ParamSet> whole_params_;  // see whole_params()

@@ -208,9 +208,13 @@ int main(int argc, char** argv) {
   tandem::TrainResult result;
   try {
     result = session.run();
-  } catch (const std::exception& e) {
+  } catch (const tandem::Error& e) {
+    // The code tells the failures apart; partial() holds what ran before.
     release_watcher();
-    std::fprintf(stderr, "embed_example: %s\n", e.what());
+    std::fprintf(stderr, "embed_example: %s failure after %lld minibatches: %s\n",
+                 std::string(tandem::error_code_name(e.code())).c_str(),
+                 static_cast<long long>(e.partial() != nullptr ? e.partial()->minibatches : 0),
+                 e.what());
     return 1;
   }
   release_watcher();
@@ -234,7 +238,8 @@ int main(int argc, char** argv) {
   // The watcher's condition, and the run did not unlearn it in the minibatches after the stop.
   const bool learned =
       reached_at >= 0 && reached_window < 0.5 * first_window && last_window < 0.75 * first_window;
-  const bool stopped = result.stopped && result.minibatches >= seen_at_stop &&
+  const bool stopped = result.status == tandem::RunStatus::stopped &&
+                       result.minibatches >= seen_at_stop &&
                        result.losses.size() == static_cast<std::size_t>(result.minibatches);
   if (!learned || !stopped) {
     std::fprintf(stderr, "embed_example: FAILED (%s)\n",

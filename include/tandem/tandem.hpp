@@ -17,6 +17,7 @@
 
 #include "device.hpp"
 #include "dtype.hpp"
+#include "error.hpp"
 #include "kernels.hpp"
 #include "layer.hpp"
 #include "tensor.hpp"
@@ -427,9 +428,16 @@ struct StageReport {
   std::int64_t peak_activations = 0;  // forward slices kept for backward at once
 };
 
+// How a run ended.
+enum class RunStatus {
+  completed,  // every minibatch of its length ran
+  stopped,    // stop() ended it before its planned length, at a point every stage agrees on
+  failed,     // it failed: the TrainResult is an Error's partial() (what ran before)
+};
+
 struct TrainResult {
-  std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop()
-  bool stopped = false;          // stop() ended the run before its planned length
+  RunStatus status = RunStatus::completed;
+  std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop() or a failure
   std::vector<double> losses;    // mean loss of every minibatch that ran, in order
   double seconds = 0;
   std::vector<StageReport> stages;  // by stage, then replica
@@ -490,27 +498,30 @@ struct PredictOptions {
 // One training run. Not copyable or movable: stop() may be called on it from other threads.
 class Session {
  public:
-  // Checks everything before anything runs and throws std::invalid_argument naming what is
-  // wrong: stages that overlap, leave gaps or run past the model; an unknown device; a schedule
-  // that cannot run the plan; a missing DataFn; an unknown optimizer; a checkpoint that cannot
-  // resume this run. With options.launch a rank of a job (as for a config's job below), this
-  // process joins the job as its rank: rank 0 runs the DataFn and reports, the others run their
-  // stages.
+  // Checks everything before anything runs and throws tandem::Error naming what is wrong:
+  // ErrorCode::plan for stages that overlap, leave gaps or run past the model, an unknown device
+  // or a schedule that cannot run the plan; config for a missing DataFn or an unknown optimizer
+  // (where().key names the option); checkpoint for one that cannot resume this run. With
+  // options.launch a rank of a job (as for a config's job below), this process joins the job as its
+  // rank: rank 0 runs the DataFn and reports, the others run their stages.
   Session(Model model, TrainOptions options);
   // The job the YAML config `config_file` describes. With options.launch a rank of a job
   // (Launch::from_environment() under tandem launch, torchrun, mpirun, srun:
   // docs/multi-process.md) this process joins the job as its rank and runs the stages placed
   // there; rank 0 runs the loader, reports and checkpoints.
-  // Throws std::invalid_argument naming "file:line:column: key" for a config problem, or the
-  // checkpoint for one that cannot resume this config; std::runtime_error for a failed join.
+  // Throws tandem::Error: ErrorCode::config naming "file:line:column: key" (the key also in
+  // where().key), checkpoint for one that cannot resume this config, lost_rank for a failed
+  // join.
   explicit Session(const std::string& config_file, ConfigRunOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Trains; blocks until the run ends. Throws std::runtime_error naming the stage and action
-  // that failed (a layer's or the DataFn's exception among them); std::logic_error when called
-  // a second time.
+  // Trains; blocks until the run ends, returning how it ended (completed, or stopped). A run that
+  // fails throws tandem::Error whose partial() holds the minibatches that ran and the
+  // checkpoints written: ErrorCode::layer naming the stage, replica and minibatch of a layer's
+  // exception, data for the DataFn's, diverged, lost_rank, stalled (error.hpp). Throws
+  // std::logic_error when called a second time.
   TrainResult run();
 
   // From any thread, before or during run(): the run ends cleanly at the first point after the
@@ -522,16 +533,18 @@ class Session {
 
   // After run(): the trained weights of the whole model (replica 0 of each stage). In a
   // multi-process job rank 0 holds the whole model's (the other ranks send it theirs as the run
-  // ends); every other rank holds only the stages it ran.
+  // ends); every other rank holds only the stages it ran. Throws std::logic_error before run(),
+  // tandem::Error (ErrorCode::stopped) after a run that failed.
   std::vector<NamedTensor> weights() const;
 
   // The model's outputs for `inputs` (the model's input layout, [N, ...]; f32 features or i32
   // tokens), rows in input order, computed by the forward-only pipeline on this session's plan
   // (its stages, replicas and devices): with ConfigRunOptions::weights when given, else the
   // session's weights (initial, or resumed, or after run() the trained ones). Equal to the
-  // model's evaluation forward (no dropout) on those weights, bit for bit on the CPU. Not while
-  // run() runs; in one process only. Throws std::invalid_argument naming the tensor for inputs
-  // that do not fit the model; std::runtime_error naming the stage for a failed run.
+  // model's evaluation forward (no dropout) on those weights over the same slices, bit for bit
+  // on the CPU (over the whole batch at once: to rounding). Not while run() runs; in one process
+  // only. Throws tandem::Error: ErrorCode::data naming the tensor for inputs that do not fit the
+  // model; layer naming the stage for a failed forward.
   Tensor predict(const Tensor& inputs, const PredictOptions& options = {}) const;
 
   // What checkpoints and whole-model files record as the model (Weights::model).

@@ -45,12 +45,15 @@ inline Tensor random_tensor(Shape shape, std::uint32_t seed, float lo = -1.0f, f
   return Tensor::from_vector(v, std::move(shape));
 }
 
-// The message of the std::invalid_argument `call` throws, or "" when it throws none.
+// The message of the refusal `call` throws (std::invalid_argument from the model builders and
+// kernels, tandem::Error from a Session), or "" when it throws none.
 template <class F>
 std::string refusal(F&& call) {
   try {
     call();
   } catch (const std::invalid_argument& e) {
+    return e.what();
+  } catch (const tandem::Error& e) {
     return e.what();
   }
   return "";

@@ -7,6 +7,9 @@
 //   eval <loss, %a>                    with train.eval
 //   fingerprint <16 hex digits>
 //   weights <tensors> <elements> <digest>  what Session::weights() holds (weights_digest.hpp)
+//   progress <step>                    each logged step, as it is logged (flushed)
+// and, on stderr, a failure as `config_runner: error <code> [rank R] after <minibatches>
+// minibatches: <what>`.
 //   usage: config_runner CONFIG [--steps N] [--checkpoint-dir DIR] [--resume DIR]
 #include <cinttypes>
 #include <cstdio>
@@ -41,6 +44,8 @@ int main(int argc, char** argv) {
   }
   options.on_progress = [](const tandem::Progress& p) {
     if (p.has_eval) std::printf("eval_at %" PRId64 " %a\n", p.step, p.eval.loss);
+    std::printf("progress %" PRId64 "\n", p.step);
+    std::fflush(stdout);
   };
   try {
     tandem::Session session(argv[1], options);
@@ -53,6 +58,14 @@ int main(int argc, char** argv) {
     if (r.has_eval) std::printf("eval %a\n", r.eval.loss);
     std::printf("fingerprint %016" PRIx64 "\n", r.weights_fingerprint);
     std::printf("weights %s\n", tandem::api_test::weights_digest(session.weights()).c_str());
+  } catch (const tandem::Error& e) {
+    std::string rank;
+    if (e.where().rank) rank = " rank " + std::to_string(*e.where().rank);
+    std::fprintf(stderr, "config_runner: error %s%s after %lld minibatches: %s\n",
+                 std::string(tandem::error_code_name(e.code())).c_str(), rank.c_str(),
+                 static_cast<long long>(e.partial() != nullptr ? e.partial()->minibatches : 0),
+                 e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "config_runner: %s\n", e.what());
     return 1;

@@ -7,14 +7,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <tandem/tandem.hpp>
+#include <thread>
 #include <vector>
 
 #include "../train/temp_dir.hpp"
@@ -219,15 +224,23 @@ TEST(ConfigSessionErrors, AConfigProblemNamesItsLineAndKey) {
   try {
     Session session(config.string());
     ADD_FAILURE() << "no error";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tandem::Error& e) {
     const std::string what = e.what();
+    EXPECT_EQ(e.code(), tandem::ErrorCode::config) << what;
+    EXPECT_EQ(e.where().key, "pipeline.schedule") << what;
     EXPECT_NE(what.find("bad.yaml:12:"), std::string::npos) << what;
     EXPECT_NE(what.find("pipeline.schedule"), std::string::npos) << what;
   }
   ConfigRunOptions o;
   o.resume = (dir.path() / "nowhere").string();
   const fs::path good = dir.write("good.yaml", kFlush);
-  EXPECT_THROW(Session(good.string(), o), std::invalid_argument);
+  try {
+    Session session(good.string(), o);
+    ADD_FAILURE() << "resumed from nowhere";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
+    EXPECT_EQ(e.where().key, "ConfigRunOptions.resume") << e.what();
+  }
 }
 
 std::uint16_t free_port() {
@@ -320,6 +333,96 @@ TEST(ConfigSessionJob, TwoProcessesTrainAsOne) {
   ASSERT_TRUE(job.has_eval);
   EXPECT_EQ(job.eval, alone.eval);
   EXPECT_EQ(job.evals, alone.evals);
+}
+
+// Rank 1 killed while the job trains: rank 0's run ends with ErrorCode::lost_rank naming rank 1,
+// and the minibatches it ran before in the partial result.
+TEST(ConfigSessionJob, AKilledRankIsALostRankNamedWithThePartialRun) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", kFlush);
+  const std::string env =
+      "TANDEM_WORLD_SIZE=2 TANDEM_MASTER=127.0.0.1:" + std::to_string(free_port()) +
+      " TANDEM_JOB_TOKEN=api-test-token ";
+  const fs::path out0 = dir.path() / "rank0.out", out1 = dir.path() / "rank1.out";
+  const fs::path pid0 = dir.path() / "rank0.pid", pid1 = dir.path() / "rank1.pid";
+  const std::string runner =
+      std::string(TANDEM_CONFIG_RUNNER) + " " + config.string() + " --steps 1000000";
+  run_command("sh -c '" + env + "TANDEM_RANK=1 exec " + runner + " > " + out1.string() +
+              " 2>&1 & echo $! > " + pid1.string() + "; " + env + "TANDEM_RANK=0 exec " + runner +
+              " > " + out0.string() + " 2>&1 & echo $! > " + pid0.string() + "'");
+  const auto read = [](const fs::path& path) {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const auto pid_of = [&](const fs::path& path) {
+    return static_cast<pid_t>(std::atol(read(path).c_str()));
+  };
+  // Killed once rank 0 has logged a step of training.
+  const auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return done();
+  };
+  const bool trained = wait_for([&] { return read(out0).find("progress ") != std::string::npos; });
+  const pid_t rank0 = pid_of(pid0), rank1 = pid_of(pid1);
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGKILL);
+  ASSERT_TRUE(trained) << read(out0) << read(out1);
+  ASSERT_GT(rank0, 0);
+  // Gone, or a zombie its new parent has not reaped yet.
+  const auto ended_as = [&](pid_t pid) {
+    const std::string stat = read("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && stat.substr(paren + 2, 1) == "Z");
+  };
+  const bool ended = wait_for([&] { return ended_as(rank0); });
+  if (!ended) ::kill(rank0, SIGKILL);
+  ASSERT_TRUE(ended) << "rank 0 did not end after rank 1 was killed:\n" << read(out0);
+  const std::string o0 = read(out0);
+  const auto at = o0.find("config_runner: error ");
+  ASSERT_NE(at, std::string::npos) << o0;
+  const std::string line = o0.substr(at, o0.find('\n', at) - at);
+  EXPECT_NE(line.find("error lost_rank rank 1 after "), std::string::npos) << line;
+  EXPECT_EQ(line.find("after 0 minibatches"), std::string::npos) << line;
+}
+
+// Two ranks started with different plans (4 slices and 2): both refuse the job before it
+// trains, naming the key and both values, rank 0 naming the rank that differs.
+TEST(ConfigSessionJob, RanksWithDifferentPlansRefuseEachOtherNamingTheDifference) {
+  TempDir dir;
+  const fs::path four = dir.write("four.yaml", kFlush);
+  std::string text = kFlush;
+  text.replace(text.find("slices: 4"), 9, "slices: 2");
+  const fs::path two = dir.write("two.yaml", text);
+  const std::string env =
+      "TANDEM_WORLD_SIZE=2 TANDEM_MASTER=127.0.0.1:" + std::to_string(free_port()) +
+      " TANDEM_JOB_TOKEN=api-test-token ";
+  const fs::path out0 = dir.path() / "rank0.out", out1 = dir.path() / "rank1.out";
+  const std::string runner = std::string(TANDEM_CONFIG_RUNNER) + " ";
+  int code = 0;
+  const std::string shell = run_command(
+      "timeout 120 sh -c '" + env + "TANDEM_RANK=1 " + runner + two.string() + " > " +
+          out1.string() + " 2>&1 & " + env + "TANDEM_RANK=0 " + runner + four.string() + " > " +
+          out0.string() + " 2>&1; r0=$?; wait $!; r1=$?; exit $((r0 * 10 + r1))'",
+      &code);
+  std::ifstream f0(out0), f1(out1);
+  const std::string o0((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
+  const std::string o1((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(code, 11) << shell << "\nrank 0:\n" << o0 << "\nrank 1:\n" << o1;
+  EXPECT_EQ(o0.find("progress "), std::string::npos) << o0;
+  EXPECT_NE(o0.find("config_runner: error config after 0 minibatches: "), std::string::npos) << o0;
+  EXPECT_NE(o0.find("pipeline.slices: rank 1 (127.0.0.1) runs another job than rank 0"),
+            std::string::npos)
+      << o0;
+  EXPECT_NE(o0.find("rank 0 has 'pipeline.slices: 4', rank 1 'pipeline.slices: 2'"),
+            std::string::npos)
+      << o0;
+  EXPECT_NE(o1.find("this rank's job differs from rank 0's: rank 0 has 'pipeline.slices: 4', "
+                    "this rank 'pipeline.slices: 2'"),
+            std::string::npos)
+      << o1;
 }
 
 }  // namespace

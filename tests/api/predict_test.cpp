@@ -115,10 +115,15 @@ TEST(Predict, BadInputsAndFilesAreRefusedNamingThem) {
   TempDir dir;
   const std::filesystem::path config = dir.write("g.yaml", kConfig);
   Session s(config.string());
-  EXPECT_THROW(s.predict(Tensor::from_vector(std::vector<float>(9, 0.0f), {1, 9})),
-               std::invalid_argument);
-  EXPECT_THROW(s.predict(Tensor::from_vector(std::vector<std::int32_t>(8, 0), {1, 8})),
-               std::invalid_argument);
+  for (const Tensor& bad : {Tensor::from_vector(std::vector<float>(9, 0.0f), {1, 9}),
+                            Tensor::from_vector(std::vector<std::int32_t>(8, 0), {1, 8})}) {
+    try {
+      (void)s.predict(bad);
+      ADD_FAILURE() << "predicted " << bad.describe();
+    } catch (const tandem::Error& e) {
+      EXPECT_EQ(e.code(), tandem::ErrorCode::data) << e.what();
+    }
+  }
   const std::string missing = (dir.path() / "nope.safetensors").string();
   try {
     (void)load_weights(missing);
@@ -134,7 +139,13 @@ TEST(Predict, BadInputsAndFilesAreRefusedNamingThem) {
   EXPECT_THROW(save_weights((dir.path() / "dup.safetensors").string(), dup), std::invalid_argument);
   ConfigRunOptions wrong;
   wrong.weights = junk;
-  EXPECT_THROW(Session(config.string(), wrong), std::exception);
+  try {
+    Session bad(config.string(), wrong);
+    ADD_FAILURE() << "accepted " << junk;
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
+    EXPECT_EQ(e.where().key, "ConfigRunOptions.weights") << e.what();
+  }
 }
 
 }  // namespace

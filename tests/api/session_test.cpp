@@ -133,7 +133,7 @@ TEST(EmbeddingApi, CustomLayerModelLearnsThroughTwoStages) {
   const tandem::TrainResult r = session.run();
 
   EXPECT_EQ(r.minibatches, n);
-  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.status, tandem::RunStatus::completed);
   ASSERT_EQ(r.losses.size(), static_cast<std::size_t>(n));
   std::multiset<std::int64_t> expected;
   for (std::int64_t b = 0; b < n; ++b) expected.insert(b);
@@ -156,7 +156,7 @@ TEST(EmbeddingApi, CustomLayerModelLearnsThroughTwoStages) {
 // Every minibatch that ran was reported, and none after the stop.
 void expect_stopped_cleanly(const tandem::TrainResult& r, std::int64_t planned,
                             std::int64_t asked_after, std::int64_t reported) {
-  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.status, tandem::RunStatus::stopped);
   EXPECT_GT(r.minibatches, asked_after);
   EXPECT_LT(r.minibatches, planned);
   EXPECT_EQ(r.losses.size(), static_cast<std::size_t>(r.minibatches));
@@ -236,7 +236,7 @@ TEST(EmbeddingApi, StopBeforeTheRunRunsNothing) {
   tandem::Session s(f.model, std::move(o));
   s.stop();
   const tandem::TrainResult r = s.run();
-  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.status, tandem::RunStatus::stopped);
   EXPECT_EQ(r.minibatches, 0);
   EXPECT_TRUE(r.losses.empty());
   EXPECT_EQ(data_calls.load(), 0);
@@ -251,14 +251,15 @@ TEST(EmbeddingApi, StopAfterTheRunChangesNothing) {
   const tandem::TrainResult r = s.run();
   s.stop();
   EXPECT_EQ(r.minibatches, 4);
-  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.status, tandem::RunStatus::completed);
   EXPECT_THROW(s.run(), std::logic_error);
 }
 
 TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
   Fixture f;
   std::atomic<int> data_calls{0};
-  const auto refused = [&](tandem::TrainOptions o, const std::string& needle) {
+  const auto refused = [&](tandem::TrainOptions o, const std::string& needle,
+                           tandem::ErrorCode code = tandem::ErrorCode::plan) {
     o.data = [&](std::int64_t b) {
       ++data_calls;
       return make_batch(b);
@@ -266,8 +267,9 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
     try {
       tandem::Session s(f.model, std::move(o));
       ADD_FAILURE() << "accepted; wanted an error naming '" << needle << "'";
-    } catch (const std::invalid_argument& e) {
+    } catch (const tandem::Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(e.code(), code) << e.what();
     }
   };
   tandem::Plan gap;
@@ -288,6 +290,11 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
   tandem::Plan no_replicas = device;
   no_replicas.stages[0].devices.clear();
   refused(options_for(no_replicas, 4), "plan.stages[0].devices");
+  try {
+    tandem::Session s(f.model, options_for(no_replicas, 4));
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.where().key, "plan.stages[0].devices");
+  }
 
   tandem::Plan no_minibatch = tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, 0);
   refused(options_for(no_minibatch, 4), "plan.minibatch");
@@ -295,13 +302,19 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
   tandem::TrainOptions optimizer =
       options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
   optimizer.optimizer.kind = "lion";
-  refused(optimizer, "optimizer");
+  refused(optimizer, "optimizer", tandem::ErrorCode::config);
   EXPECT_EQ(data_calls.load(), 0);
 
   tandem::TrainOptions no_data =
       options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
   no_data.data = nullptr;
-  EXPECT_THROW(tandem::Session(f.model, std::move(no_data)), std::invalid_argument);
+  try {
+    tandem::Session s(f.model, std::move(no_data));
+    ADD_FAILURE() << "accepted no DataFn";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+    EXPECT_EQ(e.where().key, "TrainOptions.data") << e.what();
+  }
 }
 
 TEST(EmbeddingApi, DataOfTheWrongShapeIsNamedWithItsMinibatch) {
@@ -317,10 +330,24 @@ TEST(EmbeddingApi, DataOfTheWrongShapeIsNamedWithItsMinibatch) {
   try {
     (void)s.run();
     FAIL() << "a batch of the wrong shape was accepted";
-  } catch (const std::runtime_error& e) {
+  } catch (const tandem::Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("DataFn(2)"), std::string::npos) << what;
     EXPECT_NE(what.find("[16, 9]"), std::string::npos) << what;
+    EXPECT_EQ(e.code(), tandem::ErrorCode::data) << what;
+    EXPECT_EQ(e.where().minibatch, 2) << what;
+    // What ran before: at most minibatches 0 and 1.
+    ASSERT_NE(e.partial(), nullptr);
+    EXPECT_EQ(e.partial()->status, tandem::RunStatus::failed);
+    EXPECT_LE(e.partial()->losses.size(), 2u);
+    EXPECT_EQ(e.partial()->minibatches, static_cast<std::int64_t>(e.partial()->losses.size()));
+  }
+  // The failed run left no trained weights to give.
+  try {
+    (void)s.weights();
+    ADD_FAILURE() << "weights of a failed run";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::stopped) << e.what();
   }
 }
 
@@ -380,9 +407,13 @@ TEST(EmbeddingApi, ACheckpointThenAResumeIsTheWholeRun) {
     // Another model's checkpoint does not resume this one.
     tandem::TrainOptions other = options_for(plan, 8);
     other.resume = a.checkpoints.front();
-    EXPECT_THROW(tandem::Session(tandem::Model::mlp({kFeatures, 16, 16, 16, 16, kClasses}),
-                                 std::move(other)),
-                 std::invalid_argument);
+    try {
+      tandem::Session s(tandem::Model::mlp({kFeatures, 16, 16, 16, 16, kClasses}),
+                        std::move(other));
+      ADD_FAILURE() << "another model's checkpoint resumed";
+    } catch (const tandem::Error& e) {
+      EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
+    }
     std::filesystem::remove_all(dir);
   }
 }
@@ -412,8 +443,9 @@ TEST(EmbeddingApi, ACheckpointOfAModelWithAnotherActivationIsRefused) {
   try {
     tandem::Session(gelu, std::move(other));
     ADD_FAILURE() << "a checkpoint of the ReLU model resumed the GELU model";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tandem::Error& e) {
     const std::string what = e.what();
+    EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << what;
     EXPECT_NE(what.find("layer 1: relu"), std::string::npos) << what;
     EXPECT_NE(what.find("layer 1: gelu"), std::string::npos) << what;
   }
@@ -428,7 +460,8 @@ TEST(EmbeddingApi, ACheckpointOfAModelWithAnotherActivationIsRefused) {
   try {
     tandem::Session(gelu, std::move(from_file));
     ADD_FAILURE() << "the ReLU model's exported file started the GELU model";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
     EXPECT_NE(std::string(e.what()).find("layer 1: gelu"), std::string::npos) << e.what();
   }
   std::filesystem::remove_all(dir);
@@ -447,7 +480,10 @@ TEST(EmbeddingApi, ACheckpointIntervalThePlanCannotStopAtIsRefusedWithTheNearest
     o.checkpoints = {dir, every, 2};
     try {
       tandem::Session(f.model, std::move(o));
-    } catch (const std::invalid_argument& e) {
+    } catch (const tandem::Error& e) {
+      EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+      EXPECT_EQ(e.where().key,
+                every == 3 ? "TrainOptions.checkpoints.every" : "TrainOptions.minibatches");
       return std::string(e.what());
     }
     return std::string("accepted");
@@ -516,7 +552,8 @@ TEST(EmbeddingApi, ALocalLaunchRunsAloneWhateverTheEnvironmentSays) {
     o.launch = std::move(launch);
     try {
       tandem::Session(f.model, std::move(o));
-    } catch (const std::invalid_argument& e) {
+    } catch (const tandem::Error& e) {
+      EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
       return std::string(e.what());
     }
     return std::string("accepted");
@@ -572,7 +609,8 @@ TEST(EmbeddingApi, InitFromStartsFromAnExportedModelFile) {
   try {
     tandem::Session(tandem::Model::mlp({kFeatures, 16, 16, 16, 16, kClasses}), std::move(other));
     ADD_FAILURE() << "another model's file was accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
     EXPECT_NE(std::string(e.what()).find("TrainOptions.init_from: " + file), std::string::npos)
         << e.what();
   }
@@ -707,11 +745,20 @@ TEST(EmbeddingApi, AccumulationAndClippingRefuseBadValues) {
   Fixture f;
   tandem::TrainOptions o = options_for(
       tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::one_f_one_b, kMinibatch), 2);
+  const auto refused_key = [&](const tandem::TrainOptions& bad) {
+    try {
+      tandem::Session s(f.model, bad);
+    } catch (const tandem::Error& e) {
+      EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+      return e.where().key;
+    }
+    return std::string("accepted");
+  };
   o.accumulate = 0;
-  EXPECT_THROW(tandem::Session(f.model, o), std::invalid_argument);
+  EXPECT_EQ(refused_key(o), "TrainOptions.accumulate");
   o.accumulate = 1;
   for (const double bad : {-1.0, std::nan(""), HUGE_VAL}) {
     o.clip_grad_norm = bad;
-    EXPECT_THROW(tandem::Session(f.model, o), std::invalid_argument) << bad;
+    EXPECT_EQ(refused_key(o), "TrainOptions.clip_grad_norm") << bad;
   }
 }

@@ -56,26 +56,33 @@ const std::string kPipeDream =
     "pipeline:\n  schedule: pipedream\n  stages:\n    - {layers: \"0\"}\n"
     "    - {layers: \"1\"}\n    - {layers: \"2\"}\n    - {layers: \"3\"}\n";
 
-// Launches `config` on 2 processes marked `mark`, kills rank 1 with SIGKILL well into training
-// and returns the job's result (code -2 with a message when rank 1 never started).
+// Launches `config` on 2 processes marked `mark`, kills rank 1 with SIGKILL once rank 0 has
+// logged a step (so the job trains: a rank killed before it joined is only a rank that never
+// came, which rank 0 waits for until its join timeout), and returns the job's result (code -2
+// with a message when rank 1 never started or rank 0 never logged).
 testing::CommandResult launch_and_kill_rank_1(const std::string& mark,
                                               const std::filesystem::path& config) {
+  const std::filesystem::path metrics = config.string() + ".metrics.jsonl";
   testing::CommandResult job;
   std::thread launcher([&] {
-    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string());
+    job = testing::run_command(mark + " " + kTandem + " launch -n 2 " + config.string() +
+                               " --metrics-json " + metrics.string());
   });
   pid_t victim = -1;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (victim <= 0 && std::chrono::steady_clock::now() < deadline) {
-    victim = testing::find_rank(mark, 1);
+  const auto logged = [&] {
+    std::error_code ec;
+    return std::filesystem::file_size(metrics, ec) > 0 && !ec;
+  };
+  while ((victim <= 0 || !logged()) && std::chrono::steady_clock::now() < deadline) {
+    if (victim <= 0) victim = testing::find_rank(mark, 1);
     std::this_thread::sleep_for(20ms);
   }
-  if (victim > 0) {
-    std::this_thread::sleep_for(1500ms);  // well into training
-    ::kill(victim, SIGKILL);
-  }
+  const bool trained = victim > 0 && logged();
+  if (victim > 0) ::kill(victim, SIGKILL);
   launcher.join();
   if (victim <= 0) return {-2, "no rank 1 within 60 s\n" + job.output};
+  if (!trained) return {-2, "rank 0 logged no step within 60 s\n" + job.output};
   return job;
 }
 
@@ -230,7 +237,7 @@ TEST(Launch, Bf16TensorsBetweenProcessesChangeNoWeight) {
 TEST(Launch, AKilledRankEndsAClippedJob) {
   testing::TempDir dir;
   std::string yaml = mlp_config(k1F1B, 1000000);
-  yaml.replace(yaml.find("  log_every: 10\n"), 16, "  log_every: 1000\n  clip_grad_norm: 0.05\n");
+  yaml.replace(yaml.find("  log_every: 10\n"), 16, "  log_every: 100\n  clip_grad_norm: 0.05\n");
   const auto config = dir.write("clipkill.yaml", yaml);
   const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-clipkill";
   const testing::CommandResult job = launch_and_kill_rank_1(mark, config);

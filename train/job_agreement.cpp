@@ -1,0 +1,150 @@
+#include "train/job_agreement.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "schedules/schedule_kind.hpp"
+#include "train/elastic_plan.hpp"
+#include "train/job_error.hpp"
+#include "train/model_identity.hpp"
+#include "train/process_group.hpp"
+
+namespace tandem::train {
+namespace {
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+std::string optimizer_line(const models::OptimizerSpec& o) {
+  std::string out = o.kind + " lr " + number(o.lr) + " weight_decay " + number(o.weight_decay);
+  if (o.kind == "sgd") {
+    out += " momentum " + number(o.momentum);
+    if (o.nesterov) out += " nesterov";
+  } else {
+    out += " betas " + number(o.beta1) + " " + number(o.beta2) + " eps " + number(o.eps);
+  }
+  return out;
+}
+
+std::string replica_counts(const schedules::ScheduleParams& sp) {
+  std::string out;
+  for (int s = 0; s < sp.stages; ++s) {
+    if (s > 0) out += '-';
+    out += std::to_string(sp.replicas_of(s));
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) {
+    out += l;
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    out.emplace_back(text.substr(0, end));
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+  }
+  return out;
+}
+
+// The key of a "key: value" line ("model" for every layer's line).
+std::string key_of(const std::string& line) {
+  return line.substr(0, std::min(line.find(':'), line.find(' ')));
+}
+
+struct Difference {
+  std::string key;    // the line's key
+  std::string rank0;  // rank 0's line
+  std::string other;  // the other rank's
+};
+
+// The first line where rank 0's description and another rank's differ.
+std::optional<Difference> first_difference(const std::vector<std::string>& rank0,
+                                           const std::vector<std::string>& other) {
+  for (std::size_t i = 0; i < std::max(rank0.size(), other.size()); ++i) {
+    const std::string a = i < rank0.size() ? rank0[i] : "(nothing)";
+    const std::string b = i < other.size() ? other[i] : "(nothing)";
+    if (a != b) return Difference{key_of(i < rank0.size() ? a : b), a, b};
+  }
+  return std::nullopt;
+}
+
+std::vector<std::byte> bytes_of(const std::string& text) {
+  const auto b = std::as_bytes(std::span(text.data(), text.size()));
+  return {b.begin(), b.end()};
+}
+
+}  // namespace
+
+std::vector<std::string> job_description(const JobSpec& job, const Session& session) {
+  std::vector<std::string> out;
+  for (const std::string& line : model_identity(session.model())) out.push_back("model " + line);
+  const schedules::Plan& plan = session.plan();
+  const schedules::ScheduleParams& sp = plan.schedule;
+  out.push_back("pipeline.schedule: " + std::string(schedules::to_string(sp.kind)));
+  out.push_back("pipeline.stages: " + describe_cut(plan));
+  out.push_back("pipeline.replicas: " + replica_counts(sp));
+  out.push_back("pipeline.slices: " + std::to_string(sp.slices));
+  out.push_back("pipeline.chunks: " + std::to_string(sp.chunks));
+  const TrainSpec& t = job.train;
+  out.push_back("train.minibatch: " + std::to_string(t.minibatch));
+  out.push_back("train.steps: " + std::to_string(session.steps()));
+  out.push_back("train.accumulate: " + std::to_string(t.accumulate));
+  out.push_back("train.optimizer: " + optimizer_line(t.optimizer));
+  out.push_back("train.seed: " + std::to_string(t.seed));
+  out.push_back("train.clip_grad_norm: " +
+                (t.clip_grad_norm ? number(*t.clip_grad_norm) : std::string("none")));
+  out.push_back("train.precision: " +
+                std::string(t.precision ? models::matmul_precision_name(*t.precision) : "f32"));
+  return out;
+}
+
+void agree_on_job(ProcessGroup& group, const std::vector<std::string>& mine,
+                  const std::string& key) {
+  const std::vector<std::string> theirs = split(group.broadcast_text(key, joined(mine)));
+  if (group.rank() != 0) {
+    const std::optional<Difference> d = first_difference(theirs, mine);
+    // The answer: nothing, or the difference's three lines.
+    group.put(key + "/answer/" + std::to_string(group.rank()),
+              bytes_of(d ? d->key + "\n" + d->rank0 + "\n" + d->other : std::string()));
+    // put does not wait: leaving before rank 0 has the answer would look like a lost rank.
+    group.barrier(key);
+    if (d) {
+      throw JobError(d->key, "this rank's job differs from rank 0's: rank 0 has '" + d->rank0 +
+                                 "', this rank '" + d->other + "'");
+    }
+    return;
+  }
+  std::optional<JobError> refusal;
+  for (int k = 1; k < group.world_size(); ++k) {
+    const std::vector<std::byte> answer = group.take(key + "/answer/" + std::to_string(k));
+    if (answer.empty() || refusal) continue;
+    const std::vector<std::string> lines =
+        split(std::string_view(reinterpret_cast<const char*>(answer.data()), answer.size()));
+    // Another rank's words, shown but never trusted for more: at most three short lines.
+    const auto line = [&](std::size_t i) {
+      return i < lines.size() ? lines[i].substr(0, 300) : std::string("?");
+    };
+    refusal.emplace(line(0), group.describe(k) + " runs another job than rank 0: rank 0 has '" +
+                                 line(1) + "', rank " + std::to_string(k) + " '" + line(2) + "'");
+  }
+  group.barrier(key);
+  if (refusal) throw *refusal;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,28 @@
+#pragma once
+// What the ranks of a multi-process job must agree on before any of them trains, and the check
+// that they do: a rank started with another config, plan or model (a stale binary, an edited
+// file on one host) is refused at the start with the first line that differs, instead of
+// failing later as a lost rank or a connection reset.
+#include <string>
+#include <vector>
+
+#include "train/job_spec.hpp"
+#include "train/session.hpp"
+
+namespace tandem::train {
+
+class ProcessGroup;
+
+// One "key: value" line per thing the ranks must share: the model (every layer's line), the
+// plan (schedule, stages, replicas, slices, chunks) and the training (minibatch, steps,
+// accumulation, optimizer, seed, clipping, precision). Keys are the config's.
+std::vector<std::string> job_description(const JobSpec& job, const Session& session);
+
+// Rank 0 sends its description under `key`; every other rank compares it with its own and
+// answers. A rank that differs throws JobError naming the first differing line's key, both
+// values and rank 0; rank 0 throws the same naming the first rank that differs. Every rank
+// calls it, with the same key, before its first segment.
+void agree_on_job(ProcessGroup& group, const std::vector<std::string>& mine,
+                  const std::string& key);
+
+}  // namespace tandem::train
