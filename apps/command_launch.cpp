@@ -1,14 +1,18 @@
 // `tandem launch -n N [--grace S] [train|bench] CONFIG [ARGS...]`: runs a multi-process job
 // on this machine, N ranks of `tandem train CONFIG ARGS...` (or bench), their output prefixed
-// with the rank; exits non-zero when any rank fails. Across nodes the launchers clusters
-// already have start the same ranks (docs/transport.md).
+// with the rank; exits non-zero when any rank fails. `tandem launch -n N -- PROGRAM [ARGS...]`
+// starts any program as the ranks instead (an application of the embedding API that joins
+// with Launch::from_environment()), with the same variables and token. Across nodes the
+// launchers clusters already have start the same ranks (docs/transport.md).
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/commands.hpp"
@@ -32,7 +36,25 @@ std::string self_executable() {
 
 }  // namespace
 
-void add_launch_command(CLI::App& app) {
+std::optional<std::vector<std::string>> split_launch_program(int& argc, char** argv) {
+  if (argc < 3 || std::string_view(argv[1]) != "launch") return std::nullopt;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") {
+      std::vector<std::string> program(argv + i + 1, argv + argc);
+      argc = i;
+      return program;
+    }
+    if (a == "-n" || a == "--processes" || a == "--grace") {
+      ++i;  // its value
+    } else if (!a.starts_with("-")) {
+      return std::nullopt;  // the ranks' command began: what follows is theirs
+    }
+  }
+  return std::nullopt;
+}
+
+void add_launch_command(CLI::App& app, std::optional<std::vector<std::string>> after_dashes) {
   struct Args {
     int processes = 0;
     double grace_s = 20;
@@ -42,7 +64,7 @@ void add_launch_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "launch",
       "run N local processes as one job: tandem launch -n N [train|bench] CONFIG "
-      "[ARGS...], output prefixed with each rank");
+      "[ARGS...], or tandem launch -n N -- PROGRAM [ARGS...]; output prefixed with each rank");
   sub->add_option("-n,--processes", args->processes, "how many processes (ranks)")
       ->required()
       ->check(CLI::Range(1, 256));
@@ -56,25 +78,44 @@ void add_launch_command(CLI::App& app) {
   // Everything from the first positional on ([train|bench] CONFIG [ARGS...]) is the ranks'
   // command, flags included.
   sub->prefix_command();
-  sub->footer("Every rank runs `tandem [train|bench] CONFIG ARGS...` (default: train).");
-  sub->callback([args, sub] {
+  sub->footer(
+      "Every rank runs `tandem [train|bench] CONFIG ARGS...` (default: train), or, after `--`, "
+      "PROGRAM ARGS... with TANDEM_RANK, TANDEM_WORLD_SIZE, TANDEM_LOCAL_RANK, TANDEM_MASTER "
+      "and TANDEM_JOB_TOKEN set (an application joins with tandem::Launch::from_environment()).");
+  sub->callback([args, sub, after_dashes = std::move(after_dashes)] {
     std::vector<std::string> rest = sub->remaining();
+    const bool program = after_dashes.has_value();
+    if (program && !rest.empty()) {
+      throw UsageError("launch: give either a config or `-- PROGRAM`, not both");
+    }
+    if (program) rest = *after_dashes;
     std::string command = "train";
-    if (!rest.empty() && (rest.front() == "train" || rest.front() == "bench")) {
+    if (!program && !rest.empty() && (rest.front() == "train" || rest.front() == "bench")) {
       command = rest.front();
       rest.erase(rest.begin());
     }
-    if (rest.empty()) throw UsageError("launch: give the config the ranks run");
+    if (rest.empty()) {
+      throw UsageError(program ? "launch: give the program the ranks run after --"
+                               : "launch: give the config the ranks run");
+    }
     LaunchOptions o;
     o.processes = args->processes;
     o.grace = std::chrono::milliseconds(static_cast<int64_t>(args->grace_s * 1000));
     // The token the user set (TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE) is the job's;
     // otherwise launch_local draws one.
     o.job_token = transport::read_job_token(transport::process_env());
-    o.command = {self_executable(), command};
-    o.command.insert(o.command.end(), rest.begin(), rest.end());
+    if (program) {
+      o.command = rest;
+    } else {
+      o.command = {self_executable(), command};
+      o.command.insert(o.command.end(), rest.begin(), rest.end());
+    }
     if (args->elastic) {
-      if (command != "train") throw UsageError("launch: --elastic is for training jobs");
+      if (program || command != "train") {
+        throw UsageError(
+            "launch: --elastic is for `tandem train` jobs (a program's config says "
+            "cluster.elastic)");
+      }
       o.elastic = true;
       o.command.push_back("--elastic");
     }

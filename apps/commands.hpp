@@ -1,6 +1,9 @@
 #pragma once
 // Each `tandem` subcommand lives in its own file and registers itself here.
 #include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace tandem::apps {
 
@@ -44,6 +47,12 @@ void add_checkpoint_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 
 // `tandem launch`: N local processes as the ranks of one job (apps/local_launcher.hpp).
-void add_launch_command(CLI::App& app);
+void add_launch_command(CLI::App& app, std::optional<std::vector<std::string>> program);
+
+// `tandem launch [its options] -- PROGRAM ARGS...`: the program and its arguments, which the
+// command line parser never sees (CLI11 takes what follows `--` as positionals); `argc` is cut
+// to end before the `--`. None (argc unchanged) for any other command line, including a `--`
+// among a config's arguments (`tandem launch -n 2 c.yaml -- x`).
+std::optional<std::vector<std::string>> split_launch_program(int& argc, char** argv);
 
 }  // namespace tandem::apps

@@ -18,7 +18,7 @@ namespace tandem::apps {
 
 struct LaunchOptions {
   int processes = 1;
-  std::vector<std::string> command;  // argv; command[0] is the executable's path
+  std::vector<std::string> command;  // argv; command[0] the executable (PATH when no '/')
   // After the first rank fails: how long the others get to exit by themselves.
   std::chrono::milliseconds grace{std::chrono::seconds(20)};
   // Extra environment for every rank ("NAME=value").

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   apps::add_checkpoint_command(app);
   apps::add_predict_command(app);
   apps::add_bench_command(app);
-  apps::add_launch_command(app);
+  apps::add_launch_command(app, apps::split_launch_program(argc, argv));
   if (argc <= 1) {
     std::cout << app.help();
     return apps::kExitOk;

@@ -425,5 +425,33 @@ TEST(ConfigSessionJob, RanksWithDifferentPlansRefuseEachOtherNamingTheDifference
       << o1;
 }
 
+// `tandem launch -n 2 -- PROGRAM CONFIG`: an application of the API started as the ranks of a
+// job (Launch::from_environment()) trains what one process trains.
+TEST(ConfigSessionJob, TandemLaunchStartsAnApplicationAsTheRanks) {
+  TempDir dir;
+  const fs::path config = dir.write("c.yaml", kPipeDream);
+  int code = 0;
+  const std::string alone =
+      run_command(std::string(TANDEM_CONFIG_RUNNER) + " " + config.string(), &code);
+  ASSERT_EQ(code, 0) << alone;
+  const std::string job = run_command(
+      std::string(TANDEM_CLI) + " launch -n 2 -- " + TANDEM_CONFIG_RUNNER + " " + config.string(),
+      &code);
+  ASSERT_EQ(code, 0) << job;
+  // Rank 0's lines, without the launcher's prefix.
+  std::string rank0;
+  std::istringstream in(job);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("[rank 0] ")) rank0 += line.substr(9) + "\n";
+  }
+  EXPECT_NE(rank0.find("rank 0 of 2"), std::string::npos) << job;
+  EXPECT_NE(job.find("[rank 1] rank 1 of 2"), std::string::npos) << job;
+  const RunFigures a = parse_runner(alone), j = parse_runner(rank0);
+  ASSERT_FALSE(a.losses.empty()) << alone;
+  EXPECT_EQ(j.losses, a.losses);
+  EXPECT_EQ(j.fingerprint, a.fingerprint);
+  EXPECT_EQ(j.weights, a.weights);
+}
+
 }  // namespace
 }  // namespace tandem

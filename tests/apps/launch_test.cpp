@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/commands.hpp"
 #include "apps/local_launcher.hpp"
 #include "models/kernels/cpu/bf16_gemm.hpp"
 #include "rank_process.hpp"
@@ -582,4 +583,51 @@ TEST(Launch, UsageErrors) {
 }
 
 }  // namespace
+// `tandem launch -n N -- PROGRAM ARGS`: any program runs as the ranks, with the job's
+// variables and a fresh token; what cannot be is refused naming it.
+TEST(Launch, AProgramAfterTwoDashesRunsAsTheRanks) {
+  const testing::CommandResult job = testing::run_command(
+      kTandem + " launch -n 3 -- sh -c 'echo \"$TANDEM_RANK/$TANDEM_WORLD_SIZE " +
+      "$TANDEM_LOCAL_RANK ${#TANDEM_JOB_TOKEN} $TANDEM_MASTER\"'");
+  ASSERT_EQ(job.code, 0) << job.output;
+  for (int r = 0; r < 3; ++r) {
+    const std::string want = "[rank " + std::to_string(r) + "] " + std::to_string(r) + "/3 " +
+                             std::to_string(r) + " 64 127.0.0.1:";
+    EXPECT_NE(job.output.find(want), std::string::npos) << want << "\n" << job.output;
+  }
+  const auto refused = [](const std::string& args, int code, const std::string& words) {
+    const testing::CommandResult r = testing::run_command(kTandem + " launch " + args);
+    EXPECT_EQ(r.code, code) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(words), std::string::npos) << args << ": " << r.output;
+  };
+  refused("-n 2 --", 2, "give the program the ranks run after --");
+  refused("-n 2 -- /nonexistent/program", 1, "cannot start rank 0 (/nonexistent/program)");
+  refused("-n 2 --elastic -- true", 2, "--elastic is for `tandem train` jobs");
+  refused("-n 2 --grace 1 -- sh -c 'exit $TANDEM_RANK'", 1, "rank 1 exited with status 1");
+  // A `--` among a config's arguments is the ranks' (tandem train refuses it there).
+  refused("-n 1 missing.yaml -- x", 1, "[rank 0]");
+}
+
+// Where `tandem launch`'s own options end and a program begins, for command lines of every
+// shape: a `--` only after launch's options marks a program; argc is cut before it.
+TEST(Launch, TwoDashesMarkAProgramOnlyAfterLaunchsOwnOptions) {
+  const auto split = [](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    int argc = static_cast<int>(argv.size());
+    const std::optional<std::vector<std::string>> program = split_launch_program(argc, argv.data());
+    return std::pair(argc, program);
+  };
+  using Program = std::optional<std::vector<std::string>>;
+  EXPECT_EQ(split({"tandem", "launch", "-n", "2", "--", "app", "--x", "--"}),
+            std::pair(4, Program(std::vector<std::string>{"app", "--x", "--"})));
+  EXPECT_EQ(split({"tandem", "launch", "--grace", "1", "--elastic", "-n", "2", "--"}),
+            std::pair(7, Program(std::vector<std::string>{})));
+  EXPECT_EQ(split({"tandem", "launch", "-n", "2", "c.yaml", "--", "x"}), std::pair(7, Program()));
+  EXPECT_EQ(split({"tandem", "launch", "-n", "--", "app"}), std::pair(5, Program()));
+  EXPECT_EQ(split({"tandem", "launch", "-n"}), std::pair(3, Program()));
+  EXPECT_EQ(split({"tandem", "train", "--", "app"}), std::pair(4, Program()));
+  EXPECT_EQ(split({"tandem", "launch"}), std::pair(2, Program()));
+}
+
 }  // namespace tandem::apps
