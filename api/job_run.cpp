@@ -181,6 +181,9 @@ struct JobRun::State {
   Clock::time_point start;
   bool ran = false;
   bool failed = false;  // run() threw
+  // Held while on_metrics or on_progress runs: the application's callbacks never overlap,
+  // whichever library thread calls them.
+  std::mutex callback_mu;
 
   // What train::JobInputs::on_minibatch calls: on_minibatch below (the state outlives the run).
   std::function<void(std::int64_t, const actors::MinibatchReport&)> reporter() {
@@ -202,6 +205,7 @@ struct JobRun::State {
       m.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
       m.has_grad_norm = !std::isnan(r.grad_norm);
       m.grad_norm = m.has_grad_norm ? r.grad_norm : 0;
+      std::lock_guard lock(callback_mu);
       on_metrics(m);
     }
   }
@@ -308,7 +312,10 @@ TrainResult JobRun::run_job() {
   const bool reporter = job.group() == nullptr || job.group()->rank() == 0;
   std::function<void(const train::StepRecord&)> on_record;
   if (reporter && state_->on_progress) {
-    on_record = [cb = state_->on_progress](const train::StepRecord& r) { cb(progress_of(r)); };
+    on_record = [state = state_.get()](const train::StepRecord& r) {
+      std::lock_guard lock(state->callback_mu);
+      state->on_progress(progress_of(r));
+    };
   }
   state_->start = Clock::now();
   // A re-planned job's summary starts at the checkpoint it resumed from; the result covers the

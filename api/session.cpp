@@ -1,9 +1,13 @@
+#include <chrono>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "api/error_translation.hpp"
 #include "api/job_run.hpp"
+#include "api/run_state.hpp"
 #include "tandem/tandem.hpp"
 
 namespace tandem {
@@ -16,6 +20,16 @@ namespace tandem {
 struct Session::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<api::JobRun> run;
+  std::shared_ptr<Run::State> started;  // start()'s run
+
+  ~Impl() {
+    // A started run still going: it ends at its next stop boundary, and the future's last
+    // holder here waits for it (a Run must not outlive the Session).
+    if (started && started->result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      run->stop();
+      started->result.wait();
+    }
+  }
 };
 
 Session::Session(Model model, TrainOptions options) : impl_(std::make_unique<Impl>()) {
@@ -38,7 +52,18 @@ Session::Session(const std::string& config_file, ConfigRunOptions options)
 Session::~Session() = default;
 
 TrainResult Session::run() {
+  if (impl_->started) throw std::logic_error("Session::run after start()");
   return impl_->run->run();
+}
+
+Run Session::start() {
+  if (impl_->started) throw std::logic_error("Session::start called twice");
+  auto state = std::make_shared<Run::State>();
+  state->job = impl_->run.get();
+  // JobRun::run checks that it runs once (run() before start() throws here, on this thread).
+  state->result = std::async(std::launch::async, [job = state->job] { return job->run(); }).share();
+  impl_->started = state;
+  return Run(std::move(state));
 }
 
 void Session::stop() {

@@ -8,11 +8,13 @@
 // pipeline as a Plan (stages of layers, devices per replica, schedule), give it data through a
 // DataFn, and run a Session; metrics arrive through a callback, and Session::stop() ends the
 // run early from any thread.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "device.hpp"
@@ -356,8 +358,8 @@ struct ConfigRunOptions {
   // A Chrome trace of the run (of its first segment when checkpointing); a multi-process job's
   // rank 0 writes one trace of every rank's stages. Empty: none.
   std::string trace;
-  // Called on one of Tandem's threads, in step order, on rank 0 only. Keep it short; it may
-  // call Session::stop().
+  // Called on one of Tandem's threads, in step order, on rank 0 only, never while another
+  // call of it runs (serialised). Keep it short; it may call Session::stop().
   std::function<void(const Progress&)> on_progress;
 };
 
@@ -384,8 +386,8 @@ struct TrainOptions {
   std::uint64_t seed = 0;  // initial weights and dropout masks
   DataFn data;
   // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
-  // asynchronous schedules not necessarily in minibatch order. Keep it short; it may call
-  // Session::stop().
+  // asynchronous schedules not necessarily in minibatch order. Serialised with on_progress:
+  // never two calls of either at once. Keep it short; it may call Session::stop().
   std::function<void(const Metrics&)> on_metrics;
   std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
   // As ConfigRunOptions: checkpoints (the model is recorded by its name, describe()'s first
@@ -403,7 +405,8 @@ struct TrainOptions {
   DataFn eval_data;
   std::int64_t eval_minibatches = 0;
   std::int64_t eval_every = 0;
-  // Every `log_every` minibatches (and at each evaluation and the end), in minibatch order.
+  // Every `log_every` minibatches (and at each evaluation and the end), in minibatch order,
+  // serialised with on_metrics.
   std::function<void(const Progress&)> on_progress;
   std::int64_t log_every = 10;
   // Gradient accumulation: each update takes `accumulate` minibatches (`data` is asked for
@@ -495,6 +498,26 @@ struct PredictOptions {
   int slices = 0;
 };
 
+class Session;
+
+// A run started by Session::start(), to wait on from any thread. It must not outlive its
+// Session; copies share the run.
+class Run {
+ public:
+  // Blocks until the run ends: its result, or the tandem::Error it failed with (as run()).
+  TrainResult wait() const;
+  // Waits at most `timeout`; whether the run has ended (wait() then returns at once).
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  // As Session::stop(): the run ends at its next stop boundary; wait() then returns it.
+  void stop() const;
+
+ private:
+  friend class Session;
+  struct State;
+  explicit Run(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  std::shared_ptr<State> state_;
+};
+
 // One training run. Not copyable or movable: stop() may be called on it from other threads.
 class Session {
  public:
@@ -523,6 +546,12 @@ class Session {
   // exception, data for the DataFn's, diverged, lost_rank, stalled (error.hpp). Throws
   // std::logic_error when called a second time.
   TrainResult run();
+
+  // run() on a thread of its own, returning at once: the Run waits for it (wait(), wait_for())
+  // and stops it. Once per Session, instead of run(); a Session destroyed while its run goes on
+  // stops it and waits for it. Callbacks (on_progress, on_metrics, the DataFn) run on the
+  // library's threads as they do under run().
+  Run start();
 
   // From any thread, before or during run(): the run ends cleanly at the first point after the
   // minibatches already in flight where every stage has applied the same updates (flush

@@ -317,6 +317,96 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
   }
 }
 
+// start(): the run goes on a thread of its own. wait_for times out while the DataFn holds the
+// run, stop() through the handle ends it at a stop boundary, and wait() gives the result; a
+// run that fails gives its Error; a Session destroyed while its run goes on stops it.
+TEST(EmbeddingApi, AStartedRunIsWaitedForWithATimeoutAndStoppedThroughItsHandle) {
+  using namespace std::chrono_literals;
+  Fixture f;
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch, 2);
+  tandem::TrainOptions o = options_for(plan, 1000);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  o.data = [&](std::int64_t b) {
+    if (b == 3) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return open; });
+    }
+    return make_batch(b);
+  };
+  tandem::Session s(f.model, std::move(o));
+  const tandem::Run run = s.start();
+  EXPECT_FALSE(run.wait_for(50ms));  // held at minibatch 3
+  run.stop();
+  {
+    std::lock_guard lock(mu);
+    open = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(run.wait_for(60s));
+  const tandem::TrainResult r = run.wait();
+  EXPECT_EQ(r.status, tandem::RunStatus::stopped);
+  EXPECT_GE(r.minibatches, 3);
+  EXPECT_LT(r.minibatches, 1000);
+  EXPECT_EQ(r.losses.size(), static_cast<std::size_t>(r.minibatches));
+  EXPECT_EQ(run.wait().minibatches, r.minibatches);  // again, from the same result
+  EXPECT_THROW((void)s.start(), std::logic_error);
+  EXPECT_THROW((void)s.run(), std::logic_error);
+
+  tandem::TrainOptions failing = options_for(plan, 8);
+  failing.data = [](std::int64_t b) {
+    if (b == 2) throw std::runtime_error("no minibatch 2");
+    return make_batch(b);
+  };
+  tandem::Session bad(f.model, std::move(failing));
+  try {
+    (void)bad.start().wait();
+    ADD_FAILURE() << "the DataFn's exception did not end the started run";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::data) << e.what();
+  }
+
+  // Destroyed while it runs (a million minibatches): the run stops and the destructor returns.
+  std::atomic<std::int64_t> loaded{0};
+  {
+    tandem::TrainOptions long_run = options_for(plan, 1000000);
+    long_run.data = [&](std::int64_t b) {
+      ++loaded;
+      return make_batch(b);
+    };
+    tandem::Session going(f.model, std::move(long_run));
+    (void)going.start();
+    while (loaded.load() < 4) std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_LT(loaded.load(), 1000000);
+}
+
+// on_metrics and on_progress are called one at a time (never two at once), whichever library
+// thread calls them.
+TEST(EmbeddingApi, ProgressAndMetricsCallbacksAreSerialised) {
+  Fixture f;
+  tandem::TrainOptions o = options_for(
+      tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::one_f_one_b, kMinibatch, 4), 200);
+  o.log_every = 1;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> calls{0};
+  const auto enter = [&] {
+    if (inside.fetch_add(1) != 0) ++overlaps;
+    ++calls;
+    std::this_thread::yield();
+    inside.fetch_sub(1);
+  };
+  o.on_metrics = [&](const tandem::Metrics&) { enter(); };
+  o.on_progress = [&](const tandem::Progress&) { enter(); };
+  o.threads = 4;
+  (void)tandem::Session(f.model, std::move(o)).run();
+  EXPECT_GE(calls.load(), 400);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
 TEST(EmbeddingApi, DataOfTheWrongShapeIsNamedWithItsMinibatch) {
   Fixture f;
   tandem::TrainOptions o =
