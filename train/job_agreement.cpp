@@ -1,8 +1,9 @@
 #include "train/job_agreement.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -18,9 +19,7 @@ namespace tandem::train {
 namespace {
 
 std::string number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", v);
-  return text;
+  return fmt::format("{:.9g}", v);
 }
 
 std::string optimizer_line(const models::OptimizerSpec& o) {
