@@ -3,10 +3,13 @@
 // data, then resumes the checkpoint in a second session and checks that the resumed run ends
 // with the very weights the whole run ended with. It asks to join a launcher's job
 // (Launch::from_environment()): started under tandem launch, torchrun, mpirun or srun, each
-// process joins the job as its rank and rank 0 reports; started alone, it runs alone.
+// process joins the job as its rank and rank 0 reports; started alone, it runs alone. The
+// resumed session runs through start(), as a service that waits with a timeout does, and
+// failures arrive as tandem::Error with a code.
 //   config_job_example [CONFIG]     without CONFIG: a small MLP job written to a temp file
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <exception>
@@ -65,7 +68,12 @@ int main(int argc, char** argv) {
     tandem::ConfigRunOptions rest;
     rest.resume = a.checkpoints.front();
     tandem::Session resumed(config, rest);
-    const tandem::TrainResult b = resumed.run();
+    const tandem::Run run = resumed.start();
+    int waits = 0;
+    while (!run.wait_for(std::chrono::milliseconds(100))) ++waits;
+    const tandem::TrainResult b = run.wait();
+    std::printf("the resumed run ended (%s) after %d waits of 100 ms\n",
+                b.status == tandem::RunStatus::completed ? "completed" : "stopped", waits);
     std::printf("resumed at step %" PRId64 ": weights %016" PRIx64 ", the whole run's %016" PRIx64
                 "\n",
                 b.first_minibatch, b.weights_fingerprint, a.weights_fingerprint);
@@ -73,6 +81,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "config_job_example: the resumed run ended with other weights\n");
       return 1;
     }
+  } catch (const tandem::Error& e) {
+    std::fprintf(stderr, "config_job_example: %s error: %s\n",
+                 std::string(tandem::error_code_name(e.code())).c_str(), e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "config_job_example: %s\n", e.what());
     return 1;
