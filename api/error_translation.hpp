@@ -27,8 +27,8 @@ Error option_error(const std::string& key, const std::string& detail);
 // ("plan.stages[1].devices").
 Error plan_error(const std::string& key, const std::string& detail);
 
-// Runs f(), turning what it throws into an Error; std::logic_error thrown by the API for a call
-// out of order is not caught here (the caller checks the order before).
+// Runs f(), turning whatever it throws into an Error. Checks of call order (std::logic_error
+// for the application) belong outside it: inside, a logic_error is a fault of the library.
 template <class F>
 decltype(auto) at_boundary(const train::ProcessGroup* group, const std::string& prefix, F&& f) {
   try {
