@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "actors/dataset_source.hpp"
+#include "api/config_reading.hpp"
 #include "models/model.hpp"
 #include "tandem/tandem.hpp"
 #include "train/config.hpp"
@@ -23,9 +24,13 @@ Batch whole_batch(const actors::DataSource& source, std::int64_t b) {
 }  // namespace
 
 ConfigData config_data(const std::string& config_file) {
+  return config_data(Config::file(config_file));
+}
+
+ConfigData config_data(const Config& config_source) {
   train::Config config;
   try {
-    config = train::load_config(config_file);
+    config = api::read_config(config_source);
   } catch (const train::ConfigError& e) {
     throw std::invalid_argument(e.what());
   }

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "api/config_reading.hpp"
 #include "api/data_fn.hpp"
 #include "api/error_translation.hpp"
 #include "api/launch.hpp"
@@ -211,10 +212,10 @@ struct JobRun::State {
   }
 };
 
-JobRun::JobRun(const std::string& config_file, ConfigRunOptions options)
+JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
     : state_(std::make_unique<State>()) {
   state_->on_progress = std::move(options.on_progress);
-  const train::Config config = train::load_config(config_file);
+  const train::Config config = read_config(config_source);
   train::SessionOptions so = session_options(
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
   // The job's other ranks wait for this one from here on: joined before the session is built,

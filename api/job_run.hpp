@@ -15,7 +15,7 @@ class JobRun {
  public:
   // The job of a YAML config. Throws tandem::Error, or the library's own exceptions, which
   // Session turns into one (api/error_translation.hpp).
-  JobRun(const std::string& config_file, ConfigRunOptions options);
+  JobRun(const Config& config, ConfigRunOptions options);
   // A job built in code: `model` (described as `model_name` in checkpoints) through `options`'
   // plan on its DataFn. Throws as the other constructor does, naming the field at fault.
   JobRun(const models::Model& model, const std::string& model_name, TrainOptions options);

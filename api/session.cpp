@@ -42,12 +42,13 @@ Session::Session(Model model, TrainOptions options) : impl_(std::make_unique<Imp
   });
 }
 
-Session::Session(const std::string& config_file, ConfigRunOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  api::at_boundary(nullptr, "", [&] {
-    impl_->run = std::make_unique<api::JobRun>(config_file, std::move(options));
-  });
+Session::Session(Config config, ConfigRunOptions options) : impl_(std::make_unique<Impl>()) {
+  api::at_boundary(nullptr, "",
+                   [&] { impl_->run = std::make_unique<api::JobRun>(config, std::move(options)); });
 }
+
+Session::Session(const std::string& config_file, ConfigRunOptions options)
+    : Session(Config::file(config_file), std::move(options)) {}
 
 Session::~Session() = default;
 

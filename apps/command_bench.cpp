@@ -6,9 +6,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "apps/bench_run.hpp"
 #include "apps/commands.hpp"
+#include "apps/config_sets.hpp"
 #include "apps/output_file.hpp"
 #include "runtime/realtime_scheduling.hpp"
 #include "train/cluster_options.hpp"
@@ -19,6 +21,7 @@ namespace tandem::apps {
 void add_bench_command(CLI::App& app) {
   struct Args {
     std::string config, profile, trace;
+    std::vector<std::string> sets;
     std::int64_t steps = 0;
     bool json = false;
     bool realtime = false;
@@ -30,6 +33,7 @@ void add_bench_command(CLI::App& app) {
       "run a config's plan for N steps; measured throughput, utilization, bubble and "
       "step time beside the simulator's prediction");
   sub->add_option("config", args->config, "config file (YAML)")->required();
+  add_set_option(*sub, args->sets);
   sub->add_option("--steps", args->steps, "run this many steps instead of train.steps")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   sub->add_option("--profile", args->profile,
@@ -62,7 +66,7 @@ void add_bench_command(CLI::App& app) {
       check_output("bench: --trace", args->trace, {args->config, args->profile});
       options.trace = args->trace;
     }
-    const train::Config config = train::load_config(args->config);
+    const train::Config config = load_command_config(args->config, args->sets);
     // Under a launcher (tandem launch bench ..., torchrun, ...) one rank of a job; rank 0 reports.
     const std::unique_ptr<train::ProcessGroup> group =
         train::join_launched_job(train::process_group_options(config.cluster));

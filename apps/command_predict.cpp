@@ -6,8 +6,10 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/commands.hpp"
+#include "apps/config_sets.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "models/model.hpp"
@@ -22,6 +24,7 @@ namespace fs = std::filesystem;
 void add_predict_command(CLI::App& app) {
   struct Args {
     std::string config, weights, input, out;
+    std::vector<std::string> sets;
     int slices = 0;
     bool force = false;
   };
@@ -31,6 +34,7 @@ void add_predict_command(CLI::App& app) {
       "the model's outputs for given inputs, through the config's pipeline run forward only "
       "(no targets, no updates)");
   cmd->add_option("config", args->config, "the training config (model and pipeline)")->required();
+  add_set_option(*cmd, args->sets);
   cmd->add_option("--weights", args->weights,
                   "a checkpoint directory (its newest checkpoint) or a whole-model safetensors "
                   "file (`tandem checkpoint export`)")
@@ -53,7 +57,7 @@ void add_predict_command(CLI::App& app) {
     if (!args->force && fs::exists(args->out, ec)) {
       throw UsageError("predict: -o: '" + args->out + "' exists; give --force to replace it");
     }
-    const train::Config config = train::load_config(args->config);
+    const train::Config config = load_command_config(args->config, args->sets);
     const models::Model model = models::Model::build(config.model);
     const std::string name = config.model.describe();
     const schedules::Plan plan = train::training_plan(config, model.num_layers(), 1);

@@ -11,8 +11,10 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "apps/commands.hpp"
+#include "apps/config_sets.hpp"
 #include "apps/output_file.hpp"
 #include "apps/usage_error.hpp"
 #include "planner/profile.hpp"
@@ -24,6 +26,7 @@ namespace {
 
 struct ProfileArgs {
   std::string config;
+  std::vector<std::string> sets;
   std::string output;
   train::ProfileOptions options;
   bool quiet = false;
@@ -31,7 +34,7 @@ struct ProfileArgs {
 
 void run_profile(const ProfileArgs& args) {
   check_output("profile: -o", args.output, {args.config});
-  const train::Config config = train::load_config(args.config);
+  const train::Config config = load_command_config(args.config, args.sets);
   if (args.options.minibatch > 0) {  // the config was checked with its own minibatch
     const train::Machine machine = train::Machine::here();
     const double bytes =
@@ -82,6 +85,7 @@ void add_profile_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure each layer of a config's model and write the planner's profile JSON");
   cmd->add_option("config", args->config, "config file (YAML)")->required();
+  add_set_option(*cmd, args->sets);
   cmd->add_option("-o,--output", args->output, "profile JSON to write")->required();
   cmd->add_option("--repeats", args->options.repeats, "timed rounds per layer (median)")
       ->check(CLI::Range(1, 1'000'000))

@@ -1,13 +1,15 @@
-// `tandem train [CONFIG.yaml] [--metrics-json FILE] [--steps N] [--trace FILE] [--checkpoint DIR
+// `tandem train [CONFIG.yaml] [--set KEY=VALUE]... [--metrics-json FILE] [--steps N] [--trace FILE]
+// [--checkpoint DIR
 // [--checkpoint-every N]] [--resume DIR] [--elastic] [--join HOST:PORT] [--dry-run] [--quiet]
 // [--realtime]`: trains through the pipeline runtime; without a config, the embedded default
 // pipeline.
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/commands.hpp"
-#include "apps/default_config.hpp"
+#include "apps/config_sets.hpp"
 #include "apps/dry_run.hpp"
 #include "apps/trainer_report.hpp"
 #include "apps/usage_error.hpp"
@@ -18,6 +20,7 @@ namespace tandem::apps {
 void add_train_command(CLI::App& app) {
   struct Args {
     std::string config, metrics_json, trace, checkpoint, resume, join;
+    std::vector<std::string> sets;
     int64_t steps = 0;
     int64_t checkpoint_every = 0;
     bool quiet = false;
@@ -30,6 +33,7 @@ void add_train_command(CLI::App& app) {
       "train", "train a model from a YAML config (none: a built-in 4-stage GPT pipeline)");
   sub->add_option("config", args->config,
                   "config file (YAML); default: the embedded configs/default.yaml");
+  add_set_option(*sub, args->sets);
   sub->add_option("--metrics-json", args->metrics_json,
                   "write one JSON object per logged step to FILE (JSON Lines)");
   sub->add_option("--steps", args->steps, "train this many steps instead of train.steps")
@@ -64,15 +68,17 @@ void add_train_command(CLI::App& app) {
                 "memory per stage, and exit without training");
   sub->callback([args, sub] {
     if (args->dry_run) {
-      dry_run(args->config.empty()
-                  ? train::parse_config(std::string(default_config()), kDefaultConfigName)
-                  : train::load_config(args->config),
+      dry_run(load_command_config(args->config.empty()
+                                      ? std::nullopt
+                                      : std::optional<std::filesystem::path>(args->config),
+                                  args->sets),
               std::cout);
       return;
     }
     if (args->realtime) use_realtime_scheduling();  // before any thread of the run starts
     TrainCommand command;
     if (!args->config.empty()) command.config = args->config;
+    command.sets = args->sets;
     if (sub->count("--metrics-json") > 0) command.metrics_json = args->metrics_json;
     if (sub->count("--steps") > 0) command.steps = args->steps;
     if (sub->count("--trace") > 0) command.trace = args->trace;

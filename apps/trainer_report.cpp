@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "apps/config_sets.hpp"
 #include "apps/default_config.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "train/cluster_options.hpp"
@@ -209,9 +210,7 @@ train::ProcessGroupOptions joiner_options(const train::ClusterSpec& cluster) {
 }  // namespace
 
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
-  train::Config config =
-      command.config ? train::load_config(*command.config)
-                     : train::parse_config(std::string(default_config()), kDefaultConfigName);
+  train::Config config = load_command_config(command.config, command.sets);
   // Under a launcher (tandem launch, torchrun, mpirun, srun) this is one rank of a job: it
   // joins the others before anything trains, and rank 0 reports for all of them.
   if (command.elastic || command.join) config.cluster.elastic = true;

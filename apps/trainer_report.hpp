@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/session.hpp"
 
@@ -30,6 +31,7 @@ std::string format_stage_table(const train::TrainSummary& summary);
 
 struct TrainCommand {
   std::optional<std::filesystem::path> config;  // none: the embedded default (default_config())
+  std::vector<std::string> sets;                // --set KEY=VALUE overrides of the config
   std::optional<std::filesystem::path> metrics_json;
   std::optional<int64_t> steps;
   std::optional<std::filesystem::path> trace;  // Chrome trace of the run

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -221,7 +222,7 @@ void read_graph_inputs(ConfigMap& m, models::ModelSpec& spec) {
                          std::to_string(kMaxGraphInputs) + " a graph may have");
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    ConfigMap in(list[i], m.file(), m.key_path("inputs") + "[" + std::to_string(i) + "]");
+    ConfigMap in(list[i], m.origin(), m.key_path("inputs") + "[" + std::to_string(i) + "]");
     models::GraphInput gi;
     gi.name = in.get<std::string>("name");
     gi.shape = input_shape(in);
@@ -259,7 +260,7 @@ void read_graph(ConfigMap& m, models::ModelSpec& spec) {
   }
   std::vector<ConfigLocation> where;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    ConfigMap n(nodes[i], m.file(), m.key_path("graph") + "[" + std::to_string(i) + "]");
+    ConfigMap n(nodes[i], m.origin(), m.key_path("graph") + "[" + std::to_string(i) + "]");
     where.push_back(n.where());
     spec.graph.nodes.push_back(read_graph_node(std::move(n)));
   }
@@ -863,7 +864,7 @@ void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& w
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
   int64_t next = 0;  // the first layer the next stage must start at
   for (size_t i = 0; i < stages.size(); ++i) {
-    ConfigMap s(stages[i], m.file(), m.key_path("stages") + "[" + std::to_string(i) + "]");
+    ConfigMap s(stages[i], m.origin(), m.key_path("stages") + "[" + std::to_string(i) + "]");
     StageSpec st;
     where.push_back(s.where());
     if (auto layers = s.find<std::string>("layers")) {
@@ -1186,7 +1187,7 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
       }
       for (size_t i = 0; i < slices.size(); ++i) {
         p.compositions.push_back(read_composition(
-            ConfigMap(slices[i], m.file(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
+            ConfigMap(slices[i], m.origin(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
             minibatch));
       }
     } else {
@@ -1404,10 +1405,15 @@ void check_sim_nodes(const Config& c) {
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& file) {
-  return parse_config(text, file, Machine::here());
+  return parse_config(text, file, ConfigOverrides{}, Machine::here());
 }
 
 Config parse_config(const std::string& text, const std::string& file, const Machine& machine) {
+  return parse_config(text, file, ConfigOverrides{}, machine);
+}
+
+Config parse_config(const std::string& text, const std::string& file,
+                    const ConfigOverrides& overrides, const Machine& machine) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -1415,8 +1421,10 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
     throw ConfigError(ConfigLocation{file, e.mark.line + 1, e.mark.column + 1}, "",
                       "YAML syntax error: " + e.msg);
   }
+  auto origin = std::make_shared<ConfigOrigin>(file);
+  apply_overrides(root, overrides, *origin);
   if (root.IsNull()) throw ConfigError(ConfigLocation{file, 1, 1}, "", "empty config");
-  ConfigMap top(root, file, "");
+  ConfigMap top(root, origin, "");
   for (std::string_view section : kTopLevelSections) top.allow(section);
   top.finish();
   Config c;
@@ -1492,10 +1500,15 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
 }
 
 Config load_config(const std::filesystem::path& path) {
-  return load_config(path, Machine::here());
+  return load_config(path, ConfigOverrides{}, Machine::here());
 }
 
 Config load_config(const std::filesystem::path& path, const Machine& machine) {
+  return load_config(path, ConfigOverrides{}, machine);
+}
+
+Config load_config(const std::filesystem::path& path, const ConfigOverrides& overrides,
+                   const Machine& machine) {
   // A directory opens as a stream on Linux and reads as empty; a device never ends.
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
@@ -1516,7 +1529,7 @@ Config load_config(const std::filesystem::path& path, const Machine& machine) {
   if (!in) throw ConfigError(ConfigLocation{path.string()}, "", "cannot open the config file");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path.string(), machine);
+  return parse_config(text.str(), path.string(), overrides, machine);
 }
 
 ConfigLocation ConfigLocations::of(std::string_view key) const {

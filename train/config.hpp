@@ -42,6 +42,7 @@
 #include "planner/schedule_ranking.hpp"
 #include "train/config_error.hpp"
 #include "train/config_limits.hpp"
+#include "train/config_overrides.hpp"
 #include "train/job_error.hpp"
 #include "train/job_spec.hpp"
 
@@ -90,5 +91,11 @@ Config parse_config(const std::string& text, const std::string& file);
 // Checked against `machine` instead of this one (tests, fuzzing, planning for another machine).
 Config load_config(const std::filesystem::path& path, const Machine& machine);
 Config parse_config(const std::string& text, const std::string& file, const Machine& machine);
+// With keys overridden (train/config_overrides.hpp): read as if the text held the overrides'
+// values; errors in an overridden value name the override.
+Config load_config(const std::filesystem::path& path, const ConfigOverrides& overrides,
+                   const Machine& machine = Machine::here());
+Config parse_config(const std::string& text, const std::string& file,
+                    const ConfigOverrides& overrides, const Machine& machine = Machine::here());
 
 }  // namespace tandem::train

@@ -106,9 +106,25 @@ T convert(const Reader& r, const YAML::Node& n) {
 
 }  // namespace
 
-ConfigMap::ConfigMap(const YAML::Node& node, std::string file, std::string path,
-                     std::optional<ConfigLocation> where)
-    : node_(node), file_(std::move(file)), path_(std::move(path)) {
+void ConfigOrigin::add_override(std::vector<YAML::Node> nodes, const std::string& where) {
+  for (YAML::Node& n : nodes) overridden_.emplace_back(std::move(n), where);
+}
+
+ConfigLocation ConfigOrigin::locate(const YAML::Node& node) const {
+  const YAML::Mark m = node.Mark();
+  // The newest first: an override inside an earlier one's value owns its nodes.
+  for (auto it = overridden_.rbegin(); it != overridden_.rend(); ++it) {
+    if (!it->first.is(node)) continue;
+    if (m.line < 0) return ConfigLocation{it->second, 0, 0};
+    return ConfigLocation{it->second, m.line + 1, m.column + 1};
+  }
+  if (m.line < 0) return ConfigLocation{file_, 0, 0};
+  return ConfigLocation{file_, m.line + 1, m.column + 1};
+}
+
+ConfigMap::ConfigMap(const YAML::Node& node, std::shared_ptr<const ConfigOrigin> origin,
+                     std::string path, std::optional<ConfigLocation> where)
+    : node_(node), origin_(std::move(origin)), path_(std::move(path)) {
   where_ = where ? *where : location(node);
   if (node.IsNull()) return;
   if (!node.IsMap()) {
@@ -130,9 +146,7 @@ ConfigMap::ConfigMap(const YAML::Node& node, std::string file, std::string path,
 }
 
 ConfigLocation ConfigMap::location(const YAML::Node& node) const {
-  const YAML::Mark m = node.Mark();
-  if (m.line < 0) return ConfigLocation{file_, 0, 0};
-  return ConfigLocation{file_, m.line + 1, m.column + 1};
+  return origin_->locate(node);
 }
 
 std::string ConfigMap::key_path(std::string_view key) const {
@@ -182,7 +196,7 @@ ConfigMap ConfigMap::map(std::string_view key) {
     throw ConfigError(where(key), key_path(key),
                       "expected a mapping of keys to values, got " + describe_node(n));
   }
-  return ConfigMap(n, file_, key_path(key), where(key));
+  return ConfigMap(n, origin_, key_path(key), where(key));
 }
 
 std::optional<ConfigMap> ConfigMap::find_map(std::string_view key) {

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,12 +17,29 @@
 
 namespace tandem::train {
 
+// Where a config's YAML nodes came from, for the locations in its errors: the config's own text
+// (a file, or text given in code, named `file`), or the override of one key
+// (train/config_overrides.hpp), whose nodes errors place at "LABEL KEY" ("--set train.steps").
+class ConfigOrigin {
+ public:
+  explicit ConfigOrigin(std::string file) : file_(std::move(file)) {}
+  // `nodes` (an override's value, every node under it, and the keys it added) came from
+  // `where` ("--set train.steps").
+  void add_override(std::vector<YAML::Node> nodes, const std::string& where);
+  ConfigLocation locate(const YAML::Node& node) const;
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  std::vector<std::pair<YAML::Node, std::string>> overridden_;  // node, where it came from
+};
+
 class ConfigMap {
  public:
   // Throws ConfigError unless `node` is a mapping (or null, read as empty) without duplicate
   // keys. `path` is the dotted key of this mapping ("" for the top level); `where` is what
   // errors about the mapping as a whole point at (default: the mapping's own position).
-  ConfigMap(const YAML::Node& node, std::string file, std::string path,
+  ConfigMap(const YAML::Node& node, std::shared_ptr<const ConfigOrigin> origin, std::string path,
             std::optional<ConfigLocation> where = std::nullopt);
 
   // Supported T: int64_t, double, bool, std::string, std::vector<int64_t>, std::vector<double>,
@@ -53,7 +71,8 @@ class ConfigMap {
   const ConfigLocation& where() const { return where_; }
   std::string key_path(std::string_view key) const;
   const std::string& path() const { return path_; }
-  const std::string& file() const { return file_; }
+  const std::string& file() const { return origin_->file(); }
+  const std::shared_ptr<const ConfigOrigin>& origin() const { return origin_; }
 
   ConfigLocation location(const YAML::Node& node) const;
 
@@ -66,7 +85,7 @@ class ConfigMap {
   const Entry* entry(std::string_view key) const;
 
   YAML::Node node_;
-  std::string file_;
+  std::shared_ptr<const ConfigOrigin> origin_;
   std::string path_;
   ConfigLocation where_;
   std::vector<Entry> entries_;

@@ -6,7 +6,8 @@
 // process joins the job as its rank and rank 0 reports; started alone, it runs alone. The
 // resumed session runs through start(), as a service that waits with a timeout does, and
 // failures arrive as tandem::Error with a code.
-//   config_job_example [CONFIG]     without CONFIG: a small MLP job written to a temp file
+//   config_job_example [CONFIG] [KEY=VALUE]...   without CONFIG: a small MLP job held as text;
+//                                                KEY=VALUE overrides a key (as --set does)
 #include <unistd.h>
 
 #include <chrono>
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <tandem/tandem.hpp>
 
@@ -44,9 +44,20 @@ int main(int argc, char** argv) {
   const fs::path work =
       fs::temp_directory_path() / ("tandem-config-job-" + std::to_string(::getpid()));
   fs::create_directories(work);
-  std::string config = argc > 1 ? argv[1] : (work / "job.yaml").string();
-  if (argc <= 1) std::ofstream(config) << kJob;
   try {
+    // The job: a file named on the command line, or the text above, with any key overridden.
+    const bool named = argc > 1 && std::string(argv[1]).find('=') == std::string::npos;
+    tandem::Config config = named ? tandem::Config::file(argv[1])
+                                  : tandem::Config::text(kJob, "config_job_example's job");
+    for (int i = named ? 2 : 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      const auto eq = arg.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "config_job_example: '%s': expected KEY=VALUE\n", arg.c_str());
+        return 2;
+      }
+      config.set(arg.substr(0, eq), arg.substr(eq + 1));
+    }
     tandem::ConfigRunOptions whole;
     whole.launch = tandem::Launch::from_environment();
     whole.checkpoints = {(work / "checkpoints").string(), 20, 2};

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -342,7 +343,49 @@ class Launch {
   std::string master_, token_;
 };
 
-// Runs configured from a YAML file (docs/config.md), the ones `tandem train CONFIG` runs: the
+// A YAML config (docs/config.md) for a Session: a file, or text given in code, with any key
+// overridden from code. Each override replaces (or adds) one key's value before the config is
+// read, in the order given, so an overridden key is checked as the file's own keys are; an error
+// in one names it ("override train.steps:1:1: train.steps: must be >= 1"). `tandem train CONFIG
+// --set KEY=VALUE` is the same from the command line.
+class Config {
+ public:
+  static Config file(std::string path);
+  // `name` stands for the text in errors ("<config text>:3:7: ..."); relative paths in the text
+  // resolve against the working directory.
+  static Config text(std::string yaml, std::string name = "<config text>");
+
+  // Sets `key`, dotted with list indices ("train.steps", "pipeline.stages[1].replicas"), to
+  // `yaml`, a YAML value ("200", "[0, 1]", "{kind: adamw, lr: 1e-3}"), adding the key (and the
+  // mappings above it) where the config lacks it. A key set twice is refused when the Session
+  // reads the config, as is a malformed key or value (ErrorCode::config, where().key the key).
+  Config& set(std::string key, std::string yaml);
+  Config& set(std::string key, const char* yaml) { return set(std::move(key), std::string(yaml)); }
+  Config& set(std::string key, bool value);
+  // Numbers, written exactly (a double in its shortest form that reads back the same).
+  template <class T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) Config& set(std::string key,
+                                                                          T value) {
+    return set(std::move(key), std::to_string(value));
+  }
+  Config& set(std::string key, double value);
+
+  bool is_file() const { return is_file_; }
+  // The file's path, or the text.
+  const std::string& source() const { return source_; }
+  // The file's path, or the text's name.
+  const std::string& name() const { return name_; }
+  // (key, YAML value), in the order set.
+  const std::vector<std::pair<std::string, std::string>>& overrides() const { return overrides_; }
+
+ private:
+  Config(bool is_file, std::string source, std::string name);
+  bool is_file_ = true;
+  std::string source_, name_;
+  std::vector<std::pair<std::string, std::string>> overrides_;
+};
+
+// Runs configured from a YAML config (docs/config.md), the ones `tandem train CONFIG` runs: the
 // same steps, the same files, the same losses and weights bit for bit.
 struct ConfigRunOptions {
   // Launch::from_environment() makes this process a rank of the job a launcher started, as
@@ -373,7 +416,8 @@ struct ConfigData {
   DataFn eval;  // empty without train.eval
   std::int64_t eval_minibatches = 0;
 };
-ConfigData config_data(const std::string& config_file);
+ConfigData config_data(const Config& config);
+ConfigData config_data(const std::string& config_file);  // config_data(Config::file(config_file))
 
 struct TrainOptions {
   // As ConfigRunOptions::launch: alone unless asked otherwise.
@@ -528,13 +572,15 @@ class Session {
   // options.launch a rank of a job (as for a config's job below), this process joins the job as its
   // rank: rank 0 runs the DataFn and reports, the others run their stages.
   Session(Model model, TrainOptions options);
-  // The job the YAML config `config_file` describes. With options.launch a rank of a job
+  // The job the YAML config describes. With options.launch a rank of a job
   // (Launch::from_environment() under tandem launch, torchrun, mpirun, srun:
   // docs/multi-process.md) this process joins the job as its rank and runs the stages placed
   // there; rank 0 runs the loader, reports and checkpoints.
   // Throws tandem::Error: ErrorCode::config naming "file:line:column: key" (the key also in
   // where().key), checkpoint for one that cannot resume this config, lost_rank for a failed
   // join.
+  explicit Session(Config config, ConfigRunOptions options = {});
+  // Session(Config::file(config_file), options).
   explicit Session(const std::string& config_file, ConfigRunOptions options = {});
   ~Session();
   Session(const Session&) = delete;

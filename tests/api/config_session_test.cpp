@@ -20,6 +20,7 @@
 #include <string>
 #include <tandem/tandem.hpp>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../train/temp_dir.hpp"
@@ -215,6 +216,64 @@ INSTANTIATE_TEST_SUITE_P(Schedules, ConfigSession, ::testing::Values(&kFlush, &k
                            return p.param == &kFlush ? std::string("flush_1f1b")
                                                      : std::string("pipedream_2_1_1");
                          });
+
+// kFlush with three keys edited in its text: what the overrides below must equal.
+std::string edited_flush() {
+  std::string text = kFlush;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"steps: 8", "steps: 6"}, {"slices: 4", "slices: 2"}, {"lr: 2.0e-3", "lr: 1.0e-3"}}) {
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST(ConfigText, TextWithOverridesTrainsAsTheEditedFileBitForBit) {
+  TempDir dir;
+  const RunFigures file = api_run(dir.write("edited.yaml", edited_flush()));
+  Config config = Config::text(kFlush, "flush text");
+  config.set("train.steps", 6).set("pipeline.slices", "2").set("train.optimizer.lr", 1.0e-3);
+  Session session(config);
+  const TrainResult r = session.run();
+  ASSERT_EQ(r.losses.size(), 6u);
+  EXPECT_EQ(as_f32(r.losses), as_f32(file.losses));
+  EXPECT_EQ(hex(r.weights_fingerprint), file.fingerprint);
+  // The CLI's --set is the same overrides.
+  const RunFigures cli =
+      cli_run(dir.write("flush.yaml", kFlush), dir.path() / "m.jsonl",
+              "--set train.steps=6 --set pipeline.slices=2 --set train.optimizer.lr=1.0e-3");
+  EXPECT_EQ(cli.fingerprint, file.fingerprint);
+  EXPECT_EQ(as_f32(cli.losses), as_f32(file.losses));
+}
+
+TEST(ConfigText, AnOverrideProblemNamesTheOverrideAndItsKey) {
+  try {
+    Session session(Config::text(kFlush).set("train.steps", 0));
+    ADD_FAILURE() << "no error";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+    EXPECT_EQ(e.where().key, "train.steps") << e.what();
+    EXPECT_NE(std::string(e.what()).find("override train.steps:1:1"), std::string::npos)
+        << e.what();
+  }
+  try {
+    Session session(Config::text(kFlush).set("pipeline.stages[5].replicas", 2));
+    ADD_FAILURE() << "no error";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pipeline.stages has 2 items"), std::string::npos)
+        << e.what();
+  }
+  // A problem in the text itself is at the text's name and line.
+  try {
+    Session session(Config::text("model: {name: mlp}\n", "inline"));
+    ADD_FAILURE() << "no error";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::config) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inline:1:"), std::string::npos) << e.what();
+  }
+}
 
 TEST(ConfigSessionErrors, AConfigProblemNamesItsLineAndKey) {
   TempDir dir;

@@ -66,6 +66,26 @@ TEST(Cli, InputErrorsExitWithOne) {
   }
 }
 
+// --set overrides the embedded default config as any file's; its mistakes name the override.
+TEST(Cli, SetOverridesAKeyAndItsErrorsNameTheOverride) {
+  const Result ok = tandem("train --dry-run --set train.steps=3 --set pipeline.schedule=gpipe");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("gpipe"), std::string::npos) << ok.output;
+  for (const auto& [args, words] :
+       {std::pair<std::string, std::string>{"train --dry-run --set train.steps",
+                                            "--set train.steps: expected KEY=VALUE"},
+        {"train --dry-run --set train.steps=-1", "--set train.steps:1:1: train.steps"},
+        {"train --dry-run --set train.stepz=1", "--set train.stepz: train.stepz: unknown key"},
+        {"train --dry-run --set pipeline.stages[9].replicas=2", "index 9 is past its end"},
+        {"bench " + kSource + "/configs/mlp-teacher.yaml --set 'train.steps=[1'",
+         "YAML syntax error"}}) {
+    const Result r = tandem(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("tandem: error: ", 0), 0u) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(words), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
 // A config far larger than the machine is refused at once, at its key.
 TEST(Cli, HugeConfigIsRefusedBeforeAllocating) {
   const auto path = std::filesystem::temp_directory_path() /
