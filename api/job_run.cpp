@@ -7,8 +7,10 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 #include <utility>
+#include <variant>
 
 #include "api/config_reading.hpp"
 #include "api/data_fn.hpp"
@@ -22,6 +24,7 @@
 #include "train/config.hpp"
 #include "train/elastic_job.hpp"
 #include "train/job_error.hpp"
+#include "train/job_rules.hpp"
 #include "train/model_file.hpp"
 #include "train/predict.hpp"
 #include "train/process_group.hpp"
@@ -109,61 +112,131 @@ std::vector<StageReport> stage_reports(const std::vector<actors::StageStats>& st
   return out;
 }
 
-models::OptimizerSpec internal_optimizer(const Optimizer& o) {
+models::OptimizerSpec internal_optimizer(const Optimizer& optimizer) {
   models::OptimizerSpec spec;
-  spec.kind = o.kind;
-  spec.lr = o.lr;
-  spec.momentum = o.momentum;
-  spec.weight_decay = o.weight_decay;
-  spec.nesterov = o.nesterov;
-  spec.beta1 = o.beta1;
-  spec.beta2 = o.beta2;
-  spec.eps = o.eps;
-  try {
-    (void)models::make_optimizer(spec);
-  } catch (const std::invalid_argument& e) {
-    throw option_error("TrainOptions.optimizer", e.what());
+  if (const auto* sgd = std::get_if<SgdOptions>(&optimizer)) {
+    spec.kind = "sgd";
+    spec.lr = sgd->lr;
+    spec.momentum = sgd->momentum;
+    spec.weight_decay = sgd->weight_decay;
+    spec.nesterov = sgd->nesterov;
+  } else {
+    const auto& adamw = std::get<AdamWOptions>(optimizer);
+    spec.kind = "adamw";
+    spec.lr = adamw.lr;
+    spec.beta1 = adamw.beta1;
+    spec.beta2 = adamw.beta2;
+    spec.eps = adamw.eps;
+    spec.weight_decay = adamw.weight_decay;
   }
   return spec;
 }
 
-// A job of the application's model and plan, checked field by field before anything runs.
-train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
-  try {
-    (void)internal_plan(o.plan, o.minibatches, model.num_layers());
-  } catch (const schedules::ScheduleError& e) {
-    throw Error(ErrorCode::plan, e.what());  // names the plan's stage or field already
+train::LrSchedule internal_lr_schedule(const LrSchedule& l) {
+  train::LrSchedule out;
+  out.kind = l.kind == LrSchedule::Kind::cosine   ? "cosine"
+             : l.kind == LrSchedule::Kind::linear ? "linear"
+                                                  : "constant";
+  out.warmup_steps = l.warmup_steps;
+  out.final_fraction = l.final_fraction;
+  return out;
+}
+
+train::ClusterSpec internal_cluster(const ClusterOptions& c) {
+  using T = ClusterOptions::Transport;
+  using C = ClusterOptions::Collectives;
+  train::ClusterSpec out;
+  out.transport = c.transport == T::tcp ? "tcp" : c.transport == T::ucx ? "ucx" : "auto";
+  out.collectives = c.collectives == C::gloo ? "gloo" : c.collectives == C::nccl ? "nccl" : "auto";
+  out.tcp_lanes = c.tcp_lanes;
+  out.stall_timeout_s = c.stall_timeout_s;
+  out.elastic = c.elastic;
+  out.max_replans = c.max_replans;
+  return out;
+}
+
+models::MatmulPrecision internal_precision(Precision p) {
+  return p == Precision::bf16   ? models::MatmulPrecision::bf16
+         : p == Precision::tf32 ? models::MatmulPrecision::tf32
+                                : models::MatmulPrecision::f32;
+}
+
+// A rule broken by an option (train/job_rules.hpp names the config's key): the option's name.
+Error broken_option(const train::JobError& e) {
+  std::string key = e.key();
+  for (const auto& [config, option] : {std::pair<std::string_view, std::string_view>{
+                                           "cluster.stall_timeout", "cluster.stall_timeout_s"},
+                                       {"train.optimizer.betas", "optimizer.beta1/beta2"},
+                                       {"train.", ""},
+                                       {"pipeline.", "plan."}}) {
+    if (key.starts_with(config)) {
+      key = std::string(option) + key.substr(config.size());
+      break;
+    }
   }
-  train::JobSpec job;
-  job.train.minibatch = o.plan.minibatch;
-  job.train.steps = o.minibatches;
-  job.train.optimizer = internal_optimizer(o.optimizer);
-  job.train.seed = o.seed;
+  return option_error("TrainOptions." + key, e.detail());
+}
+
+// The rules both front ends share (train/job_rules.hpp), on what the application set.
+void check_rules(const train::JobSpec& job) {
+  try {
+    train::check_optimizer(job.train.optimizer);
+    train::check_lr_schedule(job.train.lr_schedule);
+    train::check_cluster(job.cluster);
+    for (std::size_t s = 0; s < job.pipeline->compositions.size(); ++s) {
+      train::check_composition(job.pipeline->compositions[s], job.train.minibatch, s);
+    }
+  } catch (const train::JobError& e) {
+    throw broken_option(e);
+  }
+}
+
+// The options that are plain numbers of the run, checked.
+void set_run_numbers(train::TrainSpec& t, const TrainOptions& o) {
   if (o.accumulate < 1) {
     throw option_error("TrainOptions.accumulate",
                        "must be >= 1, got " + std::to_string(o.accumulate));
   }
-  job.train.accumulate = o.accumulate;
+  t.accumulate = o.accumulate;
   if (o.clip_grad_norm < 0 || !std::isfinite(o.clip_grad_norm)) {
     throw option_error(
         "TrainOptions.clip_grad_norm",
         "must be a finite number >= 0 (0: no clipping), got " + std::to_string(o.clip_grad_norm));
   }
-  if (o.clip_grad_norm > 0) job.train.clip_grad_norm = o.clip_grad_norm;
-  if (!o.init_from.empty()) job.train.init_from = o.init_from;
+  if (o.clip_grad_norm > 0) t.clip_grad_norm = o.clip_grad_norm;
   if (o.log_every < 1) {
     throw option_error("TrainOptions.log_every",
                        "must be >= 1, got " + std::to_string(o.log_every));
   }
-  job.train.log_every = o.log_every;
+  t.log_every = o.log_every;
   if (o.eval_data) {
     if (o.eval_minibatches < 1 || o.eval_every < 0) {
       throw option_error("TrainOptions.eval_minibatches",
                          "must be >= 1 and eval_every >= 0 with eval_data");
     }
-    job.train.eval = train::EvalSpec{o.eval_every, o.eval_minibatches * o.plan.minibatch};
+    t.eval = train::EvalSpec{o.eval_every, o.eval_minibatches * o.plan.minibatch};
   }
+}
+
+// A job of the application's model and plan, checked field by field before anything runs.
+train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
+  train::JobSpec job;
+  job.train.minibatch = o.plan.minibatch;
+  job.train.steps = o.minibatches;
+  job.train.optimizer = internal_optimizer(o.optimizer);
+  job.train.lr_schedule = internal_lr_schedule(o.lr_schedule);
+  if (o.precision != Precision::f32) job.train.precision = internal_precision(o.precision);
+  job.train.seed = o.seed;
+  if (!o.init_from.empty()) job.train.init_from = o.init_from;
+  set_run_numbers(job.train, o);
+  job.cluster = internal_cluster(o.cluster);
   job.pipeline = pipeline_layout(o.plan);
+  check_rules(job);
+  try {
+    (void)internal_plan(o.plan, o.minibatches, model.num_layers());
+  } catch (const schedules::ScheduleError& e) {
+    throw Error(ErrorCode::plan, e.what());  // names the plan's stage or field already
+  }
   return job;
 }
 

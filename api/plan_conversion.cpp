@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/error_translation.hpp"
+#include "models/delay_correction.hpp"
 #include "runtime/device.hpp"
 #include "train/job_plan.hpp"
 
@@ -11,24 +12,30 @@ namespace tandem::api {
 
 namespace {
 
-// A replica's device, named by its place in the plan when it is unknown or absent.
-Device checked_device(const std::string& d, std::size_t stage, std::size_t replica) {
-  const std::string key =
-      "plan.stages[" + std::to_string(stage) + "].devices[" + std::to_string(replica) + "]";
-  Device device;
-  try {
-    device = Device::parse(d);
-  } catch (const std::invalid_argument& e) {
-    throw plan_error(key, e.what());
-  }
+// A replica's device, named by its place in the plan when this build or machine lacks it.
+Device checked_device(const Device& device, std::size_t stage, std::size_t replica) {
   // Caught here, before any weights are allocated, rather than by the first allocation.
   if (device.is_cuda() && device.index() >= cuda_device_count()) {
     throw plan_error(
-        key, d + " does not exist: " +
-                 (cuda_backend_built() ? std::to_string(cuda_device_count()) + " GPU(s) visible"
-                                       : std::string("this build has no CUDA backend")));
+        "plan.stages[" + std::to_string(stage) + "].devices[" + std::to_string(replica) + "]",
+        device.str() + " does not exist: " +
+            (cuda_backend_built() ? std::to_string(cuda_device_count()) + " GPU(s) visible"
+                                  : std::string("this build has no CUDA backend")));
   }
   return device;
+}
+
+models::AsyncCorrection async_correction(AsyncCorrection c) {
+  switch (c) {
+    case AsyncCorrection::none:
+      return models::AsyncCorrection::none;
+    case AsyncCorrection::weight_prediction:
+      return models::AsyncCorrection::weight_prediction;
+    case AsyncCorrection::nesterov:
+      return models::AsyncCorrection::nesterov;
+  }
+  throw plan_error("plan.async_correction",
+                   "unknown tandem::AsyncCorrection value " + std::to_string(static_cast<int>(c)));
 }
 
 }  // namespace
@@ -70,11 +77,30 @@ train::PipelineLayout pipeline_layout(const Plan& plan) {
   layout.slices = {plan.slices};
   layout.chunks = plan.chunks;
   layout.rematerialize = plan.rematerialize;
+  layout.relay_skips = plan.relay_skips;
+  layout.async_correction = async_correction(plan.async_correction);
+  if (!plan.compositions.empty()) {
+    if (plan.schedule != Schedule::umpipe) {
+      throw plan_error("plan.compositions", "unequal slices apply to Schedule::umpipe only");
+    }
+    if (plan.compositions.size() != plan.stages.size()) {
+      throw plan_error("plan.compositions",
+                       "gives slices for " + std::to_string(plan.compositions.size()) +
+                           " stages, the plan has " + std::to_string(plan.stages.size()));
+    }
+    layout.slices.clear();  // the compositions say how each stage slices
+    for (const SliceSizes& c : plan.compositions) {
+      layout.compositions.push_back({c.forward, c.backward});
+    }
+  }
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage& st = plan.stages[s];
-    if (st.devices.empty()) {
-      throw plan_error("plan.stages[" + std::to_string(s) + "].devices",
-                       "a stage needs at least one replica");
+    const std::string at = "plan.stages[" + std::to_string(s) + "]";
+    if (st.devices.empty()) throw plan_error(at + ".devices", "a stage needs at least one replica");
+    if (!st.ranks.empty() && st.ranks.size() != st.devices.size()) {
+      throw plan_error(at + ".ranks", "gives " + std::to_string(st.ranks.size()) + " ranks for " +
+                                          std::to_string(st.devices.size()) +
+                                          " replicas: one per replica");
     }
     train::StageSpec spec;
     spec.first_layer = st.begin;
@@ -84,6 +110,7 @@ train::PipelineLayout pipeline_layout(const Plan& plan) {
       spec.devices.push_back(checked_device(st.devices[r], s, r));
     }
     spec.device = spec.devices.front();
+    spec.ranks.assign(st.ranks.begin(), st.ranks.end());
     layout.stages.push_back(std::move(spec));
   }
   return layout;

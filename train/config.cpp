@@ -31,6 +31,7 @@
 #include "train/config_reader.hpp"
 #include "train/config_ties.hpp"
 #include "train/job_plan.hpp"
+#include "train/job_rules.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::train {
@@ -41,10 +42,6 @@ namespace data = models::data;
 // Top-level sections; a new section adds its name here and its reader below.
 constexpr std::array<std::string_view, 5> kTopLevelSections = {"model", "data", "train", "pipeline",
                                                                "cluster"};
-
-// Data planes a cluster section may name.
-constexpr std::array<std::string_view, 4> kTransports = {"auto", "tcp", "ucx", "cuda-ipc"};
-constexpr std::array<std::string_view, 3> kCollectives = {"auto", "gloo", "nccl"};
 
 // Ranks beyond this are a typo (transport/control_frame.hpp's kMaxWorldSize).
 constexpr int64_t kMaxRank = 65535;
@@ -69,8 +66,6 @@ std::string fmt_count(double n) {
   return text;
 }
 
-// An elastic job's re-plans (train/elastic_job.hpp): far beyond any real run's.
-constexpr int64_t kMaxReplans = 64;
 // Minibatches per step: beyond this a run is better served by a larger minibatch.
 constexpr int64_t kMaxAccumulate = 65536;
 
@@ -696,30 +691,33 @@ data::DataSpec read_data(ConfigMap m, const models::ModelSpec& model) {
 
 // ---- train ----
 
+// Runs `rules` (train/job_rules.hpp) on what `m` read, reporting a broken one at its key.
+template <class F>
+void apply_rules(const ConfigMap& m, F&& rules) {
+  try {
+    std::forward<F>(rules)();
+  } catch (const JobError& e) {
+    m.fail_rule(e);
+  }
+}
+
 models::OptimizerSpec read_optimizer(ConfigMap m) {
   models::OptimizerSpec o;
   o.kind = m.get<std::string>("kind");
   o.lr = m.get<double>("lr");
-  if (!(o.lr > 0)) m.fail("lr", "must be > 0, got " + std::to_string(o.lr));
-  o.weight_decay = in_range(m, "weight_decay", 0.0, 0.0, 1e6);
+  o.weight_decay = m.get_or<double>("weight_decay", 0.0);
   if (o.kind == "sgd") {
-    o.momentum = in_range(m, "momentum", 0.0, 0.0, 1.0);
+    o.momentum = m.get_or<double>("momentum", 0.0);
     o.nesterov = m.get_or<bool>("nesterov", false);
-    if (o.nesterov && o.momentum == 0) m.fail("nesterov", "needs momentum > 0");
   } else if (o.kind == "adamw") {
     if (auto betas = m.find<std::vector<double>>("betas")) {
       if (betas->size() != 2) m.fail("betas", "needs two values [beta1, beta2]");
-      for (double b : *betas) {
-        if (b < 0 || b >= 1) m.fail("betas", "values must be in [0, 1)");
-      }
       o.beta1 = (*betas)[0];
       o.beta2 = (*betas)[1];
     }
     o.eps = m.get_or<double>("eps", o.eps);
-    if (!(o.eps > 0)) m.fail("eps", "must be > 0");
-  } else {
-    m.fail("kind", "unknown optimizer '" + o.kind + "' (expected sgd or adamw)");
   }
+  apply_rules(m, [&] { check_optimizer(o); });
   m.finish();
   return o;
 }
@@ -772,12 +770,10 @@ TrainSpec read_train(ConfigMap m, const data::DataSpec& data_spec) {
   if (auto ls = m.find_map("lr_schedule")) {
     LrSchedule& l = t.lr_schedule;
     l.kind = ls->get<std::string>("kind");
-    if (l.kind != "constant" && l.kind != "cosine" && l.kind != "linear") {
-      ls->fail("kind", "unknown schedule '" + l.kind + "' (expected constant, cosine or linear)");
-    }
-    l.warmup_steps = non_negative(*ls, "warmup_steps", 0);
-    if (l.kind != "constant")
-      l.final_fraction = in_range(*ls, "final_fraction", 0.0, 0.0, 1.0, false);
+    l.warmup_steps = ls->get_or<int64_t>("warmup_steps", 0);
+    // A constant schedule has no final fraction: the key is unknown there.
+    if (l.kind != "constant") l.final_fraction = ls->get_or<double>("final_fraction", 0.0);
+    apply_rules(*ls, [&] { check_lr_schedule(l); });
     ls->finish();
   }
   t.seed = static_cast<uint64_t>(non_negative(m, "seed", 0));
@@ -818,21 +814,10 @@ std::pair<int64_t, int64_t> parse_layers(ConfigMap& m, const std::string& text) 
 }
 
 // One stage's {forward: [...], backward: [...]} slice sizes (umpipe).
-SliceComposition read_composition(ConfigMap m, int64_t minibatch) {
-  const auto sizes = [&](std::string_view key) {
-    const auto v = m.get<std::vector<int64_t>>(key);
-    int64_t sum = 0;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] < 1) m.fail(key, "entry " + std::to_string(i) + " must be >= 1");
-      sum += v[i];
-    }
-    if (sum != minibatch) {
-      m.fail(key, "slice sizes sum to " + std::to_string(sum) + ", not train.minibatch " +
-                      std::to_string(minibatch));
-    }
-    return v;
-  };
-  SliceComposition c{sizes("forward"), sizes("backward")};
+SliceComposition read_composition(ConfigMap m, int64_t minibatch, size_t stage) {
+  SliceComposition c{m.get<std::vector<int64_t>>("forward"),
+                     m.get<std::vector<int64_t>>("backward")};
+  apply_rules(m, [&] { check_composition(c, minibatch, stage); });
   m.finish();
   return c;
 }
@@ -1188,7 +1173,7 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
       for (size_t i = 0; i < slices.size(); ++i) {
         p.compositions.push_back(read_composition(
             ConfigMap(slices[i], m.origin(), m.key_path("slices") + "[" + std::to_string(i) + "]"),
-            minibatch));
+            minibatch, i));
       }
     } else {
       p.slices = slices.IsSequence() ? m.get<std::vector<int64_t>>("slices")
@@ -1466,33 +1451,16 @@ Config parse_config(const std::string& text, const std::string& file,
   if (auto cl = top.find_map("cluster")) {
     c.where.cluster = cl->where();
     c.cluster.transport = cl->get_or<std::string>("transport", c.cluster.transport);
-    if (std::find(kTransports.begin(), kTransports.end(), c.cluster.transport) ==
-        kTransports.end()) {
-      cl->fail("transport", "unknown transport '" + c.cluster.transport + "' (expected " +
-                                join(kTransports) + ")");
-    }
     c.cluster.collectives = cl->get_or<std::string>("collectives", c.cluster.collectives);
-    if (std::find(kCollectives.begin(), kCollectives.end(), c.cluster.collectives) ==
-        kCollectives.end()) {
-      cl->fail("collectives", "unknown collectives '" + c.cluster.collectives + "' (expected " +
-                                  join(kCollectives) + ")");
-    }
-    const int64_t lanes = positive(*cl, "tcp_lanes", c.cluster.tcp_lanes);
-    if (lanes > transport::kMaxWireLanes) {
-      cl->fail("tcp_lanes", "must be <= " + std::to_string(transport::kMaxWireLanes) + ", got " +
-                                std::to_string(lanes));
-    }
-    c.cluster.tcp_lanes = static_cast<int>(lanes);
-    // A week at most: the timeout is a safety net, never a way to switch detection off.
-    c.cluster.stall_timeout_s =
-        in_range(*cl, "stall_timeout", c.cluster.stall_timeout_s, 0.5, 7 * 86400.0, false);
+    // Narrowed to int only within range; the rule reports what was given.
+    const auto narrow = [](int64_t v) {
+      return static_cast<int>(std::clamp<int64_t>(v, -1, std::numeric_limits<int>::max()));
+    };
+    c.cluster.tcp_lanes = narrow(cl->get_or<int64_t>("tcp_lanes", c.cluster.tcp_lanes));
+    c.cluster.stall_timeout_s = cl->get_or<double>("stall_timeout", c.cluster.stall_timeout_s);
     c.cluster.elastic = cl->get_or<bool>("elastic", c.cluster.elastic);
-    const int64_t replans = non_negative(*cl, "max_replans", c.cluster.max_replans);
-    if (replans > kMaxReplans) {
-      cl->fail("max_replans",
-               "must be <= " + std::to_string(kMaxReplans) + ", got " + std::to_string(replans));
-    }
-    c.cluster.max_replans = static_cast<int>(replans);
+    c.cluster.max_replans = narrow(cl->get_or<int64_t>("max_replans", c.cluster.max_replans));
+    apply_rules(*cl, [&] { check_cluster(c.cluster); });
     cl->finish();
   }
   check_memory(c, model, parameters, machine);

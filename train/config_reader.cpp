@@ -174,6 +174,16 @@ void ConfigMap::fail_here(const std::string& what) const {
   throw ConfigError(where(), path_, what);
 }
 
+void ConfigMap::fail_rule(const JobError& broken) const {
+  std::string_view below = broken.key();
+  if (!path_.empty() && below.starts_with(path_) && below.size() > path_.size() &&
+      below[path_.size()] == '.') {
+    below.remove_prefix(path_.size() + 1);
+  }
+  const std::string_view key = below.substr(0, below.find_first_of(".["));
+  throw ConfigError(where(key), broken.key(), broken.detail());
+}
+
 bool ConfigMap::has(std::string_view key) {
   allow(key);
   return entry(key) != nullptr;

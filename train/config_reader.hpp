@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "train/config_error.hpp"
+#include "train/job_error.hpp"
 
 namespace tandem::train {
 
@@ -65,6 +66,8 @@ class ConfigMap {
 
   [[noreturn]] void fail(std::string_view key, const std::string& what) const;
   [[noreturn]] void fail_here(const std::string& what) const;  // about the mapping itself
+  // A rule of train/job_rules.hpp broken by a key under this mapping: at that key's line.
+  [[noreturn]] void fail_rule(const JobError& broken) const;
   // Of a scalar value; of the key for a mapping, a list or no value (where its lines start);
   // of the mapping when the key is absent.
   ConfigLocation where(std::string_view key) const;

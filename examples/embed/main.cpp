@@ -133,7 +133,7 @@ double mean(const std::deque<double>& v) {
 
 // Usage: embed_example [device], the device of both stages ("cpu", the default, or "cuda:0").
 int main(int argc, char** argv) {
-  const std::string device = argc > 1 ? argv[1] : "cpu";
+  const tandem::Device device = tandem::Device::parse(argc > 1 ? argv[1] : "cpu");
   std::printf("tandem %s\n", std::string(tandem::version()).c_str());
 
   // Five layers, two of them ours; stage 0 takes layers [0, 2), stage 1 [2, 5).
@@ -163,9 +163,7 @@ int main(int argc, char** argv) {
   tandem::TrainOptions options;
   options.plan = plan;
   options.minibatches = kMaxMinibatches;
-  options.optimizer.kind = "sgd";
-  options.optimizer.lr = 0.05;
-  options.optimizer.momentum = 0.9;
+  options.optimizer = tandem::SgdOptions{.lr = 0.05, .momentum = 0.9};
   options.seed = 1;
   options.data = [&teacher](std::int64_t b) { return teacher.batch(b); };
   options.on_metrics = [&](const tandem::Metrics& m) {

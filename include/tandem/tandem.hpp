@@ -16,6 +16,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "device.hpp"
@@ -212,9 +213,23 @@ std::string_view to_string(Schedule schedule);
 struct Stage {
   int begin = 0;  // layers [begin, end) of the model
   int end = 0;
-  // One device per replica: "cpu" or "cuda:N" (a CUDA build).
-  std::vector<std::string> devices{"cpu"};
+  // One device per replica: Device::cpu() or Device::cuda(N) (a CUDA build).
+  std::vector<Device> devices{Device::cpu()};
+  // The process (rank) of each replica in a job of several processes (a config's
+  // pipeline.stages[i].ranks); empty: placed by the default rule (docs/multi-process.md).
+  std::vector<int> ranks;
 };
+
+// UMPIPE's unequal slices of one stage: the samples of each forward and of each backward slice,
+// in order, each list summing to the minibatch (a config's per-stage `slices: {forward,
+// backward}`).
+struct SliceSizes {
+  std::vector<std::int64_t> forward, backward;
+};
+
+// How an asynchronous schedule's stage corrects for its gradients' delay (a config's
+// pipeline.async_correction; docs/training.md).
+enum class AsyncCorrection { none, weight_prediction, nesterov };
 
 struct Plan {
   std::vector<Stage> stages;
@@ -224,6 +239,13 @@ struct Plan {
   int slices = 1;
   int chunks = 1;              // interleaved: model chunks per device; zb_v: 2
   bool rematerialize = false;  // gpipe: recompute a stage's forward before its backward
+  // umpipe: each stage's unequal slices, one per stage, instead of `slices`.
+  std::vector<SliceSizes> compositions;
+  // A graph's tensors that skip stages: relayed by every stage in between instead of sent
+  // straight to the stage that reads them (a config's pipeline.skip_edges: relay).
+  bool relay_skips = false;
+  // pipedream, pipedream_vsync and pipedream_2bw only.
+  AsyncCorrection async_correction = AsyncCorrection::none;
 
   // `stages` stages of as equal layer counts as can be (the first ones take the remainder),
   // one cpu replica each.
@@ -245,15 +267,50 @@ using DataFn = std::function<Batch(std::int64_t minibatch)>;
 // ---------------------------------------------------------------------------------------------
 // Training.
 
-struct Optimizer {
-  std::string kind = "sgd";  // "sgd" | "adamw"
+// The optimizers, by their options as libtorch's torch::optim names them: the type says which
+// (a config's train.optimizer.kind).
+struct SgdOptions {
   double lr = 0.01;
-  double momentum = 0.0;      // sgd
-  double weight_decay = 0.0;  // sgd: L2 added to the gradient; adamw: decoupled
-  bool nesterov = false;      // sgd, with momentum > 0
-  double beta1 = 0.9;         // adamw
-  double beta2 = 0.999;       // adamw
-  double eps = 1e-8;          // adamw
+  double momentum = 0.0;
+  double weight_decay = 0.0;  // L2 added to the gradient
+  bool nesterov = false;      // with momentum > 0
+};
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // decoupled from the gradient
+};
+using Optimizer = std::variant<SgdOptions, AdamWOptions>;
+
+// The learning rate over a run (a config's train.lr_schedule): a linear warm-up from 0 over
+// `warmup_steps`, then constant, or a cosine or linear decay to final_fraction * lr at the end.
+struct LrSchedule {
+  enum class Kind { constant, cosine, linear };
+  Kind kind = Kind::constant;
+  std::int64_t warmup_steps = 0;
+  double final_fraction = 0.0;
+};
+
+// How every stage runs matrix products (a config's train.precision): f32, or operands rounded
+// to tf32 or bf16 with f32 accumulation (cuda: every GEMM; cpu: bf16 Linear layers through
+// oneDNN where the CPU has bf16 instructions). Weights, gradients and optimizer state stay f32.
+enum class Precision { f32, tf32, bf16 };
+
+// How the processes of a multi-process job talk (a config's cluster section; docs/config.md).
+struct ClusterOptions {
+  enum class Transport { automatic, tcp, ucx };
+  enum class Collectives { automatic, gloo, nccl };
+  Transport transport = Transport::automatic;        // the data plane between processes
+  Collectives collectives = Collectives::automatic;  // replicas' gradient reduction
+  int tcp_lanes = 2;                                 // TCP streams per pair of processes, 1-8
+  // Seconds a rank may hold work without completing any before the job ends naming it.
+  double stall_timeout_s = 300;
+  // A lost rank (not rank 0): the others re-plan onto themselves and resume from the last
+  // checkpoint, at most max_replans times; off, a lost rank ends the job.
+  bool elastic = false;
+  int max_replans = 2;
 };
 
 // One minibatch, as soon as its loss is complete.
@@ -425,8 +482,12 @@ struct TrainOptions {
   Plan plan;
   std::int64_t minibatches = 1;  // the run's length (2BW: batches); stop() may end it earlier
   Optimizer optimizer;
-  // The learning rate of update round k (one round per minibatch); empty: optimizer.lr.
+  // The learning rate over the run; or `lr_at`, the learning rate of update round k (one round
+  // per minibatch), which replaces it.
+  LrSchedule lr_schedule;
   std::function<double(std::int64_t round)> lr_at;
+  Precision precision = Precision::f32;
+  ClusterOptions cluster;
   std::uint64_t seed = 0;  // initial weights and dropout masks
   DataFn data;
   // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or

@@ -92,13 +92,12 @@ struct Trained {
 // `minibatches` minibatches of two slices through one stage on `device`.
 inline Trained train(const Model& model, const std::string& device, std::int64_t minibatches) {
   TrainOptions o;
-  o.plan.stages = {{0, model.num_layers(), {device}}};
+  o.plan.stages = {{0, model.num_layers(), {Device::parse(device)}}};
   o.plan.schedule = Schedule::one_f_one_b;
   o.plan.minibatch = kMinibatch;
   o.plan.slices = 2;
   o.minibatches = minibatches;
-  o.optimizer.lr = 0.1;
-  o.optimizer.momentum = 0.9;
+  o.optimizer = SgdOptions{.lr = 0.1, .momentum = 0.9};
   o.seed = 11;
   o.data = make_batch;
   o.threads = 2;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -187,17 +188,18 @@ TEST_P(ConfigSession, TheSameJobBuiltInCodeTrainsAsTheConfig) {
   const ConfigData cd = config_data(config.string());
   TrainOptions o;
   if (GetParam() == &kFlush) {
-    o.plan.stages = {{0, 2, {"cpu"}}, {2, 4, {"cpu"}}};
+    o.plan.stages = {{0, 2, {tandem::Device::cpu()}}, {2, 4, {tandem::Device::cpu()}}};
     o.plan.schedule = Schedule::one_f_one_b;
     o.plan.slices = 4;
   } else {
-    o.plan.stages = {{0, 2, {"cpu", "cpu"}}, {2, 3, {"cpu"}}, {3, 4, {"cpu"}}};
+    o.plan.stages = {{0, 2, {tandem::Device::cpu(), tandem::Device::cpu()}},
+                     {2, 3, {tandem::Device::cpu()}},
+                     {3, 4, {tandem::Device::cpu()}}};
     o.plan.schedule = Schedule::pipedream;
   }
   o.plan.minibatch = cd.minibatch;
   o.minibatches = 8;
-  o.optimizer.kind = "adamw";
-  o.optimizer.lr = 2.0e-3;
+  o.optimizer = tandem::AdamWOptions{.lr = 2.0e-3};
   o.seed = 4;
   o.data = cd.data;
   o.eval_data = cd.eval;
@@ -209,6 +211,106 @@ TEST_P(ConfigSession, TheSameJobBuiltInCodeTrainsAsTheConfig) {
   ASSERT_TRUE(a.has_eval && b.has_eval);
   EXPECT_EQ(b.eval.loss, a.eval.loss);
   EXPECT_EQ(b.eval.accuracy, a.eval.accuracy);
+}
+
+// Every option a config's job has, set in code: the two train alike bit for bit.
+TEST(CodeJobTwin, EveryOptionOfAConfigSetInCodeTrainsAsItsYamlTwin) {
+  TempDir dir;
+  const fs::path config = dir.write(
+      "twin.yaml",
+      "model: {name: mlp, widths: [8, 32, 32, 32, 4]}\n"
+      "data: {kind: teacher, samples: 2048, seed: 1, hidden: 8}\n"
+      "train:\n  minibatch: 32\n  steps: 6\n  accumulate: 2\n  clip_grad_norm: 0.5\n"
+      "  precision: bf16\n"
+      "  optimizer: {kind: adamw, lr: 3.0e-3, betas: [0.8, 0.95], eps: 1.0e-6, "
+      "weight_decay: 0.01}\n"
+      "  lr_schedule: {kind: cosine, warmup_steps: 2, final_fraction: 0.1}\n"
+      "  seed: 9\n  log_every: 2\n"
+      "pipeline:\n  schedule: umpipe\n  slices:\n"
+      "    - {forward: [8, 24], backward: [16, 16]}\n"
+      "    - {forward: [16, 16], backward: [8, 8, 16]}\n"
+      "  stages:\n    - {layers: \"0-1\", ranks: [0]}\n    - {layers: \"2-3\", ranks: [0]}\n"
+      "cluster: {transport: tcp, collectives: gloo, tcp_lanes: 3, stall_timeout: 60, "
+      "max_replans: 1}\n");
+  std::vector<Progress> yaml_progress, code_progress;
+  ConfigRunOptions co;
+  co.on_progress = [&](const Progress& p) { yaml_progress.push_back(p); };
+  Session from_config(config.string(), co);
+  const TrainResult a = from_config.run();
+
+  const ConfigData cd = config_data(config.string());
+  TrainOptions o;
+  o.plan.stages = {{0, 2, {Device::cpu()}, {0}}, {2, 4, {Device::cpu()}, {0}}};
+  o.plan.schedule = Schedule::umpipe;
+  o.plan.compositions = {{{8, 24}, {16, 16}}, {{16, 16}, {8, 8, 16}}};
+  o.plan.minibatch = cd.minibatch;
+  o.minibatches = 6;
+  o.accumulate = 2;
+  o.clip_grad_norm = 0.5;
+  o.precision = Precision::bf16;
+  o.optimizer =
+      AdamWOptions{.lr = 3.0e-3, .beta1 = 0.8, .beta2 = 0.95, .eps = 1.0e-6, .weight_decay = 0.01};
+  o.lr_schedule = {LrSchedule::Kind::cosine, 2, 0.1};
+  o.seed = 9;
+  o.log_every = 2;
+  o.cluster.transport = ClusterOptions::Transport::tcp;
+  o.cluster.collectives = ClusterOptions::Collectives::gloo;
+  o.cluster.tcp_lanes = 3;
+  o.cluster.stall_timeout_s = 60;
+  o.cluster.max_replans = 1;
+  o.data = cd.data;
+  o.on_progress = [&](const Progress& p) { code_progress.push_back(p); };
+  Session in_code(Model::mlp({8, 32, 32, 32, 4}), o);
+  const TrainResult b = in_code.run();
+  ASSERT_EQ(a.losses.size(), 6u);
+  EXPECT_EQ(b.losses, a.losses);
+  EXPECT_EQ(b.weights_fingerprint, a.weights_fingerprint);
+  ASSERT_EQ(code_progress.size(), yaml_progress.size());
+  for (std::size_t i = 0; i < code_progress.size(); ++i) {
+    EXPECT_EQ(code_progress[i].lr, yaml_progress[i].lr) << i;  // the cosine schedule's
+    EXPECT_EQ(code_progress[i].grad_norm, yaml_progress[i].grad_norm) << i;
+    EXPECT_TRUE(code_progress[i].has_grad_norm) << i;
+  }
+}
+
+// The rules a config's keys meet hold for the same options set in code, named as options.
+TEST(CodeJobTwin, OptionsBreakingAConfigsRulesAreRefusedByName) {
+  const ConfigData cd = config_data(Config::text(kFlush));
+  const auto refused = [&](const std::function<void(TrainOptions&)>& edit) {
+    TrainOptions o;
+    o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::one_f_one_b, 32, 2);
+    o.minibatches = 2;
+    o.data = cd.data;
+    edit(o);
+    try {
+      Session s(Model::mlp({8, 32, 32, 32, 4}), o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
+      return e.where().key;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused([](TrainOptions& o) { o.cluster.tcp_lanes = 9; }),
+            "TrainOptions.cluster.tcp_lanes");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.cluster.stall_timeout_s = 0.1; }),
+            "TrainOptions.cluster.stall_timeout_s");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.cluster.max_replans = -1; }),
+            "TrainOptions.cluster.max_replans");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.lr_schedule.final_fraction = 1.5; }),
+            "TrainOptions.lr_schedule.final_fraction");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.lr_schedule.warmup_steps = -2; }),
+            "TrainOptions.lr_schedule.warmup_steps");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.optimizer = SgdOptions{.lr = 0.1, .nesterov = true}; }),
+            "TrainOptions.optimizer.nesterov");
+  EXPECT_EQ(refused([](TrainOptions& o) {
+              o.optimizer = AdamWOptions{.eps = std::numeric_limits<double>::quiet_NaN()};
+            }),
+            "TrainOptions.optimizer.eps");
+  EXPECT_EQ(refused([](TrainOptions& o) {
+              o.plan.schedule = Schedule::umpipe;
+              o.plan.compositions = {{{16, 8}, {32}}, {{32}, {32}}};
+            }),
+            "TrainOptions.plan.slices[0].forward");
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ConfigSession, ::testing::Values(&kFlush, &kPipeDream),

@@ -244,13 +244,12 @@ struct Trained {
 // Three minibatches of two slices through one stage on `device`.
 Trained train(const tandem::Model& model, const std::string& device) {
   tandem::TrainOptions o;
-  o.plan.stages = {{0, model.num_layers(), {device}}};
+  o.plan.stages = {{0, model.num_layers(), {tandem::Device::parse(device)}}};
   o.plan.schedule = tandem::Schedule::one_f_one_b;
   o.plan.minibatch = kMinibatch;
   o.plan.slices = 2;
   o.minibatches = 3;
-  o.optimizer.lr = 0.1;
-  o.optimizer.momentum = 0.9;
+  o.optimizer = tandem::SgdOptions{.lr = 0.1, .momentum = 0.9};
   o.seed = 11;
   o.data = make_batch;
   o.threads = 2;

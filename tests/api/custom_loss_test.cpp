@@ -87,8 +87,7 @@ tandem::TrainResult train(const tandem::Model& model, std::int64_t minibatches,
   tandem::TrainOptions o;
   o.plan = tandem::Plan::split_evenly(model, 2, tandem::Schedule::one_f_one_b, kBatch, 2);
   o.minibatches = minibatches;
-  o.optimizer.kind = "adamw";
-  o.optimizer.lr = 1e-2;
+  o.optimizer = tandem::AdamWOptions{.lr = 1e-2};
   o.seed = 3;
   o.data = std::move(data);
   tandem::Session session(model, std::move(o));

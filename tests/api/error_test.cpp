@@ -74,7 +74,7 @@ tandem::TrainOptions options(const tandem::Model& model, std::int64_t minibatche
   o.plan.stages[0].end = 1;
   o.plan.stages[1].begin = 1;
   o.minibatches = minibatches;
-  o.optimizer.lr = 0.05;
+  o.optimizer = tandem::SgdOptions{.lr = 0.05};
   o.data = make_batch;
   o.threads = 2;
   return o;
@@ -196,7 +196,7 @@ TEST(ApiErrors, ConfigPlanAndCheckpointAreToldApartAtConstruction) {
   EXPECT_EQ(code_of(seeds),
             std::pair(tandem::ErrorCode::config, std::string("TrainOptions.log_every")));
   tandem::TrainOptions gpu = options(model, 4);
-  gpu.plan.stages[1].devices = {"cuda:99"};
+  gpu.plan.stages[1].devices = {tandem::Device::cuda(99)};
   EXPECT_EQ(code_of(gpu),
             std::pair(tandem::ErrorCode::plan, std::string("plan.stages[1].devices[0]")));
   tandem::TrainOptions resume = options(model, 4);

@@ -71,8 +71,7 @@ TEST(GraphInputs, CodeBuiltGraphTrainsAsTheConfigsBitForBit) {
   TrainOptions o;
   o.plan = Plan::split_evenly(model, 4, Schedule::one_f_one_b, data.minibatch, 4);
   o.minibatches = 10;
-  o.optimizer.kind = "adamw";
-  o.optimizer.lr = 0.01;
+  o.optimizer = tandem::AdamWOptions{.lr = 0.01};
   o.seed = 4;
   o.data = data.data;
   Session from_code(model, std::move(o));

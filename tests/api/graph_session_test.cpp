@@ -70,8 +70,7 @@ TEST(GraphSession, CodeBuiltGraphTrainsAsTheConfigsBitForBit) {
   TrainOptions o;
   o.plan = Plan::split_evenly(model, 4, Schedule::one_f_one_b, data.minibatch, 4);
   o.minibatches = 12;
-  o.optimizer.kind = "sgd";
-  o.optimizer.lr = 0.05;
+  o.optimizer = tandem::SgdOptions{.lr = 0.05};
   o.seed = 4;
   o.data = data.data;
   Session from_code(model, std::move(o));
@@ -115,8 +114,7 @@ TEST(GraphSession, AGraphWithACustomLayerAndSkipsLearnsOnFourStages) {
   // Layers 0-1 | 2-3 | 4-5 | 6-8: h0 and h1 jump over cuts to r and c.
   o.plan = Plan::split_evenly(model, 4, Schedule::one_f_one_b, data.minibatch, 4);
   o.minibatches = 150;
-  o.optimizer.kind = "adamw";
-  o.optimizer.lr = 3e-3;
+  o.optimizer = tandem::AdamWOptions{.lr = 3e-3};
   o.seed = 2;
   o.data = data.data;
   Session session(model, std::move(o));

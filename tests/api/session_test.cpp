@@ -86,8 +86,7 @@ tandem::TrainOptions options_for(tandem::Plan plan, std::int64_t minibatches) {
   tandem::TrainOptions o;
   o.plan = std::move(plan);
   o.minibatches = minibatches;
-  o.optimizer.lr = 0.05;
-  o.optimizer.momentum = 0.9;
+  o.optimizer = tandem::SgdOptions{.lr = 0.05, .momentum = 0.9};
   o.seed = 3;
   o.data = make_batch;
   o.threads = 2;
@@ -98,7 +97,8 @@ tandem::TrainOptions options_for(tandem::Plan plan, std::int64_t minibatches) {
 // resumes only after an even number of minibatches.
 tandem::Plan pipedream_2_1() {
   tandem::Plan p;
-  p.stages = {{0, 2, {"cpu", "cpu"}}, {2, 5, {"cpu"}}};
+  p.stages = {{0, 2, {tandem::Device::cpu(), tandem::Device::cpu()}},
+              {2, 5, {tandem::Device::cpu()}}};
   p.schedule = tandem::Schedule::pipedream;
   p.minibatch = kMinibatch;
   return p;
@@ -114,7 +114,7 @@ TEST(EmbeddingApi, CustomLayerModelLearnsThroughTwoStages) {
   Fixture f;
   ASSERT_EQ(f.model.num_layers(), 5);
   tandem::Plan plan;
-  plan.stages = {{0, 2, {"cpu"}}, {2, 5, {"cpu"}}};
+  plan.stages = {{0, 2, {tandem::Device::cpu()}}, {2, 5, {tandem::Device::cpu()}}};
   plan.schedule = tandem::Schedule::one_f_one_b;
   plan.minibatch = kMinibatch;
   plan.slices = 2;
@@ -185,7 +185,9 @@ TEST(EmbeddingApi, StopFromAnotherThreadEndsAnAsynchronousRun) {
   Fixture f;
   tandem::Plan plan =
       tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::pipedream, kMinibatch);
-  plan.stages[1].devices = {"cpu", "cpu"};  // PipeDream stops at a multiple of the replicas
+  plan.stages[1].devices = {
+      tandem::Device::cpu(),
+      tandem::Device::cpu()};  // PipeDream stops at a multiple of the replicas
   const std::int64_t planned = 5000;
   tandem::TrainOptions o = options_for(plan, planned);
   std::mutex mu;
@@ -273,18 +275,16 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
     }
   };
   tandem::Plan gap;
-  gap.stages = {{0, 2, {"cpu"}}, {3, 5, {"cpu"}}};
+  gap.stages = {{0, 2, {tandem::Device::cpu()}}, {3, 5, {tandem::Device::cpu()}}};
   gap.minibatch = kMinibatch;
   refused(options_for(gap, 4), "stage 1");
 
   tandem::Plan past = gap;
-  past.stages[1] = {2, 6, {"cpu"}};
+  past.stages[1] = {2, 6, {tandem::Device::cpu()}};
   refused(options_for(past, 4), "end at layer 6");
 
   tandem::Plan device = tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch);
-  device.stages[0].devices = {"tpu"};
-  refused(options_for(device, 4), "plan.stages[0].devices[0]");
-  device.stages[0].devices = {"cuda:1000"};
+  device.stages[0].devices = {tandem::Device::cuda(1000)};
   refused(options_for(device, 4), "cuda:1000 does not exist");
 
   tandem::Plan no_replicas = device;
@@ -301,8 +301,10 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
 
   tandem::TrainOptions optimizer =
       options_for(tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch), 4);
-  optimizer.optimizer.kind = "lion";
-  refused(optimizer, "optimizer", tandem::ErrorCode::config);
+  optimizer.optimizer = tandem::SgdOptions{.lr = -1};
+  refused(optimizer, "TrainOptions.optimizer.lr", tandem::ErrorCode::config);
+  optimizer.optimizer = tandem::AdamWOptions{.beta2 = 1.5};
+  refused(optimizer, "TrainOptions.optimizer.beta1/beta2", tandem::ErrorCode::config);
   EXPECT_EQ(data_calls.load(), 0);
 
   tandem::TrainOptions no_data =
@@ -798,7 +800,7 @@ ApiRun run_api(tandem::TrainOptions o) {
 TEST(EmbeddingApi, AccumulationAndClippingEqualOneDevice) {
   constexpr std::int64_t k = 3;
   tandem::Plan plan;
-  plan.stages = {{0, 2, {"cpu"}}, {2, 5, {"cpu"}}};
+  plan.stages = {{0, 2, {tandem::Device::cpu()}}, {2, 5, {tandem::Device::cpu()}}};
   plan.schedule = tandem::Schedule::one_f_one_b;
   plan.minibatch = kMinibatch;
   plan.slices = 2;
@@ -808,7 +810,7 @@ TEST(EmbeddingApi, AccumulationAndClippingEqualOneDevice) {
   const ApiRun got = run_api(std::move(o));
 
   tandem::Plan one;
-  one.stages = {{0, 5, {"cpu"}}};
+  one.stages = {{0, 5, {tandem::Device::cpu()}}};
   one.schedule = tandem::Schedule::gpipe;
   one.minibatch = k * kMinibatch;
   tandem::TrainOptions w = options_for(one, 4);

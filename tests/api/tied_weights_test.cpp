@@ -36,13 +36,13 @@ Model tied_graph() {
 
 TrainOptions two_stages(std::int64_t minibatches) {
   TrainOptions o;
-  o.plan.stages = {{0, 1, {"cpu"}}, {1, 4, {"cpu"}}};  // the copies on different stages
+  o.plan.stages = {{0, 1, {tandem::Device::cpu()}},
+                   {1, 4, {tandem::Device::cpu()}}};  // the copies on different stages
   o.plan.schedule = Schedule::one_f_one_b;
   o.plan.minibatch = api_test::kMinibatch;
   o.plan.slices = 2;
   o.minibatches = minibatches;
-  o.optimizer.kind = "adamw";
-  o.optimizer.lr = 1e-2;
+  o.optimizer = tandem::AdamWOptions{.lr = 1e-2};
   o.seed = 5;
   o.data = api_test::make_batch;
   o.threads = 2;

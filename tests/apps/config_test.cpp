@@ -158,9 +158,9 @@ TEST(ConfigTest, BadUmpipeSliceSizesNameFileLineAndKey) {
   const std::string good0 = "    - {forward: [16, 16], backward: [32]}\n";
   EXPECT_NO_THROW(train::parse_config(head + good0 + good0 + stages, "test.yaml"));
   expect_error(head + good0 + "    - {forward: [16, 8], backward: [32]}\n" + stages, 14,
-               {"pipeline.slices[1].forward", "sum to 24", "train.minibatch 32"});
+               {"pipeline.slices[1].forward", "sum to 24", "minibatch's 32 samples"});
   expect_error(head + good0 + "    - {forward: [32, 0], backward: [32]}\n" + stages, 14,
-               {"pipeline.slices[1].forward", "entry 1", ">= 1"});
+               {"pipeline.slices[1].forward", "entry 1", "must be in [1, 32], got 0"});
   expect_error(head + good0 + "    - {forward: [32]}\n" + stages, 14,
                {"pipeline.slices[1].backward", "missing"});
   expect_error(head + good0 + "    - {forward: [32], backward: [32], extra: 1}\n" + stages, 14,
@@ -336,8 +336,8 @@ TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
   EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 1}\n", "t").cluster.tcp_lanes, 1);
   EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 8}\n", "t").cluster.tcp_lanes, 8);
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
-  expect_error(base + "cluster: {tcp_lanes: 0}\n", line, {"cluster.tcp_lanes", "must be >= 1"});
-  expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be <= 8"});
+  expect_error(base + "cluster: {tcp_lanes: 0}\n", line, {"cluster.tcp_lanes", "must be in [1, 8], got 0"});
+  expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be in [1, 8], got 9"});
 }
 
 TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
