@@ -1,12 +1,11 @@
 #include "runtime/actor_system.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "runtime/log.hpp"
 #include "runtime/message_registry.hpp"
 #include "runtime/timer_service.hpp"
 #include "runtime/trace_recorder.hpp"
@@ -37,7 +36,8 @@ ActorSystem::ActorSystem(std::unique_ptr<Scheduler> scheduler, ActorSystemOption
                         }})
                   : std::make_unique<TimerService>([this] { scheduler_->expect_work(); })) {
   error_handler_ = [](const ActorError& e) {
-    spdlog::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type, e.what);
+    tandem::log::error("actor '{}' stopped while handling '{}': {}", e.actor, e.message_type,
+                       e.what);
   };
   scheduler_->start(*this);
 }
@@ -186,11 +186,11 @@ void ActorSystem::report(ActorError error) {
   try {
     error_handler_(error);
   } catch (const std::exception& e) {
-    spdlog::error("error handler threw '{}' on actor '{}' ('{}': {})", e.what(), error.actor,
-                  error.message_type, error.what);
+    tandem::log::error("error handler threw '{}' on actor '{}' ('{}': {})", e.what(), error.actor,
+                       error.message_type, error.what);
   } catch (...) {
-    spdlog::error("error handler threw on actor '{}' ('{}': {})", error.actor, error.message_type,
-                  error.what);
+    tandem::log::error("error handler threw on actor '{}' ('{}': {})", error.actor,
+                       error.message_type, error.what);
   }
 }
 

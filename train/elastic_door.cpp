@@ -1,9 +1,9 @@
 #include "train/elastic_door.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <charconv>
 #include <nlohmann/json.hpp>
+
+#include "runtime/log.hpp"
 
 namespace tandem::train {
 namespace {
@@ -69,7 +69,7 @@ void ElasticDoor::serve() {
               ? std::move(first_)
               : std::make_unique<transport::Rendezvous>(door_options(0, host_, port_, token_));
       door->join(std::chrono::seconds(2));
-      spdlog::info("elastic door: {} waits to join the job", door->peers().at(1).host);
+      tandem::log::info("elastic door: {} waits to join the job", door->peers().at(1).host);
       std::lock_guard lock(mu_);
       waiting_.push_back(std::move(door));
     } catch (const transport::RendezvousError&) {

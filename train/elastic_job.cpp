@@ -1,7 +1,5 @@
 #include "train/elastic_job.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -9,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/log.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "train/checkpoint.hpp"
 #include "train/config_limits.hpp"
@@ -55,7 +54,7 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
   if (group_ != nullptr && group_->rank() == 0 && job_.cluster.elastic) {
     door_ =
         std::make_unique<ElasticDoor>(group_options_.env.master_host, group_options_.env.job_token);
-    spdlog::info(
+    tandem::log::info(
         "elastic job: late ranks join with `tandem train CONFIG --checkpoint DIR --join "
         "{}:{}` (the job's token in TANDEM_JOB_TOKEN)",
         group_options_.env.master_host, door_->port());
@@ -220,7 +219,7 @@ void ElasticJob::start_generation(int rank, int world) {
   }
   auto session = std::make_unique<Session>(job_, o, inputs_);
   if (!session->checkpoint_note().empty())
-    spdlog::info("elastic job: {}", session->checkpoint_note());
+    tandem::log::info("elastic job: {}", session->checkpoint_note());
   announce_plan(*session);
   exchange_next_port();
   std::lock_guard lock(mu_);

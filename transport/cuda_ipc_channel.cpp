@@ -1,7 +1,6 @@
 #include "transport/cuda_ipc_channel.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <array>
 #include <asio/connect.hpp>
@@ -21,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/log.hpp"
 #include "runtime/stream.hpp"
 #include "transport/cuda_ipc_frame.hpp"
 #include "transport/cuda_ipc_memory.hpp"
@@ -210,7 +210,8 @@ struct CudaIpcChannel::Impl {
     p.outstanding.release_all();
     owner.notify();
     if (quiet) {
-      spdlog::debug("cuda-ipc data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
+      tandem::log::debug("cuda-ipc data plane (rank {}): {} while closing: {}", opt.rank, p.name,
+                         what);
       return;
     }
     owner.report(error, true, true);
@@ -394,7 +395,7 @@ struct CudaIpcChannel::Impl {
     acceptor.async_accept(c->socket, [this, c](std::error_code ec) {
       if (stopped) return;
       if (ec) {
-        spdlog::warn("cuda-ipc data plane (rank {}): accepting: {}", opt.rank, ec.message());
+        tandem::log::warn("cuda-ipc data plane (rank {}): accepting: {}", opt.rank, ec.message());
         return accept_next();
       }
       std::error_code nd;
@@ -867,7 +868,7 @@ struct CudaIpcChannel::Impl {
 CudaIpcChannel::CudaIpcChannel(ActorSystem& system, CudaIpcChannelOptions options)
     : RoutedChannel(system, skeleton_options(options, "CudaIpcChannel", "cuda-ipc")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
-  (void)spdlog::default_logger_raw();
+  (void)tandem::log::logger();
   auto& d = *impl_;
   if (d.opt.max_pending_connections < 1) {
     throw std::invalid_argument("cuda-ipc data plane: max_pending_connections must be at least 1");
@@ -1012,7 +1013,7 @@ void CudaIpcChannel::close(std::chrono::milliseconds timeout) {
         }
         return true;
       })) {
-    spdlog::warn(
+    tandem::log::warn(
         "cuda-ipc data plane (rank {}): closing with messages queued or unacknowledged "
         "after {}",
         d.opt.rank, fmt::format("{:.1f} s", std::chrono::duration<double>(timeout).count()));

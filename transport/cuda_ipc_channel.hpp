@@ -69,7 +69,7 @@ struct CudaIpcChannelOptions {
   std::function<void(const ChannelError&)> on_error;
   bool stop_system_on_error = true;
   std::shared_ptr<SendStaging> staging;  // for the peers IPC does not serve
-  // The one warning of a fallback to staging (default: spdlog::warn).
+  // The one warning of a fallback to staging (default: the library's log, runtime/log.hpp).
   std::function<void(const std::string&)> warn;
 };
 

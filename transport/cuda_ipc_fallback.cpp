@@ -1,16 +1,17 @@
 #include "transport/cuda_ipc_fallback.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <stdexcept>
 #include <utility>
+
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 
 CudaIpcFallback::CudaIpcFallback(int rank, std::function<void(const std::string&)> warn)
     : rank_(rank), warn_(std::move(warn)) {
-  if (!warn_) warn_ = [](const std::string& line) { spdlog::warn("{}", line); };
+  if (!warn_) warn_ = [](const std::string& line) { tandem::log::warn("{}", line); };
 }
 
 void CudaIpcFallback::add_peer(int peer_rank, bool same_host) {
@@ -46,7 +47,7 @@ bool CudaIpcFallback::refuse(int peer_rank, const std::string& why) {
         "through pinned host memory instead",
         rank_, peer_rank, why);
     if (refusals_.size() > 1) {
-      spdlog::debug("{}", line);
+      tandem::log::debug("{}", line);
       return true;
     }
   }

@@ -27,7 +27,8 @@ struct CudaIpcRefusal {
 
 class CudaIpcFallback {
  public:
-  // `warn` receives the one warning (default: spdlog::warn); `rank` names this process in it.
+  // `warn` receives the one warning (default: the library's log, runtime/log.hpp); `rank` names
+  // this process in it.
   explicit CudaIpcFallback(int rank, std::function<void(const std::string&)> warn = {});
 
   // Before the channel starts: a peer, on this host or not (another host: staging from the

@@ -1,11 +1,11 @@
 #include "transport/member_thread.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <utility>
 
+#include "runtime/log.hpp"
 #include "transport/collective_group.hpp"
 
 namespace tandem::transport {
@@ -60,7 +60,7 @@ void MemberThread::run() {
     }
     const std::optional<std::string> failure = attempt(round);
     if (!failure) continue;
-    spdlog::error("{}", *failure);
+    tandem::log::error("{}", *failure);
     {
       std::lock_guard lock(mu_);
       error_ = *failure;

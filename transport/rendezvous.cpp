@@ -1,7 +1,6 @@
 #include "transport/rendezvous.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <asio/connect.hpp>
@@ -22,6 +21,8 @@
 #include <optional>
 #include <set>
 #include <thread>
+
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -337,7 +338,7 @@ Rendezvous::Impl::Impl(RendezvousOptions o) : opt(std::move(o)) {
       }
       const std::string loopback = loopback_behind_name(io, opt.master_host);
       if (!loopback.empty()) {
-        spdlog::warn(
+        tandem::log::warn(
             "rendezvous: rank 0's master host '{}' is a name that resolves to the loopback "
             "address {} here, so ranks on other hosts cannot reach it; set MASTER_ADDR (or "
             "TANDEM_MASTER) to this host's network address",
@@ -349,9 +350,9 @@ Rendezvous::Impl::Impl(RendezvousOptions o) : opt(std::move(o)) {
 
 Rendezvous::Rendezvous(RendezvousOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
-  // spdlog makes its default logger on first use; made here, before this object's threads
-  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
-  (void)spdlog::default_logger_raw();
+  // The library's logger is made on first use; made here, before this object's threads log,
+  // rather than by two of them at once.
+  (void)tandem::log::logger();
   Impl* s = impl_.get();
   s->thread = std::thread([s] {
     s->io_thread_id = std::this_thread::get_id();
@@ -362,7 +363,7 @@ Rendezvous::Rendezvous(RendezvousOptions options)
         s->io.run();
         break;
       } catch (const std::exception& e) {
-        spdlog::error("rendezvous (rank {}): {}", s->opt.rank, e.what());
+        tandem::log::error("rendezvous (rank {}): {}", s->opt.rank, e.what());
       }
     }
     std::lock_guard lock(s->mu);
@@ -499,7 +500,7 @@ void Rendezvous::Impl::on_member_frame(const std::shared_ptr<Conn>& c, ControlMe
     m.state = MemberState::kDeparted;
     send(c, Goodbye{});
     close_after_flush(c);
-    spdlog::debug("rendezvous: rank {} left", rank);
+    tandem::log::debug("rendezvous: rank {} left", rank);
     std::lock_guard lock(mu);
     --active_clients;
     cv.notify_all();
@@ -531,7 +532,7 @@ void Rendezvous::Impl::conn_failed(const std::shared_ptr<Conn>& c, const std::st
     if (c->rank < 0) {
       pending.erase(c->seq);
       const std::string entry = fmt::format("from {}: {}", c->remote, reason);
-      spdlog::warn("rendezvous: rank 0 dropped a connection {}", entry);
+      tandem::log::warn("rendezvous: rank 0 dropped a connection {}", entry);
       note_refusal(entry);
     } else {
       declare_lost(c->rank,
@@ -550,7 +551,7 @@ void Rendezvous::Impl::conn_failed(const std::shared_ptr<Conn>& c, const std::st
     // Before the peer table nothing is lost yet: rank 0 may have dropped this connection as
     // one of too many strangers, or not be up; connect again until the join's deadline.
     if (c->admitted) {
-      spdlog::warn(
+      tandem::log::warn(
           "rendezvous (rank {}): the connection to rank 0 at {} closed during the join "
           "({}); connecting again",
           opt.rank, master_address(), reason);
@@ -681,7 +682,7 @@ void Rendezvous::Impl::accept() {
     if (stopping || ec == asio::error::operation_aborted) return;
     if (ec) {
       // Out of descriptors, say: wait a little rather than spin on the error.
-      spdlog::warn("rendezvous: rank 0 could not accept a connection: {}", ec.message());
+      tandem::log::warn("rendezvous: rank 0 could not accept a connection: {}", ec.message());
       retry_timer.expires_after(std::chrono::milliseconds(100));
       retry_timer.async_wait([this](std::error_code e) {
         if (!e) accept();
@@ -719,7 +720,7 @@ void Rendezvous::Impl::add_pending(const std::shared_ptr<Conn>& c) {
         "from {}: dropped, the oldest of more than {} connections that had not "
         "completed the join",
         oldest->remote, opt.max_pending_connections);
-    spdlog::warn("rendezvous: rank 0 {}", entry);
+    tandem::log::warn("rendezvous: rank 0 {}", entry);
     note_refusal(entry);
     close(oldest);
   }
@@ -733,7 +734,7 @@ void Rendezvous::Impl::note_refusal(const std::string& entry) {
 
 void Rendezvous::Impl::refuse(const std::shared_ptr<Conn>& c, const std::string& reason) {
   const std::string entry = fmt::format("from {}: {}", c->remote, reason);
-  spdlog::warn("rendezvous: rank 0 refused a connection {}", entry);
+  tandem::log::warn("rendezvous: rank 0 refused a connection {}", entry);
   note_refusal(entry);
   pending.erase(c->seq);
   send(c, Refused{printable(reason, kMaxTextField)});
@@ -754,7 +755,7 @@ void Rendezvous::Impl::on_stranger_frame(const std::shared_ptr<Conn>& c, Control
     // The rank could not verify rank 0's proof; it says so and goes.
     const std::string entry = fmt::format("from {}: rank {} refused rank 0: {}", c->remote,
                                           c->claimed_rank, printable(refused->reason, 256));
-    spdlog::warn("rendezvous: rank 0 was refused by a connection {}", entry);
+    tandem::log::warn("rendezvous: rank 0 was refused by a connection {}", entry);
     note_refusal(entry);
     pending.erase(c->seq);
     close_after_flush(c);
@@ -799,7 +800,7 @@ void Rendezvous::Impl::on_hello(const std::shared_ptr<Conn>& c, const Hello& h) 
   m.state = MemberState::kLive;
   m.info = h.self;
   m.progress = Progress{};
-  spdlog::debug("rendezvous: rank {} on '{}' registered from {}", r, h.self.host, c->remote);
+  tandem::log::debug("rendezvous: rank {} on '{}' registered from {}", r, h.self.host, c->remote);
   {
     std::lock_guard lock(mu);
     registered[r] = true;
@@ -1046,11 +1047,11 @@ void Rendezvous::Impl::log_waiting() {
   if (!joining || stopping) return;
   const auto waited =
       std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - join_started).count();
-  spdlog::info("rendezvous (rank {}): waiting for rank 0 at {} ({} s): {}", opt.rank,
-               master_address(), waited,
-               master && master->admitted ? "registered, waiting for the other ranks to join"
-               : master                   ? "connected, waiting for its answer"
-                                          : "not reachable yet (" + last_connect_error + ")");
+  tandem::log::info("rendezvous (rank {}): waiting for rank 0 at {} ({} s): {}", opt.rank,
+                    master_address(), waited,
+                    master && master->admitted ? "registered, waiting for the other ranks to join"
+                    : master                   ? "connected, waiting for its answer"
+                                               : "not reachable yet (" + last_connect_error + ")");
   wait_log_timer.expires_after(opt.join_log_interval);
   wait_log_timer.async_wait([this](std::error_code ec) {
     if (!ec) log_waiting();
@@ -1223,7 +1224,7 @@ void Rendezvous::Impl::fail_join(const std::string& why) {
   // A rank that gives up closes its connection: rank 0 then reports it lost to the others,
   // so they fail at once instead of at their own deadlines.
   if (master) close(master);
-  if (opt.log_failed_join) spdlog::error("rendezvous (rank {}): {}", opt.rank, why);
+  if (opt.log_failed_join) tandem::log::error("rendezvous (rank {}): {}", opt.rank, why);
   std::lock_guard lock(mu);
   if (phase == Phase::kJoining) {
     phase = Phase::kFailed;
@@ -1249,7 +1250,7 @@ void Rendezvous::Impl::record_lost(LostRank l) {
       phase = Phase::kFailed;
       failure = "join failed: " + what;
     }
-    spdlog::error("rendezvous (rank {}): {}", opt.rank, what);
+    tandem::log::error("rendezvous (rank {}): {}", opt.rank, what);
     cv.notify_all();
   }
   if (!server()) {
@@ -1265,7 +1266,8 @@ RankProgress Rendezvous::Impl::sample_progress() {
   try {
     return opt.progress();
   } catch (const std::exception& e) {
-    spdlog::error("rendezvous (rank {}): the progress callback failed: {}", opt.rank, e.what());
+    tandem::log::error("rendezvous (rank {}): the progress callback failed: {}", opt.rank,
+                       e.what());
     return {};
   }
 }

@@ -1,10 +1,11 @@
 #include "transport/routed_channel.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <limits>
 #include <stdexcept>
+
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -142,8 +143,8 @@ void RoutedChannel::notify() {
 
 void RoutedChannel::report(ChannelError e, bool fatal, bool recorded) {
   e.fatal = fatal;
-  spdlog::error("{} data plane (rank {}): {}: {}", options_.transport, options_.rank, e.peer,
-                e.what);
+  tandem::log::error("{} data plane (rank {}): {}: {}", options_.transport, options_.rank, e.peer,
+                     e.what);
   if (!recorded) {
     std::lock_guard lock(errors_mu_);
     errors_.push_back(e);
@@ -157,8 +158,9 @@ void RoutedChannel::refusal(ChannelError e) {
   const std::uint64_t n = ++strangers_;
   if (n > kMaxRefusalReports) {
     if (n == kMaxRefusalReports + 1) {
-      spdlog::warn("{} data plane (rank {}): more than {} refusals; further ones are counted only",
-                   options_.transport, options_.rank, kMaxRefusalReports);
+      tandem::log::warn(
+          "{} data plane (rank {}): more than {} refusals; further ones are counted only",
+          options_.transport, options_.rank, kMaxRefusalReports);
     }
     return;
   }
@@ -331,8 +333,8 @@ void RoutedChannel::stop_sending(std::chrono::milliseconds timeout) {
   });
   lock.unlock();
   if (!drained) {
-    spdlog::warn("{} data plane (rank {}): closing with device copies still pending after {}",
-                 options_.transport, options_.rank, secs(timeout));
+    tandem::log::warn("{} data plane (rank {}): closing with device copies still pending after {}",
+                      options_.transport, options_.rank, secs(timeout));
   }
   std::lock_guard l(lifeline_->mu);
   lifeline_->channel = nullptr;

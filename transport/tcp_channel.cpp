@@ -1,7 +1,6 @@
 #include "transport/tcp_channel.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/log.hpp"
 #include "transport/wire_stripes.hpp"
 
 namespace tandem::transport {
@@ -208,7 +208,7 @@ struct TcpChannel::Impl {
     close_sockets(p);
     set_ended(p);
     if (quiet) {
-      spdlog::debug("tcp data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
+      tandem::log::debug("tcp data plane (rank {}): {} while closing: {}", opt.rank, p.name, what);
       return;
     }
     owner.report(error, true, true);
@@ -477,7 +477,8 @@ struct TcpChannel::Impl {
   }
   // Accepting failed (out of file descriptors, say): tries again shortly instead of spinning.
   void accept_later(std::error_code ec) {
-    spdlog::warn("tcp data plane (rank {}): accepting a connection: {}", opt.rank, ec.message());
+    tandem::log::warn("tcp data plane (rank {}): accepting a connection: {}", opt.rank,
+                      ec.message());
     accept_timer.expires_after(kAcceptRetry);
     accept_timer.async_wait([this](std::error_code e) {
       if (!e && !stopped) accept_next();
@@ -849,9 +850,9 @@ struct TcpChannel::Impl {
 TcpChannel::TcpChannel(ActorSystem& system, TcpChannelOptions options)
     : RoutedChannel(system, skeleton_options(options, "TcpChannel", "tcp")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
-  // spdlog makes its default logger on first use; made here, before this object's threads
-  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
-  (void)spdlog::default_logger_raw();
+  // The library's logger is made on first use; made here, before this object's threads log,
+  // rather than by two of them at once.
+  (void)tandem::log::logger();
   auto& d = *impl_;
   if (d.opt.lanes < 1 || d.opt.lanes > kMaxWireLanes) {
     throw std::invalid_argument(
@@ -962,8 +963,8 @@ void TcpChannel::close(std::chrono::milliseconds timeout) {
       return true;
     };
     if (!state_cv_.wait_for(lock, timeout, drained)) {
-      spdlog::warn("tcp data plane (rank {}): closing with messages still queued after {}",
-                   d.opt.rank, secs(timeout));
+      tandem::log::warn("tcp data plane (rank {}): closing with messages still queued after {}",
+                        d.opt.rank, secs(timeout));
     }
     // The peers' goodbyes, so that closing does not reset a connection they still read.
     (void)state_cv_.wait_for(lock, d.opt.close_linger, [&d] {

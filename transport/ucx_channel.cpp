@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -20,6 +19,8 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -283,8 +284,8 @@ struct UcxChannel::Impl {
     if (!wake_pending.exchange(true)) {
       const std::uint64_t one = 1;
       if (::write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
-        spdlog::warn("ucx data plane (rank {}): waking the progress thread: {}", opt.rank,
-                     std::strerror(errno));
+        tandem::log::warn("ucx data plane (rank {}): waking the progress thread: {}", opt.rank,
+                          std::strerror(errno));
       }
     }
   }
@@ -308,8 +309,8 @@ struct UcxChannel::Impl {
       unsent.swap(p.queue);
     }
     if (quiet) {
-      spdlog::debug("ucx data plane (rank {}): {} (closing or after its goodbye): {}", opt.rank,
-                    p.name, what);
+      tandem::log::debug("ucx data plane (rank {}): {} (closing or after its goodbye): {}",
+                         opt.rank, p.name, what);
     } else {
       owner.report(error, true, true);
     }
@@ -348,7 +349,8 @@ struct UcxChannel::Impl {
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
       pollfd fds[2] = {{worker_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
       if (armed != UCS_OK) {
-        spdlog::warn("ucx data plane (rank {}): ucp_worker_arm: {}", opt.rank, status_text(armed));
+        tandem::log::warn("ucx data plane (rank {}): ucp_worker_arm: {}", opt.rank,
+                          status_text(armed));
         fds[0].fd = -1;  // poll only the wake-up fd, with the timeout as a fallback
       }
       (void)::poll(fds, 2, sleep_ms);
@@ -400,7 +402,7 @@ struct UcxChannel::Impl {
     const ucs_status_t s = ucp_ep_create(worker, &ep, &p.watch);
     if (s != UCS_OK) {
       p.watch = nullptr;
-      spdlog::warn(
+      tandem::log::warn(
           "ucx data plane (rank {}): cannot watch {} for failure (no UCX transport in error "
           "mode 'peer', e.g. UCX_TLS without tcp): {}; a lost peer is noticed only by the "
           "control plane",
@@ -612,8 +614,8 @@ struct UcxChannel::Impl {
       reap_closed_endpoints();
     }
     if (!closing_eps.empty()) {
-      spdlog::warn("ucx data plane (rank {}): {} endpoints still closing after {} s", opt.rank,
-                   closing_eps.size(), kEndpointCloseWait.count());
+      tandem::log::warn("ucx data plane (rank {}): {} endpoints still closing after {} s", opt.rank,
+                        closing_eps.size(), kEndpointCloseWait.count());
     }
     closing_eps.clear();  // the worker's destruction releases them
   }
@@ -1003,9 +1005,9 @@ struct UcxChannel::Impl {
 UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
     : RoutedChannel(system, skeleton_options(options, "UcxChannel", "ucx")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
-  // spdlog makes its default logger on first use; made here, before this object's threads
-  // log, rather than by two of them at once (a race ThreadSanitizer reports in spdlog).
-  (void)spdlog::default_logger_raw();
+  // The library's logger is made on first use; made here, before this object's threads log,
+  // rather than by two of them at once.
+  (void)tandem::log::logger();
   impl_->create();
 }
 
@@ -1089,8 +1091,8 @@ void UcxChannel::close(std::chrono::milliseconds timeout) {
       return true;
     };
     if (!state_cv_.wait_for(lock, timeout, drained)) {
-      spdlog::warn("ucx data plane (rank {}): closing with messages still queued after {}",
-                   d.opt.rank, secs(timeout));
+      tandem::log::warn("ucx data plane (rank {}): closing with messages still queued after {}",
+                        d.opt.rank, secs(timeout));
     }
     // The peers' goodbyes, so that closing does not look like a failure to them.
     (void)state_cv_.wait_for(lock, d.opt.close_linger, [&d] {

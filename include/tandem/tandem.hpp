@@ -36,6 +36,14 @@ struct Weights;
 // "0.1.0": the version of the library the application runs against.
 std::string_view version();
 
+// The library's log lines (a fallback taken, a rank's connection trouble, an elastic job's door)
+// go to stderr unless routed: set_log_handler sends every line to `handler` instead, on the
+// thread that logs it, one call at a time (keep it short; it must not call into Tandem). An
+// empty handler restores stderr. The application's own logging (spdlog's default logger
+// included) is left alone.
+enum class LogLevel { debug, info, warn, error };
+void set_log_handler(std::function<void(LogLevel level, std::string_view message)> handler);
+
 // ---------------------------------------------------------------------------------------------
 // Layers: a custom layer derives from tandem::Layer (tandem/layer.hpp, which states the
 // contract) and computes through the kernels its context carries (tandem/kernels.hpp).

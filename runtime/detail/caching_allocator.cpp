@@ -1,13 +1,14 @@
 #include "runtime/detail/caching_allocator.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <bit>
 #include <functional>
 #include <new>
 #include <stdexcept>
 #include <utility>
+
+#include "runtime/log.hpp"
 
 namespace tandem::detail {
 
@@ -84,7 +85,7 @@ void CachingAllocator::deallocate(void* ptr) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) {
-    spdlog::error("{}: deallocate of {} which it did not allocate (ignored)", name_, ptr);
+    tandem::log::error("{}: deallocate of {} which it did not allocate (ignored)", name_, ptr);
     return;
   }
   const Block block = it->second;

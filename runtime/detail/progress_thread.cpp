@@ -1,13 +1,13 @@
 #include "runtime/detail/progress_thread.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include "runtime/log.hpp"
 
 namespace tandem::detail {
 namespace {
@@ -56,9 +56,9 @@ class ProgressThread {
     try {
       fn();
     } catch (const std::exception& e) {
-      spdlog::error("Event::on_complete callback threw (dropped): {}", e.what());
+      tandem::log::error("Event::on_complete callback threw (dropped): {}", e.what());
     } catch (...) {
-      spdlog::error("Event::on_complete callback threw a non-std exception (dropped)");
+      tandem::log::error("Event::on_complete callback threw a non-std exception (dropped)");
     }
   }
 
@@ -103,7 +103,7 @@ void post_to_progress_thread(std::function<void()> fn) noexcept {
   try {
     progress().post(std::move(fn));
   } catch (const std::exception& e) {
-    spdlog::error("Event::on_complete: could not queue a callback (dropped): {}", e.what());
+    tandem::log::error("Event::on_complete: could not queue a callback (dropped): {}", e.what());
   }
 }
 

@@ -1,7 +1,6 @@
 #include "models/kernels/cpu/bf16_gemm.hpp"
 
 #include <omp.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "models/kernels/cpu/threading.hpp"
+#include "runtime/log.hpp"
 
 namespace tandem::models::cpu {
 namespace {
@@ -159,7 +159,7 @@ bool bf16_gemm_native_or_warn() {
   static const bool native = [] {
     const bool yes = bf16_gemm_native();
     if (!yes)
-      spdlog::warn(
+      tandem::log::warn(
           "bf16 matrix products on the CPU run in f32: oneDNN finds neither AVX512-BF16 nor AMX "
           "here (effective ISA {:#x})",
           static_cast<unsigned>(dnnl::get_effective_cpu_isa()));
