@@ -14,7 +14,6 @@
 // A lost peer (the rendezvous's heartbeats or a failed data-plane connection) ends the run
 // through Pipeline::stop_with_error with a message naming the lost rank and its host, printed on
 // stderr. Exit status 0 only if all went well.
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
@@ -29,6 +28,7 @@
 #include <string>
 
 #include "models/safetensors.hpp"
+#include "runtime/log.hpp"
 #include "runtime/scheduler.hpp"
 #include "split_pipeline_case.hpp"
 #include "transport/rendezvous.hpp"
@@ -333,9 +333,9 @@ int run_rank(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // spdlog makes its default logger on first use; the channel's and the rendezvous's threads
-  // may both log first when a peer is lost. Made here, before any thread starts.
-  (void)spdlog::default_logger_raw();
+  // The library's logger is made on first use; the channel's and the rendezvous's threads may
+  // both log first when a peer is lost. Made here, before any thread starts.
+  (void)tandem::log::logger();
   int rank = -1;
   try {
     const Args a = parse(argc, argv);

@@ -6,8 +6,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "raw_joiner.hpp"
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -1046,28 +1045,30 @@ TEST(Rendezvous, AThousandIdleStrangersDoNotKeepTheJobOut) {
       run_ranks({1, 2, 0}, [&](int r) { rv[static_cast<std::size_t>(r)]->shutdown(kLong); }));
 }
 
-// Captures what spdlog's default logger writes while it lives.
+// Captures what the library logs while it lives.
 class LogCapture {
  public:
-  LogCapture()
-      : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096)),
-        saved_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("capture", sink_);
-    logger->set_level(spdlog::level::info);
-    spdlog::set_default_logger(logger);
+  LogCapture() {
+    log::set_handler([this](log::Level, std::string_view line) {
+      const std::lock_guard lock(mu_);
+      lines_.emplace_back(line);
+    });
   }
-  ~LogCapture() { spdlog::set_default_logger(saved_); }
+  ~LogCapture() { log::set_handler({}); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
   std::vector<std::string> lines_with(std::string_view part) const {
+    const std::lock_guard lock(mu_);
     std::vector<std::string> out;
-    for (std::string& line : sink_->last_formatted()) {
-      if (line.find(part) != std::string::npos) out.push_back(std::move(line));
+    for (const std::string& line : lines_) {
+      if (line.find(part) != std::string::npos) out.push_back(line);
     }
     return out;
   }
 
  private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-  std::shared_ptr<spdlog::logger> saved_;
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
 };
 
 TEST(Rendezvous, ARankWaitingForRankZeroSaysSoUntilItJoins) {
