@@ -50,10 +50,22 @@ void LoaderActor::stop() {
   }
 }
 
-MinibatchData LoaderActor::build(std::int64_t b) {
+std::optional<MinibatchData> LoaderActor::build(std::int64_t b) {
   PipelineEvent event;
   if (s_.on_event) event.start = std::chrono::steady_clock::now();
-  MinibatchData data = s_.data(b);
+  if (s_.fetch_stop) (void)s_.fetch_stop->begin(b);
+  MinibatchData data;
+  try {
+    data = s_.data(b);
+  } catch (...) {
+    if (s_.fetch_stop) s_.fetch_stop->end();
+    throw;
+  }
+  if (s_.fetch_stop) {
+    const bool cancelled = s_.fetch_stop->token().stop_requested();
+    s_.fetch_stop->end();
+    if (cancelled && data.pieces.empty()) return std::nullopt;
+  }
   if (s_.on_event) {
     event.minibatch = b;
     event.end = s_.routing->params().samples();
@@ -63,18 +75,31 @@ MinibatchData LoaderActor::build(std::int64_t b) {
   return data;
 }
 
+void LoaderActor::declined(std::int64_t b) {
+  // Only a fetch the stop does not need is cancelled, so the stop boundary lies at or before b;
+  // stop() picks it (the StopRequest that cancelled the fetch may still be queued).
+  if (schedules::stop_boundary(s_.routing->params(), b) > b) {
+    throw std::logic_error("loader: the data source declined minibatch " + std::to_string(b) +
+                           ", which the run's stop still needs");
+  }
+  stop();
+}
+
 void LoaderActor::admit() {
   while (in_flight_ < window_ && next_ < s_.minibatches) {
-    const std::int64_t b = next_++;
-    ++in_flight_;
-    peak_ = std::max(peak_, in_flight_);
+    const std::int64_t b = next_;
     MinibatchData data;
     if (ahead_ && ahead_->first == b) {
       data = std::move(ahead_->second);
     } else {
-      data = build(b);
+      std::optional<MinibatchData> built = build(b);
+      if (!built) return declined(b);
+      data = std::move(*built);
     }
     ahead_.reset();
+    ++next_;
+    ++in_flight_;
+    peak_ = std::max(peak_, in_flight_);
     const auto rows_total = static_cast<std::uint32_t>(data.loss_rows());
     s_.routing->loader_routes(b, routes_);
     for (const schedules::Route& r : routes_) {
@@ -86,7 +111,11 @@ void LoaderActor::admit() {
     }
   }
   // The window is full (or the run fed): build the next one now, while the stages compute.
-  if (!ahead_ && next_ < s_.minibatches) ahead_.emplace(next_, build(next_));
+  if (!ahead_ && next_ < s_.minibatches) {
+    std::optional<MinibatchData> built = build(next_);
+    if (!built) return declined(next_);
+    ahead_.emplace(next_, std::move(*built));
+  }
 }
 
 }  // namespace tandem::actors

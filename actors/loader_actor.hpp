@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/fetch_stop.hpp"
 #include "actors/handler_gauge.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
@@ -28,6 +29,9 @@ struct LoaderSetup {
   transport::Channel* channel = nullptr;
   transport::Endpoint self = -1;
   PipelineEventHook on_event;  // loader_send per admitted minibatch (traces)
+  // The token of each fetch, stopped when the run stops and the fetch is not needed (may be
+  // null: fetches are never cancelled). A cancelled fetch's empty data declines the minibatch.
+  std::shared_ptr<FetchStop> fetch_stop;
 };
 
 class LoaderActor final : public Actor {
@@ -47,8 +51,11 @@ class LoaderActor final : public Actor {
  private:
   void admit();
   void stop();
-  // Builds minibatch b's data (and reports it to on_event).
-  MinibatchData build(std::int64_t b);
+  // Builds minibatch b's data (and reports it to on_event); none when the source declined it,
+  // its fetch cancelled by a stop that does not need it.
+  std::optional<MinibatchData> build(std::int64_t b);
+  // After a declined fetch of minibatch b: the run stops before it.
+  void declined(std::int64_t b);
 
   LoaderSetup s_;
   int window_ = 1;

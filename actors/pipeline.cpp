@@ -473,6 +473,7 @@ void Pipeline::spawn_loader_and_coordinator() {
     ls.channel = impl_->channel.get();
     ls.self = R;
     ls.on_event = spec_.on_event;
+    ls.fetch_stop = spec_.fetch_stop;
     impl_->loader = system_->spawn<LoaderActor>("loader", std::move(ls));
     impl_->channel->bind(R, impl_->loader);
   }
@@ -613,6 +614,13 @@ PipelineProgress Pipeline::progress() const {
 void Pipeline::request_stop() {
   // The loader picks the stop: without it here, there is nothing to ask.
   if (impl_->loader == nullptr) return;
+  // A fetch the stop does not need is cancelled now: the loader, blocked in it, would otherwise
+  // see the request only once the fetch returns.
+  if (spec_.fetch_stop) {
+    spec_.fetch_stop->stop([routing = impl_->routing](std::int64_t b) {
+      return schedules::stop_boundary(routing->params(), b) <= b;
+    });
+  }
   // The system refuses sends once stopped: the run is over then, nothing to stop.
   (void)system_->send(impl_->loader, StopRequest{});
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/coordinator.hpp"
+#include "actors/fetch_stop.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline_event.hpp"
 #include "actors/pipeline_progress.hpp"
@@ -67,6 +68,9 @@ struct PipelineSpec {
   std::uint64_t seed = 0;           // dropout, and initial weights when none are given
   models::ParamSet initial_params;  // the whole model on the CPU; empty: init_params(seed)
   DataSource data;
+  // The token of the data source's fetch in progress, stopped by request_stop() when the run
+  // does not need that minibatch (actors/fetch_stop.hpp); null: fetches are never cancelled.
+  std::shared_ptr<FetchStop> fetch_stop;
   models::SimCosts sim_costs;   // durations on the sim device
   bool weight_stashing = true;  // false only to show what stashing is for
   // Asynchronous schedules (pipedream, pipedream-vsync, 2bw): each stage's optimizer corrects

@@ -51,7 +51,11 @@ class HeldOut : public models::data::Dataset {
 
 Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model,
                     std::int64_t minibatch, const char* name) {
-  Batch batch = fn(b);
+  return checked(fn(b), b, model, minibatch, name);
+}
+
+Batch checked(Batch batch, std::int64_t b, const models::Model& model, std::int64_t minibatch,
+              const char* name) {
   const std::string where = std::string(name) + "(" + std::to_string(b) + ")";
   if (!batch.inputs.defined() || !batch.targets.defined()) {
     throw std::invalid_argument(where + ": inputs or targets undefined");
@@ -77,18 +81,24 @@ Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model
   return batch;
 }
 
-actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch,
+actors::DataSource data_source(StoppableDataFn fn, std::shared_ptr<actors::FetchStop> stop,
+                               const models::Model& model, std::int64_t minibatch,
                                std::int64_t accumulate) {
-  return [fn = std::move(fn), model, minibatch, accumulate](std::int64_t b) {
-    if (accumulate == 1) {
-      Batch batch = checked_batch(fn, b, model, minibatch);
-      return actors::MinibatchData::whole(std::move(batch.inputs), std::move(batch.targets));
-    }
+  return [fn = std::move(fn), stop = std::move(stop), model, minibatch,
+          accumulate](std::int64_t b) -> actors::MinibatchData {
+    const std::stop_token token = stop ? stop->token() : std::stop_token();
     std::vector<Tensor> inputs, targets;
     for (std::int64_t i = 0; i < accumulate; ++i) {
-      Batch batch = checked_batch(fn, b * accumulate + i, model, minibatch);
+      const std::int64_t k = b * accumulate + i;
+      Batch batch = fn(k, token);
+      // Declined: the run stops before this minibatch (actors/fetch_stop.hpp).
+      if (token.stop_requested() && !batch.inputs.defined() && !batch.targets.defined()) return {};
+      batch = checked(std::move(batch), k, model, minibatch, "DataFn");
       inputs.push_back(std::move(batch.inputs));
       targets.push_back(std::move(batch.targets));
+    }
+    if (accumulate == 1) {
+      return actors::MinibatchData::whole(std::move(inputs.front()), std::move(targets.front()));
     }
     const models::Kernels& k = models::cpu_kernels();
     return actors::MinibatchData::whole(models::concat_rows(k, inputs),

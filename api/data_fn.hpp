@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "actors/fetch_stop.hpp"
 #include "actors/minibatch_data.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
@@ -17,9 +18,15 @@ namespace tandem::api {
 Batch checked_batch(const DataFn& fn, std::int64_t b, const models::Model& model,
                     std::int64_t minibatch, const char* name = "DataFn");
 
+// `batch`, minibatch b of the callback `name`, checked as checked_batch checks it.
+Batch checked(Batch batch, std::int64_t b, const models::Model& model, std::int64_t minibatch,
+              const char* name);
+
 // Step b's data: minibatches b * accumulate .. b * accumulate + accumulate - 1 of `fn`, each
-// checked, stacked in that order.
-actors::DataSource data_source(DataFn fn, const models::Model& model, std::int64_t minibatch,
+// checked, stacked in that order. `fn` gets the token of `stop`'s fetch in progress (none when
+// null); an empty Batch once it is stopped declines the step (an empty MinibatchData).
+actors::DataSource data_source(StoppableDataFn fn, std::shared_ptr<actors::FetchStop> stop,
+                               const models::Model& model, std::int64_t minibatch,
                                std::int64_t accumulate = 1);
 
 // `minibatches` minibatches of `fn` as a dataset of minibatch * minibatches samples, read in

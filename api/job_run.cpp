@@ -316,7 +316,14 @@ JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
 
 JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainOptions options)
     : state_(std::make_unique<State>()) {
-  if (!options.data) throw option_error("TrainOptions.data", "no DataFn");
+  if (!options.data == !options.stoppable_data) {
+    throw option_error("TrainOptions.data",
+                       options.data ? "give data or stoppable_data, not both" : "no DataFn");
+  }
+  StoppableDataFn data = std::move(options.stoppable_data);
+  if (options.data) {
+    data = [fn = std::move(options.data)](std::int64_t b, const std::stop_token&) { return fn(b); };
+  }
   state_->on_progress = std::move(options.on_progress);
   state_->on_metrics = std::move(options.on_metrics);
   const train::JobSpec job = code_job(model, options);
@@ -326,8 +333,9 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   train::JobInputs inputs;
   inputs.model = model;
   inputs.model_name = model_name;
-  inputs.data =
-      data_source(std::move(options.data), model, options.plan.minibatch, options.accumulate);
+  inputs.fetch_stop = std::make_shared<actors::FetchStop>();
+  inputs.data = data_source(std::move(data), inputs.fetch_stop, model, options.plan.minibatch,
+                            options.accumulate);
   if (options.eval_data) {
     inputs.eval = held_out_dataset(std::move(options.eval_data), model, options.plan.minibatch,
                                    options.eval_minibatches);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/fetch_stop.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
 #include "models/data/dataset.hpp"
@@ -26,6 +27,8 @@ struct JobInputs {
   // the held-out data train.eval evaluates (none: no evaluation) and `classification` says
   // whether records carry an accuracy.
   actors::DataSource data;
+  // The tokens `data` hands the application's callback (actors/fetch_stop.hpp); null: none.
+  std::shared_ptr<actors::FetchStop> fetch_stop;
   std::shared_ptr<const models::data::Dataset> eval;
   bool classification = true;
   // The learning rate of update round k instead of train.lr_schedule's.

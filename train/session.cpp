@@ -311,6 +311,7 @@ actors::PipelineSpec Session::segment_spec(int64_t at, int64_t end, const actors
   spec.optimizer_states = optimizer_states_;
   spec.older_versions = older_versions_;
   spec.data = data;
+  spec.fetch_stop = inputs_.fetch_stop;
   // One update round per minibatch (2BW: per batch), so round k follows step k's rate.
   spec.lr_at = [schedule = t.lr_schedule, lr = t.optimizer.lr, steps = steps_](int64_t round) {
     return scheduled_lr(schedule, lr, round, steps);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -271,6 +272,13 @@ struct Batch {
   Tensor targets;
 };
 using DataFn = std::function<Batch(std::int64_t minibatch)>;
+// A DataFn that can be interrupted: `stop` is stopped when the run is asked to stop
+// (Session::stop(), Run::stop()) while this call fetches a minibatch the run will not train on.
+// The callback may then return an empty Batch{} at once, declining the minibatch, instead of
+// finishing I/O the run no longer waits for; the run ends before it. A minibatch the stop point
+// still needs (an asynchronous schedule stops at a multiple of its replica counts) never gets a
+// stopped token, and an empty Batch without a stop is an error.
+using StoppableDataFn = std::function<Batch(std::int64_t minibatch, std::stop_token stop)>;
 
 // ---------------------------------------------------------------------------------------------
 // Training.
@@ -497,7 +505,9 @@ struct TrainOptions {
   Precision precision = Precision::f32;
   ClusterOptions cluster;
   std::uint64_t seed = 0;  // initial weights and dropout masks
+  // The training data: `data`, or `stoppable_data` (one of the two).
   DataFn data;
+  StoppableDataFn stoppable_data;
   // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
   // asynchronous schedules not necessarily in minibatch order. Serialised with on_progress:
   // never two calls of either at once. Keep it short; it may call Session::stop().

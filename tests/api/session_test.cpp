@@ -15,6 +15,7 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -322,6 +323,97 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
 // start(): the run goes on a thread of its own. wait_for times out while the DataFn holds the
 // run, stop() through the handle ends it at a stop boundary, and wait() gives the result; a
 // run that fails gives its Error; a Session destroyed while its run goes on stops it.
+// A callback blocked in I/O for a minibatch the run will not train: stop() stops its token, it
+// returns an empty Batch at once, and the run ends before that minibatch.
+TEST(EmbeddingApi, StopInterruptsABlockedDataCallbackThroughItsToken) {
+  Fixture f;
+  tandem::TrainOptions o = options_for(
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch, 2), 1000);
+  o.data = nullptr;
+  std::atomic<bool> blocked{false}, interrupted{false};
+  o.stoppable_data = [&](std::int64_t b, std::stop_token stop) {
+    if (b < 3) return make_batch(b);
+    // I/O that never ends by itself.
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    blocked = true;
+    cv.wait(lock, stop, [] { return false; });
+    interrupted = true;
+    return tandem::Batch{};
+  };
+  tandem::Session s(f.model, std::move(o));
+  const tandem::Run run = s.start();
+  while (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  run.stop();
+  const tandem::TrainResult r = run.wait();
+  EXPECT_TRUE(interrupted);
+  EXPECT_EQ(r.status, tandem::RunStatus::stopped);
+  EXPECT_EQ(r.minibatches, 3);  // the declined minibatch 3 and none after it
+  EXPECT_EQ(r.losses.size(), 3u);
+}
+
+// Under PipeDream with a stage of 2 replicas a run stops only after an even number of
+// minibatches: a fetch that stop point still needs keeps a live token and is waited for; the
+// next one, not needed, is interrupted.
+TEST(EmbeddingApi, AFetchTheStopPointNeedsIsNotInterrupted) {
+  Fixture f;
+  tandem::TrainOptions o = options_for(pipedream_2_1(), 1000);
+  o.data = nullptr;
+  std::atomic<bool> blocked{false};
+  std::atomic<int> live_at_three{-1};
+  o.stoppable_data = [&](std::int64_t b, std::stop_token stop) {
+    if (b < 3) return make_batch(b);
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    blocked = true;
+    if (b == 3) {
+      // Slow I/O that ends by itself; the stop arrives while it runs.
+      cv.wait_for(lock, stop, std::chrono::milliseconds(300), [] { return false; });
+      live_at_three = stop.stop_requested() ? 0 : 1;
+      return make_batch(b);
+    }
+    cv.wait(lock, stop, [] { return false; });
+    return tandem::Batch{};
+  };
+  tandem::Session s(f.model, std::move(o));
+  const tandem::Run run = s.start();
+  while (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  run.stop();
+  const tandem::TrainResult r = run.wait();
+  EXPECT_EQ(live_at_three.load(), 1);
+  EXPECT_EQ(r.status, tandem::RunStatus::stopped);
+  EXPECT_EQ(r.minibatches, 4);
+}
+
+TEST(EmbeddingApi, AnEmptyBatchWithoutAStopAndTwoDataSourcesAreRefused) {
+  Fixture f;
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 2, tandem::Schedule::gpipe, kMinibatch, 2);
+  tandem::TrainOptions empty = options_for(plan, 4);
+  empty.data = nullptr;
+  empty.stoppable_data = [](std::int64_t b, std::stop_token) {
+    return b < 2 ? make_batch(b) : tandem::Batch{};
+  };
+  tandem::Session s(f.model, std::move(empty));
+  try {
+    (void)s.run();
+    ADD_FAILURE() << "an empty batch was trained";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.code(), tandem::ErrorCode::data) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DataFn(2)"), std::string::npos) << e.what();
+  }
+  tandem::TrainOptions both = options_for(plan, 4);
+  both.stoppable_data = [](std::int64_t b, std::stop_token) { return make_batch(b); };
+  try {
+    tandem::Session twice(f.model, std::move(both));
+    ADD_FAILURE() << "two data sources accepted";
+  } catch (const tandem::Error& e) {
+    EXPECT_EQ(e.where().key, "TrainOptions.data") << e.what();
+  }
+}
+
 TEST(EmbeddingApi, AStartedRunIsWaitedForWithATimeoutAndStoppedThroughItsHandle) {
   using namespace std::chrono_literals;
   Fixture f;
