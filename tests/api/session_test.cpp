@@ -320,9 +320,19 @@ TEST(EmbeddingApi, BadPlansAreRefusedBeforeAnythingRuns) {
   }
 }
 
-// start(): the run goes on a thread of its own. wait_for times out while the DataFn holds the
-// run, stop() through the handle ends it at a stop boundary, and wait() gives the result; a
-// run that fails gives its Error; a Session destroyed while its run goes on stops it.
+// Fetch I/O that waits until `stop` is stopped, or `limit` passes (none: forever).
+void wait_for_io(const std::stop_token& stop,
+                 std::chrono::milliseconds limit = std::chrono::milliseconds::max()) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  if (limit == std::chrono::milliseconds::max()) {
+    cv.wait(lock, stop, [] { return false; });
+  } else {
+    cv.wait_for(lock, stop, limit, [] { return false; });
+  }
+}
+
 // A callback blocked in I/O for a minibatch the run will not train: stop() stops its token, it
 // returns an empty Batch at once, and the run ends before that minibatch.
 TEST(EmbeddingApi, StopInterruptsABlockedDataCallbackThroughItsToken) {
@@ -333,12 +343,8 @@ TEST(EmbeddingApi, StopInterruptsABlockedDataCallbackThroughItsToken) {
   std::atomic<bool> blocked{false}, interrupted{false};
   o.stoppable_data = [&](std::int64_t b, std::stop_token stop) {
     if (b < 3) return make_batch(b);
-    // I/O that never ends by itself.
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
     blocked = true;
-    cv.wait(lock, stop, [] { return false; });
+    wait_for_io(stop);  // I/O that never ends by itself
     interrupted = true;
     return tandem::Batch{};
   };
@@ -364,17 +370,14 @@ TEST(EmbeddingApi, AFetchTheStopPointNeedsIsNotInterrupted) {
   std::atomic<int> live_at_three{-1};
   o.stoppable_data = [&](std::int64_t b, std::stop_token stop) {
     if (b < 3) return make_batch(b);
-    std::mutex m;
-    std::condition_variable_any cv;
-    std::unique_lock lock(m);
     blocked = true;
     if (b == 3) {
       // Slow I/O that ends by itself; the stop arrives while it runs.
-      cv.wait_for(lock, stop, std::chrono::milliseconds(300), [] { return false; });
+      wait_for_io(stop, std::chrono::milliseconds(300));
       live_at_three = stop.stop_requested() ? 0 : 1;
       return make_batch(b);
     }
-    cv.wait(lock, stop, [] { return false; });
+    wait_for_io(stop);
     return tandem::Batch{};
   };
   tandem::Session s(f.model, std::move(o));
@@ -414,6 +417,9 @@ TEST(EmbeddingApi, AnEmptyBatchWithoutAStopAndTwoDataSourcesAreRefused) {
   }
 }
 
+// start(): the run goes on a thread of its own. wait_for times out while the DataFn holds the
+// run, stop() through the handle ends it at a stop boundary, and wait() gives the result; a
+// run that fails gives its Error; a Session destroyed while its run goes on stops it.
 TEST(EmbeddingApi, AStartedRunIsWaitedForWithATimeoutAndStoppedThroughItsHandle) {
   using namespace std::chrono_literals;
   Fixture f;
