@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
   std::printf("%s", model.describe().c_str());
 
   tandem::Plan plan;
-  plan.stages = {{0, 2, {device}}, {2, 5, {device}}};
+  plan.stages = {{.begin = 0, .end = 2, .devices = {device}},
+                 {.begin = 2, .end = 5, .devices = {device}}};
   plan.schedule = tandem::Schedule::one_f_one_b;
   plan.minibatch = kMinibatch;
   plan.slices = 4;

@@ -226,14 +226,14 @@ struct Stage {
   std::vector<Device> devices{Device::cpu()};
   // The process (rank) of each replica in a job of several processes (a config's
   // pipeline.stages[i].ranks); empty: placed by the default rule (docs/multi-process.md).
-  std::vector<int> ranks;
+  std::vector<int> ranks{};
 };
 
 // UMPIPE's unequal slices of one stage: the samples of each forward and of each backward slice,
 // in order, each list summing to the minibatch (a config's per-stage `slices: {forward,
 // backward}`).
 struct SliceSizes {
-  std::vector<std::int64_t> forward, backward;
+  std::vector<std::int64_t> forward{}, backward{};
 };
 
 // How an asynchronous schedule's stage corrects for its gradients' delay (a config's
@@ -249,7 +249,7 @@ struct Plan {
   int chunks = 1;              // interleaved: model chunks per device; zb_v: 2
   bool rematerialize = false;  // gpipe: recompute a stage's forward before its backward
   // umpipe: each stage's unequal slices, one per stage, instead of `slices`.
-  std::vector<SliceSizes> compositions;
+  std::vector<SliceSizes> compositions{};
   // A graph's tensors that skip stages: relayed by every stage in between instead of sent
   // straight to the stage that reads them (a config's pipeline.skip_edges: relay).
   bool relay_skips = false;
@@ -500,14 +500,14 @@ struct TrainOptions {
   Optimizer optimizer;
   // The learning rate over the run; or `lr_at`, the learning rate of update round k (one round
   // per minibatch), which replaces it.
-  LrSchedule lr_schedule;
+  LrSchedule lr_schedule{};
   std::function<double(std::int64_t round)> lr_at;
   Precision precision = Precision::f32;
-  ClusterOptions cluster;
+  ClusterOptions cluster{};
   std::uint64_t seed = 0;  // initial weights and dropout masks
   // The training data: `data`, or `stoppable_data` (one of the two).
   DataFn data;
-  StoppableDataFn stoppable_data;
+  StoppableDataFn stoppable_data{};
   // Called on one of Tandem's threads as each minibatch's loss completes; with replicas or
   // asynchronous schedules not necessarily in minibatch order. Serialised with on_progress:
   // never two calls of either at once. Keep it short; it may call Session::stop().
