@@ -336,8 +336,10 @@ TEST(ConfigTest, ClusterTcpLanesAreOneToEight) {
   EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 1}\n", "t").cluster.tcp_lanes, 1);
   EXPECT_EQ(train::parse_config(base + "cluster: {tcp_lanes: 8}\n", "t").cluster.tcp_lanes, 8);
   const int line = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
-  expect_error(base + "cluster: {tcp_lanes: 0}\n", line, {"cluster.tcp_lanes", "must be in [1, 8], got 0"});
-  expect_error(base + "cluster: {tcp_lanes: 9}\n", line, {"cluster.tcp_lanes", "must be in [1, 8], got 9"});
+  expect_error(base + "cluster: {tcp_lanes: 0}\n", line,
+               {"cluster.tcp_lanes", "must be in [1, 8], got 0"});
+  expect_error(base + "cluster: {tcp_lanes: 9}\n", line,
+               {"cluster.tcp_lanes", "must be in [1, 8], got 9"});
 }
 
 TEST(ConfigTest, ClusterStallTimeoutIsSecondsWithinBounds) {
