@@ -25,6 +25,9 @@ bool name_char(char c) {
 struct Applying {
   const ConfigOverride& item;
   std::string where;  // "--set train.steps"
+  // What the overrides before this one used of the bounds on all values.
+  std::size_t bytes_before = 0;
+  std::size_t nodes_before = 0;
 
   [[noreturn]] void fail(const std::string& what, int line = 0, int column = 0) const {
     throw ConfigError(ConfigLocation{where, line, column}, transport::printable(item.key, 256),
@@ -60,9 +63,10 @@ struct Applying {
   }
 
   YAML::Node value() const {
-    if (item.value.size() > kMaxOverrideValueBytes) {
+    if (bytes_before + item.value.size() > kMaxOverrideValueBytes) {
       fail("the value is " + std::to_string(item.value.size()) + " bytes; at most " +
-           std::to_string(kMaxOverrideValueBytes));
+           std::to_string(kMaxOverrideValueBytes) + " in all values (" +
+           std::to_string(bytes_before) + " before it)");
     }
     try {
       return YAML::Load(item.value);
@@ -71,16 +75,16 @@ struct Applying {
     }
   }
 
-  // Every node of `value` (keys included), at most kMaxOverrideNodes of them: an alias-laden
-  // value could otherwise name a number of nodes exponential in its size.
+  // Every node of `value` (keys included), within kMaxOverrideNodes with those before: an
+  // alias-laden value could otherwise name a number of nodes exponential in its size.
   std::vector<YAML::Node> nodes_of(const YAML::Node& value) const {
     std::vector<YAML::Node> out;
     std::vector<YAML::Node> stack{value};
     while (!stack.empty()) {
       YAML::Node n = stack.back();
       stack.pop_back();
-      if (out.size() == kMaxOverrideNodes) {
-        fail("the value holds more than " + std::to_string(kMaxOverrideNodes) + " YAML nodes");
+      if (nodes_before + out.size() == kMaxOverrideNodes) {
+        fail("the values hold more than " + std::to_string(kMaxOverrideNodes) + " YAML nodes");
       }
       out.push_back(n);
       if (n.IsMap()) {
@@ -125,10 +129,12 @@ void set_entry(YAML::Node& map, const std::string& name, const YAML::Node& value
   }
 }
 
-void apply_one(YAML::Node& root, const Applying& a, ConfigOrigin& origin) {
+// Applies one override; returns the YAML nodes its value holds.
+std::size_t apply_one(YAML::Node& root, const Applying& a, ConfigOrigin& origin) {
   const std::vector<KeyPart> parts = a.key_parts();
   const YAML::Node value = a.value();
   std::vector<YAML::Node> nodes = a.nodes_of(value);
+  const std::size_t value_nodes = nodes.size();
   YAML::Node at;
   at.reset(root);
   std::string path;
@@ -166,7 +172,7 @@ void apply_one(YAML::Node& root, const Applying& a, ConfigOrigin& origin) {
       if (last && k + 1 == part.indices.size()) {
         next[index] = value;
         origin.add_override(std::move(nodes), a.where);
-        return;
+        return value_nodes;
       }
       YAML::Node item = next[index];
       next.reset(item);
@@ -174,6 +180,7 @@ void apply_one(YAML::Node& root, const Applying& a, ConfigOrigin& origin) {
     at.reset(next);
   }
   origin.add_override(std::move(nodes), a.where);
+  return value_nodes;
 }
 
 }  // namespace
@@ -195,15 +202,18 @@ void apply_overrides(YAML::Node& root, const ConfigOverrides& overrides, ConfigO
   }
   if (!overrides.items.empty() && root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   std::set<std::string> given;
+  std::size_t bytes = 0, nodes = 0;
   for (const ConfigOverride& item : overrides.items) {
     const Applying a{
-        item, overrides.label + " " + transport::printable(item.key, kMaxOverrideKeyBytes + 3)};
+        item, overrides.label + " " + transport::printable(item.key, kMaxOverrideKeyBytes + 3),
+        bytes, nodes};
     if (item.key.size() > kMaxOverrideKeyBytes) {
       a.fail("the key is " + std::to_string(item.key.size()) + " bytes; at most " +
              std::to_string(kMaxOverrideKeyBytes));
     }
     if (!given.insert(item.key).second) a.fail("given twice: give each key once");
-    apply_one(root, a, origin);
+    nodes += apply_one(root, a, origin);
+    bytes += item.value.size();
   }
 }
 

@@ -29,8 +29,9 @@ struct ConfigOverrides {
 // Bounds on what an override may hold, against input that would exhaust memory or time.
 inline constexpr std::size_t kMaxOverrides = 1024;
 inline constexpr std::size_t kMaxOverrideKeyBytes = 256;
+// Both over all the values together: what one override may not hold, many may not either.
 inline constexpr std::size_t kMaxOverrideValueBytes = std::size_t{1} << 20;
-inline constexpr std::size_t kMaxOverrideNodes = 65536;  // YAML nodes in one value
+inline constexpr std::size_t kMaxOverrideNodes = 65536;  // YAML nodes
 
 // "KEY=VALUE" split at the first '='; throws ConfigError (at `label` and the text) without one.
 ConfigOverride parse_override(const std::string& text, const std::string& label);

@@ -155,6 +155,19 @@ TEST(ConfigOverrides, HostileValuesAndSizesAreRefused) {
                {"bytes; at most 256"});
   expect_error({{"train.seed", std::string(train::kMaxOverrideValueBytes + 1, '1')}},
                "--set train.seed", {"bytes; at most"});
+  // The bounds hold for all values together: values each within them, too much in sum.
+  std::vector<train::ConfigOverride> big;
+  for (int i = 0; i < 3; ++i) {
+    std::string key(1, 'k');
+    key += std::to_string(i);
+    big.push_back({key, std::string(train::kMaxOverrideValueBytes / 2, '1')});
+  }
+  try {
+    (void)train::parse_config(kBase, "base.yaml", train::ConfigOverrides{big, "--set"});
+    ADD_FAILURE() << "no error";
+  } catch (const train::ConfigError& e) {
+    EXPECT_EQ(e.where().file, "--set k2") << e.what();
+  }
   std::vector<train::ConfigOverride> many;
   for (std::size_t i = 0; i <= train::kMaxOverrides; ++i) {
     std::string key(1, 'k');
