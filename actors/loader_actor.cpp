@@ -53,19 +53,16 @@ void LoaderActor::stop() {
 std::optional<MinibatchData> LoaderActor::build(std::int64_t b) {
   PipelineEvent event;
   if (s_.on_event) event.start = std::chrono::steady_clock::now();
-  if (s_.fetch_stop) (void)s_.fetch_stop->begin(b);
-  MinibatchData data;
-  try {
-    data = s_.data(b);
-  } catch (...) {
-    if (s_.fetch_stop) s_.fetch_stop->end();
-    throw;
-  }
-  if (s_.fetch_stop) {
-    const bool cancelled = s_.fetch_stop->token().stop_requested();
-    s_.fetch_stop->end();
-    if (cancelled && data.pieces.empty()) return std::nullopt;
-  }
+  std::stop_token token;  // never stopped without a FetchStop
+  if (s_.fetch_stop) token = s_.fetch_stop->begin(b);
+  const struct EndFetch {
+    FetchStop* fetch;
+    ~EndFetch() {
+      if (fetch != nullptr) fetch->end();
+    }
+  } ending{s_.fetch_stop.get()};
+  MinibatchData data = s_.data(b);
+  if (token.stop_requested() && data.pieces.empty()) return std::nullopt;
   if (s_.on_event) {
     event.minibatch = b;
     event.end = s_.routing->params().samples();
