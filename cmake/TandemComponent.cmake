@@ -1,8 +1,9 @@
 # One library target per folder, built the same way:
 #   tandem_add_component(runtime SOURCES a.cpp b.cpp DEPS TBB::tbb
 #                        [CUDA_SOURCES x.cu] [CUDA_DEPS CUDA::cudart] [NOCUDA_SOURCES x_none.cpp])
-# CUDA_SOURCES are built only with the CUDA backend, NOCUDA_SOURCES only without it: the CUDA
-# build adds files, the core never #ifdefs on CUDA.
+# CUDA_SOURCES are built only with the CUDA backend, into the object library tandem_<name>_cuda
+# that the CUDA plugin (plugins/cuda) is made of; NOCUDA_SOURCES only without it. The core
+# never #ifdefs on CUDA and never links a CUDA library.
 # creates `tandem_runtime` (alias tandem::runtime) with the repository root on the include
 # path, so code includes "runtime/actor.hpp".
 set(TANDEM_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-missing-field-initializers)
@@ -25,25 +26,55 @@ function(tandem_target_defaults target)
   endif()
 endfunction()
 
+# Every shared library of the project (components, libtandem.so, plugins) lands in one folder,
+# build/lib or <prefix>/lib, and finds its siblings there ($ORIGIN): the plugin loader looks
+# for plugins beside the core (runtime/plugin_loader.cpp).
+function(tandem_library_defaults target)
+  set_target_properties(${target} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib
+    INSTALL_RPATH "$ORIGIN"
+    # keeps the CUDA runtime's directory (outside the system's) on the installed library's path
+    INSTALL_RPATH_USE_LINK_PATH ON)
+  # Calls inside a library bind directly instead of through the PLT (GCC assumes any exported
+  # function may be interposed; clang already does not).
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
+  endif()
+endfunction()
+
+# Links `deps` to the component `target` publicly in the build tree (see tandem_add_component).
+function(tandem_link_public target)
+  foreach(dep IN LISTS ARGN)
+    target_link_libraries(${target} PUBLIC $<BUILD_INTERFACE:${dep}>)
+  endforeach()
+endfunction()
+
 function(tandem_add_component name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;CUDA_SOURCES;CUDA_DEPS;NOCUDA_SOURCES" ${ARGN})
   set(target tandem_${name})
   set(sources ${ARG_SOURCES})
-  if(TANDEM_HAVE_CUDA)
-    list(APPEND sources ${ARG_CUDA_SOURCES})
-  else()
+  if(NOT TANDEM_HAVE_CUDA)
     list(APPEND sources ${ARG_NOCUDA_SOURCES})
   endif()
-  add_library(${target} STATIC ${sources})
+  # Shared, so that a back end loaded on first use (the CUDA plugin, plugins/cuda) links the
+  # same single copy of the core that the program runs: one logger, one device registry.
+  add_library(${target} SHARED ${sources})
   add_library(tandem::${name} ALIAS ${target})
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${target} PUBLIC ${ARG_DEPS})
-  if(TANDEM_HAVE_CUDA)
-    target_link_libraries(${target} PUBLIC ${ARG_CUDA_DEPS})
-    target_compile_definitions(${target} PUBLIC TANDEM_HAVE_CUDA=1)
-  endif()
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # The interface holds in the build tree only: the installed package exports the components
+  # (libtandem.so needs them) but promises none of their headers or dependencies.
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+  tandem_link_public(${target} ${ARG_DEPS})
+  tandem_library_defaults(${target})
   tandem_target_defaults(${target})
+  # The CUDA part: objects for the CUDA plugin (plugins/cuda), never in the component itself.
+  if(TANDEM_HAVE_CUDA AND ARG_CUDA_SOURCES)
+    add_library(${target}_cuda OBJECT ${ARG_CUDA_SOURCES})
+    target_link_libraries(${target}_cuda PUBLIC ${target} ${ARG_CUDA_DEPS})
+    target_compile_definitions(${target}_cuda PUBLIC TANDEM_HAVE_CUDA=1)
+    set_target_properties(${target}_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    tandem_target_defaults(${target}_cuda)
+  endif()
 endfunction()
 
 # tandem_add_test(name SOURCES ... DEPS ... [LABELS ...]): one gtest executable, registered

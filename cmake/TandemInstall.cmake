@@ -1,6 +1,7 @@
 # `cmake --install`: the embedding API as the CMake package Tandem (target Tandem::tandem).
 #   <prefix>/include/tandem/*.hpp                 the public headers, the only promised API
 #   <prefix>/lib/libtandem.so*                    the library
+#   <prefix>/lib/libtandem_<component>.so         the core it loads (not an interface)
 #   <prefix>/lib/cmake/Tandem/                    TandemConfig.cmake, version, targets
 # The headers are listed, not computed: the list is the promise (docs/embedding.md), and each
 # of them includes only the standard library and the others (tests/api's
@@ -18,7 +19,12 @@ install(FILES ${public_header_files} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tan
         COMPONENT Tandem_Development)
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
-install(TARGETS tandem_api EXPORT TandemTargets
+# The core's libraries, which libtandem.so loads (and a plugin links against), beside it.
+set(tandem_core_libraries)
+foreach(component runtime schedules models transport actors planner train)
+  list(APPEND tandem_core_libraries tandem_${component})
+endforeach()
+install(TARGETS tandem_api ${tandem_core_libraries} EXPORT TandemTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
 )

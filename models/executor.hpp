@@ -92,4 +92,11 @@ std::unique_ptr<Executor> make_executor(Device device, const SimCosts& sim_costs
                                         int cpu_threads = 0,
                                         MatmulPrecision precision = MatmulPrecision::f32);
 
+// cuda:N executors come from the CUDA plugin (runtime/plugin.hpp), which registers its factory
+// when it loads; make_executor loads it at the first cuda device.
+using CudaExecutorFactory = std::unique_ptr<Executor> (*)(Device device, MatmulPrecision precision);
+void register_cuda_executor_factory(CudaExecutorFactory factory);
+// Defined in the CUDA plugin only (cuda_executor.cpp).
+std::unique_ptr<Executor> make_cuda_executor(Device device, MatmulPrecision precision);
+
 }  // namespace tandem::models

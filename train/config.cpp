@@ -831,14 +831,15 @@ std::string unassigned(int64_t first, int64_t last) {
 // Devices this machine has: a stage on a missing GPU would fail only once its actor starts.
 void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
   if (!device.is_cuda()) return;
-  if (!machine.cuda_built) {
+  const CudaFacts cuda = cuda_facts(machine);
+  if (!cuda.built) {
     s.fail("device", "'" + device.str() +
                          "' does not exist: this build has no CUDA backend (devices: cpu, sim)");
   }
-  if (device.index() >= machine.cuda_devices) {
+  if (device.index() >= cuda.devices) {
     s.fail("device", "'" + device.str() + "' does not exist: this machine has " +
-                         std::to_string(machine.cuda_devices) + " CUDA device" +
-                         (machine.cuda_devices == 1 ? "" : "s"));
+                         std::to_string(cuda.devices) + " CUDA device" +
+                         (cuda.devices == 1 ? "" : "s"));
   }
 }
 

@@ -16,9 +16,13 @@ Machine Machine::here() {
   m.memory_bytes = pages > 0 && page_size > 0
                        ? static_cast<double>(pages) * static_cast<double>(page_size)
                        : 1e300;
-  m.cuda_built = cuda_backend_built();
-  m.cuda_devices = cuda_device_count();
+  m.probe_cuda = true;
   return m;
+}
+
+CudaFacts cuda_facts(const Machine& machine) {
+  if (!machine.probe_cuda) return {machine.cuda_built, machine.cuda_devices};
+  return {cuda_backend_built(), cuda_device_count()};
 }
 
 double gpt_parameter_estimate(const models::ModelSpec& spec) {

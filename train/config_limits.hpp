@@ -20,9 +20,19 @@ struct Machine {
   double memory_bytes = 0;  // physical memory
   int cuda_devices = 0;     // GPUs this build can use (0 without the CUDA backend)
   bool cuda_built = false;  // whether this build has the CUDA backend
+  // here(): the two fields above are asked of the runtime only when a config names a cuda
+  // device (cuda_facts), since asking loads the CUDA plugin, which a CPU-only run never maps.
+  bool probe_cuda = false;
 
   static Machine here();  // this process's machine (sysconf, runtime/device.hpp)
 };
+
+// `machine`'s cuda_built and cuda_devices, asked of the runtime when it says probe_cuda.
+struct CudaFacts {
+  bool built = false;
+  int devices = 0;
+};
+CudaFacts cuda_facts(const Machine& machine);
 
 // Largest value of a model dimension or count a config may give: far beyond any real model,
 // small enough that products of a few of them stay exact in double and never overflow int64

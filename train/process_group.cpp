@@ -80,7 +80,6 @@ bool use_nccl(const std::string& choice, const schedules::Plan& plan,
               const std::vector<int>& reduced) {
   if (choice == "nccl") return true;
   if (choice != "auto") return false;
-#if TANDEM_HAVE_NCCL
   bool any = false;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const schedules::StagePlan& stage = plan.stages[s];
@@ -93,12 +92,8 @@ bool use_nccl(const std::string& choice, const schedules::Plan& plan,
     }
     any = true;
   }
-  return any;
-#else
-  (void)plan;
-  (void)reduced;
-  return false;
-#endif
+  // Asked last, since asking loads the CUDA plugin (runtime/plugin.hpp).
+  return any && transport::nccl_available();
 }
 
 // What choose_data_plane needs of a job before any channel exists: every stage on a cuda
@@ -279,8 +274,10 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
   m.collectives.reset();
   const int me = rank();
   transport::DataPlaneFacts facts;
-  facts.cuda_built = transport::cuda_ipc_built();
   facts.stages_on_cuda = stages_on_cuda(spec.plan);
+  // Asked only where it matters, since asking loads the CUDA plugin (runtime/plugin.hpp).
+  facts.cuda_built =
+      (facts.stages_on_cuda || m.opt.transport == "cuda-ipc") && transport::cuda_ipc_built();
   const auto& peers = m.rendezvous->peers();
   facts.one_host = std::all_of(peers.begin(), peers.end(),
                                [&peers](const auto& p) { return p.host == peers.front().host; });
@@ -351,7 +348,7 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
     transport::NcclCollectivesOptions no;
     no.key_prefix = "nccl/" + std::to_string(segment);
     no.on_error = [&m](const std::string& why) { m.collectives_failed(why); };
-    m.collectives = std::make_unique<transport::NcclCollectives>(*m.rendezvous, std::move(no));
+    m.collectives = transport::make_nccl_collectives(*m.rendezvous, std::move(no));
     spec.collectives = m.collectives.get();
   } else if (across) {
     transport::GlooCollectivesOptions go;

@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "transport/cuda_ipc_memory.hpp"
 
@@ -67,11 +69,11 @@ CudaIpcHandle to_bytes(const void* handle) {
 static_assert(sizeof(cudaIpcMemHandle_t) == kCudaIpcHandleBytes);
 static_assert(sizeof(cudaIpcEventHandle_t) == kCudaIpcHandleBytes);
 
-bool cuda_ipc_built() {
-  return true;
-}
+// The functions of CudaIpcBackend; named apart from the core's forwarders of
+// cuda_ipc_memory.hpp, which they would otherwise interpose.
+namespace {
 
-CudaIpcTensor cuda_ipc_export(const Tensor& t) {
+CudaIpcTensor export_tensor(const Tensor& t) {
   if (!t.defined() || !t.device().is_cuda()) {
     throw std::invalid_argument(
         "cuda_ipc_export: " + (t.defined() ? t.describe() : std::string("an undefined tensor")) +
@@ -100,40 +102,33 @@ CudaIpcTensor cuda_ipc_export(const Tensor& t) {
   return d;
 }
 
-struct CudaIpcEvent::State {
+struct EventState final : CudaIpcEvent::State {
   int device = 0;
   cudaEvent_t event = nullptr;
-  CudaIpcHandle handle{};
-  ~State() {
+  ~EventState() override {
     if (event != nullptr) cudaEventDestroy(event);
   }
 };
 
-CudaIpcEvent CudaIpcEvent::record(Stream& stream) {
+CudaIpcEvent record(Stream& stream) {
   if (!stream.device().is_cuda()) {
     throw std::invalid_argument("CudaIpcEvent::record: not a cuda stream");
   }
   const int device = stream.device().index();
   DeviceScope scope(device);
-  CudaIpcEvent e;
-  e.state_ = std::make_shared<State>();
-  e.state_->device = device;
-  check(cudaEventCreateWithFlags(&e.state_->event, cudaEventInterprocess | cudaEventDisableTiming),
+  auto state = std::make_shared<EventState>();
+  state->device = device;
+  check(cudaEventCreateWithFlags(&state->event, cudaEventInterprocess | cudaEventDisableTiming),
         "cudaEventCreateWithFlags(interprocess)", device);
-  check(cudaEventRecord(e.state_->event, static_cast<cudaStream_t>(stream.native_handle())),
+  check(cudaEventRecord(state->event, static_cast<cudaStream_t>(stream.native_handle())),
         "cudaEventRecord", device);
   cudaIpcEventHandle_t h{};
-  check(cudaIpcGetEventHandle(&h, e.state_->event), "cudaIpcGetEventHandle", device);
-  e.state_->handle = to_bytes(&h);
-  return e;
+  check(cudaIpcGetEventHandle(&h, state->event), "cudaIpcGetEventHandle", device);
+  state->handle = to_bytes(&h);
+  return CudaIpcEvent(std::move(state));
 }
 
-const CudaIpcHandle& CudaIpcEvent::handle() const {
-  if (!state_) throw std::logic_error("CudaIpcEvent::handle: never recorded");
-  return state_->handle;
-}
-
-void cuda_ipc_wait(const CudaIpcHandle& handle, Stream& stream) {
+void wait(const CudaIpcHandle& handle, Stream& stream) {
   const int device = stream.device().index();
   DeviceScope scope(device);
   cudaIpcEventHandle_t h{};
@@ -147,7 +142,7 @@ void cuda_ipc_wait(const CudaIpcHandle& handle, Stream& stream) {
   check(waited, "cudaStreamWaitEvent", device);
 }
 
-void cuda_ipc_copy(Tensor& dst, const void* src, std::size_t bytes, Stream& stream) {
+void copy(Tensor& dst, const void* src, std::size_t bytes, Stream& stream) {
   if (!dst.defined() || !dst.device().is_cuda() || dst.nbytes() < bytes) {
     throw std::invalid_argument("cuda_ipc_copy: the destination is not a cuda tensor of " +
                                 std::to_string(bytes) + " bytes");
@@ -159,7 +154,7 @@ void cuda_ipc_copy(Tensor& dst, const void* src, std::size_t bytes, Stream& stre
         "cudaMemcpyAsync (device to device)", device);
 }
 
-CudaIpcSegmentOps cuda_ipc_segment_ops(int device) {
+CudaIpcSegmentOps segment_ops(int device) {
   CudaIpcSegmentOps ops;
   ops.open = [device](const CudaIpcHandle& handle) {
     DeviceScope scope(device);
@@ -180,6 +175,13 @@ CudaIpcSegmentOps cuda_ipc_segment_ops(int device) {
     }
   };
   return ops;
+}
+
+}  // namespace
+
+const CudaIpcBackend& cuda_ipc_plugin_backend() {
+  static const CudaIpcBackend backend{&export_tensor, &record, &wait, &copy, &segment_ops};
+  return backend;
 }
 
 }  // namespace tandem::transport

@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA calls of the `cuda-ipc` data plane, behind plain types so that the rest of it (and
-// CPU-only builds) never include CUDA headers. cuda_ipc_memory.cu implements them; a build
-// without CUDA links cuda_ipc_memory_absent.cpp, whose functions throw CudaIpcRefused saying so.
+// CPU-only builds) never include CUDA headers. cuda_ipc_memory.cu implements them inside the
+// CUDA plugin (runtime/plugin.hpp), which registers its CudaIpcBackend when it loads; the
+// functions here forward to it, and without it they throw CudaIpcRefused saying so.
 //
 // Sender: cuda_ipc_export names a cuda tensor's memory for another process (its segment's
 // handle, the segment's size and the tensor's offset in it: cudaIpcGetMemHandle names the
@@ -12,6 +13,7 @@
 // event, and cuda_ipc_copy copies device-to-device on that stream.
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "runtime/stream.hpp"
 #include "runtime/tensor.hpp"
@@ -27,7 +29,8 @@ class CudaIpcRefused : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Whether this build has the CUDA calls (false: every function below throws CudaIpcRefused).
+// Whether the CUDA calls are here (loads the CUDA plugin; false: every function below throws
+// CudaIpcRefused).
 bool cuda_ipc_built();
 
 // The descriptor of `t` (a defined cuda tensor) without seq and event: dtype, shape, device,
@@ -39,11 +42,18 @@ CudaIpcTensor cuda_ipc_export(const Tensor& t);
 // keeps it until the receiver acknowledged the copy.
 class CudaIpcEvent {
  public:
+  // The recorded event, as the CUDA plugin keeps it (its subclass owns the cudaEvent_t).
+  struct State {
+    virtual ~State() = default;
+    CudaIpcHandle handle{};
+  };
+  CudaIpcEvent() = default;
+  explicit CudaIpcEvent(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
   static CudaIpcEvent record(Stream& stream);
   const CudaIpcHandle& handle() const;
 
  private:
-  struct State;
   std::shared_ptr<State> state_;
 };
 
@@ -55,5 +65,17 @@ void cuda_ipc_copy(Tensor& dst, const void* src, std::size_t bytes, Stream& stre
 // Map and unmap segments on cuda:`device`. The close waits for that device's work first, so
 // that no pending copy reads memory being unmapped (CudaIpcSegments closes rarely).
 CudaIpcSegmentOps cuda_ipc_segment_ops(int device);
+
+// The CUDA side of the functions above, registered by the CUDA plugin.
+struct CudaIpcBackend {
+  CudaIpcTensor (*export_tensor)(const Tensor& t) = nullptr;
+  CudaIpcEvent (*record)(Stream& stream) = nullptr;
+  void (*wait)(const CudaIpcHandle& handle, Stream& stream) = nullptr;
+  void (*copy)(Tensor& dst, const void* src, std::size_t bytes, Stream& stream) = nullptr;
+  CudaIpcSegmentOps (*segment_ops)(int device) = nullptr;
+};
+void register_cuda_ipc_backend(const CudaIpcBackend* backend);
+// Defined in the CUDA plugin only (cuda_ipc_memory.cu).
+const CudaIpcBackend& cuda_ipc_plugin_backend();
 
 }  // namespace tandem::transport

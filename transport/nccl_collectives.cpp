@@ -306,4 +306,8 @@ void NcclCollectives::reduce(Member& m, MemberRound& round, std::string& step) {
   m.drain("the all-reduce", deadline);
 }
 
+std::unique_ptr<Collectives> make_nccl(Rendezvous& rendezvous, NcclCollectivesOptions options) {
+  return std::make_unique<NcclCollectives>(rendezvous, std::move(options));
+}
+
 }  // namespace tandem::transport

@@ -26,8 +26,9 @@
 // member's queued rounds, and every later all_reduce of that member throws
 // NcclCollectivesError with the same message.
 //
-// Built where NCCL is found (cmake/TandemDependencies.cmake); elsewhere the constructor throws
-// std::runtime_error saying so.
+// Built into the CUDA plugin (runtime/plugin.hpp) where NCCL is found
+// (cmake/TandemDependencies.cmake); the core makes one through make_nccl_collectives, which
+// loads the plugin and throws std::runtime_error saying so when there is no NCCL.
 #include <chrono>
 #include <functional>
 #include <map>
@@ -94,5 +95,17 @@ class NcclCollectives final : public Collectives {
   // Declared last: destroyed (their threads joined) first.
   std::map<std::pair<std::vector<Endpoint>, Endpoint>, std::unique_ptr<Member>> members_;
 };
+
+// NcclCollectives through the CUDA plugin, which registers a factory when it loads (and was
+// built with NCCL). nccl_available loads the plugin; make_nccl_collectives throws
+// std::runtime_error, saying why, when there is no NCCL.
+using NcclFactory = std::unique_ptr<Collectives> (*)(Rendezvous& rendezvous,
+                                                     NcclCollectivesOptions options);
+void register_nccl_factory(NcclFactory factory);
+bool nccl_available();
+std::unique_ptr<Collectives> make_nccl_collectives(Rendezvous& rendezvous,
+                                                   NcclCollectivesOptions options);
+// Defined in the CUDA plugin only (nccl_collectives.cpp).
+std::unique_ptr<Collectives> make_nccl(Rendezvous& rendezvous, NcclCollectivesOptions options);
 
 }  // namespace tandem::transport

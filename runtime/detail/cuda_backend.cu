@@ -172,7 +172,7 @@ class CudaBackend final : public DeviceBackend {
 
 }  // namespace
 
-DeviceBackend* cuda_backend() {
+DeviceBackend* make_cuda_backend() {
   // Never destroyed: tensors may be freed during static teardown, and by then the CUDA runtime
   // may already be unloaded, so the cache is left to the process's end.
   static CudaBackend* backend = new CudaBackend();

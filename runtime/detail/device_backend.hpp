@@ -41,8 +41,17 @@ class DeviceBackend {
   virtual std::shared_ptr<StreamImpl> make_stream(int index) = 0;
 };
 
-// The CUDA backend: defined by cuda_backend.cu when CUDA is built, and by
-// cuda_backend_absent.cpp (returning nullptr) otherwise; CMake picks one of the two.
+// The CUDA backend, loading the CUDA plugin (runtime/plugin.hpp) on the first call; nullptr
+// when there is none (a CPU-only build, or a plugin that could not be loaded).
 DeviceBackend* cuda_backend();
+// The CUDA backend if its plugin is loaded already, else nullptr; never loads it. For what a
+// CPU-only run also does (page-locked host buffers), which is worth doing only once a GPU is in
+// use.
+DeviceBackend* loaded_cuda_backend();
+// Called by the CUDA plugin's entry point with make_cuda_backend()'s backend.
+void register_cuda_backend(DeviceBackend* backend);
+// Defined in the CUDA plugin only (cuda_backend.cu): the core reaches it through the
+// registration, never by this name.
+DeviceBackend* make_cuda_backend();
 
 }  // namespace tandem::detail

@@ -11,8 +11,9 @@ TensorStorage::TensorStorage(std::size_t size, Device where, bool page_locked)
     : bytes(size), device(where) {
   switch (device.kind()) {
     case DeviceKind::cpu: {
-      detail::DeviceBackend* backend = detail::cuda_backend();
-      // nullptr: a CUDA build on a machine without a GPU, where page-locking buys nothing.
+      // nullptr: no GPU in use (none loaded, or none on this machine), where page-locking buys
+      // nothing; loading the CUDA plugin for it would cost a CPU-only run 200 MB.
+      detail::DeviceBackend* backend = detail::loaded_cuda_backend();
       if (page_locked && backend != nullptr) ptr = backend->allocate_pinned(bytes);
       pinned = ptr != nullptr;
       if (!pinned) ptr = detail::cpu_allocate(bytes);
@@ -35,7 +36,7 @@ TensorStorage::TensorStorage(std::size_t size, Device where, bool page_locked)
 TensorStorage::~TensorStorage() {
   if (ptr == nullptr) return;
   if (pinned) {
-    detail::cuda_backend()->deallocate_pinned(ptr);
+    detail::loaded_cuda_backend()->deallocate_pinned(ptr);
   } else if (device.is_cpu()) {
     detail::cpu_deallocate(ptr, bytes);
   } else if (device.is_cuda()) {

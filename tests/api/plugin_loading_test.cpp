@@ -1,0 +1,83 @@
+// The CUDA back end is a plugin loaded on first use (runtime/plugin.hpp): a CPU-only service or
+// run maps none of cudart, cuBLAS, NCCL or the plugin itself, and the first question about cuda
+// devices loads them. Checked in this process's /proc/self/maps (each test runs in a process of
+// its own under ctest; this executable links libtandem.so only, never the plugin).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <tandem/tandem.hpp>
+#include <vector>
+
+#include "api_test_util.hpp"
+
+namespace tandem {
+namespace {
+
+const std::vector<std::string> kCudaLibraries = {"libcudart", "libcublas", "libnccl",
+                                                 "libtandem_cuda"};
+
+// The lines of /proc/self/maps whose file name contains one of `names`.
+std::vector<std::string> mapped(const std::vector<std::string>& names) {
+  std::ifstream maps("/proc/self/maps");
+  EXPECT_TRUE(maps.good()) << "cannot read /proc/self/maps";
+  std::vector<std::string> found;
+  std::string line;
+  while (std::getline(maps, line)) {
+    for (const std::string& n : names) {
+      if (line.find(n) != std::string::npos) {
+        found.push_back(line);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+const std::string kCpuJob =
+    "model: {name: mlp, widths: [8, 16, 16, 4]}\n"
+    "data: {kind: teacher, samples: 256, seed: 1, hidden: 8}\n"
+    "train: {minibatch: 16, steps: 4, optimizer: {kind: sgd, lr: 0.05}, seed: 2}\n"
+    "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n"
+    "    - {layers: \"0-1\", device: cpu}\n    - {layers: \"2\", device: cpu}\n";
+
+TEST(PluginLoading, ACpuRunFromAConfigMapsNoCudaLibrary) {
+  Session session(Config::text(kCpuJob, "cpu job"));
+  const TrainResult r = session.run();
+  ASSERT_EQ(r.losses.size(), 4u);
+  const std::vector<std::string> cuda = mapped(kCudaLibraries);
+  EXPECT_TRUE(cuda.empty()) << "a CPU run mapped:\n" << joined(cuda);
+}
+
+TEST(PluginLoading, ACpuRunBuiltInCodeMapsNoCudaLibrary) {
+  const Model model = Model::classifier(
+      api_test::kFeatures, {layers::linear(api_test::kFeatures, 16, layers::Activation::relu),
+                            layers::linear(16, api_test::kClasses)});
+  ASSERT_EQ(api_test::train(model, "cpu", 3).losses.size(), 3u);
+  const std::vector<std::string> cuda = mapped(kCudaLibraries);
+  EXPECT_TRUE(cuda.empty()) << "a CPU run mapped:\n" << joined(cuda);
+}
+
+// The check above can fail: asking about cuda devices maps the plugin where the build has one.
+TEST(PluginLoading, AskingForCudaDevicesLoadsThePluginWhereTheBuildHasOne) {
+  EXPECT_TRUE(mapped(kCudaLibraries).empty()) << joined(mapped(kCudaLibraries));
+  const int devices = cuda_device_count();
+  EXPECT_GE(devices, 0);
+#if TANDEM_TEST_CUDA_PLUGIN
+  EXPECT_TRUE(cuda_backend_built());
+  EXPECT_FALSE(mapped({"libtandem_cuda"}).empty());
+  EXPECT_FALSE(mapped({"libcudart"}).empty());
+#else
+  EXPECT_FALSE(cuda_backend_built());
+  EXPECT_TRUE(mapped(kCudaLibraries).empty()) << joined(mapped(kCudaLibraries));
+#endif
+}
+
+}  // namespace
+}  // namespace tandem
