@@ -58,13 +58,7 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
   if (o.steps > 0) so.steps = o.steps;
   if (!o.trace.empty()) so.trace = o.trace;
   if (!o.checkpoints.dir.empty()) {
-    if (o.checkpoints.every < 0 || o.checkpoints.keep < 0) {
-      throw option_error(field + ".checkpoints",
-                         "every and keep must be >= 0 (keep 0 keeps every checkpoint), got "
-                         "every " +
-                             std::to_string(o.checkpoints.every) + ", keep " +
-                             std::to_string(o.checkpoints.keep));
-    }
+    // Checked by train::Session, which names these options in its errors.
     so.checkpoint_dir = o.checkpoints.dir;
     so.checkpoint_every = o.checkpoints.every;
     so.checkpoint_keep = o.checkpoints.keep;
@@ -73,6 +67,7 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
   so.steps_option =
       field == "TrainOptions" ? "TrainOptions.minibatches" : "train.steps (" + field + ".steps)";
   so.checkpoint_every_option = field + ".checkpoints.every";
+  so.checkpoint_keep_option = field + ".checkpoints.keep";
   if (!o.resume.empty()) so.resume = o.resume;
   return so;
 }

@@ -103,8 +103,9 @@ Session::Session(JobSpec job, SessionOptions options, JobInputs inputs)
                    "must be >= 0, got " + std::to_string(options_.checkpoint_every));
   }
   if (options_.checkpoint_keep < 0) {
-    throw JobError("keep", "must be >= 0 (0 keeps every checkpoint), got " +
-                               std::to_string(options_.checkpoint_keep));
+    throw JobError(
+        options_.checkpoint_keep_option,
+        "must be >= 0 (0 keeps every checkpoint), got " + std::to_string(options_.checkpoint_keep));
   }
   plan_ = training_plan(job_, model_.num_layers(), steps_);
   check_stop_boundaries();

@@ -61,6 +61,7 @@ struct SessionOptions {
   // The front end's names of the options above, for its messages ("--checkpoint-every").
   std::string steps_option = "steps";
   std::string checkpoint_every_option = "checkpoint_every";
+  std::string checkpoint_keep_option = "keep";
   // Continue the run a checkpoint (a directory written by checkpoint_dir) stopped at.
   std::optional<std::filesystem::path> resume;
   // A multi-process job (not owned; outlives the trainer): this process runs the stage

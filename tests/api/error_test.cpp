@@ -206,6 +206,15 @@ TEST(ApiErrors, ConfigPlanAndCheckpointAreToldApartAtConstruction) {
   init.init_from = temp_dir("none") + ".safetensors";
   EXPECT_EQ(code_of(init),
             std::pair(tandem::ErrorCode::checkpoint, std::string("TrainOptions.init_from")));
+  // The training library's own checks, in the API's words.
+  tandem::TrainOptions every = options(model, 4);
+  every.checkpoints = {temp_dir("every"), -1, 2};
+  EXPECT_EQ(code_of(every),
+            std::pair(tandem::ErrorCode::config, std::string("TrainOptions.checkpoints.every")));
+  tandem::TrainOptions keep = options(model, 4);
+  keep.checkpoints = {temp_dir("keep"), 2, -1};
+  EXPECT_EQ(code_of(keep),
+            std::pair(tandem::ErrorCode::config, std::string("TrainOptions.checkpoints.keep")));
 }
 
 }  // namespace
