@@ -133,10 +133,13 @@ int cpu_share(const PipelineSpec& spec) {
   for (const auto& st : spec.plan.stages) {
     for (const auto& pl : st.replicas) cpu_replicas += Device::parse(pl.device).is_cpu() ? 1 : 0;
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = spec.cpu_threads > 0
+                        ? spec.cpu_threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One cpu replica: `cpu_threads`, or 0 (oneTBB's default arena, the whole machine).
   return spec.cpu_threads_per_replica > 0 ? spec.cpu_threads_per_replica
          : cpu_replicas > 1               ? std::max(1, cores / cpu_replicas)
-                                          : 0;
+                                          : spec.cpu_threads;
 }
 
 // The whole model's initial weights on the CPU (none when every stage is on the sim device).

@@ -109,9 +109,11 @@ struct PipelineSpec {
   // each holding at least that stage's weights (on the CPU). Required when resuming those
   // schedules; empty for flush schedules.
   std::vector<std::map<std::int64_t, models::ParamSet>> older_versions;
-  // Threads each cpu replica's kernels use; 0: the machine's cores split among the cpu
-  // replicas (all of them for a one-replica pipeline).
+  // Threads each cpu replica's kernels use; 0: `cpu_threads` split among the cpu replicas
+  // (all of them for a one-replica pipeline).
   int cpu_threads_per_replica = 0;
+  // The threads the cpu replicas' kernels share; 0: the machine's cores.
+  int cpu_threads = 0;
   // How cuda replicas run matrix products (f32, TF32, bf16 with f32 accumulation).
   models::MatmulPrecision matmul_precision = models::MatmulPrecision::f32;
   // The dtype of activations and gradients between stages: f32, or bf16 (half the bytes, each

@@ -17,6 +17,7 @@
 #include "api/error_translation.hpp"
 #include "api/launch.hpp"
 #include "api/plan_conversion.hpp"
+#include "api/runtime_access.hpp"
 #include "models/optimizer.hpp"
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
@@ -70,6 +71,14 @@ train::SessionOptions session_options(const RunFiles& o, const char* owner) {
   so.checkpoint_keep_option = field + ".checkpoints.keep";
   if (!o.resume.empty()) so.resume = o.resume;
   return so;
+}
+
+// `threads` workers (0: the runtime's threads where there is one, else one per hardware
+// thread), taking turns on the runtime's threads.
+void share_threads(train::SessionOptions& so, const std::optional<Runtime>& runtime,
+                   std::size_t threads) {
+  so.shared_threads = RuntimeAccess::budget(runtime);
+  so.threads = threads == 0 && runtime ? runtime->threads() : threads;
 }
 
 EvalReport eval_report(const train::EvalResult& e) {
@@ -286,6 +295,7 @@ JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
   const train::Config config = read_config(config_source);
   train::SessionOptions so = session_options(
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
+  share_threads(so, options.runtime, 0);
   // The job's other ranks wait for this one from here on: joined before the session is built,
   // as `tandem train` does.
   std::unique_ptr<train::ProcessGroup> group =
@@ -324,7 +334,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   const train::JobSpec job = code_job(model, options);
   train::SessionOptions so =
       session_options({0, options.checkpoints, options.resume, options.trace}, "TrainOptions");
-  so.threads = options.threads;
+  share_threads(so, options.runtime, options.threads);
   train::JobInputs inputs;
   inputs.model = model;
   inputs.model_name = model_name;

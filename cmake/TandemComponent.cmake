@@ -58,8 +58,15 @@ function(tandem_add_component name)
     list(APPEND sources ${ARG_NOCUDA_SOURCES})
   endif()
   # Shared, so that a back end loaded on first use (the CUDA plugin, plugins/cuda) links the
-  # same single copy of the core that the program runs: one logger, one device registry.
-  add_library(${target} SHARED ${sources})
+  # same single copy of the core that the program runs: one logger, one device registry. The
+  # fuzz build links them statically, as each fuzz target takes only what its reader needs (and
+  # fuzz_config, instrumented for libFuzzer, crashed in the dynamic loader's relocation of its
+  # executable against the shared components); it builds no plugin.
+  if(TANDEM_FUZZ)
+    add_library(${target} STATIC ${sources})
+  else()
+    add_library(${target} SHARED ${sources})
+  endif()
   add_library(tandem::${name} ALIAS ${target})
   # The interface holds in the build tree only: the installed package exports the components
   # (libtandem.so needs them) but promises none of their headers or dependencies.

@@ -10,6 +10,7 @@ namespace tandem {
 
 class Actor;
 class ActorSystem;
+class ThreadBudget;
 
 class Scheduler {
  public:
@@ -56,6 +57,9 @@ struct WorkSharingOptions {
   std::chrono::microseconds slice = kRuntimeThreadSlice;
   // Whether idle workers run the system's timers (Scheduler::drives_timers).
   bool drive_timers = true;
+  // Threads shared with other systems (runtime/thread_budget.hpp): a worker runs an actor only
+  // while it holds one. Null: this system's workers answer to no one else.
+  std::shared_ptr<ThreadBudget> shared_threads;
 };
 
 // A fixed pool of workers sharing one ready queue. An actor woken by a worker runs next on

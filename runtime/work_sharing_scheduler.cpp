@@ -7,6 +7,7 @@
 
 #include "runtime/actor.hpp"
 #include "runtime/actor_system.hpp"
+#include "runtime/thread_budget.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -362,6 +363,17 @@ Actor* WorkSharingScheduler::park(Worker& self, Seen* seen, bool watch, bool& wo
   return actor;
 }
 
+bool WorkSharingScheduler::resume_within_budget(Actor& actor, std::size_t budget) {
+  ThreadBudget* shared = options_.shared_threads.get();
+  if (shared == nullptr) return resume(actor, budget);
+  shared->acquire();
+  struct Release {
+    ThreadBudget* b;
+    ~Release() { b->release(); }
+  } release{shared};
+  return resume(actor, budget);
+}
+
 void WorkSharingScheduler::run(std::size_t index) {
   Worker& self = workers_[index];
   if (options_.slice.count() > 0) (void)request_thread_slice(options_.slice);  // best effort
@@ -416,7 +428,7 @@ void WorkSharingScheduler::run(std::size_t index) {
       }
     }
     if (actor == nullptr) break;
-    if (resume(*actor, budget)) {
+    if (resume_within_budget(*actor, budget)) {
       // Yielded with work left: behind everyone else, for fairness, with a unit of the count.
       // The units it anchored (those of actors it woke here) are settled first: once it is in
       // the shared queue, another worker may take it and give its unit back.

@@ -87,7 +87,10 @@ SegmentResult run_segment(actors::PipelineSpec spec, const SegmentOptions& optio
   }
   const schedules::ScheduleParams sp = spec.plan.schedule;
   if (options.group != nullptr) options.group->prepare(spec, *options.placement, options.segment);
-  actors::Pipeline pipeline(std::move(spec), make_work_sharing({.workers = options.threads}));
+  if (options.shared_threads) spec.cpu_threads = static_cast<int>(options.shared_threads->size());
+  actors::Pipeline pipeline(
+      std::move(spec),
+      make_work_sharing({.workers = options.threads, .shared_threads = options.shared_threads}));
   SegmentResult out;
   out.pipeline = run_connected(pipeline, options);
   if (options.group != nullptr) {

@@ -12,10 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "actors/pipeline.hpp"
+#include "runtime/thread_budget.hpp"
 #include "train/stage_state.hpp"
 
 namespace tandem::train {
@@ -37,6 +39,10 @@ struct SegmentOptions {
   std::function<void(actors::Pipeline*)> on_running;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
+  // Threads shared with other sessions of the process (runtime/thread_budget.hpp): the workers
+  // run stages only while they hold one, and the cpu stages' kernels split its size, not the
+  // machine's cores. Null: none.
+  std::shared_ptr<ThreadBudget> shared_threads;
 };
 
 struct SegmentResult {

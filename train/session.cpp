@@ -210,7 +210,8 @@ TrainSummary Session::run(const std::function<void(const StepRecord&)>& on_recor
                                       .placement = placement_.get(),
                                       .segment = segment,
                                       .on_running = [this](actors::Pipeline* p) { stop_->set(p); },
-                                      .threads = options_.threads});
+                                      .threads = options_.threads,
+                                      .shared_threads = options_.shared_threads});
     if (snapshots) snapshots->finish();
     if (tracing) write_job_trace(trace, *options_.trace, options_.group);
     check_diverged(progress);

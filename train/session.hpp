@@ -23,6 +23,7 @@
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
 #include "models/param_set.hpp"
+#include "runtime/thread_budget.hpp"
 #include "schedules/plan.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluation.hpp"
@@ -77,6 +78,8 @@ struct SessionOptions {
   bool gather_weights = false;
   // Worker threads running this process's stages; 0: one per hardware thread.
   std::size_t threads = 0;
+  // Threads shared with other sessions (SegmentOptions::shared_threads); null: none.
+  std::shared_ptr<ThreadBudget> shared_threads;
   // Called on every rank after each checkpoint but the run's last (segment number, step):
   // true ends the run there, as a stop does (TrainSummary::stopped). Every rank of a job must
   // answer alike (train/elastic_job.hpp decides at rank 0 and tells the others).

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -385,6 +386,27 @@ struct Progress {
   EvalReport eval;
 };
 
+class ThreadBudget;
+
+// Threads that sessions share. A Session otherwise runs its stages on workers of its own
+// (TrainOptions::threads; 0: one per hardware thread), so two sessions at once would each take
+// every core. Sessions given the same Runtime run their stages' work on at most threads()
+// threads together, taking turns a handful of messages at a time, and their cpu stages' kernels
+// split threads() instead of the machine's cores. A handle: copies share the threads, and it may
+// be dropped before the sessions that use it.
+class Runtime {
+ public:
+  // `threads` >= 1 (std::invalid_argument otherwise).
+  explicit Runtime(std::size_t threads);
+  std::size_t threads() const;
+  // The most of its threads that ran stage work at the same moment, so far.
+  std::size_t peak_threads_in_use() const;
+
+ private:
+  friend struct RuntimeAccess;
+  std::shared_ptr<ThreadBudget> budget_;
+};
+
 // How a Session takes part in a job of several processes, said explicitly: a service that only
 // runs inside a launcher's environment (a Slurm step, a torchrun worker) does not join a job
 // unasked. The default is local().
@@ -477,6 +499,9 @@ struct ConfigRunOptions {
   // Called on one of Tandem's threads, in step order, on rank 0 only, never while another
   // call of it runs (serialised). Keep it short; it may call Session::stop().
   std::function<void(const Progress&)> on_progress;
+  // Threads shared with other sessions (Runtime); none: the session's own, one per hardware
+  // thread.
+  std::optional<Runtime> runtime{};
 };
 
 // The data a YAML config describes, for a session built in code: minibatch b of the training
@@ -513,6 +538,8 @@ struct TrainOptions {
   // never two calls of either at once. Keep it short; it may call Session::stop().
   std::function<void(const Metrics&)> on_metrics;
   std::size_t threads = 0;  // worker threads running the stages; 0: one per hardware thread
+  // Threads shared with other sessions; with it, `threads` 0 means the runtime's threads().
+  std::optional<Runtime> runtime{};
   // As ConfigRunOptions: checkpoints (the model is recorded by its name, describe()'s first
   // line, and every layer's line, which a resume must match: a zoo model's are a config's), a
   // checkpoint to continue from, a trace.

@@ -63,6 +63,8 @@ class WorkSharingScheduler final : public Scheduler {
   };
 
   void run(std::size_t index);
+  // resume(), holding one of options_.shared_threads while it runs (when there is one).
+  bool resume_within_budget(Actor& actor, std::size_t budget);
   void push_shared(Actor* actor);
   Actor* try_take(Worker& self, bool& local_unit);
   void settle(Worker& self);

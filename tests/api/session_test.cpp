@@ -420,6 +420,41 @@ TEST(EmbeddingApi, AnEmptyBatchWithoutAStopAndTwoDataSourcesAreRefused) {
 // start(): the run goes on a thread of its own. wait_for times out while the DataFn holds the
 // run, stop() through the handle ends it at a stop boundary, and wait() gives the result; a
 // run that fails gives its Error; a Session destroyed while its run goes on stops it.
+// Two sessions started at once on one Runtime of 2 threads: each trains exactly as it does
+// alone on threads of its own, and at most 2 threads ran their stages at any moment.
+TEST(EmbeddingApi, TwoSessionsSharingATwoThreadRuntimeTrainAsEachDoesAlone) {
+  Fixture f;
+  const tandem::Plan flush =
+      tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  const tandem::Plan async = pipedream_2_1();
+  const auto alone = [&](const tandem::Plan& plan) {
+    tandem::Session s(f.model, options_for(plan, 12));
+    return s.run().losses;
+  };
+  const std::vector<double> flush_alone = alone(flush);
+  const std::vector<double> async_alone = alone(async);
+
+  const tandem::Runtime runtime(2);
+  EXPECT_THROW(tandem::Runtime(0), std::invalid_argument);
+  const auto shared = [&](const tandem::Plan& plan) {
+    tandem::TrainOptions o = options_for(plan, 12);
+    o.threads = 0;  // the runtime's
+    o.runtime = runtime;
+    return o;
+  };
+  tandem::Session a(f.model, shared(flush));
+  tandem::Session b(f.model, shared(async));
+  const tandem::Run ra = a.start();
+  const tandem::Run rb = b.start();
+  const tandem::TrainResult got_a = ra.wait();
+  const tandem::TrainResult got_b = rb.wait();
+  EXPECT_EQ(got_a.losses, flush_alone);
+  EXPECT_EQ(got_b.losses, async_alone);
+  EXPECT_EQ(runtime.threads(), 2u);
+  EXPECT_GE(runtime.peak_threads_in_use(), 1u);
+  EXPECT_LE(runtime.peak_threads_in_use(), 2u);
+}
+
 TEST(EmbeddingApi, AStartedRunIsWaitedForWithATimeoutAndStoppedThroughItsHandle) {
   using namespace std::chrono_literals;
   Fixture f;
