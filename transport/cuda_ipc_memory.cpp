@@ -12,11 +12,16 @@ namespace {
 
 std::atomic<const CudaIpcBackend*> registered{nullptr};
 
-// The plugin's functions, loading it first; throws CudaIpcRefused naming `what` without it.
-const CudaIpcBackend& backend(const char* what) {
-  if (const CudaIpcBackend* b = registered.load(std::memory_order_acquire)) return *b;
+// The plugin's functions, loading it first; null without it.
+const CudaIpcBackend* loaded_backend() {
+  if (const CudaIpcBackend* b = registered.load(std::memory_order_acquire)) return b;
   (void)detail::cuda_backend();  // loads the CUDA plugin, which registers its backend
-  if (const CudaIpcBackend* b = registered.load(std::memory_order_acquire)) return *b;
+  return registered.load(std::memory_order_acquire);
+}
+
+// The same; throws CudaIpcRefused naming `what` without it.
+const CudaIpcBackend& backend(const char* what) {
+  if (const CudaIpcBackend* b = loaded_backend()) return *b;
   std::string why = plugin_problem("cuda");
   if (why.empty()) why = "the CUDA plugin has no IPC calls";
   throw CudaIpcRefused(std::string(what) + ": this build has no CUDA backend (" + why + ")");
@@ -29,9 +34,7 @@ void register_cuda_ipc_backend(const CudaIpcBackend* b) {
 }
 
 bool cuda_ipc_built() {
-  if (registered.load(std::memory_order_acquire) != nullptr) return true;
-  (void)detail::cuda_backend();
-  return registered.load(std::memory_order_acquire) != nullptr;
+  return loaded_backend() != nullptr;
 }
 
 CudaIpcTensor cuda_ipc_export(const Tensor& t) {
