@@ -90,8 +90,11 @@ include(GoogleTest)
 function(tandem_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest_main GTest::gtest)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} tandem_test_crash_report GTest::gtest_main
+                        GTest::gtest)
   tandem_target_defaults(${name})
+  # -rdynamic: the crash report's stack names the test's own functions.
+  set_target_properties(${name} PROPERTIES ENABLE_EXPORTS ON)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
