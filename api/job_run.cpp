@@ -25,10 +25,12 @@
 #include "train/config.hpp"
 #include "train/elastic_job.hpp"
 #include "train/job_error.hpp"
+#include "train/job_plan.hpp"
 #include "train/job_rules.hpp"
 #include "train/model_file.hpp"
 #include "train/predict.hpp"
 #include "train/process_group.hpp"
+#include "train/schedule_choice.hpp"
 #include "train/session.hpp"
 
 namespace tandem::api {
@@ -236,8 +238,25 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
   job.cluster = internal_cluster(o.cluster);
   job.pipeline = pipeline_layout(o.plan);
   check_rules(job);
+  if (o.plan.minibatch < 1) {
+    throw plan_error("plan.minibatch", "must be >= 1, got " + std::to_string(o.plan.minibatch));
+  }
+  if (o.minibatches < 1) {
+    throw option_error("TrainOptions.minibatches",
+                       "must be >= 1, got " + std::to_string(o.minibatches));
+  }
+  if (job.pipeline->schedule == "auto") {
+    train::ScheduleChoiceInputs inputs;
+    inputs.allow_async = o.plan.allow_async;
+    try {
+      (void)train::choose_schedule(*job.pipeline, job.train.minibatch, model, inputs);
+    } catch (const train::JobError& e) {
+      throw plan_error("plan.schedule", e.detail());
+    }
+  }
   try {
-    (void)internal_plan(o.plan, o.minibatches, model.num_layers());
+    (void)train::pipeline_plan(*job.pipeline, job.train.minibatch, model.num_layers(),
+                               o.minibatches);
   } catch (const schedules::ScheduleError& e) {
     throw Error(ErrorCode::plan, e.what());  // names the plan's stage or field already
   }
@@ -257,8 +276,19 @@ struct JobRun::State {
   std::mutex mu;
   std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
   Clock::time_point start;
+  // The schedule that runs and its slices (TrainResult::schedule, slices).
+  Schedule schedule = Schedule::one_f_one_b;
+  int slices = 1;
   bool ran = false;
   bool failed = false;  // run() threw
+
+  void runs_as(const std::optional<train::PipelineLayout>& pipeline) {
+    if (!pipeline) return;  // one cpu stage, one slice
+    schedule = api_schedule(pipeline->schedule);
+    slices = !pipeline->compositions.empty() ? 0
+             : pipeline->slices.empty()      ? 1
+                                             : static_cast<int>(pipeline->slices.front());
+  }
   // Held while on_metrics or on_progress runs: the application's callbacks never overlap,
   // whichever library thread calls them.
   std::mutex callback_mu;
@@ -293,6 +323,7 @@ JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
     : state_(std::make_unique<State>()) {
   state_->on_progress = std::move(options.on_progress);
   const train::Config config = read_config(config_source);
+  state_->runs_as(config.pipeline);
   train::SessionOptions so = session_options(
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
   share_threads(so, options.runtime, 0);
@@ -332,6 +363,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   state_->on_progress = std::move(options.on_progress);
   state_->on_metrics = std::move(options.on_metrics);
   const train::JobSpec job = code_job(model, options);
+  state_->runs_as(job.pipeline);
   train::SessionOptions so =
       session_options({0, options.checkpoints, options.resume, options.trace}, "TrainOptions");
   share_threads(so, options.runtime, options.threads);
@@ -377,6 +409,8 @@ TrainResult JobRun::partial_result() {
   train::ElasticJob& job = *state_->job;
   TrainResult out;
   out.status = RunStatus::failed;
+  out.schedule = state_->schedule;
+  out.slices = state_->slices;
   out.first_minibatch = job.session().first_step();
   out.resume_note = job.session().resume_note();
   {
@@ -414,6 +448,8 @@ TrainResult JobRun::run_job() {
   train::ProcessGroup* group = job.group();
   job.shutdown();
   TrainResult out;
+  out.schedule = state_->schedule;
+  out.slices = state_->slices;
   out.first_minibatch = s.first_step;
   out.resume_note = job.session().resume_note();
   out.minibatches = s.steps - s.first_step;

@@ -7,6 +7,7 @@
 namespace tandem {
 
 std::string_view to_string(Schedule schedule) {
+  if (schedule == Schedule::automatic) return "auto";
   return schedules::to_string(api::schedule_kind(schedule));
 }
 

@@ -6,7 +6,6 @@
 #include "api/error_translation.hpp"
 #include "models/delay_correction.hpp"
 #include "runtime/device.hpp"
-#include "train/job_plan.hpp"
 
 namespace tandem::api {
 
@@ -38,6 +37,23 @@ models::AsyncCorrection async_correction(AsyncCorrection c) {
                    "unknown tandem::AsyncCorrection value " + std::to_string(static_cast<int>(c)));
 }
 
+// Schedule::automatic chooses what these fields fix, as `schedule: auto` refuses the keys.
+void check_automatic(const Plan& plan) {
+  if (plan.chunks != 1) {
+    throw plan_error("plan.chunks",
+                     "Schedule::automatic chooses the chunks (2 for interleaved "
+                     "and zb_v)");
+  }
+  if (plan.rematerialize) {
+    throw plan_error("plan.rematerialize",
+                     "Schedule::automatic ranks gpipe with and without re-materialization");
+  }
+  if (!plan.compositions.empty()) {
+    throw plan_error("plan.compositions",
+                     "Schedule::automatic picks UMPIPE's slices itself where it ranks umpipe");
+  }
+}
+
 }  // namespace
 
 schedules::ScheduleKind schedule_kind(Schedule schedule) {
@@ -65,16 +81,35 @@ schedules::ScheduleKind schedule_kind(Schedule schedule) {
       return K::zb_2p;
     case Schedule::umpipe:
       return K::umpipe;
+    case Schedule::automatic:
+      throw plan_error("plan.schedule",
+                       "Schedule::automatic names no schedule until one is chosen");
   }
   throw plan_error("plan.schedule",
                    "unknown tandem::Schedule value " + std::to_string(static_cast<int>(schedule)));
 }
 
+Schedule api_schedule(std::string_view name) {
+  for (int s = 0; s <= static_cast<int>(Schedule::automatic); ++s) {
+    if (to_string(static_cast<Schedule>(s)) == name) return static_cast<Schedule>(s);
+  }
+  throw Error(ErrorCode::internal, "no tandem::Schedule is named '" + std::string(name) + "'");
+}
+
 train::PipelineLayout pipeline_layout(const Plan& plan) {
   if (plan.stages.empty()) throw plan_error("plan.stages", "no stages");
   train::PipelineLayout layout;
-  layout.schedule = std::string(schedules::to_string(schedule_kind(plan.schedule)));
   layout.slices = {plan.slices};
+  if (plan.schedule == Schedule::automatic) {
+    check_automatic(plan);
+    layout.schedule = "auto";
+    if (plan.slices == 1) layout.slices.clear();  // the ranking picks each schedule's count
+  } else {
+    if (plan.allow_async) {
+      throw plan_error("plan.allow_async", "applies to Schedule::automatic only");
+    }
+    layout.schedule = std::string(schedules::to_string(schedule_kind(plan.schedule)));
+  }
   layout.chunks = plan.chunks;
   layout.rematerialize = plan.rematerialize;
   layout.relay_skips = plan.relay_skips;
@@ -114,17 +149,6 @@ train::PipelineLayout pipeline_layout(const Plan& plan) {
     layout.stages.push_back(std::move(spec));
   }
   return layout;
-}
-
-schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches, int num_layers) {
-  if (plan.minibatch < 1) {
-    throw plan_error("plan.minibatch", "must be >= 1, got " + std::to_string(plan.minibatch));
-  }
-  if (minibatches < 1) {
-    throw option_error("TrainOptions.minibatches",
-                       "must be >= 1, got " + std::to_string(minibatches));
-  }
-  return train::pipeline_plan(pipeline_layout(plan), plan.minibatch, num_layers, minibatches);
 }
 
 }  // namespace tandem::api

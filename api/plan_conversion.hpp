@@ -1,6 +1,8 @@
 #pragma once
 // From the embedding API's plan to the one the actors run: kept apart from both so that either
 // side can change without the other.
+#include <string_view>
+
 #include "schedules/plan.hpp"
 #include "schedules/schedule_kind.hpp"
 #include "tandem/tandem.hpp"
@@ -8,15 +10,13 @@
 
 namespace tandem::api {
 
+// Throws tandem::Error (ErrorCode::plan) for Schedule::automatic, which names no schedule.
 schedules::ScheduleKind schedule_kind(Schedule schedule);
+// The API's Schedule of a config's schedule name ("1f1b", "2bw", "auto", ...).
+Schedule api_schedule(std::string_view name);
 
 // The API's plan as a job's pipeline layout (train/job_spec.hpp). Throws tandem::Error
 // (ErrorCode::plan) naming the stage and field of an empty stage or an unknown device.
 train::PipelineLayout pipeline_layout(const Plan& plan);
-
-// A plan of `minibatches` minibatches for a model of `num_layers` layers, through the one
-// conversion every job takes (train/job_plan.hpp). Throws tandem::Error naming the field,
-// schedules::ScheduleError for what the schedule or the model's layers refuse.
-schedules::Plan internal_plan(const Plan& plan, std::int64_t minibatches, int num_layers);
 
 }  // namespace tandem::api

@@ -32,6 +32,7 @@
 #include "train/config_ties.hpp"
 #include "train/job_plan.hpp"
 #include "train/job_rules.hpp"
+#include "train/schedule_choice.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::train {
@@ -983,21 +984,14 @@ planner::RankingOptions ranking_options(ConfigMap& m, const PipelineLayout& p, i
 }
 
 // `schedule: auto`: the ranking's pick becomes the pipeline's schedule; with none, the error
-// says why each candidate was dropped.
+// says why each candidate was dropped, at the schedule's line.
 const schedules::Plan& adopt_pick(ConfigMap& m, const planner::ScheduleRanking& ranking,
                                   PipelineLayout& p) {
-  const planner::RankedSchedule* pick = ranking.pick();
-  if (pick == nullptr) {
-    std::string reasons;
-    for (const planner::RankedSchedule& e : ranking.entries) {
-      reasons += "\n  " + e.name() + ": " + e.dropped;
-    }
-    m.fail("schedule", "auto found no schedule for this pipeline:" + reasons);
+  try {
+    return train::adopt_pick(ranking, p);
+  } catch (const JobError& e) {
+    m.fail("schedule", e.detail());
   }
-  p.schedule = std::string(schedules::to_string(pick->kind));
-  p.rematerialize = pick->rematerialize;
-  p.chunks = pick->planned.plan.schedule.chunks;
-  return pick->planned.plan;
 }
 
 // The stages of a plan the planner made, checked like stages written by hand; slices too, where
@@ -1108,28 +1102,17 @@ void note_profile_fit(bool measured, const planner::Profile& profile, const Pipe
 void rank_config_stages(ConfigMap& m, PipelineLayout& p, int64_t minibatch,
                         const models::Model& model,
                         std::optional<planner::ScheduleRanking>& ranking) {
-  const planner::Profile profile =
-      m.has("profile") ? read_profile(m, model.num_layers()) : flop_profile(model, minibatch);
-  std::vector<schedules::StagePlan> cut;
-  int devices = 0;
-  for (const StageSpec& st : p.stages) {
-    schedules::StagePlan sp;
-    sp.layers = {static_cast<int>(st.first_layer),
-                 static_cast<int>(st.last_layer < 0 ? model.num_layers() : st.last_layer + 1)};
-    sp.replicas.assign(static_cast<size_t>(st.replicas), schedules::Placement{"", st.device.str()});
-    devices += static_cast<int>(st.replicas);
-    cut.push_back(std::move(sp));
+  ScheduleChoiceInputs inputs;
+  if (m.has("profile")) inputs.profile = read_profile(m, model.num_layers());
+  if (m.has("cluster")) inputs.cluster = read_cluster(m);
+  inputs.allow_async = m.get_or<bool>("allow_async", false);
+  try {
+    ranking = choose_schedule(p, minibatch, model, inputs);
+  } catch (const JobError& e) {
+    m.fail("schedule", e.detail());
   }
-  planner::Cluster cluster;
-  if (m.has("cluster")) {
-    cluster = read_cluster(m);
-  } else {
-    cluster.levels.push_back({"device", devices, std::numeric_limits<double>::infinity()});
-  }
-  ranking = planner::rank_on_cut(profile, cluster, cut, ranking_options(m, p, minibatch));
-  note_profile_fit(m.has("profile"), profile, p, *ranking);
-  const schedules::Plan& plan = adopt_pick(m, *ranking, p);
-  slices_of_plan(plan, p);
+  note_profile_fit(m.has("profile"), inputs.profile ? *inputs.profile : planner::Profile{}, p,
+                   *ranking);
 }
 
 // `schedule: auto` chooses what these keys would fix, and `allow_async` applies to it only.

@@ -215,9 +215,15 @@ enum class Schedule {
   zb_v,             // zero bubble V: two chunks per device in V order (chunks = 2)
   zb_2p,            // zero bubble at twice 1F1B's activations
   umpipe,           // UMPIPE with equal slices
+  // A config's `schedule: auto`: before the run, every schedule that can run the plan's stages
+  // is timed by the planner's simulator on the model's FLOP counts (free links between the
+  // devices) and the fastest runs, with its chunks, re-materialization and, where `slices` is 1,
+  // its slice count; TrainResult::schedule says which. Asynchronous schedules take part only
+  // with Plan::allow_async. `chunks`, `rematerialize` and `compositions` stay at their defaults.
+  automatic,
 };
 
-// Names as in Tandem's configs: "gpipe", "1f1b", "pipedream", "2bw", ...
+// Names as in Tandem's configs: "gpipe", "1f1b", "pipedream", "2bw", ..., "auto".
 std::string_view to_string(Schedule schedule);
 
 struct Stage {
@@ -256,6 +262,8 @@ struct Plan {
   bool relay_skips = false;
   // pipedream, pipedream_vsync and pipedream_2bw only.
   AsyncCorrection async_correction = AsyncCorrection::none;
+  // Schedule::automatic only: rank the asynchronous schedules too (a config's allow_async).
+  bool allow_async = false;
 
   // `stages` stages of as equal layer counts as can be (the first ones take the remainder),
   // one cpu replica each.
@@ -590,6 +598,10 @@ enum class RunStatus {
 
 struct TrainResult {
   RunStatus status = RunStatus::completed;
+  // The schedule that ran and its slices per minibatch (0: UMPIPE's unequal slices): the plan's,
+  // or Schedule::automatic's pick.
+  Schedule schedule = Schedule::one_f_one_b;
+  int slices = 1;
   std::int64_t minibatches = 0;  // that ran: all of them, or fewer after stop() or a failure
   std::vector<double> losses;    // mean loss of every minibatch that ran, in order
   double seconds = 0;

@@ -273,6 +273,77 @@ TEST(CodeJobTwin, EveryOptionOfAConfigSetInCodeTrainsAsItsYamlTwin) {
   }
 }
 
+// `schedule: auto` and Schedule::automatic: one ranking chooses for both front ends (the same
+// pick, slices and chunks), and the two runs are bit-identical; TrainResult says what ran.
+TEST(CodeJobTwin, AnAutomaticScheduleInCodeChoosesAsTheConfigsAuto) {
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "allow_async" : "synchronous only");
+    TempDir dir;
+    const fs::path config = dir.write(
+        "auto.yaml",
+        std::string("model: {name: mlp, widths: [8, 32, 32, 32, 4]}\n"
+                    "data: {kind: teacher, samples: 2048, seed: 1, hidden: 8}\n"
+                    "train: {minibatch: 32, steps: 4, seed: 3, optimizer: {kind: sgd, lr: 0.05}}\n"
+                    "pipeline:\n  schedule: auto\n") +
+            (async ? "  allow_async: true\n" : "") +
+            "  stages:\n    - {layers: \"0-1\"}\n    - {layers: \"2-3\"}\n");
+    const TrainResult a = Session(config.string()).run();
+    EXPECT_NE(a.schedule, Schedule::automatic);
+
+    const ConfigData cd = config_data(config.string());
+    TrainOptions o;
+    o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::automatic, 32);
+    o.plan.allow_async = async;
+    o.minibatches = 4;
+    o.optimizer = SgdOptions{.lr = 0.05};
+    o.seed = 3;
+    o.data = cd.data;
+    const TrainResult b = Session(Model::mlp({8, 32, 32, 32, 4}), o).run();
+    EXPECT_EQ(b.schedule, a.schedule) << to_string(a.schedule) << " vs " << to_string(b.schedule);
+    EXPECT_EQ(b.slices, a.slices);
+    if (!async) {  // a flush schedule over slices of the minibatch
+      EXPECT_NE(b.schedule, Schedule::pipedream);
+      EXPECT_NE(b.schedule, Schedule::pipedream_vsync);
+      EXPECT_NE(b.schedule, Schedule::pipedream_2bw);
+      EXPECT_GT(b.slices, 1);
+    }
+    EXPECT_EQ(b.losses, a.losses);
+    EXPECT_EQ(b.weights_fingerprint, a.weights_fingerprint);
+  }
+}
+
+// What Schedule::automatic chooses itself is refused when fixed, and allow_async without it.
+TEST(CodeJobTwin, AnAutomaticScheduleRefusesTheFieldsItChooses) {
+  const ConfigData cd = config_data(Config::text(kFlush));
+  const auto refused = [&](const std::function<void(TrainOptions&)>& edit) {
+    TrainOptions o;
+    o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::automatic, 32);
+    o.minibatches = 2;
+    o.data = cd.data;
+    edit(o);
+    try {
+      Session s(Model::mlp({8, 32, 32, 32, 4}), o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::plan) << e.what();
+      return e.where().key;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused([](TrainOptions&) {}), "accepted");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.plan.chunks = 2; }), "plan.chunks");
+  EXPECT_EQ(refused([](TrainOptions& o) { o.plan.rematerialize = true; }), "plan.rematerialize");
+  EXPECT_EQ(refused([](TrainOptions& o) {
+              o.plan.compositions = {{{32}, {32}}, {{32}, {32}}};
+            }),
+            "plan.compositions");
+  EXPECT_EQ(refused([](TrainOptions& o) {
+              o.plan.schedule = Schedule::gpipe;
+              o.plan.allow_async = true;
+            }),
+            "plan.allow_async");
+  EXPECT_EQ(to_string(Schedule::automatic), "auto");
+}
+
 // The rules a config's keys meet hold for the same options set in code, named as options.
 TEST(CodeJobTwin, OptionsBreakingAConfigsRulesAreRefusedByName) {
   const ConfigData cd = config_data(Config::text(kFlush));
