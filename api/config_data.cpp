@@ -4,19 +4,19 @@
 #include <utility>
 #include <vector>
 
-#include "actors/dataset_source.hpp"
 #include "api/config_reading.hpp"
 #include "models/model.hpp"
 #include "tandem/tandem.hpp"
 #include "train/config.hpp"
+#include "train/job_inputs.hpp"
 #include "train/train_data.hpp"
 
 namespace tandem {
 namespace {
 
 // Minibatch b of `source` as the application sees it: whole inputs and targets.
-Batch whole_batch(const actors::DataSource& source, std::int64_t b) {
-  const actors::MinibatchData d = source(b);
+Batch whole_batch(const train::DataSource& source, std::int64_t b) {
+  const train::MinibatchData d = source(b);
   const schedules::Slice all{0, d.samples()};
   return {d.rows(all, false), d.rows(all, true)};
 }
@@ -43,7 +43,7 @@ ConfigData config_data(const Config& config_source) {
   }
   ConfigData out;
   out.minibatch = config.train.minibatch;
-  out.data = [source = actors::dataset_source(sets.train, model, out.minibatch, config.train.seed)](
+  out.data = [source = train::dataset_source(sets.train, model, out.minibatch, config.train.seed)](
                  std::int64_t b) { return whole_batch(source, b); };
   if (sets.eval) {
     const std::int64_t n = std::min(config.train.eval->samples, sets.eval->size());

@@ -81,11 +81,11 @@ Batch checked(Batch batch, std::int64_t b, const models::Model& model, std::int6
   return batch;
 }
 
-actors::DataSource data_source(StoppableDataFn fn, std::shared_ptr<actors::FetchStop> stop,
-                               const models::Model& model, std::int64_t minibatch,
-                               std::int64_t accumulate) {
+train::DataSource data_source(StoppableDataFn fn, std::shared_ptr<train::FetchStop> stop,
+                              const models::Model& model, std::int64_t minibatch,
+                              std::int64_t accumulate) {
   return [fn = std::move(fn), stop = std::move(stop), model, minibatch,
-          accumulate](std::int64_t b) -> actors::MinibatchData {
+          accumulate](std::int64_t b) -> train::MinibatchData {
     const std::stop_token token = stop ? stop->token() : std::stop_token();
     std::vector<Tensor> inputs, targets;
     for (std::int64_t i = 0; i < accumulate; ++i) {
@@ -98,11 +98,11 @@ actors::DataSource data_source(StoppableDataFn fn, std::shared_ptr<actors::Fetch
       targets.push_back(std::move(batch.targets));
     }
     if (accumulate == 1) {
-      return actors::MinibatchData::whole(std::move(inputs.front()), std::move(targets.front()));
+      return train::MinibatchData::whole(std::move(inputs.front()), std::move(targets.front()));
     }
     const models::Kernels& k = models::cpu_kernels();
-    return actors::MinibatchData::whole(models::concat_rows(k, inputs),
-                                        models::concat_rows(k, targets));
+    return train::MinibatchData::whole(models::concat_rows(k, inputs),
+                                       models::concat_rows(k, targets));
   };
 }
 

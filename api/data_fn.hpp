@@ -5,11 +5,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "actors/fetch_stop.hpp"
-#include "actors/minibatch_data.hpp"
 #include "models/data/dataset.hpp"
 #include "models/model.hpp"
 #include "tandem/tandem.hpp"
+#include "train/job_inputs.hpp"
 
 namespace tandem::api {
 
@@ -25,9 +24,9 @@ Batch checked(Batch batch, std::int64_t b, const models::Model& model, std::int6
 // Step b's data: minibatches b * accumulate .. b * accumulate + accumulate - 1 of `fn`, each
 // checked, stacked in that order. `fn` gets the token of `stop`'s fetch in progress (none when
 // null); an empty Batch once it is stopped declines the step (an empty MinibatchData).
-actors::DataSource data_source(StoppableDataFn fn, std::shared_ptr<actors::FetchStop> stop,
-                               const models::Model& model, std::int64_t minibatch,
-                               std::int64_t accumulate = 1);
+train::DataSource data_source(StoppableDataFn fn, std::shared_ptr<train::FetchStop> stop,
+                              const models::Model& model, std::int64_t minibatch,
+                              std::int64_t accumulate = 1);
 
 // `minibatches` minibatches of `fn` as a dataset of minibatch * minibatches samples, read in
 // whole minibatches (what train::evaluate_params asks for when its chunk is the minibatch).

@@ -104,9 +104,9 @@ Progress progress_of(const train::StepRecord& r) {
   return p;
 }
 
-std::vector<StageReport> stage_reports(const std::vector<actors::StageStats>& stats) {
+std::vector<StageReport> stage_reports(const std::vector<train::StageStats>& stats) {
   std::vector<StageReport> out;
-  for (const actors::StageStats& st : stats) {
+  for (const train::StageStats& st : stats) {
     if (st.actions == 0 && st.device_name.empty()) continue;  // another rank's, not gathered
     out.push_back({st.stage, st.replica, st.device_name, st.actions, st.busy_s,
                    static_cast<std::int64_t>(st.peak_versions),
@@ -294,12 +294,12 @@ struct JobRun::State {
   std::mutex callback_mu;
 
   // What train::JobInputs::on_minibatch calls: on_minibatch below (the state outlives the run).
-  std::function<void(std::int64_t, const actors::MinibatchReport&)> reporter() {
-    return [this](std::int64_t b, const actors::MinibatchReport& r) { on_minibatch(b, r); };
+  std::function<void(std::int64_t, const train::MinibatchReport&)> reporter() {
+    return [this](std::int64_t b, const train::MinibatchReport& r) { on_minibatch(b, r); };
   }
 
   // On a pipeline thread, as each minibatch's loss completes.
-  void on_minibatch(std::int64_t b, const actors::MinibatchReport& r) {
+  void on_minibatch(std::int64_t b, const train::MinibatchReport& r) {
     {
       std::lock_guard lock(mu);
       losses[b] = r.loss;
@@ -370,7 +370,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   train::JobInputs inputs;
   inputs.model = model;
   inputs.model_name = model_name;
-  inputs.fetch_stop = std::make_shared<actors::FetchStop>();
+  inputs.fetch_stop = std::make_shared<train::FetchStop>();
   inputs.data = data_source(std::move(data), inputs.fetch_stop, model, options.plan.minibatch,
                             options.accumulate);
   if (options.eval_data) {

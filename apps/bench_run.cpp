@@ -12,8 +12,6 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "actors/dataset_source.hpp"
-#include "actors/stage_edges.hpp"
 #include "apps/dry_run.hpp"
 #include "apps/trace_summary.hpp"
 #include "apps/trainer_report.hpp"
@@ -116,18 +114,18 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
           "{}: the profile has {} layers, the config's model {} has {}", options.profile->string(),
           profile.layers.size(), config.model.describe(), model.num_layers()));
     }
-    sim = sim_costs_from_profile(profile, slice);
+    sim = train::sim_costs_from_profile(profile, slice);
     out.durations = fmt::format("sim durations from the profile {} at {:.4g} samples per slice",
                                 options.profile->string(), slice);
   } else {
-    sim = sim_costs_from_flops(model, slice);
+    sim = train::sim_costs_from_flops(model, slice);
     out.durations = fmt::format(
         "sim durations from FLOP counts at {:.0f} GFLOP/s, {:.4g} samples per slice (no "
         "--profile)",
         kDryRunFlopsPerSecond / 1e9, slice);
   }
   const auto vstages = ts::virtual_stage_layers(plan, model.num_layers());
-  ts::SimulationCosts costs = sim_simulation_costs(sim, vstages);
+  ts::SimulationCosts costs = train::sim_simulation_costs(sim, vstages);
   if (options.link_gbit_s > 0 || options.link_latency_us > 0) {
     // What a sim tensor costs on the wire: its data's size (transport/wire_message.hpp). A
     // chain's stage sends its output on; a graph's tensors travel along its edges, straight to
@@ -137,7 +135,7 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
     for (std::size_t v = 0; v < vstages.size(); ++v) {
       costs.stages[v].output_bytes = wire * cuts.at(static_cast<std::size_t>(vstages[v].end - 1));
     }
-    costs.edges = sim_edge_bytes(model, vstages, config.pipeline->relay_skips, wire);
+    costs.edges = train::sim_edge_bytes(model, vstages, config.pipeline->relay_skips, wire);
     costs.latency = options.link_latency_us / 1e3;
     if (options.link_gbit_s > 0) {
       costs.bandwidth = options.link_gbit_s * 1e9 / 8 / 1e3;
@@ -150,24 +148,8 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
   const ts::ActionList list = ts::Schedule(plan.schedule).materialize();
   const ts::SimulationResult predicted = ts::simulate(list, costs);
 
-  const train::TrainData data = train::load_train_data(config, model);
-  actors::PipelineSpec spec =
-      sim_pipeline_spec(model, plan, sim,
-                        actors::dataset_source(data.train, model, config.train.minibatch,
-                                               config.train.seed, Device::sim()));
-  spec.relay_skips = config.pipeline && config.pipeline->relay_skips;
-  spec.wire_dtype = train::wire_dtype(config);
   train::ProcessGroup* const group = options.group;
-  std::unique_ptr<train::ProcessPlacement> placement;
-  if (group != nullptr) {
-    placement = std::make_unique<train::ProcessPlacement>(config, plan, group->world_size());
-  }
-  // Rank 0 reports every replica: the others hand it their statistics.
-  const actors::PipelineResult result =
-      train::run_segment(
-          std::move(spec),
-          {.group = group, .placement = placement.get(), .segment = 0, .gather_state = false})
-          .pipeline;
+  const train::SimRun result = train::run_sim(config, model, plan, sim, group);
   if (group != nullptr) {
     out.processes = group->world_size();
     out.rank = group->rank();
@@ -187,7 +169,7 @@ BenchReport bench_sim(const train::Config& config, const BenchOptions& options) 
   out.samples_per_s = result.seconds > 0 ? samples / result.seconds : 0;
   out.predicted_samples_per_s = predicted.makespan > 0 ? 1e3 * samples / predicted.makespan : 0;
   double busy = 0;
-  for (const actors::StageStats& st : result.stages) {
+  for (const train::StageStats& st : result.stages) {
     const auto d = static_cast<std::size_t>(st.device);
     BenchReplica r{st.device, st.stage, st.replica, st.device_name, st.actions, st.busy_s, 0, 0};
     r.utilization = result.seconds > 0 ? std::clamp(st.busy_s / result.seconds, 0.0, 1.0) : 0;
@@ -248,7 +230,7 @@ BenchReport bench_trained(train::Config config, const BenchOptions& options) {
           ? static_cast<double>(s.steps * out.minibatch) / t.predicted_makespan_s
           : 0;
   double busy = 0;
-  for (const actors::StageStats& st : s.stages) {
+  for (const train::StageStats& st : s.stages) {
     const auto d = static_cast<std::size_t>(st.device);
     BenchReplica r{st.device, st.stage, st.replica, st.device_name, st.actions, st.busy_s, 0, 0};
     r.utilization =
@@ -274,85 +256,6 @@ BenchReport bench_trained(train::Config config, const BenchOptions& options) {
 }
 
 }  // namespace
-
-models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double slice_samples,
-                                        double optimizer_step_ms) {
-  if (!(slice_samples > 0) || profile.minibatch <= 0) {
-    throw std::invalid_argument(fmt::format(
-        "sim_costs_from_profile: slice of {} samples, profile minibatch {}: both must be positive",
-        slice_samples, profile.minibatch));
-  }
-  const double scale = slice_samples / profile.minibatch;
-  models::SimCosts c;
-  const auto on_slice = [scale](const planner::OpTime& op) { return op.fixed + op.scaled * scale; };
-  for (const planner::LayerProfile& l : profile.layers) {
-    const planner::LayerOpTimes t = planner::layer_op_times(l);
-    c.forward_ms.push_back(on_slice(t.forward));
-    c.backward_input_ms.push_back(on_slice(t.backward_input));
-    c.backward_weight_ms.push_back(on_slice(t.backward_weight));
-    c.step_ms.push_back(l.step_ms);
-  }
-  c.optimizer_step_ms = optimizer_step_ms;
-  return c;
-}
-
-models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples) {
-  const std::vector<Shape> inputs = model.input_shapes(1);
-  const double ms = slice_samples * 1e3 / kDryRunFlopsPerSecond;
-  models::SimCosts c;
-  for (int l = 0; l < model.num_layers(); ++l) {
-    const models::LayerCost cost = model.layer(l).cost(inputs[static_cast<std::size_t>(l)]);
-    c.forward_ms.push_back(cost.forward_flops * ms);
-    c.backward_input_ms.push_back(cost.backward_input_flops * ms);
-    c.backward_weight_ms.push_back(cost.backward_weight_flops * ms);
-  }
-  return c;
-}
-
-ts::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
-                                         const std::vector<ts::LayerRange>& vstages) {
-  ts::SimulationCosts c;
-  for (const auto& r : vstages) {
-    double f = 0, b = 0, w = 0, step = 0;
-    for (int i = r.begin; i < r.end; ++i) {
-      f += sim.forward(i);
-      if (i > 0) b += sim.backward_input(i);
-      w += sim.backward_weight(i);
-      step += sim.layer_step(i);
-    }
-    c.stages.push_back({.forward = f, .backward = b, .weight = w, .step = step});
-  }
-  c.step = sim.optimizer_step_ms;
-  c.sync = 0;
-  c.latency = 0;
-  return c;
-}
-
-std::vector<ts::EdgeBytes> sim_edge_bytes(const models::Model& model,
-                                          const std::vector<ts::LayerRange>& vstages, bool relay,
-                                          double wire_bytes) {
-  const std::vector<Shape> outputs = model.activation_shapes(1);
-  std::vector<ts::EdgeBytes> out;
-  for (const ts::TensorEdge& e : actors::tensor_edges(model, vstages, relay)) {
-    const Shape& shape = e.item == models::Model::kModelInput
-                             ? model.input_shape(1)
-                             : outputs.at(static_cast<std::size_t>(e.item));
-    double elements = 1;
-    for (const std::int64_t d : shape) elements *= static_cast<double>(d);
-    out.push_back({e, wire_bytes * elements});
-  }
-  return out;
-}
-
-actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const ts::Plan& plan,
-                                       const models::SimCosts& sim, actors::DataSource data) {
-  actors::PipelineSpec spec;
-  spec.model = &model;
-  spec.plan = plan;
-  spec.sim_costs = sim;
-  spec.data = std::move(data);
-  return spec;
-}
 
 namespace {
 

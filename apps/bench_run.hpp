@@ -6,9 +6,7 @@
 // runtime's own overhead beyond compute and message delays. Stages on sim compute nothing: each
 // op ends by a timer after its duration (from a profile, or from FLOP counts), and the
 // prediction uses exactly those durations.
-//
-// The sim pieces are public so that benches/pipeline_sim_bench.cpp times the same thing with
-// the same conversion from a profile.
+// The sim pieces are train/sim_run.hpp's.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
@@ -16,54 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "actors/minibatch_data.hpp"
-#include "actors/pipeline.hpp"
 #include "models/model.hpp"
-#include "models/sim_costs.hpp"
 #include "planner/profile.hpp"
 #include "schedules/plan.hpp"
-#include "schedules/simulator.hpp"
 #include "train/config.hpp"
+#include "train/sim_run.hpp"
 
 namespace tandem::train {
 class ProcessGroup;
 }  // namespace tandem::train
 
 namespace tandem::apps {
-
-// Per-layer durations of one op on a slice of `slice_samples` samples, from a profile's
-// per-minibatch times, split as the planner splits them (its stage costs): a fixed part plus
-// the rest scaled by slice_samples / profile.minibatch; the backward's fixed part is charged to
-// the input gradient, the weight gradient gets what remains of it. The sim device charges per
-// op, not per sample, so slices of unequal sizes all take the mean size's durations. Each layer's
-// step_ms becomes SimCosts::step_ms, which a stage's STEP adds to optimizer_step_ms.
-// Throws std::invalid_argument when the slice or the profile's minibatch is not positive.
-models::SimCosts sim_costs_from_profile(const planner::Profile& profile, double slice_samples,
-                                        double optimizer_step_ms = 0);
-
-// The same from each layer's FLOP count at the dry run's rate (kDryRunFlopsPerSecond): for sim
-// configs run without a profile.
-models::SimCosts sim_costs_from_flops(const models::Model& model, double slice_samples);
-
-// Exactly what the sim device charges, per virtual stage, as the simulator's costs: F the
-// layers' forwards; B their input gradients (none for the model's first layer, whose input
-// needs none) and W their weight gradients (added to B where the schedule does not split it);
-// STEP optimizer_step_ms plus each stage's layers' step_ms; SYNC and message latency 0
-// (in-process, messages only).
-schedules::SimulationCosts sim_simulation_costs(const models::SimCosts& sim,
-                                                const std::vector<schedules::LayerRange>& vstages);
-
-// A graph model's tensor edges on `vstages` (actors::tensor_edges: straight to each reader, or
-// relayed), each with what its sim tensor weighs on the wire per sample: `wire_bytes` an element
-// (4 for f32, 2 for bf16: pipeline.wire_dtype). Empty for a chain.
-std::vector<schedules::EdgeBytes> sim_edge_bytes(const models::Model& model,
-                                                 const std::vector<schedules::LayerRange>& vstages,
-                                                 bool relay, double wire_bytes = 4);
-
-// A spec that runs `plan` with the sim device's durations `sim`; the replicas' placements are
-// the plan's (they should be on sim).
-actors::PipelineSpec sim_pipeline_spec(const models::Model& model, const schedules::Plan& plan,
-                                       const models::SimCosts& sim, actors::DataSource data);
 
 struct BenchOptions {
   std::optional<std::int64_t> steps;  // overrides train.steps
@@ -128,7 +89,7 @@ struct BenchReport {
 
 // Loads nothing: `config` is loaded and checked. Throws train::ConfigError (stages on both sim and
 // data devices, or a config train::Session refuses), std::runtime_error (an unreadable profile, or
-// one whose layers are not the model's), actors::PipelineError.
+// one whose layers are not the model's), tandem::actors::PipelineError.
 BenchReport run_bench(const train::Config& config, const BenchOptions& options);
 
 // A table for people; the JSON object (what --json prints and the BENCH_JSON line carries).

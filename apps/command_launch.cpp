@@ -18,7 +18,7 @@
 #include "apps/commands.hpp"
 #include "apps/local_launcher.hpp"
 #include "apps/usage_error.hpp"
-#include "transport/launch_env.hpp"
+#include "train/process_group.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -103,7 +103,7 @@ void add_launch_command(CLI::App& app, std::optional<std::vector<std::string>> a
     o.grace = std::chrono::milliseconds(static_cast<int64_t>(args->grace_s * 1000));
     // The token the user set (TANDEM_JOB_TOKEN or TANDEM_JOB_TOKEN_FILE) is the job's;
     // otherwise launch_local draws one.
-    o.job_token = transport::read_job_token(transport::process_env());
+    o.job_token = train::environment_job_token();
     if (program) {
       o.command = rest;
     } else {

@@ -26,7 +26,6 @@
 #include "train/elastic_job.hpp"
 #include "train/process_group.hpp"
 #include "train/process_placement.hpp"
-#include "transport/launch_env.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -198,15 +197,6 @@ train::ElasticJoin parse_join(const std::string& text) {
                            "': expected HOST:PORT (the door rank 0 of the job logs at its start)");
 }
 
-// A joiner's process-group options: the job's token from the environment, as a rank's.
-train::ProcessGroupOptions joiner_options(const train::ClusterSpec& cluster) {
-  train::ProcessGroupOptions o = train::process_group_options(cluster);
-  o.env.job_token = transport::read_job_token(transport::process_env());
-  o.env.source = transport::LaunchSource::kTandem;
-  if (const char* host = std::getenv("TANDEM_HOST"); host != nullptr) o.host = host;
-  return o;
-}
-
 }  // namespace
 
 train::TrainSummary run_train_command(const TrainCommand& command, std::ostream& out) {
@@ -241,7 +231,9 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
   std::optional<train::ElasticJob> job;
   train::at_config(config, [&] {
     if (command.join) {
-      job.emplace(config, options, joiner_options(config.cluster), parse_join(*command.join));
+      job.emplace(config, options,
+                  train::joiner_options(train::process_group_options(config.cluster)),
+                  parse_join(*command.join));
     } else {
       job.emplace(config, options, std::move(joined));
     }
@@ -256,7 +248,7 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
         << (command.join
                 ? "joined at " + *command.join + " as rank " + std::to_string(group->rank()) +
                       " of " + std::to_string(group->world_size())
-                : transport::read_launch_env(transport::process_env()).describe())
+                : train::launched_as())
         << "; this process (" << group->host() << ") runs "
         << train::ProcessPlacement(trainer.job(), trainer.plan(), group->world_size())
                .describe(group->rank())

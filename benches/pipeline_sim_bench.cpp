@@ -3,9 +3,9 @@
 // minus the simulator's makespan of the same action list, with the same durations, is the
 // runtime's own overhead on top of the schedule (goal: within 2% for every schedule).
 // Durations come from a layer profile (as `tandem profile` writes; by default one generated
-// here with uneven layers) through apps::sim_costs_from_profile, the planner's split of a
+// here with uneven layers) through train::sim_costs_from_profile, the planner's split of a
 // profile's times, at the cases' slices of 2 samples: `tandem bench` on a sim config uses the
-// same conversion and the same spec (apps/bench_run.hpp).
+// same conversion and the same spec (train/sim_run.hpp).
 //
 //   bench_pipeline_sim [--repetitions=N] [--filter=SUBSTRING] [--no-analysis] [--probe-only]
 //                      [--timerslack-ns=N] [--profile=P.json] [--write-profile=P.json]
@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "actors/pipeline.hpp"
-#include "apps/bench_run.hpp"
 #include "models/model.hpp"
 #include "models/model_spec.hpp"
 #include "planner/profile.hpp"
@@ -39,6 +38,7 @@
 #include "schedules/detail/graph.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/simulator.hpp"
+#include "train/sim_run.hpp"
 
 namespace tandem::bench {
 namespace {
@@ -256,7 +256,7 @@ Run run_pipeline(const models::Model& model, const schedules::Plan& plan,
   const std::int64_t rows = params.samples();
   const std::int64_t width = model.spec().widths.front();
   actors::PipelineSpec spec =
-      apps::sim_pipeline_spec(model, plan, sim, [rows, width](std::int64_t) {
+      train::sim_pipeline_spec(model, plan, sim, [rows, width](std::int64_t) {
         return actors::MinibatchData::whole(Tensor::empty({rows, width}, DType::f32, Device::sim()),
                                             Tensor::empty({rows}, DType::i32, Device::sim()));
       });
@@ -481,7 +481,7 @@ int main_impl(int argc, char** argv) {
     planner::save_profile(given ? *given : generated_profile(16), write_profile);
   }
   std::printf("load average at start: %s\n", loadavg().c_str());
-  std::printf("durations: %s, at slices of %d samples (apps::sim_costs_from_profile)\n",
+  std::printf("durations: %s, at slices of %d samples (train::sim_costs_from_profile)\n",
               given ? ("the profile " + profile_path).c_str()
                     : "a generated profile of 2 uneven layers per stage",
               kSliceSamples);
@@ -513,10 +513,10 @@ int main_impl(int argc, char** argv) {
     std::vector<std::int64_t> widths(static_cast<std::size_t>(layers + 1), 8);
     const models::Model model = models::Model::build(models::mlp_spec(widths));
     const schedules::Plan plan = sim_plan(layers, c.params);
-    const models::SimCosts sim = apps::sim_costs_from_profile(
+    const models::SimCosts sim = train::sim_costs_from_profile(
         profile, static_cast<double>(c.params.samples()) / c.params.slices, kStepMs);
     const schedules::SimulationCosts sc =
-        apps::sim_simulation_costs(sim, schedules::virtual_stage_layers(plan, layers));
+        train::sim_simulation_costs(sim, schedules::virtual_stage_layers(plan, layers));
     const ActionList list = schedules::Schedule(c.params).materialize();
     schedules::Simulator simulator;
     const schedules::SimulationResult predicted = simulator.run(list, sc, true);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/dataset_source.hpp"
 #include "actors/fetch_stop.hpp"
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
@@ -16,6 +17,15 @@
 #include "models/model.hpp"
 
 namespace tandem::train {
+
+// The data a front end hands a job, in the pipeline's own terms: minibatch b's inputs and
+// targets (DataSource, MinibatchData), a dataset's minibatches as one (dataset_source), the stop
+// tokens of a data callback (FetchStop), and what a minibatch reports when it completes.
+using actors::dataset_source;
+using actors::DataSource;
+using actors::FetchStop;
+using actors::MinibatchData;
+using actors::MinibatchReport;
 
 struct JobInputs {
   // Instead of models::Model::build(job.model).

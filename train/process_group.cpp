@@ -517,4 +517,20 @@ std::unique_ptr<ProcessGroup> join_launched_job(ProcessGroupOptions options,
   return std::make_unique<ProcessGroup>(std::move(options));
 }
 
+std::string environment_job_token() {
+  return transport::read_job_token(transport::process_env());
+}
+
+std::string launched_as() {
+  return transport::read_launch_env(transport::process_env()).describe();
+}
+
+ProcessGroupOptions joiner_options(ProcessGroupOptions options) {
+  const transport::EnvLookup lookup = transport::process_env();
+  options.env.job_token = transport::read_job_token(lookup);
+  options.env.source = transport::LaunchSource::kTandem;
+  if (const std::optional<std::string> host = lookup("TANDEM_HOST")) options.host = *host;
+  return options;
+}
+
 }  // namespace tandem::train

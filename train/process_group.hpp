@@ -113,4 +113,17 @@ class ProcessGroup {
 std::unique_ptr<ProcessGroup> join_launched_job(
     ProcessGroupOptions options, const transport::EnvLookup& lookup = transport::process_env());
 
+// The job token this process's environment gives (TANDEM_JOB_TOKEN, or the file
+// TANDEM_JOB_TOKEN_FILE names); empty: none. Throws transport::LaunchEnvError for a token file
+// that cannot be read or a malformed token.
+std::string environment_job_token();
+
+// How a launcher started this process, in words ("rank 1 of 2 under torchrun, rank 0 at
+// host:port"). Throws transport::LaunchEnvError for malformed variables.
+std::string launched_as();
+
+// The options of a process that joins a running elastic job by its door rather than by a
+// launcher's variables: `options` with the environment's job token, as a rank's.
+ProcessGroupOptions joiner_options(ProcessGroupOptions options);
+
 }  // namespace tandem::train

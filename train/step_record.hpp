@@ -12,6 +12,9 @@
 
 namespace tandem::train {
 
+// What each stage replica did over a run (actions, busy time, peak versions and activations).
+using actors::StageStats;
+
 struct StepRecord {
   int64_t step = 0;                // steps done (1-based)
   int64_t steps = 0;               // steps of the run

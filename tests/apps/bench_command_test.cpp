@@ -25,6 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ts = tandem::schedules;
+using train::sim_costs_from_profile;
+using train::sim_edge_bytes;
+using train::sim_simulation_costs;
 
 const char* kMlp = R"(model: {name: mlp, widths: [8, 32, 32, 32, 3]}
 data: {kind: teacher, samples: 512, seed: 2, hidden: 8}

@@ -1,0 +1,40 @@
+# `cmake -DROOT=<source dir> -P CheckLayers.cmake`: fails naming the file and the include when a
+# folder includes a folder above it. Each folder's allowed includes (besides its own) follow
+# the architecture (docs/architecture.md): runtime at the bottom, then models, schedules,
+# planner and transport, actors over them, train over actors, and the two front ends, api/ and
+# apps/, over train/ and the vocabulary layers only (models, schedules, planner, runtime):
+# never actors/ or transport/, whose parts reach them through train/.
+cmake_minimum_required(VERSION 3.20)
+set(allowed_runtime "")
+set(allowed_models runtime)
+set(allowed_schedules "")
+set(allowed_planner runtime schedules)
+set(allowed_transport runtime)
+set(allowed_actors runtime models schedules transport)
+set(allowed_train runtime models schedules planner transport actors)
+set(allowed_api runtime models schedules train)
+set(allowed_apps runtime models schedules planner train)
+set(allowed_plugins runtime models transport)
+set(layers runtime models schedules planner transport actors train api apps plugins)
+set(broken "")
+foreach(layer IN LISTS layers)
+  file(GLOB_RECURSE sources "${ROOT}/${layer}/*.cpp" "${ROOT}/${layer}/*.hpp" "${ROOT}/${layer}/*.cu"
+       "${ROOT}/${layer}/*.cuh")
+  foreach(source IN LISTS sources)
+    file(STRINGS "${source}" includes REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^#include \"([a-z_]+)/.*" "\\1" folder "${line}")
+      if(folder STREQUAL layer OR NOT folder IN_LIST layers)
+        continue()
+      endif()
+      if(NOT folder IN_LIST allowed_${layer})
+        file(RELATIVE_PATH rel "${ROOT}" "${source}")
+        string(REPLACE ";" ", " may "${allowed_${layer}}")
+        string(APPEND broken "\n  ${rel}: ${line} (${layer}/ may include ${may})")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(broken)
+  message(FATAL_ERROR "includes across the layers' order:${broken}")
+endif()
