@@ -276,11 +276,19 @@ struct JobRun::State {
   std::mutex mu;
   std::map<std::int64_t, double> losses;  // by minibatch, as the coordinator reports them
   Clock::time_point start;
+  // The threads predict() runs on: the session's (its Runtime's, where it has one).
+  std::shared_ptr<ThreadBudget> shared_threads;
+  std::size_t threads = 0;
   // The schedule that runs and its slices (TrainResult::schedule, slices).
   Schedule schedule = Schedule::one_f_one_b;
   int slices = 1;
   bool ran = false;
   bool failed = false;  // run() threw
+
+  void keep_threads(const train::SessionOptions& so) {
+    shared_threads = so.shared_threads;
+    threads = so.threads;
+  }
 
   void runs_as(const std::optional<train::PipelineLayout>& pipeline) {
     if (!pipeline) return;  // one cpu stage, one slice
@@ -327,6 +335,7 @@ JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
   train::SessionOptions so = session_options(
       {options.steps, options.checkpoints, options.resume, options.trace}, "ConfigRunOptions");
   share_threads(so, options.runtime, 0);
+  state_->keep_threads(so);
   // The job's other ranks wait for this one from here on: joined before the session is built,
   // as `tandem train` does.
   std::unique_ptr<train::ProcessGroup> group =
@@ -367,6 +376,7 @@ JobRun::JobRun(const models::Model& model, const std::string& model_name, TrainO
   train::SessionOptions so =
       session_options({0, options.checkpoints, options.resume, options.trace}, "TrainOptions");
   share_threads(so, options.runtime, options.threads);
+  state_->keep_threads(so);
   train::JobInputs inputs;
   inputs.model = model;
   inputs.model_name = model_name;
@@ -480,7 +490,9 @@ Tensor JobRun::predict(const Tensor& inputs, const PredictOptions& options) cons
       state_->predict_weights ? *state_->predict_weights : session.params();
   try {
     return train::predict(session.model(), session.plan(), weights, inputs,
-                          train::PredictOptions{.slices = options.slices})
+                          train::PredictOptions{.slices = options.slices,
+                                                .threads = state_->threads,
+                                                .shared_threads = state_->shared_threads})
         .outputs;
   } catch (const train::PredictError& e) {
     throw Error(ErrorCode::data, std::string("Session::predict: ") + e.what());

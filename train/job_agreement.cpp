@@ -51,38 +51,6 @@ std::string joined(const std::vector<std::string>& lines) {
   return out;
 }
 
-std::vector<std::string> split(std::string_view text) {
-  std::vector<std::string> out;
-  while (!text.empty()) {
-    const std::size_t end = text.find('\n');
-    out.emplace_back(text.substr(0, end));
-    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-  }
-  return out;
-}
-
-// The key of a "key: value" line ("model" for every layer's line).
-std::string key_of(const std::string& line) {
-  return line.substr(0, std::min(line.find(':'), line.find(' ')));
-}
-
-struct Difference {
-  std::string key;    // the line's key
-  std::string rank0;  // rank 0's line
-  std::string other;  // the other rank's
-};
-
-// The first line where rank 0's description and another rank's differ.
-std::optional<Difference> first_difference(const std::vector<std::string>& rank0,
-                                           const std::vector<std::string>& other) {
-  for (std::size_t i = 0; i < std::max(rank0.size(), other.size()); ++i) {
-    const std::string a = i < rank0.size() ? rank0[i] : "(nothing)";
-    const std::string b = i < other.size() ? other[i] : "(nothing)";
-    if (a != b) return Difference{key_of(i < rank0.size() ? a : b), a, b};
-  }
-  return std::nullopt;
-}
-
 std::vector<std::byte> bytes_of(const std::string& text) {
   const auto b = std::as_bytes(std::span(text.data(), text.size()));
   return {b.begin(), b.end()};
@@ -115,32 +83,19 @@ std::vector<std::string> job_description(const JobSpec& job, const Session& sess
 
 void agree_on_job(ProcessGroup& group, const std::vector<std::string>& mine,
                   const std::string& key) {
-  const std::vector<std::string> theirs = split(group.broadcast_text(key, joined(mine)));
+  const std::string rank0_text = group.broadcast_text(key, joined(mine));
   if (group.rank() != 0) {
-    const std::optional<Difference> d = first_difference(theirs, mine);
-    // The answer: nothing, or the difference's three lines.
-    group.put(key + "/answer/" + std::to_string(group.rank()),
-              bytes_of(d ? d->key + "\n" + d->rank0 + "\n" + d->other : std::string()));
+    AgreementCheck check = check_against_rank0(rank0_text, mine);
+    group.put(key + "/answer/" + std::to_string(group.rank()), bytes_of(check.answer));
     // put does not wait: leaving before rank 0 has the answer would look like a lost rank.
     group.barrier(key);
-    if (d) {
-      throw JobError(d->key, "this rank's job differs from rank 0's: rank 0 has '" + d->rank0 +
-                                 "', this rank '" + d->other + "'");
-    }
+    if (check.refusal) throw *check.refusal;
     return;
   }
   std::optional<JobError> refusal;
   for (int k = 1; k < group.world_size(); ++k) {
     const std::vector<std::byte> answer = group.take(key + "/answer/" + std::to_string(k));
-    if (answer.empty() || refusal) continue;
-    const std::vector<std::string> lines =
-        split(std::string_view(reinterpret_cast<const char*>(answer.data()), answer.size()));
-    // Another rank's words, shown but never trusted for more: at most three short lines.
-    const auto line = [&](std::size_t i) {
-      return i < lines.size() ? lines[i].substr(0, 300) : std::string("?");
-    };
-    refusal.emplace(line(0), group.describe(k) + " runs another job than rank 0: rank 0 has '" +
-                                 line(1) + "', rank " + std::to_string(k) + " '" + line(2) + "'");
+    if (!refusal) refusal = refusal_of_answer(answer, group.describe(k), k);
   }
   group.barrier(key);
   if (refusal) throw *refusal;

@@ -3,9 +3,14 @@
 // that they do: a rank started with another config, plan or model (a stale binary, an edited
 // file on one host) is refused at the start with the first line that differs, instead of
 // failing later as a lost rank or a connection reset.
+#include <cstddef>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "train/job_agreement_text.hpp"
 #include "train/job_spec.hpp"
 #include "train/session.hpp"
 

@@ -10,6 +10,7 @@
 #include "actors/minibatch_data.hpp"
 #include "actors/pipeline.hpp"
 #include "runtime/scheduler.hpp"
+#include "runtime/thread_budget.hpp"
 #include "schedules/schedule_error.hpp"
 #include "train/checkpoint.hpp"
 #include "train/model_file.hpp"
@@ -132,8 +133,10 @@ PredictResult predict(const models::Model& model, const schedules::Plan& plan,
     d.pieces.push_back({{0, n}, host, Tensor()});
     return d;
   };
-  actors::Pipeline pipeline(std::move(spec),
-                            make_work_sharing(WorkSharingOptions{.workers = options.threads}));
+  if (options.shared_threads) spec.cpu_threads = static_cast<int>(options.shared_threads->size());
+  actors::Pipeline pipeline(
+      std::move(spec), make_work_sharing(WorkSharingOptions{
+                           .workers = options.threads, .shared_threads = options.shared_threads}));
   actors::PipelineResult r = pipeline.run();
   PredictResult out;
   out.outputs = std::move(r.outputs.at(0));

@@ -7,6 +7,7 @@
 // agree to rounding: a BLAS may pick its order of summation by a product's shape.
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "models/model.hpp"
@@ -15,6 +16,10 @@
 #include "schedules/plan.hpp"
 #include "train/predict_error.hpp"
 #include "train/predict_inputs.hpp"  // tandem predict's files
+
+namespace tandem {
+class ThreadBudget;
+}
 
 namespace tandem::train {
 
@@ -25,6 +30,9 @@ struct PredictOptions {
   int slices = 0;
   // Worker threads running the stage actors; 0: one per hardware thread.
   std::size_t threads = 0;
+  // Threads shared with other sessions (a tandem::Runtime's): the workers take turns on them
+  // and the cpu replicas' kernels split them; null: none.
+  std::shared_ptr<ThreadBudget> shared_threads;
 };
 
 struct PredictResult {

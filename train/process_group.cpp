@@ -21,7 +21,7 @@
 #include "transport/gloo_collectives.hpp"
 #include "transport/nccl_collectives.hpp"
 #include "transport/tcp_channel.hpp"
-#include "transport/ucx_channel.hpp"
+#include "transport/ucx_data_plane.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::train {
@@ -150,7 +150,7 @@ struct ProcessGroup::Impl {
   const ProcessPlacement* placement = nullptr;
   // The channel of the pipeline being prepared (owned by it): one of the two.
   transport::TcpChannel* tcp = nullptr;
-  transport::UcxChannel* ucx = nullptr;
+  transport::UcxDataPlane* ucx = nullptr;
   transport::CudaIpcChannel* ipc = nullptr;
   std::unique_ptr<transport::Collectives> collectives;
   std::string address_key;  // where this rank published its data-plane address this segment
@@ -314,7 +314,8 @@ void ProcessGroup::prepare(actors::PipelineSpec& spec, const ProcessPlacement& p
           m.failed(GroupFailure::Kind::lost, e.peer_rank,
                    "lost " + e.peer + ": data plane: " + e.what);
       };
-      auto ch = std::make_unique<transport::UcxChannel>(system, std::move(o));
+      std::unique_ptr<transport::UcxDataPlane> ch =
+          transport::make_ucx_channel(system, std::move(o));
       m.ucx = ch.get();
       return ch;
     }

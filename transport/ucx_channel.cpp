@@ -1003,7 +1003,7 @@ struct UcxChannel::Impl {
 };
 
 UcxChannel::UcxChannel(ActorSystem& system, UcxChannelOptions options)
-    : RoutedChannel(system, skeleton_options(options, "UcxChannel", "ucx")),
+    : UcxDataPlane(system, skeleton_options(options, "UcxChannel", "ucx")),
       impl_(std::make_unique<Impl>(*this, std::move(options))) {
   // The library's logger is made on first use; made here, before this object's threads log,
   // rather than by two of them at once.

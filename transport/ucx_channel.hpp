@@ -63,75 +63,15 @@
 // dropped.
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "runtime/actor_system.hpp"
-#include "transport/job_proof.hpp"
-#include "transport/routed_channel.hpp"
-#include "transport/wire_message.hpp"
+#include "transport/ucx_data_plane.hpp"
 
 namespace tandem::transport {
 
-inline constexpr std::uint16_t kUcxAmId = 0x7d;
-inline constexpr std::uint32_t kUcxHeaderMagic = 0x58554454;  // "TDUX" on the wire
-inline constexpr std::size_t kUcxHeaderBytes = 16;
-
-struct UcxPeer {
-  int rank = 0;                    // the peer process, numbered as the rendezvous numbers ranks
-  std::string host;                // for messages only: UCX finds the peer through its address
-  std::vector<std::byte> address;  // its UcxChannel::worker_address()
-};
-
-struct UcxChannelOptions {
-  // What every peer proves it holds (the rendezvous hands them out): both ends must hold the
-  // same. Frames carry job_id_of(credentials.job).
-  JobCredentials credentials;
-  int rank = 0;                                             // this process
-  WireTypes types;                                          // the message types that may travel
-  std::uint64_t max_data_bytes = kDefaultMaxWireDataBytes;  // per message, both ways
-  // UCX transports for this channel's context (UCX_TLS syntax, e.g. "tcp" or "sm,self");
-  // empty: the environment's UCX_TLS, or UCX's choice.
-  std::string transports;
-  // The network devices UCX may use for this channel's context, and so the interfaces its
-  // transports listen on (UCX_NET_DEVICES syntax, e.g. "eth0", "mlx5_0:1" or "lo"). Empty: the
-  // environment's UCX_NET_DEVICES, else UCX's default, which is every device it finds: the
-  // worker then accepts connections on every interface of the host.
-  std::string net_devices;
-  // Messages (header and tensors) from this many bytes on go by rendezvous, received straight
-  // into their tensors; smaller ones go eagerly and are copied once out of UCX's buffer. UCX's
-  // own threshold for active messages sent even 16 KiB tensors by rendezvous, whose extra round
-  // trips cost them 4x in bandwidth over TCP (docs/transport.md). 0: UCX's choice. The
-  // environment's UCX_RNDV_THRESH, where set, wins.
-  std::size_t rendezvous_min_bytes = std::size_t{256} << 10;
-  // Rendezvous of up to this many payload bytes start only while the peer's receives in flight
-  // leave room for them (one always may); later ones wait (UCX keeps their descriptors) and get
-  // their tensors when an earlier one completes. Allocating on arrival put every message of a
-  // 32-deep stream into its own block, so the kernel's copy wrote cold memory all the time; a
-  // few at a time cycle through blocks the caching allocator hands back still in cache. Larger
-  // messages start at once: held back, a 16 MiB shared-memory receive fell from 21 to 5-9 GB/s
-  // in some runs (docs/benchmarks.md's history). 0: no bound.
-  std::size_t rendezvous_receive_bytes = std::size_t{4} << 20;
-  // From start(): how long a peer may take to say hello and prove itself (it may start later),
-  // the two summed.
-  std::chrono::milliseconds connect_timeout{10000};
-  std::chrono::milliseconds hello_timeout{10000};
-  // After close() sent this process's goodbyes: how long it waits for the peers' goodbyes, so
-  // that closing does not look like a failure to a peer that is still sending.
-  std::chrono::milliseconds close_linger{1000};
-  // Called on the progress thread for every failure (keep it short; it may stop the system),
-  // and for the first 100 strangers (the rest are counted in stats().strangers only).
-  std::function<void(const ChannelError&)> on_error;
-  bool stop_system_on_error = true;
-  // How device tensors reach host memory before they travel; null: the cuda ones, on a copy
-  // stream per device (send_staging.hpp).
-  std::shared_ptr<SendStaging> staging;
-};
-
-class UcxChannel final : public RoutedChannel {
+class UcxChannel final : public UcxDataPlane {
  public:
   // Creates the UCX context and worker (throws std::runtime_error naming the UCX call that
   // failed). The progress thread starts with start().
@@ -141,25 +81,22 @@ class UcxChannel final : public RoutedChannel {
 
   // This worker's address: what peers need in UcxPeer::address (publish it through the
   // rendezvous).
-  const std::vector<std::byte>& worker_address() const;
+  const std::vector<std::byte>& worker_address() const override;
 
   // Before start(), not thread-safe: a peer process (bind and route are RoutedChannel's).
-  void add_peer(UcxPeer peer);
+  void add_peer(UcxPeer peer) override;
   // Starts the progress thread: it opens an endpoint to every peer and says hello. Sends before
   // start() wait in the peer's queue.
-  void start();
+  void start() override;
 
   // Orderly end: later sends fail; staged messages leave once their copies ran and what is
   // queued is sent (each up to `timeout`), then a goodbye to every peer; waits up to
   // close_linger for the peers' goodbyes, then flushes and closes the endpoints, stops the
   // progress thread and destroys the worker. Idempotent.
-  void close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  void close(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override;
 
-  struct Stats : ChannelStats {
-    std::uint64_t rendezvous_received = 0;  // payloads UCX delivered by rendezvous
-    std::uint64_t rendezvous_waited = 0;    // of those, started only once earlier ones completed
-  };
-  Stats stats() const;
+  using Stats = UcxChannelStats;
+  Stats stats() const override;
 
  private:
   SendResult post(RoutedPeer& peer, std::vector<std::byte> head, Message msg) override;

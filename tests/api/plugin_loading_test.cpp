@@ -1,7 +1,8 @@
-// The CUDA back end is a plugin loaded on first use (runtime/plugin.hpp): a CPU-only service or
-// run maps none of cudart, cuBLAS, NCCL or the plugin itself, and the first question about cuda
-// devices loads them. Checked in this process's /proc/self/maps (each test runs in a process of
-// its own under ctest; this executable links libtandem.so only, never the plugin).
+// The CUDA and UCX back ends are plugins loaded on first use (runtime/plugin.hpp): a CPU-only
+// service or run maps none of cudart, cuBLAS, NCCL, UCX or the plugins themselves, and the first
+// question about cuda devices loads the CUDA ones (tests/transport/ucx_plugin_test.cpp: UCX's).
+// Checked in this process's /proc/self/maps (each test runs in a process of its own under ctest;
+// this executable links libtandem.so only, never the plugin).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -16,6 +17,9 @@ namespace {
 
 const std::vector<std::string> kCudaLibraries = {"libcudart", "libcublas", "libnccl",
                                                  "libtandem_cuda"};
+// The ucx data plane's plugin and UCX itself: a run in one process asks for no data plane.
+const std::vector<std::string> kBackEndLibraries = {
+    "libcudart", "libcublas", "libnccl", "libtandem_cuda", "libucp", "libucs", "libtandem_ucx"};
 
 // The lines of /proc/self/maps whose file name contains one of `names`.
 std::vector<std::string> mapped(const std::vector<std::string>& names) {
@@ -47,21 +51,21 @@ const std::string kCpuJob =
     "pipeline:\n  schedule: 1f1b\n  slices: 2\n  stages:\n"
     "    - {layers: \"0-1\", device: cpu}\n    - {layers: \"2\", device: cpu}\n";
 
-TEST(PluginLoading, ACpuRunFromAConfigMapsNoCudaLibrary) {
+TEST(PluginLoading, ACpuRunFromAConfigMapsNoCudaOrUcxLibrary) {
   Session session(Config::text(kCpuJob, "cpu job"));
   const TrainResult r = session.run();
   ASSERT_EQ(r.losses.size(), 4u);
-  const std::vector<std::string> cuda = mapped(kCudaLibraries);
-  EXPECT_TRUE(cuda.empty()) << "a CPU run mapped:\n" << joined(cuda);
+  const std::vector<std::string> back_ends = mapped(kBackEndLibraries);
+  EXPECT_TRUE(back_ends.empty()) << "a CPU run mapped:\n" << joined(back_ends);
 }
 
-TEST(PluginLoading, ACpuRunBuiltInCodeMapsNoCudaLibrary) {
+TEST(PluginLoading, ACpuRunBuiltInCodeMapsNoCudaOrUcxLibrary) {
   const Model model = Model::classifier(
       api_test::kFeatures, {layers::linear(api_test::kFeatures, 16, layers::Activation::relu),
                             layers::linear(16, api_test::kClasses)});
   ASSERT_EQ(api_test::train(model, "cpu", 3).losses.size(), 3u);
-  const std::vector<std::string> cuda = mapped(kCudaLibraries);
-  EXPECT_TRUE(cuda.empty()) << "a CPU run mapped:\n" << joined(cuda);
+  const std::vector<std::string> back_ends = mapped(kBackEndLibraries);
+  EXPECT_TRUE(back_ends.empty()) << "a CPU run mapped:\n" << joined(back_ends);
 }
 
 // The check above can fail: asking about cuda devices maps the plugin where the build has one.

@@ -455,6 +455,28 @@ TEST(EmbeddingApi, TwoSessionsSharingATwoThreadRuntimeTrainAsEachDoesAlone) {
   EXPECT_LE(runtime.peak_threads_in_use(), 2u);
 }
 
+// Session::predict runs on the session's Runtime as its training does: its workers take turns
+// on the runtime's one thread, and its outputs equal a session's on its own threads.
+TEST(EmbeddingApi, PredictRunsOnTheSessionsRuntime) {
+  Fixture f;
+  const tandem::Plan plan =
+      tandem::Plan::split_evenly(f.model, 3, tandem::Schedule::one_f_one_b, kMinibatch, 4);
+  const tandem::Tensor x = make_batch(7).inputs;
+  tandem::Session own(f.model, options_for(plan, 2));
+  const tandem::Tensor expected = own.predict(x);
+
+  const tandem::Runtime runtime(1);
+  tandem::TrainOptions o = options_for(plan, 2);
+  o.threads = 0;
+  o.runtime = runtime;
+  tandem::Session shared(f.model, o);
+  EXPECT_EQ(runtime.peak_threads_in_use(), 0u);
+  const tandem::Tensor got = shared.predict(x);
+  EXPECT_EQ(runtime.peak_threads_in_use(), 1u);
+  ASSERT_EQ(got.shape(), expected.shape());
+  EXPECT_EQ(got.to_float_vector(), expected.to_float_vector());
+}
+
 TEST(EmbeddingApi, AStartedRunIsWaitedForWithATimeoutAndStoppedThroughItsHandle) {
   using namespace std::chrono_literals;
   Fixture f;
