@@ -23,10 +23,12 @@
 #include "train/checkpoint.hpp"
 #include "train/cluster_options.hpp"
 #include "train/config.hpp"
+#include "train/config_limits.hpp"
 #include "train/elastic_job.hpp"
 #include "train/job_error.hpp"
 #include "train/job_plan.hpp"
 #include "train/job_rules.hpp"
+#include "train/memory_check.hpp"
 #include "train/model_file.hpp"
 #include "train/predict.hpp"
 #include "train/process_group.hpp"
@@ -259,6 +261,15 @@ train::JobSpec code_job(const models::Model& model, const TrainOptions& o) {
                                o.minibatches);
   } catch (const schedules::ScheduleError& e) {
     throw Error(ErrorCode::plan, e.what());  // names the plan's stage or field already
+  }
+  // The application's data is its own: the check counts the model's weights, gradients,
+  // optimizer state and activations.
+  try {
+    train::check_job_memory(job, model, train::parameter_count(model), {},
+                            train::Machine::here().memory_bytes);
+  } catch (const train::JobError& e) {
+    if (e.key() == "train.minibatch") throw option_error("TrainOptions.plan.minibatch", e.detail());
+    throw option_error("model", e.detail());
   }
   return job;
 }

@@ -32,6 +32,7 @@
 #include "train/config_ties.hpp"
 #include "train/job_plan.hpp"
 #include "train/job_rules.hpp"
+#include "train/memory_check.hpp"
 #include "train/schedule_choice.hpp"
 #include "transport/wire_message.hpp"
 
@@ -1306,46 +1307,17 @@ double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
       spec);
 }
 
-// The whole run against the machine: weights, gradients and optimizer state of every replica
-// on a device with data, one minibatch's activations, and the data. Refused at the key whose
-// part is largest.
+// The whole run against the machine (train/memory_check.hpp), the data's bytes included; a
+// refusal at the key whose part is largest, at that key's line.
 void check_memory(const Config& c, const models::Model& model, double parameters,
                   const Machine& machine) {
-  double weight_copies = 1;  // a model on one device
-  if (c.pipeline) {
-    weight_copies = 0;
-    const double per_layer = 1.0 / model.num_layers();  // stages' share, by layer count
-    for (const StageSpec& st : c.pipeline->stages) {
-      double holding = 0;  // replicas on a device with data
-      if (st.devices.empty()) {
-        holding = st.device.has_data() ? static_cast<double>(st.replicas) : 0.0;
-      } else {
-        for (const Device& d : st.devices) holding += d.has_data() ? 1 : 0;
-      }
-      const int64_t last = st.last_layer < 0 ? model.num_layers() - 1 : st.last_layer;
-      weight_copies += holding * static_cast<double>(last - st.first_layer + 1) * per_layer;
-    }
-  }
-  const double weights = 4 * parameters * weight_copies * (2 + optimizer_floats(c.train.optimizer));
-  const double activations = 4 * activation_count(model, c.train.minibatch);
   const int64_t eval = c.train.eval ? c.train.eval->samples : 0;
-  const double data_part = data_bytes(c.data, eval);
-  const double total = weights + activations + data_part;
-  if (total <= machine.memory_bytes) return;
-  const std::string what = "the run would need at least " + human_bytes(total) + " (weights, " +
-                           "gradients and optimizer state " + human_bytes(weights) +
-                           ", activations of a minibatch " + human_bytes(activations) + ", data " +
-                           human_bytes(data_part) + "), more than this machine's " +
-                           human_bytes(machine.memory_bytes) + " of memory";
-  if (activations >= weights && activations >= data_part) {
-    throw ConfigError(c.where.train, "train.minibatch", what);
+  const double data = data_bytes(c.data, eval);
+  try {
+    check_job_memory(c, model, parameters, {data, data_bytes(c.data, 0)}, machine.memory_bytes);
+  } catch (const JobError& e) {
+    throw config_error(c, e);
   }
-  if (data_part >= weights) {
-    const double train_part = data_bytes(c.data, 0);
-    if (train_part >= data_part - train_part) throw ConfigError(c.where.data, "data", what);
-    throw ConfigError(c.where.train, "train.eval.samples", what);
-  }
-  throw ConfigError(c.where.model, "model", what);
 }
 
 // A graph with sim nodes (models/layers/sim_node.hpp) computes nothing: every stage on sim.

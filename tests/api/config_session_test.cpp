@@ -382,6 +382,22 @@ TEST(CodeJobTwin, OptionsBreakingAConfigsRulesAreRefusedByName) {
               o.plan.compositions = {{{16, 8}, {32}}, {{32}, {32}}};
             }),
             "TrainOptions.plan.slices[0].forward");
+  // The memory check a config's job meets (train/memory_check.hpp), before any allocation.
+  EXPECT_EQ(refused([](TrainOptions& o) { o.plan.minibatch = std::int64_t{1} << 40; }),
+            "TrainOptions.plan.minibatch");
+  TrainOptions huge;
+  huge.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::one_f_one_b,
+                                 std::int64_t{1} << 40, 2);
+  huge.minibatches = 2;
+  huge.data = cd.data;
+  try {
+    Session s(Model::mlp({8, 32, 32, 32, 4}), huge);
+    ADD_FAILURE() << "a minibatch of 2^40 samples was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("activations of a minibatch"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("of memory"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ConfigSession, ::testing::Values(&kFlush, &kPipeDream),
