@@ -273,6 +273,24 @@ TEST(CodeJobTwin, EveryOptionOfAConfigSetInCodeTrainsAsItsYamlTwin) {
   }
 }
 
+// The option a Session of a 2-stage MLP under `schedule` refuses once `edit` changed its
+// options ("accepted" when it takes them), checking that the refusal's code is `code`.
+std::string refused_key(Schedule schedule, int slices, ErrorCode code, const DataFn& data,
+                        const std::function<void(TrainOptions&)>& edit) {
+  TrainOptions o;
+  o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, schedule, 32, slices);
+  o.minibatches = 2;
+  o.data = data;
+  edit(o);
+  try {
+    Session s(Model::mlp({8, 32, 32, 32, 4}), o);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.where().key;
+  }
+  return "accepted";
+}
+
 // `schedule: auto` and Schedule::automatic: one ranking chooses for both front ends (the same
 // pick, slices and chunks), and the two runs are bit-identical; TrainResult says what ran.
 TEST(CodeJobTwin, AnAutomaticScheduleInCodeChoosesAsTheConfigsAuto) {
@@ -316,18 +334,7 @@ TEST(CodeJobTwin, AnAutomaticScheduleInCodeChoosesAsTheConfigsAuto) {
 TEST(CodeJobTwin, AnAutomaticScheduleRefusesTheFieldsItChooses) {
   const ConfigData cd = config_data(Config::text(kFlush));
   const auto refused = [&](const std::function<void(TrainOptions&)>& edit) {
-    TrainOptions o;
-    o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::automatic, 32);
-    o.minibatches = 2;
-    o.data = cd.data;
-    edit(o);
-    try {
-      Session s(Model::mlp({8, 32, 32, 32, 4}), o);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::plan) << e.what();
-      return e.where().key;
-    }
-    return std::string("accepted");
+    return refused_key(Schedule::automatic, 1, ErrorCode::plan, cd.data, edit);
   };
   EXPECT_EQ(refused([](TrainOptions&) {}), "accepted");
   EXPECT_EQ(refused([](TrainOptions& o) { o.plan.chunks = 2; }), "plan.chunks");
@@ -348,18 +355,7 @@ TEST(CodeJobTwin, AnAutomaticScheduleRefusesTheFieldsItChooses) {
 TEST(CodeJobTwin, OptionsBreakingAConfigsRulesAreRefusedByName) {
   const ConfigData cd = config_data(Config::text(kFlush));
   const auto refused = [&](const std::function<void(TrainOptions&)>& edit) {
-    TrainOptions o;
-    o.plan = Plan::split_evenly(Model::mlp({8, 32, 32, 32, 4}), 2, Schedule::one_f_one_b, 32, 2);
-    o.minibatches = 2;
-    o.data = cd.data;
-    edit(o);
-    try {
-      Session s(Model::mlp({8, 32, 32, 32, 4}), o);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
-      return e.where().key;
-    }
-    return std::string("accepted");
+    return refused_key(Schedule::one_f_one_b, 2, ErrorCode::config, cd.data, edit);
   };
   EXPECT_EQ(refused([](TrainOptions& o) { o.cluster.tcp_lanes = 9; }),
             "TrainOptions.cluster.tcp_lanes");

@@ -5,11 +5,11 @@
 // this executable links libtandem.so only, never the plugin).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 #include <tandem/tandem.hpp>
 #include <vector>
 
+#include "../support/mapped_libraries.hpp"
 #include "api_test_util.hpp"
 
 namespace tandem {
@@ -21,28 +21,8 @@ const std::vector<std::string> kCudaLibraries = {"libcudart", "libcublas", "libn
 const std::vector<std::string> kBackEndLibraries = {
     "libcudart", "libcublas", "libnccl", "libtandem_cuda", "libucp", "libucs", "libtandem_ucx"};
 
-// The lines of /proc/self/maps whose file name contains one of `names`.
-std::vector<std::string> mapped(const std::vector<std::string>& names) {
-  std::ifstream maps("/proc/self/maps");
-  EXPECT_TRUE(maps.good()) << "cannot read /proc/self/maps";
-  std::vector<std::string> found;
-  std::string line;
-  while (std::getline(maps, line)) {
-    for (const std::string& n : names) {
-      if (line.find(n) != std::string::npos) {
-        found.push_back(line);
-        break;
-      }
-    }
-  }
-  return found;
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) out += l + "\n";
-  return out;
-}
+using test_support::joined;
+using test_support::mapped;
 
 const std::string kCpuJob =
     "model: {name: mlp, widths: [8, 16, 16, 4]}\n"

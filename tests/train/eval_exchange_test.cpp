@@ -7,8 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -17,40 +15,12 @@
 #include <vector>
 
 #include "train/process_group.hpp"
+#include "two_ranks.hpp"
 
 namespace tandem::train {
 namespace {
 
-std::uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
-
-// Ranks 0 and 1 of a job whose processes are threads of this one.
-struct TwoRanks {
-  std::unique_ptr<ProcessGroup> zero, one;
-
-  TwoRanks() {
-    const std::uint16_t port = free_port();
-    const auto options = [port](int rank) {
-      ProcessGroupOptions o;
-      o.env.rank = rank;
-      o.env.world_size = 2;
-      o.env.master_host = "127.0.0.1";
-      o.env.master_port = port;
-      o.host = "127.0.0.1";
-      return o;
-    };
-    std::thread joining([&] { one = std::make_unique<ProcessGroup>(options(1)); });
-    zero = std::make_unique<ProcessGroup>(options(0));
-    joining.join();
-  }
-  ~TwoRanks() {
-    one->shutdown();
-    zero->shutdown();
-  }
-};
+using testing::TwoRanks;
 
 // Stages 0 and 1 of a 3-stage model run at rank 0, stage 2 at rank 1.
 std::map<int, models::ParamSet> weights(std::vector<int> stages, float value) {

@@ -7,8 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -21,43 +19,14 @@
 
 #include "train/process_group.hpp"
 #include "transport/rendezvous.hpp"
+#include "two_ranks.hpp"
 
 namespace tandem::train {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
-
-// Ranks 0 and 1 of a job whose processes are threads of this one.
-struct TwoRanks {
-  std::unique_ptr<ProcessGroup> zero, one;
-
-  TwoRanks() {
-    const std::uint16_t port = free_port();
-    const auto options = [port](int rank) {
-      ProcessGroupOptions o;
-      o.env.rank = rank;
-      o.env.world_size = 2;
-      o.env.master_host = "127.0.0.1";
-      o.env.master_port = port;
-      o.host = "127.0.0.1";
-      o.heartbeat_timeout = 500ms;
-      return o;
-    };
-    std::thread joining([&] { one = std::make_unique<ProcessGroup>(options(1)); });
-    zero = std::make_unique<ProcessGroup>(options(0));
-    joining.join();
-  }
-  ~TwoRanks() {
-    if (one) one->shutdown();
-    zero->shutdown();
-  }
-};
+using testing::TwoRanks;
 
 const std::vector<std::string> kJob = {"model 0 linear 8->4", "pipeline.schedule: 1f1b",
                                        "pipeline.slices: 4", "train.seed: 1"};
@@ -167,7 +136,7 @@ TEST(JobAgreement, AHostileAnswerIsShownBoundedAndEscaped) {
 // Rank 1 takes rank 0's description and is lost before it answers (its process killed at that
 // moment: its group ends without a goodbye). Rank 0 ends the agreement as a lost rank.
 TEST(JobAgreement, ARankLostHalfWayThroughEndsTheAgreementOnRankZero) {
-  TwoRanks job;
+  TwoRanks job(500ms);  // lost after half a second of silence
   std::thread one([&] {
     (void)job.one->broadcast_text("job", "");
     job.one.reset();  // no shutdown(): what a kill looks like to the others

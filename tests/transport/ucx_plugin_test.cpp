@@ -4,11 +4,11 @@
 // Checked in this process's /proc/self/maps (each test runs in a process of its own under ctest).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../support/mapped_libraries.hpp"
 #include "runtime/actor_system.hpp"
 #include "runtime/plugin.hpp"
 #include "runtime/scheduler.hpp"
@@ -19,21 +19,7 @@ namespace {
 
 const std::vector<std::string> kUcxLibraries = {"libucp", "libtandem_ucx"};
 
-std::vector<std::string> mapped(const std::vector<std::string>& names) {
-  std::ifstream maps("/proc/self/maps");
-  EXPECT_TRUE(maps.good()) << "cannot read /proc/self/maps";
-  std::vector<std::string> found;
-  std::string line;
-  while (std::getline(maps, line)) {
-    for (const std::string& n : names) {
-      if (line.find(n) != std::string::npos) {
-        found.push_back(line);
-        break;
-      }
-    }
-  }
-  return found;
-}
+using test_support::mapped;
 
 TEST(UcxPlugin, UcxIsMappedOnlyOnceAChannelIsAskedFor) {
   EXPECT_TRUE(mapped(kUcxLibraries).empty()) << mapped(kUcxLibraries).front();
