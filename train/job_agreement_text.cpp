@@ -40,21 +40,24 @@ std::optional<Difference> first_difference(const std::vector<std::string>& rank0
   return std::nullopt;
 }
 
-// Another process's line as this one shows it: at most kShownLine characters, every byte
-// outside printable ASCII as \xNN, so that a peer's words cannot move a terminal's cursor or
-// fill a log.
+// Another process's line as this one shows it: every byte outside printable ASCII as \xNN, and
+// at most kShownLine characters of that, so that a peer's words can neither move a terminal's
+// cursor nor fill a log.
 constexpr std::size_t kShownLine = 300;
 std::string shown(std::string_view line) {
   std::string out;
-  for (const char c : line.substr(0, kShownLine)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && c != '\\') {
-      out += c;
+  std::size_t taken = 0;
+  for (; taken < line.size(); ++taken) {
+    const auto u = static_cast<unsigned char>(line[taken]);
+    const bool plain = u >= 0x20 && u < 0x7f && u != '\\';
+    if (out.size() + (plain ? 1 : 4) > kShownLine) break;
+    if (plain) {
+      out += static_cast<char>(u);
     } else {
       out += fmt::format("\\x{:02x}", u);
     }
   }
-  if (line.size() > kShownLine) out += fmt::format("... ({} bytes)", line.size());
+  if (taken < line.size()) out += fmt::format("... ({} bytes)", line.size());
   return out;
 }
 
