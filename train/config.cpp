@@ -935,18 +935,6 @@ void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& w
   }
 }
 
-// The plan's slices, where the config gives none.
-void slices_of_plan(const schedules::Plan& plan, PipelineLayout& p) {
-  if (!p.slices.empty() || !p.compositions.empty()) return;
-  if (!plan.schedule.forward_slices.empty()) {
-    for (size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
-      p.compositions.push_back({plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
-    }
-  } else if (plan.schedule.slices > 1) {
-    p.slices = {plan.schedule.slices};
-  }
-}
-
 // A path the pipeline section names, relative to the config.
 std::filesystem::path config_relative(ConfigMap& m, std::string_view key) {
   const std::filesystem::path given = m.get<std::string>(key);
@@ -974,14 +962,6 @@ planner::Cluster read_cluster(ConfigMap& m) {
   } catch (const std::exception& e) {
     m.fail("cluster", e.what());
   }
-}
-
-planner::RankingOptions ranking_options(ConfigMap& m, const PipelineLayout& p, int64_t minibatch) {
-  planner::RankingOptions options;
-  options.allow_async = m.get_or<bool>("allow_async", false);
-  options.minibatch = static_cast<int>(minibatch);
-  if (!p.slices.empty()) options.slices = static_cast<int>(p.slices.front());
-  return options;
 }
 
 // `schedule: auto`: the ranking's pick becomes the pipeline's schedule; with none, the error
@@ -1027,7 +1007,7 @@ void stages_of_plan(ConfigMap& m, const schedules::Plan& plan, PipelineLayout& p
     if (st.replicas == 1) st.devices.clear();
     p.stages.push_back(st);
   }
-  slices_of_plan(plan, p);
+  adopt_slices(plan, p);
 }
 
 // `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
@@ -1048,7 +1028,8 @@ void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>
   const planner::Profile profile = read_profile(m, num_layers);
   const planner::Cluster cluster = read_cluster(m);
   if (p.schedule == "auto") {
-    ranking = planner::rank_planned(profile, cluster, ranking_options(m, p, minibatch));
+    ranking = planner::rank_planned(
+        profile, cluster, ranking_options(p, minibatch, m.get_or<bool>("allow_async", false)));
     stages_of_plan(m, adopt_pick(m, *ranking, p), p, where, machine);
     return;
   }

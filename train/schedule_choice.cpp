@@ -13,18 +13,6 @@ namespace tandem::train {
 
 namespace {
 
-// Where the pipeline gives no slices, the pick's: equal counts, or UMPIPE's unequal slices.
-void slices_of_pick(const schedules::Plan& plan, PipelineLayout& p) {
-  if (!p.slices.empty() || !p.compositions.empty()) return;
-  if (!plan.schedule.forward_slices.empty()) {
-    for (std::size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
-      p.compositions.push_back({plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
-    }
-  } else if (plan.schedule.slices > 1) {
-    p.slices = {plan.schedule.slices};
-  }
-}
-
 std::vector<schedules::StagePlan> cut_of(const PipelineLayout& p, int num_layers) {
   std::vector<schedules::StagePlan> cut;
   for (const StageSpec& st : p.stages) {
@@ -44,6 +32,26 @@ std::vector<schedules::StagePlan> cut_of(const PipelineLayout& p, int num_layers
 
 }  // namespace
 
+void adopt_slices(const schedules::Plan& plan, PipelineLayout& p) {
+  if (!p.slices.empty() || !p.compositions.empty()) return;
+  if (!plan.schedule.forward_slices.empty()) {
+    for (std::size_t s = 0; s < plan.schedule.forward_slices.size(); ++s) {
+      p.compositions.push_back({plan.schedule.forward_slices[s], plan.schedule.backward_slices[s]});
+    }
+  } else if (plan.schedule.slices > 1) {
+    p.slices = {plan.schedule.slices};
+  }
+}
+
+planner::RankingOptions ranking_options(const PipelineLayout& pipeline, std::int64_t minibatch,
+                                        bool allow_async) {
+  planner::RankingOptions options;
+  options.allow_async = allow_async;
+  options.minibatch = static_cast<int>(minibatch);
+  if (!pipeline.slices.empty()) options.slices = static_cast<int>(pipeline.slices.front());
+  return options;
+}
+
 const schedules::Plan& adopt_pick(const planner::ScheduleRanking& ranking,
                                   PipelineLayout& pipeline) {
   const planner::RankedSchedule* pick = ranking.pick();
@@ -57,7 +65,7 @@ const schedules::Plan& adopt_pick(const planner::ScheduleRanking& ranking,
   pipeline.schedule = std::string(schedules::to_string(pick->kind));
   pipeline.rematerialize = pick->rematerialize;
   pipeline.chunks = pick->planned.plan.schedule.chunks;
-  slices_of_pick(pick->planned.plan, pipeline);
+  adopt_slices(pick->planned.plan, pipeline);
   return pick->planned.plan;
 }
 
@@ -77,12 +85,9 @@ planner::ScheduleRanking choose_schedule(PipelineLayout& pipeline, std::int64_t 
     for (const schedules::StagePlan& sp : cut) devices += static_cast<int>(sp.replicas.size());
     cluster.levels.push_back({"device", devices, std::numeric_limits<double>::infinity()});
   }
-  planner::RankingOptions options;
-  options.allow_async = inputs.allow_async;
-  options.minibatch = static_cast<int>(minibatch);
-  if (!pipeline.slices.empty()) options.slices = static_cast<int>(pipeline.slices.front());
-  planner::ScheduleRanking ranking = planner::rank_on_cut(
-      inputs.profile ? *inputs.profile : flop_profile(model, minibatch), cluster, cut, options);
+  planner::ScheduleRanking ranking =
+      planner::rank_on_cut(inputs.profile ? *inputs.profile : flop_profile(model, minibatch),
+                           cluster, cut, ranking_options(pipeline, minibatch, inputs.allow_async));
   (void)adopt_pick(ranking, pipeline);
   return ranking;
 }

@@ -24,6 +24,15 @@ struct ScheduleChoiceInputs {
   bool allow_async = false;
 };
 
+// Where `pipeline` gives no slices, `plan`'s (a planned or picked plan): its equal slice count,
+// or UMPIPE's unequal slices per stage.
+void adopt_slices(const schedules::Plan& plan, PipelineLayout& pipeline);
+
+// What the ranking takes of a pipeline: its minibatch, its slice count where it gives one (each
+// schedule's fastest count otherwise), and whether the asynchronous schedules take part.
+planner::RankingOptions ranking_options(const PipelineLayout& pipeline, std::int64_t minibatch,
+                                        bool allow_async);
+
 // The ranking's pick becomes `pipeline`'s schedule, chunks, re-materialization and, where
 // `pipeline` gives none, slices. Throws JobError at "pipeline.schedule" naming why each
 // candidate was dropped when none can run.
