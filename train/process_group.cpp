@@ -5,9 +5,11 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/udp.hpp>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -158,6 +160,22 @@ struct ProcessGroup::Impl {
 
   std::uint64_t completed_before = 0;  // guarded by mu: progress of earlier segments
 
+  // Armed when this rank is told it stalled while a pipeline runs: the process ends unless
+  // that pipeline stops within the grace. An embedding service whose run then fails goes on.
+  struct ExitWatch {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool disarmed = false;  // guarded by mu
+    void disarm() {
+      {
+        std::lock_guard lock(mu);
+        disarmed = true;
+      }
+      cv.notify_all();
+    }
+  };
+  std::shared_ptr<ExitWatch> exit_watch;  // guarded by mu
+
   // From the control plane's or the data plane's thread.
   void failed(GroupFailure::Kind kind, int rank, const std::string& why) {
     std::lock_guard lock(mu);
@@ -199,15 +217,35 @@ struct ProcessGroup::Impl {
   }
 
   // A stalled rank's own pipeline may never stop (its kernel or worker is stuck): the process
-  // ends itself if it has not, so no rank of the job hangs.
+  // ends itself if it has not, so no rank of the job hangs. A pipeline already released (its
+  // run over) needs no watch.
   void exit_unless_stopped(std::chrono::milliseconds grace) {
-    std::thread([grace, why = first_failure_now()] {
-      std::this_thread::sleep_for(grace);
+    std::shared_ptr<ExitWatch> watch;
+    {
+      std::lock_guard lock(mu);
+      if (watched == nullptr || exit_watch != nullptr) return;
+      exit_watch = std::make_shared<ExitWatch>();
+      watch = exit_watch;
+    }
+    std::thread([grace, watch, why = first_failure_now()] {
+      std::unique_lock lock(watch->mu);
+      if (watch->cv.wait_for(lock, grace, [&] { return watch->disarmed; })) return;
       std::fprintf(stderr, "tandem: error: %s; its pipeline did not stop within %lld s\n",
                    why.c_str(), static_cast<long long>(grace.count() / 1000));
       std::fflush(stderr);
       std::_Exit(1);
     }).detach();
+  }
+
+  // The watched pipeline stopped: a stalled rank's exit is called off.
+  void disarm_exit() {
+    std::shared_ptr<ExitWatch> watch;
+    {
+      std::lock_guard lock(mu);
+      watch = std::move(exit_watch);
+      exit_watch = nullptr;
+    }
+    if (watch) watch->disarm();
   }
 
   std::string first_failure_now() {
@@ -439,9 +477,14 @@ void ProcessGroup::connect_channel(int segment) {
 }
 
 void ProcessGroup::release() {
-  std::lock_guard lock(impl_->mu);
-  if (impl_->watched != nullptr) impl_->completed_before += impl_->watched->progress().completed;
-  impl_->watched = nullptr;
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->watched != nullptr) {
+      impl_->completed_before += impl_->watched->progress().completed;
+    }
+    impl_->watched = nullptr;
+  }
+  impl_->disarm_exit();
 }
 
 void ProcessGroup::put(const std::string& key, std::span<const std::byte> value) {

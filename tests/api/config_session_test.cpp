@@ -2,8 +2,6 @@
 // losses and weights as `tandem train` bit for bit, checkpoints that either front end resumes,
 // and a job of two processes started the way a launcher starts them.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,12 +23,14 @@
 #include <vector>
 
 #include "../train/temp_dir.hpp"
+#include "free_port.hpp"
 #include "weights_digest.hpp"
 
 namespace tandem {
 namespace {
 
 namespace fs = std::filesystem;
+using api_test::free_port;
 using apps::testing::TempDir;
 
 const std::string kModel =
@@ -485,18 +485,6 @@ TEST(ConfigSessionErrors, AConfigProblemNamesItsLineAndKey) {
     EXPECT_EQ(e.code(), tandem::ErrorCode::checkpoint) << e.what();
     EXPECT_EQ(e.where().key, "ConfigRunOptions.resume") << e.what();
   }
-}
-
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof a;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // config_runner's lines into a RunFigures.

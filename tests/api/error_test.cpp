@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -13,9 +14,11 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "free_port.hpp"
 #include "tandem/tandem.hpp"
 
 namespace {
@@ -177,6 +180,58 @@ TEST(ApiErrors, ADataFnThatThrowsIsAData) {
     EXPECT_EQ(e.where().minibatch, 1) << e.what();
     EXPECT_NE(std::string(e.what()).find("the reader's disk is gone"), std::string::npos);
   }
+}
+
+// y = x; minibatch kFailingMinibatch's training forward takes 2 s, as a layer stuck in I/O or
+// a kernel does.
+class SlowIdentity final : public tandem::Layer {
+ public:
+  std::string kind() const override { return "slow_identity"; }
+  std::string describe() const override { return "slow_identity"; }
+  tandem::Shape output_shape(const tandem::Shape& input) const override { return input; }
+  tandem::ForwardResult forward(const tandem::LayerContext& ctx, tandem::ParamView,
+                                const tandem::Tensor& x) const override {
+    if (ctx.keep_saved && x.data<float>()[0] == kMarker) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    return {x.clone(), {}};
+  }
+  tandem::Tensor backward_input(const tandem::LayerContext&, tandem::ParamView, tandem::Saved&,
+                                const tandem::Tensor& dy) const override {
+    return dy.clone();
+  }
+};
+
+// Ranks 0 and 1 of a job, sessions on two threads of this process; rank 1 runs stage 1, whose
+// layer holds minibatch 3 for 2 s against a stall timeout of 0.5 s. Rank 0's run ends with
+// ErrorCode::stalled naming rank 1; rank 1's own run ends so too, and its process (this one)
+// goes on: the exit that ends a stalled rank whose pipeline never stops is called off once it
+// has stopped.
+TEST(ApiErrors, ARankThatHoldsItsWorkTooLongIsStalledAndItsProcessGoesOn) {
+  const tandem::Model model = model_with(std::make_shared<SlowIdentity>());
+  const std::string master = "127.0.0.1:" + std::to_string(tandem::api_test::free_port());
+  const auto run_rank = [&](int rank, std::string& failure) {
+    tandem::TrainOptions o = options(model, 8);
+    o.launch = tandem::Launch::rank(rank, 2, master, "error-test-token");
+    o.cluster.stall_timeout_s = 0.5;
+    o.threads = 1;
+    try {
+      (void)tandem::Session(model, std::move(o)).run();
+      failure = "completed";
+    } catch (const tandem::Error& e) {
+      failure = std::string(tandem::error_code_name(e.code())) + " rank " +
+                (e.where().rank ? std::to_string(*e.where().rank) : "?") + ": " + e.what();
+    }
+  };
+  std::string zero, one;
+  std::thread second([&] { run_rank(1, one); });
+  run_rank(0, zero);
+  second.join();
+  EXPECT_EQ(zero.rfind("stalled rank 1: ", 0), 0u) << zero;
+  EXPECT_EQ(one.rfind("stalled rank 1: ", 0), 0u) << one;
+  // Past the grace (10 s from the notice) after which a stalled rank's process ends itself.
+  std::this_thread::sleep_for(std::chrono::seconds(11));
+  SUCCEED() << "this process outlived the grace";
 }
 
 // Options that cannot be, a plan that cannot run and a checkpoint that is not one are told
