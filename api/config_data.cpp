@@ -34,7 +34,7 @@ ConfigData config_data(const Config& config_source) {
   } catch (const train::ConfigError& e) {
     throw std::invalid_argument(e.what());
   }
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = train::config_model(config);
   train::TrainData sets;
   try {
     train::at_config(config, [&] { sets = train::load_train_data(config, model); });

@@ -352,6 +352,7 @@ JobRun::JobRun(const Config& config_source, ConfigRunOptions options)
   std::unique_ptr<train::ProcessGroup> group =
       join_job(options.launch, train::process_group_options(config.cluster), "ConfigRunOptions");
   train::JobInputs inputs;
+  inputs.model = train::config_model(config);
   inputs.on_minibatch = state_->reporter();
   try {
     train::at_config(config,

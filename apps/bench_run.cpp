@@ -100,7 +100,7 @@ double ring_sync_ms(const models::Model& model, const ts::Plan& plan, double byt
 }
 
 BenchReport bench_sim(const train::Config& config, const BenchOptions& options) {
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = train::config_model(config);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   const ts::Plan plan =
       train::pipeline_plan(*config.pipeline, config.train.minibatch, model.num_layers(), steps);
@@ -260,7 +260,7 @@ BenchReport bench_trained(train::Config config, const BenchOptions& options) {
 namespace {
 
 BenchReport run_bench_checked(const train::Config& config, const BenchOptions& options) {
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = train::config_model(config);
   const std::int64_t steps = options.steps.value_or(config.train.steps);
   bool sim = false;
   if (config.pipeline) {

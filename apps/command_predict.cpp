@@ -58,7 +58,7 @@ void add_predict_command(CLI::App& app) {
       throw UsageError("predict: -o: '" + args->out + "' exists; give --force to replace it");
     }
     const train::Config config = load_command_config(args->config, args->sets);
-    const models::Model model = models::Model::build(config.model);
+    const models::Model model = train::config_model(config);
     const std::string name = config.model.describe();
     const schedules::Plan plan = train::training_plan(config, model.num_layers(), 1);
     const models::ParamSet weights = train::load_predict_weights(args->weights, model, name);

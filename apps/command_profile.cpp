@@ -38,7 +38,7 @@ void run_profile(const ProfileArgs& args) {
   if (args.options.minibatch > 0) {  // the config was checked with its own minibatch
     const train::Machine machine = train::Machine::here();
     const double bytes =
-        4 * train::activation_count(models::Model::build(config.model), args.options.minibatch);
+        4 * train::activation_count(train::config_model(config), args.options.minibatch);
     if (bytes > machine.memory_bytes) {
       throw UsageError(fmt::format(
           "profile: --minibatch {}: one minibatch's activations alone need {}, more than this "

@@ -80,7 +80,7 @@ std::string devices_text(const train::StageSpec& st) {
 }  // namespace
 
 DryRunPrediction predict(const train::Config& config) {
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = train::config_model(config);
   const train::PipelineLayout pipeline = effective_pipeline(config);
   const ts::ScheduleKind kind = ts::parse_schedule_kind(pipeline.schedule);
   // Flush schedules: one minibatch is one step. The others never flush: time enough
@@ -138,7 +138,7 @@ DryRunPrediction predict(const train::Config& config) {
 }
 
 void dry_run(const train::Config& config, std::ostream& out) {
-  const models::Model model = models::Model::build(config.model);
+  const models::Model model = train::config_model(config);
   const train::PipelineLayout pipeline = effective_pipeline(config);
   const DryRunPrediction p = predict(config);
   out << fmt::format("dry run: {} is valid; nothing was trained\n", config.file);

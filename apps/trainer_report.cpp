@@ -235,7 +235,9 @@ train::TrainSummary run_train_command(const TrainCommand& command, std::ostream&
                   train::joiner_options(train::process_group_options(config.cluster)),
                   parse_join(*command.join));
     } else {
-      job.emplace(config, options, std::move(joined));
+      train::JobInputs inputs;
+      inputs.model = train::config_model(config);
+      job.emplace(config, options, std::move(joined), std::move(inputs));
     }
   });
   train::Session& trainer = job->session();

@@ -19,21 +19,12 @@
 #include "models/delay_correction.hpp"
 #include "models/graph_builder.hpp"
 #include "models/model.hpp"
-#include "planner/cluster.hpp"
-#include "planner/pipeline_planner.hpp"
-#include "planner/profile.hpp"
-#include "planner/schedule_ranking.hpp"
-#include "schedules/schedule.hpp"
-#include "schedules/schedule_error.hpp"
 #include "schedules/schedule_kind.hpp"
-#include "train/config_flop_profile.hpp"
+#include "train/config_check.hpp"
 #include "train/config_limits.hpp"
 #include "train/config_reader.hpp"
 #include "train/config_ties.hpp"
-#include "train/job_plan.hpp"
 #include "train/job_rules.hpp"
-#include "train/memory_check.hpp"
-#include "train/schedule_choice.hpp"
 #include "transport/wire_message.hpp"
 
 namespace tandem::train {
@@ -270,7 +261,7 @@ void read_graph(ConfigMap& m, models::ModelSpec& spec) {
   }
 }
 
-models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parameters) {
+models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parameters, int* layers) {
   models::ModelSpec spec;
   // A graph is the model: `graph:` alone names it.
   spec.name = m.has("graph") ? m.get_or<std::string>("name", "graph") : m.get<std::string>("name");
@@ -375,6 +366,7 @@ models::ModelSpec read_model(ConfigMap m, const Machine& machine, double* parame
     m.fail_here(std::string("invalid model: ") + e.what());
   }
   *parameters = parameter_count(*untied);
+  *layers = untied->num_layers();
   if (has_ties) read_ties(m, *untied, spec);
   check_parameters(m, spec, *parameters, machine);
   return spec;
@@ -830,31 +822,19 @@ std::string unassigned(int64_t first, int64_t last) {
   return "layers " + std::to_string(first) + "-" + std::to_string(last) + " belong to no stage";
 }
 
-// Devices this machine has: a stage on a missing GPU would fail only once its actor starts.
-void check_device(ConfigMap& s, const Device& device, const Machine& machine) {
-  if (!device.is_cuda()) return;
-  const CudaFacts cuda = cuda_facts(machine);
-  if (!cuda.built) {
-    s.fail("device", "'" + device.str() +
-                         "' does not exist: this build has no CUDA backend (devices: cpu, sim)");
-  }
-  if (device.index() >= cuda.devices) {
-    s.fail("device", "'" + device.str() + "' does not exist: this machine has " +
-                         std::to_string(cuda.devices) + " CUDA device" +
-                         (cuda.devices == 1 ? "" : "s"));
-  }
-}
-
-// The stages a config lists, each checked against the model and the machine.
-void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
-                 int num_layers, const Machine& machine) {
+// The stages a config lists, each checked against the model (their devices are checked against
+// the machine after reading: train/config_check.hpp, at the keys recorded here).
+void read_stages(ConfigMap& m, PipelineLayout& p, ConfigLocations& where, int num_layers) {
   const YAML::Node& stages = m.node("stages");
   if (!stages.IsSequence() || stages.size() == 0) m.fail("stages", "expected a list of stages");
   int64_t next = 0;  // the first layer the next stage must start at
   for (size_t i = 0; i < stages.size(); ++i) {
     ConfigMap s(stages[i], m.origin(), m.key_path("stages") + "[" + std::to_string(i) + "]");
     StageSpec st;
-    where.push_back(s.where());
+    where.stages.push_back(s.where());
+    for (const char* key : {"device", "devices"}) {
+      if (s.has(key)) where.keys[s.key_path(key)] = s.where(key);
+    }
     if (auto layers = s.find<std::string>("layers")) {
       std::tie(st.first_layer, st.last_layer) = parse_layers(s, *layers);
     } else if (stages.size() > 1) {
@@ -892,7 +872,6 @@ void read_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& w
       } catch (const std::invalid_argument& e) {
         s.fail(key, e.what());
       }
-      check_device(s, d, machine);
       return d;
     };
     if (auto one = s.find<std::string>("device")) st.device = device("device", *one);
@@ -941,160 +920,32 @@ std::filesystem::path config_relative(ConfigMap& m, std::string_view key) {
   return given.is_absolute() ? given : std::filesystem::path(m.file()).parent_path() / given;
 }
 
-planner::Profile read_profile(ConfigMap& m, int num_layers) {
-  planner::Profile profile;
-  try {
-    profile = planner::load_profile(config_relative(m, "profile"));
-  } catch (const std::exception& e) {
-    m.fail("profile", e.what());
-  }
-  if (static_cast<int64_t>(profile.layers.size()) != num_layers) {
-    m.fail("profile", "profiles " + std::to_string(profile.layers.size()) +
-                          " layers; the model has " + std::to_string(num_layers) +
-                          " (profile this config's model: tandem profile CONFIG -o FILE)");
-  }
-  return profile;
-}
-
-planner::Cluster read_cluster(ConfigMap& m) {
-  try {
-    return planner::load_cluster(config_relative(m, "cluster"));
-  } catch (const std::exception& e) {
-    m.fail("cluster", e.what());
-  }
-}
-
-// `schedule: auto`: the ranking's pick becomes the pipeline's schedule; with none, the error
-// says why each candidate was dropped, at the schedule's line.
-const schedules::Plan& adopt_pick(ConfigMap& m, const planner::ScheduleRanking& ranking,
-                                  PipelineLayout& p) {
-  try {
-    return train::adopt_pick(ranking, p);
-  } catch (const JobError& e) {
-    m.fail("schedule", e.detail());
-  }
-}
-
-// The stages of a plan the planner made, checked like stages written by hand; slices too, where
-// the config gives none.
-void stages_of_plan(ConfigMap& m, const schedules::Plan& plan, PipelineLayout& p,
-                    std::vector<ConfigLocation>& where, const Machine& machine) {
-  std::vector<std::string> hosts;
-  for (const schedules::StagePlan& sp : plan.stages) {
-    StageSpec st;
-    where.push_back(m.where("partition"));
-    st.first_layer = sp.layers.begin;
-    st.last_layer = sp.layers.end - 1;
-    st.replicas = static_cast<int64_t>(sp.replicas.size());
-    for (const schedules::Placement& pl : sp.replicas) {
-      // Hosts become ranks in the order the plan first names them: one process per host,
-      // running every replica the planner put on it.
-      if (!pl.host.empty()) {
-        auto it = std::find(hosts.begin(), hosts.end(), pl.host);
-        if (it == hosts.end()) it = hosts.insert(hosts.end(), pl.host);
-        st.ranks.push_back(static_cast<int64_t>(it - hosts.begin()));
-      }
-      Device d;
-      try {
-        d = Device::parse(pl.device);
-      } catch (const std::invalid_argument& e) {
-        m.fail("cluster", e.what());
-      }
-      check_device(m, d, machine);
-      st.devices.push_back(d);
+// `partition: auto` (with its profile and cluster files) and `schedule: auto` (with optional
+// ones) are recorded for the planning step, with where their keys stand.
+void read_planning(ConfigMap& m, const PipelineLayout& p, ConfigPlanning& planning,
+                   ConfigLocations& where) {
+  const auto record = [&](std::string_view key) { where.keys[m.key_path(key)] = m.where(key); };
+  record("schedule");
+  if (m.has("partition")) {
+    record("partition");
+    if (m.get<std::string>("partition") != "auto") {
+      m.fail("partition", "expected auto (or give stages instead)");
     }
-    st.device = st.devices.front();
-    if (st.replicas == 1) st.devices.clear();
-    p.stages.push_back(st);
-  }
-  adopt_slices(plan, p);
-}
-
-// `partition: auto`: the planner picks stages, replicas and devices (and, where the schedule
-// takes them, slices; with `schedule: auto`, the schedule too) from a profile of the model and
-// a cluster file, both named relative to the config; the result is checked like stages
-// written by hand.
-void planned_stages(ConfigMap& m, PipelineLayout& p, std::vector<ConfigLocation>& where,
-                    int64_t minibatch, int num_layers, const Machine& machine,
-                    std::optional<planner::ScheduleRanking>& ranking) {
-  if (m.get<std::string>("partition") != "auto") {
-    m.fail("partition", "expected auto (or give stages instead)");
-  }
-  if (m.has("stages")) m.fail("stages", "give stages or partition: auto, not both");
-  if (!m.has("profile")) {
-    m.fail("partition", "partition: auto needs profile: (a file `tandem profile` writes)");
-  }
-  if (!m.has("cluster")) m.fail("partition", "partition: auto needs cluster: (a cluster file)");
-  const planner::Profile profile = read_profile(m, num_layers);
-  const planner::Cluster cluster = read_cluster(m);
-  if (p.schedule == "auto") {
-    ranking = planner::rank_planned(
-        profile, cluster, ranking_options(p, minibatch, m.get_or<bool>("allow_async", false)));
-    stages_of_plan(m, adopt_pick(m, *ranking, p), p, where, machine);
-    return;
-  }
-  planner::PlanRequest request;
-  request.schedule = schedules::parse_schedule_kind(p.schedule);
-  request.minibatch = static_cast<int>(minibatch);
-  if (!p.slices.empty()) request.slices = static_cast<int>(p.slices.front());
-  planner::PlannedPipeline planned;
-  try {
-    planned = planner::plan_pipeline(profile, cluster, request);
-  } catch (const std::exception& e) {
-    m.fail("partition", std::string("the planner found no plan: ") + e.what());
-  }
-  stages_of_plan(m, planned.plan, p, where, machine);
-}
-
-// cpu stages of one process share its cores: their ops run at the speed of a profile measured
-// with as many copies at once (`tandem profile --concurrent`), which the ranking says when the
-// profile differs, or when there is none (the FLOP counts know nothing of this machine).
-void note_profile_fit(bool measured, const planner::Profile& profile, const PipelineLayout& p,
-                      planner::ScheduleRanking& ranking) {
-  std::map<int64_t, int> cpu_per_rank;
-  for (const StageSpec& st : p.stages) {
-    for (int64_t r = 0; r < st.replicas; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      const Device& d = i < st.devices.size() ? st.devices[i] : st.device;
-      if (d.kind() != DeviceKind::cpu) continue;
-      ++cpu_per_rank[i < st.ranks.size() ? st.ranks[i] : 0];
+    if (m.has("stages")) m.fail("stages", "give stages or partition: auto, not both");
+    if (!m.has("profile")) {
+      m.fail("partition", "partition: auto needs profile: (a file `tandem profile` writes)");
     }
+    if (!m.has("cluster")) m.fail("partition", "partition: auto needs cluster: (a cluster file)");
+    planning.partition = true;
   }
-  int most = 0;
-  for (const auto& [rank, n] : cpu_per_rank) most = std::max(most, n);
-  if (most == 0) return;
-  if (!measured) {
-    ranking.notes.push_back(
-        "timed on the model's FLOP counts at a nominal speed: the order of schedules, not this "
-        "machine's step time; `tandem profile CONFIG --concurrent " +
-        std::to_string(most) + " -o P.json` and `profile: P.json` predict it");
-  } else if (profile.concurrent != most) {
-    ranking.notes.push_back(
-        "the profile was measured " + std::to_string(profile.concurrent) + " cop" +
-        (profile.concurrent == 1 ? "y" : "ies") + " at a time, but " + std::to_string(most) +
-        " cpu stages share one process's cores here: `tandem profile " + "CONFIG --concurrent " +
-        std::to_string(most) + "` measures what they see");
+  if (!planning.partition && p.schedule != "auto") return;
+  for (const char* key : {"profile", "cluster"}) {
+    if (!m.has(key)) continue;
+    record(key);
+    (std::string_view(key) == "profile" ? planning.profile : planning.cluster) =
+        config_relative(m, key);
   }
-}
-
-// `schedule: auto` with the config's own stages: every schedule that runs this cut, timed on
-// the config's `profile:` if it names one, else on the model's FLOP counts
-// (train/config_flop_profile.hpp), over the `cluster:`'s links if it names one, else free links
-// and no memory bound (the machine's memory is checked after, for the pick).
-void rank_config_stages(ConfigMap& m, PipelineLayout& p, int64_t minibatch,
-                        const models::Model& model,
-                        std::optional<planner::ScheduleRanking>& ranking) {
-  ScheduleChoiceInputs inputs;
-  if (m.has("profile")) inputs.profile = read_profile(m, model.num_layers());
-  if (m.has("cluster")) inputs.cluster = read_cluster(m);
-  inputs.allow_async = m.get_or<bool>("allow_async", false);
-  try {
-    ranking = choose_schedule(p, minibatch, model, inputs);
-  } catch (const JobError& e) {
-    m.fail("schedule", e.detail());
-  }
-  note_profile_fit(m.has("profile"), inputs.profile ? *inputs.profile : planner::Profile{}, p,
-                   *ranking);
+  planning.allow_async = m.get_or<bool>("allow_async", false);
 }
 
 // `schedule: auto` chooses what these keys would fix, and `allow_async` applies to it only.
@@ -1115,11 +966,11 @@ void check_auto_keys(ConfigMap& m, bool automatic) {
   (void)m.get_or<bool>("allow_async", false);  // a wrong type fails here, at its line
 }
 
-PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
-                             const models::Model& model, const Machine& machine,
-                             ConfigLocations& where,
-                             std::optional<planner::ScheduleRanking>& ranking) {
-  const int num_layers = model.num_layers();
+// The pipeline section as written; what depends on the stages (slices per stage, chunks
+// against layers, the schedule's own rules) is checked once they are known
+// (train/config_check.hpp), as `partition: auto` plans them only then.
+PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int num_layers,
+                             ConfigPlanning& planning, ConfigLocations& where) {
   PipelineLayout p;
   where.pipeline = m.where();
   p.schedule = m.get_or<std::string>("schedule", p.schedule);
@@ -1185,44 +1036,10 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
     }
     p.wire_dtype = parse_dtype(text);
   }
-  if (m.has("partition")) {
-    planned_stages(m, p, where.stages, minibatch, num_layers, machine, ranking);
-  } else {
-    read_stages(m, p, where.stages, num_layers, machine);
-    if (automatic) rank_config_stages(m, p, minibatch, model, ranking);
-  }
-  interleaved = p.schedule == "interleaved";
-  v_shape = p.schedule == "zb-v";
-  const auto stage_count = static_cast<int64_t>(p.stages.size());
-  if (p.slices.size() > 1 && p.slices.size() != p.stages.size()) {
-    m.fail("slices", "gives " + std::to_string(p.slices.size()) + " values for " +
-                         std::to_string(p.stages.size()) + " stages");
-  }
-  if (p.slices.size() > 1 && p.schedule != "umpipe" &&
-      std::adjacent_find(p.slices.begin(), p.slices.end(), std::not_equal_to<>()) !=
-          p.slices.end()) {
-    m.fail("slices", "schedule " + p.schedule +
-                         " cuts every stage's minibatch alike; different counts per stage need "
-                         "umpipe");
-  }
-  if (!p.compositions.empty() && p.compositions.size() != p.stages.size()) {
-    m.fail("slices", "gives slice sizes for " + std::to_string(p.compositions.size()) +
-                         " stages, the pipeline has " + std::to_string(p.stages.size()));
-  }
-  if (interleaved) {
-    const int64_t m_slices = p.slices.empty() ? 1 : p.slices.front();
-    if (m_slices % stage_count != 0) {
-      m.fail("slices", "interleaved needs slices to be a multiple of the " +
-                           std::to_string(stage_count) + " stages, got " +
-                           std::to_string(m_slices));
-    }
-  }
-  if (interleaved || v_shape) {
-    if (stage_count * p.chunks > num_layers) {
-      m.fail("chunks", std::to_string(stage_count) + " stages x " + std::to_string(p.chunks) +
-                           " chunks need " + std::to_string(stage_count * p.chunks) +
-                           " layers; the model has " + std::to_string(num_layers));
-    }
+  read_planning(m, p, planning, where);
+  if (!planning.partition) read_stages(m, p, where, num_layers);
+  for (const char* key : {"slices", "chunks", "async_correction"}) {
+    if (m.has(key)) where.keys[m.key_path(key)] = m.where(key);
   }
   if (m.has("async_correction")) {
     try {
@@ -1230,98 +1047,9 @@ PipelineLayout read_pipeline(ConfigMap m, int64_t minibatch, int64_t steps,
     } catch (const std::invalid_argument& e) {
       m.fail("async_correction", e.what());
     }
-    if (p.async_correction != models::AsyncCorrection::none && p.schedule != "pipedream" &&
-        p.schedule != "pipedream-vsync" && p.schedule != "2bw") {
-      m.fail("async_correction",
-             "applies to schedules pipedream, pipedream-vsync and 2bw only (their gradients are "
-             "stale); schedule " +
-                 p.schedule + " flushes");
-    }
   }
   m.finish();
-  // Whatever the schedule itself refuses (2BW with fewer slices than stages, replicas under a
-  // schedule without data parallelism, ...), at the section it comes from.
-  try {
-    const schedules::Plan plan = pipeline_plan(p, minibatch, num_layers, steps);
-    (void)schedules::Schedule(plan.schedule);
-  } catch (const schedules::ScheduleError& e) {
-    m.fail_here(std::string("cannot run this pipeline: ") + e.what());
-  }
   return p;
-}
-
-// Bytes the data needs in memory: every generated token stream and epoch permutation (8 bytes
-// a sample), and the files, read whole.
-double data_bytes(const data::DataSpec& spec, int64_t eval_samples) {
-  const auto eval = static_cast<double>(eval_samples);
-  const auto file_bytes = [](const std::filesystem::path& path) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    return ec ? 0.0 : static_cast<double>(size);
-  };
-  return std::visit(
-      [&](const auto& d) -> double {
-        using T = std::decay_t<decltype(d)>;
-        if constexpr (std::is_same_v<T, data::TeacherData> ||
-                      std::is_same_v<T, data::TeacherRegressionData> ||
-                      std::is_same_v<T, data::ProceduralImagesData>) {
-          return 8 * static_cast<double>(d.samples);
-        } else if constexpr (std::is_same_v<T, data::SequencePairsData>) {
-          return 8 * static_cast<double>(d.samples);
-        } else if constexpr (std::is_same_v<T, data::VideoCaptionsData>) {
-          // The permutations, and the token embeddings the frames are drawn from.
-          return 8 * static_cast<double>(d.samples) +
-                 4 * static_cast<double>(d.spec.vocab) * static_cast<double>(d.spec.features);
-        } else if constexpr (std::is_same_v<T, data::MarkovTextData>) {
-          return (8 + 2 * static_cast<double>(d.seq_len)) * (static_cast<double>(d.samples) + eval);
-        } else if constexpr (std::is_same_v<T, data::TokenFileData>) {
-          return 2 * (file_bytes(d.train) + (d.eval ? file_bytes(*d.eval) : 0.0));
-        } else if constexpr (std::is_same_v<T, data::MnistData>) {
-          return file_bytes(d.images) + (d.eval_images ? file_bytes(*d.eval_images) : 0.0);
-        } else {
-          double bytes = 0;
-          for (const auto& f : d.files) bytes += file_bytes(f);
-          for (const auto& f : d.eval_files) bytes += file_bytes(f);
-          return bytes;
-        }
-      },
-      spec);
-}
-
-// The whole run against the machine (train/memory_check.hpp), the data's bytes included; a
-// refusal at the key whose part is largest, at that key's line.
-void check_memory(const Config& c, const models::Model& model, double parameters,
-                  const Machine& machine) {
-  const int64_t eval = c.train.eval ? c.train.eval->samples : 0;
-  const double data = data_bytes(c.data, eval);
-  try {
-    check_job_memory(c, model, parameters, {data, data_bytes(c.data, 0)}, machine.memory_bytes);
-  } catch (const JobError& e) {
-    throw config_error(c, e);
-  }
-}
-
-// A graph with sim nodes (models/layers/sim_node.hpp) computes nothing: every stage on sim.
-void check_sim_nodes(const Config& c) {
-  if (c.model.name != "graph") return;
-  const auto sim = std::find_if(c.model.graph.nodes.begin(), c.model.graph.nodes.end(),
-                                [](const models::GraphNode& n) { return n.layer == "sim"; });
-  if (sim == c.model.graph.nodes.end()) return;
-  const std::string node = "node '" + sim->name + "' is a sim layer, which computes nothing";
-  if (!c.pipeline) {
-    throw ConfigError(c.where.model, "model.graph",
-                      node + ": it runs only in a pipeline whose stages are all on device sim");
-  }
-  for (std::size_t i = 0; i < c.pipeline->stages.size(); ++i) {
-    const StageSpec& st = c.pipeline->stages[i];
-    bool all_sim = st.device.is_sim();
-    for (const Device& d : st.devices) all_sim = all_sim && d.is_sim();
-    if (!all_sim) {
-      throw ConfigError(i < c.where.stages.size() ? c.where.stages[i] : c.where.pipeline,
-                        "pipeline.stages[" + std::to_string(i) + "].device",
-                        node + ": every stage must be on device sim");
-    }
-  }
 }
 
 }  // namespace
@@ -1334,8 +1062,8 @@ Config parse_config(const std::string& text, const std::string& file, const Mach
   return parse_config(text, file, ConfigOverrides{}, machine);
 }
 
-Config parse_config(const std::string& text, const std::string& file,
-                    const ConfigOverrides& overrides, const Machine& machine) {
+Config read_config(const std::string& text, const std::string& file,
+                   const ConfigOverrides& overrides, const Machine& machine) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -1355,35 +1083,17 @@ Config parse_config(const std::string& text, const std::string& file,
   c.where.model = top.where("model");
   c.where.data = top.where("data");
   c.where.train = top.where("train");
-  double parameters = 0;
-  c.model = read_model(top.map("model"), machine, &parameters);
+  int layers = 0;
+  c.model = read_model(top.map("model"), machine, &c.parameters, &layers);
   c.data = read_data(top.map("data"), c.model);
   c.train = read_train(top.map("train"), c.data);
-  const models::Model model = models::Model::build(c.model);
   if (auto p = top.find_map("pipeline")) {
-    c.pipeline = read_pipeline(*p, c.train.minibatch, c.train.steps, model, machine, c.where,
-                               c.schedule_ranking);
-    if (c.pipeline->async_correction != models::AsyncCorrection::none) {
-      try {
-        (void)models::make_optimizer(c.train.optimizer, c.pipeline->async_correction, 1);
-      } catch (const std::invalid_argument& e) {
-        p->fail("async_correction", e.what());
-      }
-    }
+    c.pipeline = read_pipeline(*p, c.train.minibatch, layers, c.planning, c.where);
   }
-  check_sim_nodes(c);
   if (c.pipeline && c.train.precision && c.pipeline->precision != models::MatmulPrecision::f32 &&
       c.pipeline->precision != *c.train.precision) {
     throw ConfigError(c.where.train, "train.precision",
                       "differs from pipeline.precision, which it supersedes: give one");
-  }
-  if (c.pipeline && c.train.accumulate > 1 &&
-      (c.pipeline->schedule == "pipedream" || c.pipeline->schedule == "pipedream-vsync")) {
-    throw ConfigError(c.where.train, "train.accumulate",
-                      std::to_string(c.train.accumulate) + " minibatches per step, but " +
-                          c.pipeline->schedule +
-                          " updates after every minibatch; accumulating over slices is 2bw's "
-                          "batch (pipeline.slices)");
   }
   if (auto cl = top.find_map("cluster")) {
     c.where.cluster = cl->where();
@@ -1400,7 +1110,13 @@ Config parse_config(const std::string& text, const std::string& file,
     apply_rules(*cl, [&] { check_cluster(c.cluster); });
     cl->finish();
   }
-  check_memory(c, model, parameters, machine);
+  return c;
+}
+
+Config parse_config(const std::string& text, const std::string& file,
+                    const ConfigOverrides& overrides, const Machine& machine) {
+  Config c = read_config(text, file, overrides, machine);
+  check_config(c, machine);
   return c;
 }
 
@@ -1449,6 +1165,7 @@ ConfigLocation ConfigLocations::of(std::string_view key) const {
     const auto [end, ec] = std::from_chars(first, key.data() + key.size(), i);
     if (ec == std::errc() && end != first && i < stages.size()) return stages[i];
   }
+  if (const auto it = keys.find(key); it != keys.end()) return it->second;
   const ConfigLocation* at = &file;
   if (section("model")) at = &model;
   if (section("data")) at = &data;
@@ -1456,6 +1173,10 @@ ConfigLocation ConfigLocations::of(std::string_view key) const {
   if (section("pipeline")) at = &pipeline;
   if (section("cluster")) at = &cluster;
   return at->line > 0 ? *at : file;
+}
+
+models::Model config_model(const Config& config) {
+  return config.model_built ? *config.model_built : models::Model::build(config.model);
 }
 
 ConfigError config_error(const Config& config, const JobError& e) {

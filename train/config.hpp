@@ -33,12 +33,16 @@
 //             collectives auto | gloo | nccl
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "models/model.hpp"
 #include "planner/schedule_ranking.hpp"
 #include "train/config_error.hpp"
 #include "train/config_limits.hpp"
@@ -53,20 +57,42 @@ struct ConfigLocations {
   ConfigLocation file;  // the file itself (line 0)
   ConfigLocation model, data, train, pipeline, cluster;
   std::vector<ConfigLocation> stages;  // pipeline.stages[i] (or `partition`, for each)
+  // Keys whose checks come after reading (train/config_check.hpp), each where it stands:
+  // "pipeline.partition", "pipeline.profile", "pipeline.schedule", "pipeline.slices",
+  // "pipeline.stages[1].device", ...
+  std::map<std::string, ConfigLocation, std::less<>> keys;
 
-  // Where a key of a JobError stands: "pipeline.stages[2].device" at stage 2's entry,
-  // "data.seed" at the data section, ...; a section the file lacks at the file.
+  // Where a key of a JobError stands: a key of `keys` where it was read,
+  // "pipeline.stages[2].devices" at stage 2's entry, "data.seed" at the data section, ...; a
+  // section the file lacks at the file.
   ConfigLocation of(std::string_view key) const;
+};
+
+// What a config leaves to the planning step (train/config_check.hpp).
+struct ConfigPlanning {
+  bool partition = false;  // `partition: auto`: the planner picks the stages
+  // The profile and cluster files it names (resolved against the config's folder).
+  std::optional<std::filesystem::path> profile, cluster;
+  bool allow_async = false;  // `schedule: auto` ranks the asynchronous schedules too
 };
 
 // A job read from YAML: its meaning (JobSpec) and where each part came from.
 struct Config : JobSpec {
   std::string file;
   ConfigLocations where;
+  ConfigPlanning planning;
+  // The model's parameters, tied copies counted apart (what the memory check counts).
+  double parameters = 0;
   // `schedule: auto`: every candidate with its prediction or why it was dropped; the pipeline
   // holds the pick.
   std::optional<planner::ScheduleRanking> schedule_ranking;
+  // The model, built once by the check (load_config, parse_config) for all that follows; null
+  // after read_config alone. Whoever changes `model` afterwards builds it anew.
+  std::shared_ptr<const models::Model> model_built;
 };
+
+// The config's model: the one its check built, or, for a Config made otherwise, built now.
+models::Model config_model(const Config& config);
 
 // A job's error reported at the config line of the key it names.
 ConfigError config_error(const Config& config, const JobError& e);
@@ -81,10 +107,17 @@ decltype(auto) at_config(const Config& config, F&& f) {
   }
 }
 
-// Throws ConfigError for unreadable files, YAML syntax errors, unknown or missing keys,
-// wrong types and invalid values, devices the machine lacks, and runs larger than its memory
-// (train/config_limits.hpp), all before anything is allocated. Paths that are directories or
-// devices (the config's, the data's) are refused.
+// Reads a config and only reads it: ConfigError for YAML syntax errors, unknown or missing
+// keys, wrong types and values that cannot be, and models too large to build on `machine`.
+// `partition: auto` and `schedule: auto` are left to the planning step (Config::planning), the
+// devices and the memory to the checks (train/config_check.hpp).
+Config read_config(const std::string& text, const std::string& file,
+                   const ConfigOverrides& overrides, const Machine& machine);
+
+// Reads the config and then plans and checks it (check_config): throws ConfigError for
+// unreadable files and for what read_config and check_config refuse (devices the machine
+// lacks, runs larger than its memory: train/config_limits.hpp), all before anything is
+// allocated. Paths that are directories or devices (the config's, the data's) are refused.
 Config load_config(const std::filesystem::path& path);
 // The same from text; `file` names it in errors.
 Config parse_config(const std::string& text, const std::string& file);

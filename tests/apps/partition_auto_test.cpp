@@ -6,9 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "train/config.hpp"
+#include "train/config_check.hpp"
 #include "train/config_error.hpp"
 #include "train/session.hpp"
 
@@ -102,6 +104,56 @@ TEST(PartitionAuto, RefusesWhatItCannotPlan) {
       EXPECT_NE(std::string(e.what()).find("profiles 1 layers"), std::string::npos) << e.what();
     }
   }
+}
+
+// The reader only reads: the planner's files and the machine's devices are the check's, which
+// reports them at their keys' lines; the checked config holds its model, built once.
+TEST(PartitionAuto, ReadingLeavesPlanningAndTheMachineToTheCheck) {
+  train::Machine machine;
+  machine.memory_bytes = 64e9;
+  machine.cuda_built = true;  // a build with CUDA on a machine without GPUs
+  TempConfig missing("  partition: auto\n  profile: missing.json\n  cluster: cluster.yaml\n");
+  std::ifstream in(missing.path());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  train::Config read =
+      train::read_config(text, missing.path().string(), train::ConfigOverrides{}, machine);
+  EXPECT_TRUE(read.planning.partition);
+  ASSERT_TRUE(read.planning.profile.has_value());
+  EXPECT_EQ(*read.planning.profile, missing.path().parent_path() / "missing.json");
+  ASSERT_TRUE(read.pipeline.has_value());
+  EXPECT_TRUE(read.pipeline->stages.empty());
+  EXPECT_EQ(read.model_built, nullptr);
+  try {
+    train::check_config(read, machine);
+    ADD_FAILURE() << "planned from a missing profile";
+  } catch (const train::ConfigError& e) {
+    EXPECT_EQ(e.key(), "pipeline.profile") << e.what();
+    EXPECT_EQ(e.where().line, 6) << e.what();  // the profile key's line
+  }
+
+  TempConfig gpu(
+      "  schedule: 1f1b\n  stages:\n    - {layers: \"0-2\"}\n"
+      "    - {layers: \"3-6\",\n       device: \"cuda:7\"}\n");
+  std::ifstream gin(gpu.path());
+  const std::string gtext((std::istreambuf_iterator<char>(gin)), std::istreambuf_iterator<char>());
+  train::Config staged =
+      train::read_config(gtext, gpu.path().string(), train::ConfigOverrides{}, machine);
+  ASSERT_EQ(staged.pipeline->stages.size(), 2u);
+  EXPECT_EQ(staged.pipeline->stages[1].device.str(), "cuda:7");
+  try {
+    train::check_config(staged, machine);
+    ADD_FAILURE() << "a stage on cuda:7 of a machine without GPUs";
+  } catch (const train::ConfigError& e) {
+    EXPECT_EQ(e.key(), "pipeline.stages[1].device") << e.what();
+    EXPECT_EQ(e.where().line, 8) << e.what();  // the device key's line, not the stage's
+    EXPECT_NE(std::string(e.what()).find("has 0 CUDA devices"), std::string::npos) << e.what();
+  }
+
+  TempConfig ok("  partition: auto\n  profile: profile.json\n  cluster: cluster.yaml\n");
+  const train::Config checked = train::load_config(ok.path(), machine);
+  ASSERT_NE(checked.model_built, nullptr);
+  EXPECT_EQ(checked.model_built->num_layers(), checked.pipeline->stages.back().last_layer + 1);
+  EXPECT_EQ(checked.where.stages.size(), checked.pipeline->stages.size());
 }
 
 }  // namespace
