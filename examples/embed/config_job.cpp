@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -41,8 +42,12 @@ pipeline:
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  // The job's checkpoints: one directory for every rank of a job that tandem launch started
+  // (its ranks share the parent), one per process otherwise.
+  const char* master = std::getenv("TANDEM_MASTER");
   const fs::path work =
-      fs::temp_directory_path() / ("tandem-config-job-" + std::to_string(::getpid()));
+      fs::temp_directory_path() /
+      ("tandem-config-job-" + std::to_string(master != nullptr ? ::getppid() : ::getpid()));
   fs::create_directories(work);
   try {
     // The job: a file named on the command line, or the text above, with any key overridden.
@@ -68,12 +73,14 @@ int main(int argc, char** argv) {
     tandem::Session first(config, whole);
     const tandem::TrainResult a = first.run();
     if (a.rank != 0) return 0;  // rank 0 reports for the job
+    std::printf("whole run: weights %016" PRIx64 "\n", a.weights_fingerprint);
     if (a.has_eval) {
       std::printf("held-out loss %.4f, accuracy %.1f%% on %" PRId64 " samples\n", a.eval.loss,
                   100 * a.eval.accuracy, a.eval.samples);
     }
     if (a.processes > 1 || a.checkpoints.size() < 2) {
       std::printf("%d process(es), %zu checkpoint(s)\nOK\n", a.processes, a.checkpoints.size());
+      fs::remove_all(work);
       return 0;
     }
     tandem::ConfigRunOptions rest;
