@@ -12,6 +12,8 @@
 #include <limits>
 #include <system_error>
 
+#include "runtime/log.hpp"
+
 namespace tandem::transport {
 namespace {
 
@@ -101,6 +103,13 @@ std::string read_token_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     fail(where + ": not a regular file (a token file holds the job's token)");
+  }
+  // As ssh treats a private key: a secret others may read is no longer the job's alone.
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    tandem::log::warn(
+        "{}: the file is readable or writable by others (mode {:o}); the job's "
+        "token should be the owner's alone: chmod 600 it",
+        where, st.st_mode & 0777);
   }
   // One byte past the bound tells a file that grew since fstat from one that fits.
   std::string bytes(kMaxJobTokenBytes + 1, '\0');
@@ -238,18 +247,24 @@ std::string read_job_token(const EnvLookup& lookup) {
     if (token->size() > kMaxJobTokenBytes) {
       fail("TANDEM_JOB_TOKEN is longer than " + std::to_string(kMaxJobTokenBytes) + " bytes");
     }
-    return *token;
+    std::string t = token_text(*token);
+    if (t.empty()) fail("TANDEM_JOB_TOKEN holds only white space");
+    return t;
   }
   if (!file) return {};
-  std::string t = read_token_file(*file);
-  while (!t.empty() &&
-         (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) {
-    t.pop_back();
-  }
+  std::string t = token_text(read_token_file(*file));
   if (t.empty()) {
     fail(quoted("TANDEM_JOB_TOKEN_FILE", *file) + ": the file is empty (holds no token)");
   }
   return t;
+}
+
+std::string token_text(std::string raw) {
+  while (!raw.empty() &&
+         (raw.back() == '\n' || raw.back() == '\r' || raw.back() == ' ' || raw.back() == '\t')) {
+    raw.pop_back();
+  }
+  return raw;
 }
 
 bool is_loopback_host(std::string_view host) {

@@ -61,9 +61,14 @@ inline constexpr std::size_t kMaxJobTokenBytes = 4096;
 LaunchEnv read_launch_env(const EnvLookup& lookup);
 
 // The job token from TANDEM_JOB_TOKEN, or from the file TANDEM_JOB_TOKEN_FILE names (a regular
-// file of at most kMaxJobTokenBytes, trailing white space stripped); empty when neither is set.
-// Setting both is an error, so that the one in effect is never a guess.
+// file of at most kMaxJobTokenBytes, warned about when others may read or write it); empty when
+// neither is set. Either way its trailing white space is stripped (token_text), so one secret
+// given one way to one rank and the other way to another is one token. Setting both is an
+// error, so that the one in effect is never a guess.
 std::string read_job_token(const EnvLookup& lookup);
+
+// A token as given, without its trailing white space (newlines, carriage returns, spaces, tabs).
+std::string token_text(std::string raw);
 
 // Whether `host` names this machine's loopback interface, read as written (no name lookup):
 // "localhost", an IPv4 address in 127.0.0.0/8, "::1" or an IPv4-mapped 127.x address.

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "runtime/log.hpp"
 
 namespace tandem::transport {
 namespace {
@@ -241,6 +244,39 @@ TEST_F(LaunchEnvTokenFile, AFileOfTheLargestSizeIsRead) {
   write(std::string(kMaxJobTokenBytes, 'k'));
   EXPECT_EQ(read_job_token(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}})),
             std::string(kMaxJobTokenBytes, 'k'));
+}
+
+// One secret given to one rank in TANDEM_JOB_TOKEN (`export T=$(cat file)` keeps no newline,
+// a here-string or an env file may) and to another in the file is one token: trailing white
+// space is stripped from both.
+TEST_F(LaunchEnvTokenFile, OneSecretGivenEitherWayIsOneToken) {
+  write("s3cret\n");
+  const std::string from_file =
+      read_job_token(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}}));
+  for (const char* given : {"s3cret", "s3cret\n", "s3cret\r\n", "s3cret \t"}) {
+    EXPECT_EQ(read_job_token(lookup_in({{"TANDEM_JOB_TOKEN", given}})), from_file) << given;
+  }
+  EXPECT_EQ(from_file, "s3cret");
+  expect_error({{"TANDEM_JOB_TOKEN", " \n"}}, {"TANDEM_JOB_TOKEN holds only white space"});
+}
+
+// A token file others may read or write is used, with a warning naming it and the fix, as ssh
+// refuses such a key; the owner's alone is read without one.
+TEST_F(LaunchEnvTokenFile, AFileOthersMayReadIsWarnedAbout) {
+  std::vector<std::string> warnings;
+  log::set_handler([&](log::Level level, std::string_view line) {
+    if (level == log::Level::warn) warnings.emplace_back(line);
+  });
+  write("s3cret\n");
+  ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
+  EXPECT_EQ(read_job_token(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}})), "s3cret");
+  ASSERT_EQ(::chmod(path_.c_str(), 0600), 0);
+  EXPECT_EQ(read_job_token(lookup_in({{"TANDEM_JOB_TOKEN_FILE", path_.string()}})), "s3cret");
+  log::set_handler({});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(path_.string()), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("mode 644"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("chmod 600"), std::string::npos) << warnings[0];
 }
 
 // /dev/zero would be read without end (4.3 GB before the bound): only a regular file of at most
