@@ -59,12 +59,38 @@ void check_export_output(const fs::path& out, bool force) {
   }
 }
 
-// Not over the checkpoint's own files, even with --force.
+// Whether `path` is `dir` or lies below it, after links (`latest`) and `..` are resolved.
+bool lies_in(const fs::path& path, const fs::path& dir) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir), ec);
+  if (ec) return false;
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // the trailing separator of a directory
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+// Not over the checkpoint's own files, nor anywhere in it (its `latest`, an older step's
+// files), even with --force: a checkpoint is resumable as a whole or not at all.
 void check_not_an_input(const fs::path& out, const train::Checkpoint& checkpoint,
-                        const fs::path& step_dir) {
+                        const fs::path& dir, const fs::path& step_dir) {
   check_output("checkpoint export: -o", out, {step_dir / "manifest.json"});
   for (const train::StageCheckpoint& stage : checkpoint.stages) {
     check_output("checkpoint export: -o", out, {stage.file});
+  }
+  // A step directory given alone lies in its checkpoint's directory, the one holding `latest`.
+  std::error_code ec;
+  const fs::path parent = fs::absolute(step_dir).parent_path();
+  for (const fs::path& inside :
+       {fs::path(dir), step_dir, fs::exists(parent / "latest", ec) ? parent : fs::path()}) {
+    if (!inside.empty() && lies_in(out, inside)) {
+      throw UsageError("checkpoint export: -o: '" + out.string() + "' lies in the checkpoint ('" +
+                       inside.string() +
+                       "'), which an export never writes into; give a path outside it");
+    }
   }
 }
 
@@ -86,7 +112,7 @@ void add_export(CLI::App& cmd) {
   exp->callback([args] {
     check_export_output(args->out, args->force);
     const train::Checkpoint checkpoint = train::read_checkpoint(args->dir);
-    check_not_an_input(args->out, checkpoint, step_directory(checkpoint, args->dir));
+    check_not_an_input(args->out, checkpoint, args->dir, step_directory(checkpoint, args->dir));
     const models::ParamSet weights = train::newest_weights(checkpoint);
     train::write_model_file(
         args->out, weights,

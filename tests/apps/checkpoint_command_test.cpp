@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "run_command.hpp"
 #include "temp_dir.hpp"
@@ -127,6 +129,35 @@ TEST(CheckpointCommand, ExportRefusesAnExistingFileWithoutForceAndTheCheckpoints
   EXPECT_TRUE(has(r.output, "is an input of this command")) << r.output;
   EXPECT_EQ(fs::file_size(stage), size);
   EXPECT_EQ(run_command(kTandem + " checkpoint inspect " + ck.string()).code, 0);
+}
+
+// Nowhere in the checkpoint, --force or not: not its `latest` (which would leave it without
+// its newest step), not an older step's stage file, not a new file beside them, and not from a
+// step directory given alone. The checkpoint still resumes after every refusal.
+TEST(CheckpointCommand, ExportNeverWritesIntoTheCheckpoint) {
+  TempDir dir;
+  const fs::path ck = trained(dir, kPipeDream);
+  const fs::path older = ck / "step-00000004";
+  ASSERT_TRUE(fs::exists(older / "stage-1.safetensors"));
+  const auto size = fs::file_size(older / "stage-1.safetensors");
+  for (const auto& [from, out] :
+       std::vector<std::pair<fs::path, fs::path>>{{ck, ck / "latest"},
+                                                  {ck, older / "stage-1.safetensors"},
+                                                  {ck, ck / "model.safetensors"},
+                                                  {ck, ck / "sub" / ".." / "m.safetensors"},
+                                                  {older, ck / "model.safetensors"},
+                                                  {older, older / "m.safetensors"}}) {
+    const CommandResult r = run_command(kTandem + " checkpoint export " + from.string() + " -o " +
+                                        out.string() + " --force");
+    EXPECT_EQ(r.code, 2) << out << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "lies in the checkpoint")) << r.output;
+    EXPECT_FALSE(fs::exists(ck / "model.safetensors"));
+  }
+  EXPECT_EQ(fs::file_size(older / "stage-1.safetensors"), size);
+  const fs::path cfg = dir.path() / "c.yaml";
+  const CommandResult resumed = run_command(kTandem + " train " + cfg.string() + " --resume " +
+                                            ck.string() + " --steps 8 --quiet");
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
 }
 
 TEST(CheckpointCommand, ABrokenCheckpointIsReportedNotExported) {
