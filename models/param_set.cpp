@@ -3,7 +3,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <unordered_set>
 
 #include "runtime/counter_rng.hpp"
@@ -191,6 +193,48 @@ void init_param(Tensor& tensor, const ParamSpec& spec, std::uint64_t seed, std::
     }
   }
   if (!host.shares_storage(tensor)) tensor.copy_from(host.to(tensor.dtype()));
+}
+
+std::optional<std::int64_t> first_non_finite(const Tensor& tensor) {
+  if (tensor.numel() == 0) return std::nullopt;
+  if (tensor.dtype() == DType::f32) {
+    const float* v = tensor.data<float>();
+    for (std::int64_t i = 0; i < tensor.numel(); ++i) {
+      if (!std::isfinite(v[i])) return i;
+    }
+  } else if (tensor.dtype() == DType::bf16) {
+    const BFloat16* v = tensor.data<BFloat16>();
+    for (std::int64_t i = 0; i < tensor.numel(); ++i) {
+      if (!std::isfinite(v[i].to_float())) return i;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> non_finite_value(const Tensor& tensor) {
+  const std::optional<std::int64_t> at = first_non_finite(tensor);
+  if (!at) return std::nullopt;
+  const double value = tensor.dtype() == DType::f32 ? tensor.data<float>()[*at]
+                                                    : tensor.data<BFloat16>()[*at].to_float();
+  std::string shape;
+  for (const std::int64_t d : tensor.shape()) {
+    shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return std::string("holds ") +
+         (std::isnan(value) ? "nan"
+          : value > 0       ? "inf"
+                            : "-inf") +
+         " at element " + std::to_string(*at) + " of " + std::to_string(tensor.numel()) +
+         " (shape [" + shape + "])";
+}
+
+std::optional<std::string> non_finite_entry(const ParamSet& set) {
+  for (std::int64_t t = 0; t < set.size(); ++t) {
+    if (std::optional<std::string> bad = non_finite_value(set[t])) {
+      return "tensor '" + set.name(t) + "' " + *bad;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace tandem::models

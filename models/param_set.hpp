@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -101,6 +102,20 @@ class ParamSet {
   };
   std::unordered_map<std::string, std::int64_t, NameHash, std::equal_to<>> index_;
 };
+
+// The index of the first NaN or infinity among a floating tensor's values (f32, bf16); none for
+// a tensor whose values are all finite, or that is not floating. Weights read from a file are
+// checked with it: a run that starts from them would fail at its first step, blaming the
+// learning rate.
+std::optional<std::int64_t> first_non_finite(const Tensor& tensor);
+
+// "holds nan at element 12 of 400 (shape [20, 20])": the tensor's first non-finite value; none
+// when every value is finite.
+std::optional<std::string> non_finite_value(const Tensor& tensor);
+
+// "tensor 'NAME' holds nan at element ...": for `set`'s first tensor with a non-finite value;
+// none when every value is finite.
+std::optional<std::string> non_finite_entry(const ParamSet& set);
 
 // Fills `tensor` per spec, deterministically from (seed, stream): the same seed and stream give
 // the same values whatever else is initialised.

@@ -1134,6 +1134,13 @@ void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& p
                          shape_str(got.shape()) + ", but the model's parameter is " +
                          std::string(dtype_name(want.dtype())) + shape_str(want.shape()));
       }
+      // A run that diverged fails as it diverges: weights it could not train from are no state
+      // to resume.
+      if (const std::optional<std::string> bad = models::non_finite_value(got)) {
+        refuse(file, "tensor '" + prefix + name + "' " + *bad +
+                         ": the weights to resume from "
+                         "are finite");
+      }
     }
     for (const std::string& name : params.names()) {
       if (!w.params.contains(name)) refuse(file, "tensor '" + prefix + name + "' is missing");
@@ -1145,6 +1152,12 @@ void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& p
     } catch (const models::OptimizerStateError& e) {
       refuse(file, "tensor '" + optimizer_prefix(o.replica) + e.entry() + "': " + e.detail() +
                        " (" + e.who() + ")");
+    }
+    for (std::int64_t i = 0; i < o.state.size(); ++i) {
+      if (const std::optional<std::string> bad = models::non_finite_value(o.state[i])) {
+        refuse(file, "tensor '" + optimizer_prefix(o.replica) + o.state.name(i) + "' " + *bad +
+                         ": the optimizer state to resume from is finite");
+      }
     }
   }
 }

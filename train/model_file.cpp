@@ -178,6 +178,9 @@ models::ParamSet model_file_params(const fs::path& path, const models::ParamSet&
   if (const std::optional<std::string> why = differing_tied_copy(tensors, model)) {
     refuse(path, *why);
   }
+  if (const std::optional<std::string> bad = models::non_finite_entry(tensors)) {
+    refuse(path, *bad + ": the weights to start from are finite");
+  }
   return with_tied_copies(tensors, model);
 }
 
