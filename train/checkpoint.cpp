@@ -32,9 +32,11 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kFormat = "tandem-checkpoint";
 constexpr const char* kWeightsPrefix = "weights/r";
 constexpr const char* kOptimizerPrefix = "optimizer/r";
-// Bounds on what is read before it is parsed: a manifest names a few entries per stage, and
-// `latest` one name and a digest.
-constexpr std::uint64_t kMaxManifestBytes = 64u << 20;
+// Bounds on what is read before it is parsed: a manifest names a few entries per stage and a
+// line per layer (a model of 100,000 layers writes about 10 MiB), and `latest` one name and a
+// digest. Parsing takes about 35 bytes of memory per byte of JSON: 16 MiB bounds a reader at
+// about half a GiB and a few seconds, and the writer refuses to write more.
+constexpr std::uint64_t kMaxManifestBytes = 16u << 20;
 constexpr std::uint64_t kMaxLatestBytes = 4096;
 
 [[noreturn]] void refuse(const fs::path& file, const std::string& what) {
@@ -186,10 +188,27 @@ class Fields {
     if (!v.is_boolean()) refuse(file_, "field '" + name(at, key) + "' must be true or false");
     return v.get<bool>();
   }
+  // Printable text: names and lines of a manifest are printed (inspect, resume, reshard), and a
+  // control byte would reach the terminal as an escape.
   std::string string(const json& object, const std::string& at, const std::string& key) const {
     const json& v = member(object, at, key);
     if (!v.is_string()) refuse(file_, "field '" + name(at, key) + "' must be a string");
-    return v.get<std::string>();
+    return printable(v.get<std::string>(), name(at, key));
+  }
+  std::string printable(std::string text, const std::string& field) const {
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      // C0 controls and DEL, and C1 controls as UTF-8 writes them (U+0080-U+009F: 0xC2 0x80-0x9F).
+      const bool c1 = c == 0xC2 && i + 1 < text.size() &&
+                      (static_cast<unsigned char>(text[i + 1]) & 0xE0) == 0x80;
+      if (c < 0x20 || c == 0x7F || c1) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", c1 ? static_cast<unsigned char>(text[i + 1]) : c);
+        refuse(file_, "field '" + field + "' holds the control character " + hex + " at byte " +
+                          std::to_string(i) + ": a manifest's text is printable");
+      }
+    }
+    return text;
   }
   const json& array(const json& object, const std::string& at, const std::string& key) const {
     const json& v = member(object, at, key);
@@ -591,10 +610,11 @@ std::vector<std::string> lines_from_json(const Fields& f, const json& manifest,
     f.fail("field '" + key + "' holds " + std::to_string(a.size()) + " lines");
   }
   for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string at = key + "[" + std::to_string(i) + "]";
     if (!a[i].is_string() || a[i].get<std::string>().size() > 4096) {
-      f.fail("field '" + key + "[" + std::to_string(i) + "]' is not a line of text");
+      f.fail("field '" + at + "' is not a line of text");
     }
-    out.push_back(a[i].get<std::string>());
+    out.push_back(f.printable(a[i].get<std::string>(), at));
   }
   return out;
 }
@@ -845,6 +865,24 @@ CheckpointManifest parse_manifest(std::string_view text, const fs::path& manifes
   }
   for (std::size_t s = 0; s < stages.size(); ++s) {
     m.stages.push_back(stage_entry(step_dir, f, stages[s], s, c.step));
+    for (std::size_t t = 0; t < s; ++t) {
+      if (m.stages[t].file == m.stages[s].file) {
+        f.fail("field 'stages[" + std::to_string(s) + "].file' names '" +
+               m.stages[s].file.filename().string() + "', as stages[" + std::to_string(t) +
+               "] does: each stage has a file of its own");
+      }
+    }
+  }
+  // Every layer of the model in some stage's file: the stages cover the layers in order from 0,
+  // and model_layers, where recorded, holds a line per layer before its "loss: " line
+  // (train/model_identity.hpp).
+  const int covered = c.plan.stages.empty() ? 0 : c.plan.stages.back().layers.end;
+  const auto loss = std::find_if(c.model_layers.begin(), c.model_layers.end(),
+                                 [](const std::string& l) { return l.starts_with("loss: "); });
+  const auto layers = static_cast<std::size_t>(loss - c.model_layers.begin());
+  if (loss != c.model_layers.end() && static_cast<std::size_t>(covered) != layers) {
+    f.fail("field 'plan.stages' covers layers 0-" + std::to_string(covered - 1) + ", but the " +
+           "model has " + std::to_string(layers) + " (field 'model_layers')");
   }
   return m;
 }
@@ -958,6 +996,11 @@ fs::path commit_checkpoint(const CheckpointSlot& slot, const Checkpoint& checkpo
                            {"parent", parent_to_json(slot.parent)},
                            {"history", checkpoint.history}};
     const std::string text = manifest.dump(2) + "\n";
+    if (text.size() > kMaxManifestBytes) {
+      throw CheckpointError("write_checkpoint: the manifest would be " +
+                            std::to_string(text.size() >> 20) + " MiB, more than the " +
+                            std::to_string(kMaxManifestBytes >> 20) + " MiB a reader accepts");
+    }
     write_file_atomically(slot.step_dir() / kManifest, text);
     const json pointer = {{"checkpoint", slot.name}, {"manifest_sha256", hex_of(text)}};
     write_file_atomically(slot.dir / kLatest, pointer.dump() + "\n");

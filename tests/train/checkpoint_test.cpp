@@ -434,6 +434,42 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
               m["model_layers"] = json::array({std::string(5000, 'x')});
             }).find("field 'model_layers[0]' is not a line of text"),
             std::string::npos);
+  // One file named by two stages: export merged them and failed with ParamSet's internal text.
+  EXPECT_NE(refusal_with([](json& m) {
+              m["stages"][1]["file"] = m["stages"][0]["file"];
+            }).find("field 'stages[1].file' names 'stage-0.safetensors', as stages[0] does"),
+            std::string::npos);
+  // A plan that leaves the model's last layer to no file: export wrote a model without it.
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model_layers"] = json::array(
+                  {"layer 0", "layer 1", "layer 2", "layer 3", "layer 4", "loss: xent"});
+            }).find("field 'plan.stages' covers layers 0-3, but the model has 5"),
+            std::string::npos);
+  // Terminal escapes in what inspect, resume and reshard print: refused, not printed raw.
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model"] = "mlp\x1b]0;owned\x07";
+            }).find("field 'model' holds the control character 0x1b at byte 3"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["stages"][0]["host"] = "node\xc2\x9b" "2J";
+            }).find("field 'stages[0].host' holds the control character 0x9b at byte 4"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["plan"]["stages"][0]["replicas"][0]["host"] = "a\rb";
+            }).find("field 'plan.stages[0].replicas[0].host' holds the control character 0x0d"),
+            std::string::npos);
+  EXPECT_NE(refusal_with([](json& m) {
+              m["model_layers"] = json::array({"layer 0\x1b[2J"});
+            }).find("field 'model_layers[0]' holds the control character 0x1b"),
+            std::string::npos);
+  // Printable UTF-8 is text like any other.
+  json utf8 = manifest;
+  utf8["stages"][0]["host"] = "n\xc5\x93ud-\xe6\x97\xa5";
+  spit(manifest_file, utf8.dump());
+  EXPECT_EQ(train::read_checkpoint(step_dir).stages[0].host, "n\xc5\x93ud-\xe6\x97\xa5");
+  // A manifest over the bound is refused before it is parsed.
+  spit(manifest_file, std::string((16u << 20) + 1, ' '));
+  EXPECT_NE(refusal(step_dir, manifest_file).find("manifest.json"), std::string::npos);
   spit(manifest_file, manifest.dump());
   expect_same(train::read_checkpoint(step_dir), make_checkpoint(2));
 }
@@ -508,7 +544,8 @@ TEST_F(CheckpointTest, RefusesAnotherModelOrOptimizerNamingBoth) {
 // manifest written before the lines were recorded is compared by name only.
 TEST_F(CheckpointTest, RefusesAModelThatDiffersInOneLayerNamingTheLine) {
   train::Checkpoint written = make_checkpoint(2);
-  written.model_layers = {"layer 0: linear(4->8, relu)", "layer 1: linear(8->2)", "loss: xent"};
+  written.model_layers = {"layer 0: linear(4->8, relu)", "layer 1: relu", "layer 2: linear(8->8)",
+                          "layer 3: linear(8->2)", "loss: xent"};  // the plan's 4 layers
   train::write_checkpoint(dir_, written);
   const fs::path manifest = dir_ / "step-00000002" / "manifest.json";
   std::vector<std::string> gelu = written.model_layers;
