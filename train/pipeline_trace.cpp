@@ -1,12 +1,15 @@
 #include "train/pipeline_trace.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "actors/stage_edges.hpp"
 #include "runtime/trace_recorder.hpp"
@@ -81,13 +84,25 @@ using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t>;
   throw std::runtime_error("tandem.schedule." + field + ": " + what);
 }
 
+// The value as a T, refused when it does not fit one (2^31 read as an int would wrap to a
+// negative count and be reported as such).
 template <class T>
 T field(const nlohmann::json& j, const std::string& name, T fallback) {
   if (!j.contains(name)) return fallback;
+  const nlohmann::json& v = j.at(name);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const bool fits =
+        v.is_number_integer() &&
+        (v.is_number_unsigned()
+             ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+             : v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                   v.get<std::int64_t>() <= std::numeric_limits<T>::max());
+    if (!fits) bad_field(name, "unexpected value " + v.dump() + " (not an integer that fits)");
+  }
   try {
-    return j.at(name).get<T>();
+    return v.get<T>();
   } catch (const nlohmann::json::exception&) {
-    bad_field(name, "unexpected value " + j.at(name).dump());
+    bad_field(name, "unexpected value " + v.dump());
   }
 }
 

@@ -14,9 +14,26 @@ nlohmann::json parse_trace(std::string_view bytes, const std::string& source) {
                              " bytes, more than a trace may hold (" +
                              std::to_string(kMaxTraceBytes) + ")");
   }
+  // Copying and printing a JSON value recurse once per level: a trace nests a few levels.
+  struct TooDeep {};
+  int depth = 0;
+  const nlohmann::json::parser_callback_t limit = [&](int, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json&) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (++depth > kMaxTraceDepth) throw TooDeep{};
+    } else if (event == E::object_end || event == E::array_end) {
+      --depth;
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(bytes);
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::json::parse(bytes.begin(), bytes.end(), limit);
+  } catch (const TooDeep&) {
+    throw std::runtime_error(source + ": JSON nests deeper than " + std::to_string(kMaxTraceDepth) +
+                             " levels: not a trace");
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number no double holds ("ts": 1e999, which would be infinite).
     throw std::runtime_error(source + ": not valid JSON: " + e.what());
   }
 }

@@ -12,6 +12,8 @@ namespace tandem::train {
 // The largest trace read back: far above the trace of a long run (some hundred bytes an
 // action), and a bound on what parsing one may cost.
 inline constexpr std::size_t kMaxTraceBytes = std::size_t{1} << 30;
+// The deepest nesting a trace may have: a trace nests objects a few levels deep.
+inline constexpr int kMaxTraceDepth = 32;
 
 // Throws std::runtime_error naming `path`: missing, not a regular file, larger than
 // kMaxTraceBytes, unreadable, or not JSON.

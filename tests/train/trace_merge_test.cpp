@@ -25,6 +25,7 @@
 #include "tests/actors/pipeline_harness.hpp"
 #include "train/job_trace.hpp"
 #include "train/pipeline_trace.hpp"
+#include "train/schedule_json.hpp"
 #include "train/trace_file.hpp"
 
 namespace tandem::apps {
@@ -243,6 +244,37 @@ TEST(TraceMerge, RefusesWhatIsNotOneJobsRankTraces) {
   EXPECT_TRUE(has(e, "has slices in a.json too")) << e;
   e = merge_error({{"a.json", r0}, {"b.json", json::array()}});
   EXPECT_TRUE(has(e, "b.json: (top): expected a JSON object")) << e;
+}
+
+// What a trace file may hold, checked before anything uses it: nesting a trace never has (it
+// overflowed the stack), a number no double holds (1e999 escaped as the JSON library's own
+// text), and a count that does not fit (2^31 stages wrapped to -2^31 and was reported so).
+TEST(TraceFile, RefusesDeepNestingNumbersThatOverflowAndCountsThatDoNotFit) {
+  const auto refusal = [](const std::string& text, const std::string& source) {
+    try {
+      (void)train::parse_trace(text, source);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  std::string e = refusal(std::string(100000, '[') + std::string(100000, ']'), "deep.json");
+  EXPECT_EQ(e.rfind("deep.json: JSON nests deeper than 32 levels", 0), 0u) << e;
+  e = refusal(R"({"traceEvents": [{"ph": "X", "ts": 1e999}]})", "inf.json");
+  EXPECT_EQ(e.rfind("inf.json: not valid JSON", 0), 0u) << e;
+  EXPECT_NE(e.find("1e999"), std::string::npos) << e;
+  EXPECT_NO_THROW((void)train::parse_trace(R"({"a": [[[{"b": [1]}]]]})", "shallow.json"));
+
+  json schedule = train::schedule_to_json(params(ScheduleKind::one_f_one_b, 2, {}, 2, 4));
+  schedule["stages"] = std::int64_t{1} << 31;
+  try {
+    (void)train::schedule_from_json(schedule);
+    ADD_FAILURE() << "2^31 stages read";
+  } catch (const std::runtime_error& err) {
+    EXPECT_NE(std::string(err.what()).find("2147483648 (not an integer that fits)"),
+              std::string::npos)
+        << err.what();
+  }
 }
 
 // The job's name in its traces is its own and reveals nothing of the nonce.
