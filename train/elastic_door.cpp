@@ -1,15 +1,30 @@
 #include "train/elastic_door.hpp"
 
 #include <charconv>
+#include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string_view>
 
 #include "runtime/log.hpp"
+#include "train/job_agreement_text.hpp"
+#include "train/job_error.hpp"
 
 namespace tandem::train {
 namespace {
 
 using nlohmann::json;
 constexpr const char* kAssignment = "elastic/assignment";
+constexpr const char* kJob = "elastic/job";        // rank 0's description, for the joiner
+constexpr const char* kAnswer = "elastic/answer";  // the joiner's: empty when they agree
+// How long the door waits for a joiner's answer: it compares a few dozen lines.
+constexpr auto kAnswerTimeout = std::chrono::seconds(30);
+
+std::vector<std::byte> bytes_of(const std::string& text) {
+  const auto b = std::as_bytes(std::span(text.data(), text.size()));
+  return {b.begin(), b.end()};
+}
 
 transport::RendezvousOptions door_options(int rank, const std::string& host, std::uint16_t port,
                                           const std::string& token) {
@@ -40,8 +55,8 @@ int field(const json& j, const char* key, int lo, int hi) {
 
 }  // namespace
 
-ElasticDoor::ElasticDoor(std::string host, std::string job_token)
-    : host_(std::move(host)), token_(std::move(job_token)) {
+ElasticDoor::ElasticDoor(std::string host, std::string job_token, std::vector<std::string> job)
+    : host_(std::move(host)), token_(std::move(job_token)), job_(std::move(job)) {
   first_ = std::make_unique<transport::Rendezvous>(door_options(0, host_, 0, token_));
   port_ = first_->port();
   thread_ = std::thread([this] { serve(); });
@@ -69,7 +84,16 @@ void ElasticDoor::serve() {
               ? std::move(first_)
               : std::make_unique<transport::Rendezvous>(door_options(0, host_, port_, token_));
       door->join(std::chrono::seconds(2));
-      tandem::log::info("elastic door: {} waits to join the job", door->peers().at(1).host);
+      const std::string who = "a joiner (" + door->peers().at(1).host + ")";
+      door->set(kJob, bytes_of(description_text(job_)));
+      const std::vector<std::byte> answer = door->get(kAnswer, kAnswerTimeout);
+      if (const std::optional<JobError> refusal = refusal_of_answer(answer, who, -1)) {
+        tandem::log::warn("elastic door: {}; refused, the job goes on without it",
+                          refusal->detail());
+        door->shutdown(std::chrono::seconds(2));
+        continue;
+      }
+      tandem::log::info("elastic door: {} waits to join the job", who);
       std::lock_guard lock(mu_);
       waiting_.push_back(std::move(door));
     } catch (const transport::RendezvousError&) {
@@ -110,9 +134,18 @@ void ElasticDoor::assign(int generation, std::uint16_t port, int first_rank, int
 }
 
 JoinAssignment ElasticDoor::join(const std::string& host, std::uint16_t port,
-                                 const std::string& job_token, std::chrono::milliseconds timeout) {
+                                 const std::string& job_token, std::chrono::milliseconds timeout,
+                                 const std::vector<std::string>& mine) {
   transport::Rendezvous door(door_options(1, host, port, job_token));
   door.join(timeout);
+  const std::vector<std::byte> job = door.get(kJob, kAnswerTimeout);
+  const AgreementCheck check = check_against_rank0(
+      std::string_view(reinterpret_cast<const char*>(job.data()), job.size()), mine);
+  door.set(kAnswer, bytes_of(check.answer));
+  if (check.refusal) {
+    door.shutdown(std::chrono::seconds(2));  // after rank 0 has the answer
+    throw *check.refusal;
+  }
   // Until the job's next checkpoint: a day bounds it, the heartbeats end it sooner when the
   // job is gone.
   const std::vector<std::byte> bytes = door.get(kAssignment, std::chrono::hours(24));

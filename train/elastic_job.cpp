@@ -51,16 +51,16 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, std::unique_ptr<Proc
       inputs_(std::move(inputs)),
       group_(std::move(group)) {
   if (group_ != nullptr) group_options_ = group_->options();
+  session_ = std::make_unique<Session>(job_, session_options(), inputs_);
+  model_ = session_->model();
   if (group_ != nullptr && group_->rank() == 0 && job_.cluster.elastic) {
-    door_ =
-        std::make_unique<ElasticDoor>(group_options_.env.master_host, group_options_.env.job_token);
+    door_ = std::make_unique<ElasticDoor>(group_options_.env.master_host,
+                                          group_options_.env.job_token, joiner_job());
     tandem::log::info(
         "elastic job: late ranks join with `tandem train CONFIG --checkpoint DIR --join "
         "{}:{}` (the job's token in TANDEM_JOB_TOKEN)",
         group_options_.env.master_host, door_->port());
   }
-  session_ = std::make_unique<Session>(job_, session_options(), inputs_);
-  model_ = session_->model();
   if (group_ != nullptr) agree_on_job(*group_, job_description(job_, *session_), "job/agree");
   if (group_ != nullptr && job_.cluster.elastic) exchange_next_port();
 }
@@ -76,13 +76,18 @@ ElasticJob::ElasticJob(JobSpec job, SessionOptions options, ProcessGroupOptions 
   group_options_.env.master_host = join.host;
   model_ = models::Model::build(job_.model);
   const JoinAssignment a = ElasticDoor::join(join.host, join.port, group_options_.env.job_token,
-                                             group_options_.join_timeout);
+                                             group_options_.join_timeout, joiner_job());
   replans_ = a.generation;
   next_port_ = a.port;
   start_generation(a.rank, a.world_size);
 }
 
 ElasticJob::~ElasticJob() = default;
+
+std::vector<std::string> ElasticJob::joiner_job() const {
+  return joiner_description(job_, *model_, options_.steps.value_or(job_.train.steps),
+                            options_.checkpoint_every);
+}
 
 TrainSummary ElasticJob::run(const std::function<void(const StepRecord&)>& on_record,
                              const std::function<void(const std::string&)>& on_replan) {

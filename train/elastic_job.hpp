@@ -70,6 +70,8 @@ class ElasticJob {
   void shutdown();
 
  private:
+  // What a joiner and the job compare at the door (train/job_agreement.hpp).
+  std::vector<std::string> joiner_job() const;
   // The lost ranks the group knows of, as rank 0 decided them.
   std::vector<transport::LostRank> lost_ranks() const;
   // Re-forms the job without `lost`; returns the line.

@@ -42,18 +42,22 @@ std::string replica_counts(const schedules::ScheduleParams& sp) {
   return out;
 }
 
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& l : lines) {
-    out += l;
-    out += '\n';
-  }
-  return out;
-}
-
 std::vector<std::byte> bytes_of(const std::string& text) {
   const auto b = std::as_bytes(std::span(text.data(), text.size()));
   return {b.begin(), b.end()};
+}
+
+// The training's lines, every process's alike.
+void add_train_lines(const TrainSpec& t, std::int64_t steps, std::vector<std::string>& out) {
+  out.push_back("train.minibatch: " + std::to_string(t.minibatch));
+  out.push_back("train.steps: " + std::to_string(steps));
+  out.push_back("train.accumulate: " + std::to_string(t.accumulate));
+  out.push_back("train.optimizer: " + optimizer_line(t.optimizer));
+  out.push_back("train.seed: " + std::to_string(t.seed));
+  out.push_back("train.clip_grad_norm: " +
+                (t.clip_grad_norm ? number(*t.clip_grad_norm) : std::string("none")));
+  out.push_back("train.precision: " +
+                std::string(t.precision ? models::matmul_precision_name(*t.precision) : "f32"));
 }
 
 }  // namespace
@@ -68,22 +72,22 @@ std::vector<std::string> job_description(const JobSpec& job, const Session& sess
   out.push_back("pipeline.replicas: " + replica_counts(sp));
   out.push_back("pipeline.slices: " + std::to_string(sp.slices));
   out.push_back("pipeline.chunks: " + std::to_string(sp.chunks));
-  const TrainSpec& t = job.train;
-  out.push_back("train.minibatch: " + std::to_string(t.minibatch));
-  out.push_back("train.steps: " + std::to_string(session.steps()));
-  out.push_back("train.accumulate: " + std::to_string(t.accumulate));
-  out.push_back("train.optimizer: " + optimizer_line(t.optimizer));
-  out.push_back("train.seed: " + std::to_string(t.seed));
-  out.push_back("train.clip_grad_norm: " +
-                (t.clip_grad_norm ? number(*t.clip_grad_norm) : std::string("none")));
-  out.push_back("train.precision: " +
-                std::string(t.precision ? models::matmul_precision_name(*t.precision) : "f32"));
+  add_train_lines(job.train, session.steps(), out);
+  return out;
+}
+
+std::vector<std::string> joiner_description(const JobSpec& job, const models::Model& model,
+                                            std::int64_t steps, std::int64_t checkpoint_every) {
+  std::vector<std::string> out;
+  for (const std::string& line : model_identity(model)) out.push_back("model " + line);
+  add_train_lines(job.train, steps, out);
+  out.push_back("checkpoints.every: " + std::to_string(checkpoint_every));
   return out;
 }
 
 void agree_on_job(ProcessGroup& group, const std::vector<std::string>& mine,
                   const std::string& key) {
-  const std::string rank0_text = group.broadcast_text(key, joined(mine));
+  const std::string rank0_text = group.broadcast_text(key, description_text(mine));
   if (group.rank() != 0) {
     AgreementCheck check = check_against_rank0(rank0_text, mine);
     group.put(key + "/answer/" + std::to_string(group.rank()), bytes_of(check.answer));

@@ -63,6 +63,15 @@ std::string shown(std::string_view line) {
 
 }  // namespace
 
+std::string description_text(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) {
+    out += l;
+    out += '\n';
+  }
+  return out;
+}
+
 AgreementCheck check_against_rank0(std::string_view rank0_text,
                                    const std::vector<std::string>& mine) {
   AgreementCheck out;
@@ -86,8 +95,9 @@ std::optional<JobError> refusal_of_answer(std::span<const std::byte> answer, con
   const auto line = [&](std::size_t i) {
     return i < lines.size() ? shown(lines[i]) : std::string("?");
   };
-  return JobError(line(0), who + " runs another job than rank 0: rank 0 has '" + line(1) +
-                               "', rank " + std::to_string(rank) + " '" + line(2) + "'");
+  const std::string them = rank >= 0 ? "rank " + std::to_string(rank) : std::string("the joiner");
+  return JobError(line(0), who + " runs another job than rank 0: rank 0 has '" + line(1) + "', " +
+                               them + " '" + line(2) + "'");
 }
 
 }  // namespace tandem::train

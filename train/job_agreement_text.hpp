@@ -14,6 +14,9 @@
 
 namespace tandem::train {
 
+// A description as one text: its lines, each ended by a newline.
+std::string description_text(const std::vector<std::string>& lines);
+
 // A rank other than 0 holding rank 0's description (`rank0_text`, bytes from another process)
 // against its own: when they differ, the answer it sends rank 0 (the first differing line's
 // key, rank 0's line and its own) and the refusal it throws; both empty when they agree. Lines
@@ -27,8 +30,9 @@ AgreementCheck check_against_rank0(std::string_view rank0_text,
                                    const std::vector<std::string>& mine);
 
 // Rank 0's reading of rank `rank`'s answer (bytes from that process; `who` names it, "rank 2
-// (10.0.0.3)"): nothing when it is empty (the rank agrees), else the refusal naming the key and
-// both values, each bounded and escaped as above, whatever the bytes.
+// (10.0.0.3)"; `rank` < 0: a process joining an elastic job, which has none yet): nothing when
+// it is empty (the rank agrees), else the refusal naming the key and both values, each bounded
+// and escaped as above, whatever the bytes.
 std::optional<JobError> refusal_of_answer(std::span<const std::byte> answer, const std::string& who,
                                           int rank);
 

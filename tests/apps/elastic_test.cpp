@@ -191,15 +191,31 @@ TEST(Elastic, ALateRankIsTakenInAtTheNextCheckpoint) {
                            " --checkpoint-every 200 --quiet --join " + door;
   const testing::CommandResult stranger =
       testing::run_command("TANDEM_JOB_TOKEN=0000000000000000 " + join);
+  // A joiner of another job (its checkpoints every 100 steps, the job's every 200: taken in, it
+  // would wait at step 200 for a checkpoint the others never write) is refused at the door, and
+  // the job goes on to take in the next.
+  std::string other = join;
+  other.replace(other.find("--checkpoint-every 200"), 22, "--checkpoint-every 100");
+  const testing::CommandResult differing = testing::run_command(token + " " + other);
   const testing::CommandResult joiner = testing::run_command(token + " " + join);
   testing::CommandResult job = launcher.join();
   job.output = read_file(log);
   ASSERT_TRUE(killed && !door.empty()) << job.output;
   EXPECT_NE(stranger.code, 0) << stranger.output;
   EXPECT_NE(stranger.output.find("token"), std::string::npos) << stranger.output;
+  EXPECT_NE(differing.code, 0) << differing.output;
+  EXPECT_NE(differing.output.find("checkpoints.every: this rank's job differs from rank 0's: rank "
+                                  "0 has 'checkpoints.every: 200', this rank 'checkpoints.every: "
+                                  "100'"),
+            std::string::npos)
+      << differing.output;
   ASSERT_EQ(joiner.code, 0) << joiner.output;
   ASSERT_EQ(job.code, 0) << job.output;
   EXPECT_NE(job.output.find("[rank 0] took in 1 rank at step "), std::string::npos) << job.output;
+  EXPECT_NE(job.output.find(" runs another job than rank 0: rank 0 has 'checkpoints.every: 200', "
+                            "the joiner 'checkpoints.every: 100'; refused, the job goes on"),
+            std::string::npos)
+      << job.output;
   EXPECT_NE(job.output.find("re-planned 3 -> 4 ranks (stages 0 | 1-2 | 3 | 4-5)"),
             std::string::npos)
       << job.output;
