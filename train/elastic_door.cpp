@@ -106,10 +106,29 @@ void ElasticDoor::serve() {
 }
 
 int ElasticDoor::claim() {
-  std::lock_guard lock(mu_);
-  for (auto& w : waiting_) claimed_.push_back(std::move(w));
-  waiting_.clear();
-  return static_cast<int>(claimed_.size());
+  // A joiner gone since it was let in (killed, its host lost) would leave the next generation
+  // waiting for a rank that never registers: it is dropped, and the job goes on without it.
+  std::vector<std::unique_ptr<transport::Rendezvous>> gone;
+  int claimed = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& w : waiting_) {
+      if (!w->lost().empty()) {
+        gone.push_back(std::move(w));
+      } else {
+        claimed_.push_back(std::move(w));
+      }
+    }
+    waiting_.clear();
+    claimed = static_cast<int>(claimed_.size());
+  }
+  for (const auto& g : gone) {
+    tandem::log::warn(
+        "elastic door: a joiner ({}) left before it was taken in; the job goes on "
+        "without it",
+        g->peers().at(1).host);
+  }
+  return claimed;  // `gone` closes outside the lock: a closing door waits for its peer
 }
 
 void ElasticDoor::assign(int generation, std::uint16_t port, int first_rank, int world_size) {

@@ -41,7 +41,9 @@ class ElasticDoor {
   ElasticDoor(const ElasticDoor&) = delete;
   ElasticDoor& operator=(const ElasticDoor&) = delete;
 
-  // The joiners waiting now, claimed: they are the ones assign() later tells.
+  // The joiners waiting now, claimed: they are the ones assign() later tells. One that left
+  // since it was let in (its connection closed, or silent past the heartbeat timeout) is
+  // dropped with a warning.
   int claim();
   // Where joiners knock (on the host given).
   std::uint16_t port() const { return port_; }

@@ -3,23 +3,32 @@
 // remaining rank and resume from the last checkpoint), and the job ends at its planned step
 // with the weights of a run that lost nothing (GPipe: a flush schedule, so the new cut changes
 // the layout, not the numbers); a loss beyond cluster.max_replans, or of rank 0, ends the job
-// with an error saying why.
+// with an error saying why. At the door, a joiner of another job is refused naming the
+// difference, and one gone before the checkpoint is dropped.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rank_process.hpp"
 #include "run_command.hpp"
+#include "runtime/log.hpp"
 #include "temp_dir.hpp"
+#include "train/config.hpp"
+#include "train/elastic_door.hpp"
+#include "train/job_agreement.hpp"
 
 namespace tandem::apps {
 namespace {
@@ -265,6 +274,54 @@ TEST(Elastic, LosingRankZeroEndsTheJobNamingIt) {
   ASSERT_TRUE(killed) << job.output;
   EXPECT_EQ(job.code, 1) << job.output;
   EXPECT_NE(job.output.find("rank 0 is the job's master"), std::string::npos) << job.output;
+}
+
+// A joiner let in at the door and killed before the job's next checkpoint is dropped when the
+// job claims its joiners: the next generation never waits for a rank that cannot come (every
+// rank failed after 120 s).
+TEST(Elastic, AJoinerGoneBeforeTheCheckpointIsDroppedAtTheDoor) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("c.yaml", config(8000, kFourStages));
+  const train::Config job = train::load_config(c);
+  std::mutex mu;
+  std::vector<std::string> lines;
+  log::set_handler([&](log::Level, std::string_view line) {
+    std::lock_guard lock(mu);
+    lines.emplace_back(line);
+  });
+  const auto logged = [&](const std::string& part) {
+    std::lock_guard lock(mu);
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  };
+  const auto wait_until = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    return done();
+  };
+  const std::string token = "5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
+  {
+    train::ElasticDoor door(
+        "127.0.0.1", token,
+        train::joiner_description(job, train::config_model(job), job.train.steps, 200));
+    const fs::path out = dir.path() / "joiner.log";
+    const testing::CommandResult started = testing::run_command(
+        "TANDEM_JOB_TOKEN=" + token + " " + kTandem + " train " + c.string() + " --checkpoint " +
+        (dir.path() / "ck").string() + " --checkpoint-every 200 --quiet --join 127.0.0.1:" +
+        std::to_string(door.port()) + " > " + out.string() + " 2>&1 & echo $!");
+    const pid_t joiner = static_cast<pid_t>(std::atol(started.output.c_str()));
+    ASSERT_GT(joiner, 0) << started.output;
+    const bool waiting = wait_until([&] { return logged("waits to join the job"); });
+    ::kill(joiner, SIGKILL);
+    ASSERT_TRUE(waiting) << read_file(out);
+    // The door hears the connection close without a goodbye.
+    EXPECT_TRUE(wait_until([&] { return logged("lost"); }));
+    EXPECT_EQ(door.claim(), 0);
+    EXPECT_TRUE(logged("elastic door: a joiner (")) << "no warning";
+    EXPECT_TRUE(logged(") left before it was taken in; the job goes on without it"));
+  }
+  log::set_handler({});
 }
 
 }  // namespace
