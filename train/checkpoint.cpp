@@ -120,10 +120,16 @@ std::string hex_of(std::string_view text) {
 // Copying, comparing and printing a JSON value recurse once per level: a manifest nesting
 // deeper than this is refused rather than allowed to overflow the stack.
 constexpr int kMaxJsonDepth = 64;
+// Each value parsed costs some 50 bytes however short its text ("0,"): a manifest holds a few
+// per stage and a line per layer, and a bound on their count bounds a reader's memory where
+// the byte bound alone allowed half a GiB (8 million zeros in 16 MiB).
+constexpr std::int64_t kMaxJsonValues = 2'000'000;
 
 json parse_json(std::string_view text, const fs::path& file) {
   struct TooDeep {};
+  struct TooMany {};
   int depth = 0;
+  std::int64_t values = 0;
   const json::parser_callback_t limit = [&](int, json::parse_event_t event, json&) {
     if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
       if (++depth > kMaxJsonDepth) throw TooDeep{};
@@ -131,6 +137,7 @@ json parse_json(std::string_view text, const fs::path& file) {
                event == json::parse_event_t::array_end) {
       --depth;
     }
+    if (event == json::parse_event_t::value && ++values > kMaxJsonValues) throw TooMany{};
     return true;
   };
   try {
@@ -139,6 +146,9 @@ json parse_json(std::string_view text, const fs::path& file) {
     refuse(file, std::string("not valid JSON: ") + e.what());
   } catch (const TooDeep&) {
     refuse(file, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  } catch (const TooMany&) {
+    refuse(file, "JSON holds more than " + std::to_string(kMaxJsonValues) +
+                     " values, more than a manifest of any model has");
   }
 }
 

@@ -451,7 +451,9 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
             }).find("field 'model' holds the control character 0x1b at byte 3"),
             std::string::npos);
   EXPECT_NE(refusal_with([](json& m) {
-              m["stages"][0]["host"] = "node\xc2\x9b" "2J";
+              m["stages"][0]["host"] =
+                  "node\xc2\x9b"
+                  "2J";
             }).find("field 'stages[0].host' holds the control character 0x9b at byte 4"),
             std::string::npos);
   EXPECT_NE(refusal_with([](json& m) {
@@ -467,6 +469,15 @@ TEST_F(CheckpointTest, RefusesManifestsItCannotTrust) {
   utf8["stages"][0]["host"] = "n\xc5\x93ud-\xe6\x97\xa5";
   spit(manifest_file, utf8.dump());
   EXPECT_EQ(train::read_checkpoint(step_dir).stages[0].host, "n\xc5\x93ud-\xe6\x97\xa5");
+  // Values beyond any manifest's count (each costs memory however short its text) are refused
+  // while parsing: 8 million zeros in 16 MiB took half a GiB to read.
+  std::string many = manifest.dump();
+  std::string zeros = "[0";
+  for (int i = 0; i < 2'000'000; ++i) zeros += ",0";
+  many.insert(many.rfind('}'), ",\"pad\":" + zeros + "]");
+  spit(manifest_file, many);
+  EXPECT_NE(refusal(step_dir, manifest_file).find("JSON holds more than 2000000 values"),
+            std::string::npos);
   // A manifest over the bound is refused before it is parsed.
   spit(manifest_file, std::string((16u << 20) + 1, ' '));
   EXPECT_NE(refusal(step_dir, manifest_file).find("manifest.json"), std::string::npos);
