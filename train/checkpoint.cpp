@@ -34,8 +34,8 @@ constexpr const char* kWeightsPrefix = "weights/r";
 constexpr const char* kOptimizerPrefix = "optimizer/r";
 // Bounds on what is read before it is parsed: a manifest names a few entries per stage and a
 // line per layer (a model of 100,000 layers writes about 10 MiB), and `latest` one name and a
-// digest. Parsing takes about 35 bytes of memory per byte of JSON: 16 MiB bounds a reader at
-// about half a GiB and a few seconds, and the writer refuses to write more.
+// digest. With the count of values bounded too (kMaxJsonValues), reading one takes at most
+// about a second and 120 MB; the writer refuses to write more.
 constexpr std::uint64_t kMaxManifestBytes = 16u << 20;
 constexpr std::uint64_t kMaxLatestBytes = 4096;
 
