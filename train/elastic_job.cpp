@@ -147,6 +147,7 @@ std::vector<transport::LostRank> ElasticJob::lost_ranks() const {
   };
   std::vector<transport::LostRank> lost =
       wait_until([](const auto& l) { return !l.empty(); }, std::chrono::seconds(2));
+  if (group_->rank() == 0 && !lost.empty()) lost = settled_losses(std::move(lost));
   // Rank 0 decides who was lost: the others stay on the failed control plane until rank 0
   // leaves it, after it has passed on every loss it recorded (in order, on the same
   // connection), so every survivor ends up with rank 0's list. Leaving earlier would make the
@@ -161,6 +162,27 @@ std::vector<transport::LostRank> ElasticJob::lost_ranks() const {
   }
   std::erase_if(lost, [](const transport::LostRank& l) { return l.rank == 0; });
   return lost;
+}
+
+std::vector<transport::LostRank> ElasticJob::settled_losses(
+    std::vector<transport::LostRank> lost) const {
+  // Ranks lost together (killed at once, a host of several ranks gone) are noticed some
+  // milliseconds apart: rank 0 decides once no loss has been added for kLossSettle, so that one
+  // re-plan covers them all. Deciding on the first alone re-formed the job with a dead rank in
+  // it, and the survivors waited for it until their join timed out.
+  constexpr auto kLossSettle = std::chrono::milliseconds(500);
+  const auto deadline = std::chrono::steady_clock::now() + group_options_.heartbeat_timeout;
+  auto quiet_since = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - quiet_since >= kLossSettle || now >= deadline) return lost;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<transport::LostRank> again = group_->rendezvous().lost();
+    if (again.size() != lost.size()) {
+      lost = std::move(again);
+      quiet_since = std::chrono::steady_clock::now();
+    }
+  }
 }
 
 std::string ElasticJob::shrink(const std::vector<transport::LostRank>& lost, int64_t at_step) {

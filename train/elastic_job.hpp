@@ -74,6 +74,8 @@ class ElasticJob {
   std::vector<std::string> joiner_job() const;
   // The lost ranks the group knows of, as rank 0 decided them.
   std::vector<transport::LostRank> lost_ranks() const;
+  // Rank 0: `lost` and the losses that follow it closely, once none has come for a while.
+  std::vector<transport::LostRank> settled_losses(std::vector<transport::LostRank> lost) const;
   // Re-forms the job without `lost`; returns the line.
   std::string shrink(const std::vector<transport::LostRank>& lost, int64_t at_step);
   // Re-forms the job with the joiners claimed at the last checkpoint; returns the line.

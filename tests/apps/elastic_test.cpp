@@ -156,6 +156,42 @@ TEST(Elastic, ALostRankIsReplannedAroundAndTheJobEndsWithTheWeightsOfOneDevice) 
   EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
 }
 
+// Ranks 2 and 3 killed at the same moment (a host of two ranks lost): one re-plan covers both,
+// 4 -> 2 ranks, and the job ends with the weights of one device. Rank 0 used to decide on the
+// first loss alone, and the survivors then waited 120 s for the second dead rank to register.
+TEST(Elastic, TwoRanksLostTogetherAreReplannedAroundAtOnce) {
+  testing::TempDir dir;
+  const fs::path c = dir.write("c.yaml", config(400, kFourStages));
+  const fs::path ck = dir.path() / "ck";
+  const std::string mark = "TANDEM_TEST_MARK=" + std::to_string(::getpid()) + "-two";
+  BackgroundCommand launcher(mark + " " + kTandem + " launch -n 4 --elastic " + c.string() +
+                             " --checkpoint " + ck.string() + " --checkpoint-every 50");
+  const std::atomic<bool>& ended = launcher.ended();
+  bool killed = false;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (!killed && !ended && std::chrono::steady_clock::now() < deadline) {
+    if (latest_stages(ck) == 4) {
+      const pid_t two = testing::find_rank(mark, 2), three = testing::find_rank(mark, 3);
+      if (two <= 0 || three <= 0) break;
+      ::kill(two, SIGKILL);
+      ::kill(three, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  const testing::CommandResult job = launcher.join();
+  ASSERT_TRUE(killed) << job.output;
+  ASSERT_EQ(job.code, 0) << job.output;
+  EXPECT_NE(job.output.find("re-planned 4 -> 2 ranks"), std::string::npos) << job.output;
+  EXPECT_EQ(job.output.find("re-planned 3 -> 2"), std::string::npos) << job.output;
+  EXPECT_EQ(latest_stages(ck), 2u);
+  const testing::CommandResult one = testing::run_command(
+      kTandem + " train " +
+      dir.write("one.yaml", config(400, "    - {layers: \"0-5\"}\n")).string() + " --quiet");
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_EQ(fingerprint(job.output), fingerprint(one.output)) << job.output;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
