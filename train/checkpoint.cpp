@@ -1191,8 +1191,7 @@ void check_stage_tensors(const StageCheckpoint& stage, const models::ParamSet& p
       // to resume.
       if (const std::optional<std::string> bad = models::non_finite_value(got)) {
         refuse(file, "tensor '" + prefix + name + "' " + *bad +
-                         ": the weights to resume from "
-                         "are finite");
+                         ": the weights to resume from are finite");
       }
     }
     for (const std::string& name : params.names()) {

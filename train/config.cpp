@@ -939,11 +939,13 @@ void read_planning(ConfigMap& m, const PipelineLayout& p, ConfigPlanning& planni
     planning.partition = true;
   }
   if (!planning.partition && p.schedule != "auto") return;
-  for (const char* key : {"profile", "cluster"}) {
-    if (!m.has(key)) continue;
-    record(key);
-    (std::string_view(key) == "profile" ? planning.profile : planning.cluster) =
-        config_relative(m, key);
+  if (m.has("profile")) {
+    record("profile");
+    planning.profile = config_relative(m, "profile");
+  }
+  if (m.has("cluster")) {
+    record("cluster");
+    planning.cluster = config_relative(m, "cluster");
   }
   planning.allow_async = m.get_or<bool>("allow_async", false);
 }

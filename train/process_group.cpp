@@ -243,7 +243,6 @@ struct ProcessGroup::Impl {
     {
       std::lock_guard lock(mu);
       watch = std::move(exit_watch);
-      exit_watch = nullptr;
     }
     if (watch) watch->disarm();
   }
